@@ -1,0 +1,87 @@
+"""The wire format of records on the task log.
+
+Key: the ordering id in UTF-8 (so Kafka's partitioner routes every task of an ordering id to one
+partition). Value: a compact JSON object, so that any Kafka client in any language can produce:
+
+    {"v": 1, "op": "schedule", "oid": "...", "at": 1767225600000, "uk": "...", "data": {...}}
+
+`at` is the scheduled time in epoch milliseconds (UTC). `op` is one of:
+
+* `schedule`: persist the task (overwriting a pending task of the same key);
+* `cancel`: cancel a pending task (it becomes CANCELLED);
+* `retry`: run a FAILED task again, with `data` restored from its status row;
+* `drop`: forget a FAILED task's status row.
+
+Admin operations travel on the log rather than writing the store directly, because the worker
+that owns the partition is its single writer; the log delivers them to it in order with the tasks.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.model import Task, TaskKey, check_key_part
+
+FORMAT_VERSION = 1
+
+
+class Op(enum.StrEnum):
+    SCHEDULE = "schedule"
+    CANCEL = "cancel"
+    RETRY = "retry"
+    DROP = "drop"
+
+
+class MalformedRecordError(ValueError):
+    """A record on the log that is not a valid scheduler message (another producer wrote it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A decoded log record: an operation on one task."""
+
+    op: Op
+    """What to do."""
+    task: Task
+    """The task (its data is empty for cancel and drop)."""
+
+
+def encode(op: Op, key: TaskKey, data_json: bytes = b"{}") -> bytes:
+    """The record value for `op` on `key`; `data_json` is already-encoded task data."""
+    head = json.dumps(
+        {"v": FORMAT_VERSION, "op": op.value, "oid": key.ordering_id, "at": key.scheduled_ms,
+         "uk": key.uniqueness_key},
+        separators=(",", ":"),
+    )
+    return b"".join((head[:-1].encode("utf-8"), b',"data":', data_json, b"}"))
+
+
+def decode(value: bytes | None) -> Command:
+    """Decode a record value, or raise `MalformedRecordError` saying what is wrong with it."""
+    if value is None:
+        raise MalformedRecordError("record has no value")
+    try:
+        message: Any = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MalformedRecordError(f"record value is not JSON: {error}") from error
+    if not isinstance(message, dict):
+        raise MalformedRecordError("record value is not a JSON object")
+    if message.get("v") != FORMAT_VERSION:
+        raise MalformedRecordError(f"unsupported format version {message.get('v')!r}")
+    try:
+        op = Op(message.get("op"))
+        ordering_id = check_key_part("ordering_id", message.get("oid"))
+        uniqueness_key = check_key_part("uniqueness_key", message.get("uk"))
+    except ValueError as error:
+        raise MalformedRecordError(str(error)) from error
+    scheduled_ms = message.get("at")
+    if not isinstance(scheduled_ms, int) or isinstance(scheduled_ms, bool):
+        raise MalformedRecordError(f"'at' must be epoch milliseconds, got {scheduled_ms!r}")
+    data = message.get("data", {})
+    if not isinstance(data, dict):
+        raise MalformedRecordError(f"'data' must be a JSON object, got {type(data).__name__}")
+    key = TaskKey.from_ms(ordering_id, scheduled_ms, uniqueness_key)
+    return Command(op, Task.from_key(key, data))

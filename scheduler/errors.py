@@ -1,0 +1,59 @@
+"""One exception tree for the whole product.
+
+Every message names the offending value and says what to do about it, because the person reading
+it is usually an operator looking at a log line, not the author of the code that raised it.
+"""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Base class of every error the scheduler raises on purpose."""
+
+
+class TaskRejected(SchedulerError, ValueError):
+    """A task was refused by `schedule_task`; nothing was written."""
+
+
+class InvalidTaskKeyError(TaskRejected):
+    """An ordering id or uniqueness key cannot be used as a key (empty, too long, NUL byte)."""
+
+
+class NaiveDatetimeError(TaskRejected):
+    """A scheduled time without a time zone: the scheduler cannot know which instant is meant."""
+
+
+class TaskInPastError(TaskRejected):
+    """The scheduled time lies further in the past than the grace window allows."""
+
+
+class TaskDataError(TaskRejected):
+    """Task data that is not a JSON-serialisable mapping, or that exceeds the size limit."""
+
+
+class UnknownExecutorError(TaskRejected):
+    """Task data names an executor or job that no one registered."""
+
+
+class ConfigurationError(SchedulerError):
+    """A setting has a bad value, or settings contradict each other."""
+
+
+class PartitionCountMismatchError(ConfigurationError):
+    """The log's partition count differs from the one the stored data was partitioned with."""
+
+
+class BackendUnavailableError(SchedulerError):
+    """Kafka, Cassandra or another backend could not be reached."""
+
+
+class TaskNotFoundError(SchedulerError, LookupError):
+    """An admin operation named a task the store does not hold."""
+
+
+class TaskCancelledError(SchedulerError):
+    """Raised inside an executor call when its task was cancelled (revocation, timeout, admin)."""
+
+
+class TaskTimeoutError(SchedulerError):
+    """A task ran past its per-task timeout."""

@@ -1,0 +1,87 @@
+"""The executor port: what runs one task.
+
+An executor is any callable `executor(task, context)`. It returns normally on success and raises
+on failure; the engine retries failures with backoff up to the attempt limit. Delivery is
+at-least-once, so an executor should make its effects idempotent, keyed by `context.key`.
+
+Calls run on the worker's bounded pool (the TaskExecutorService), several at once, so an executor
+must be thread-safe. It must also honour cancellation: when a partition is revoked, a per-task
+timeout fires or an operator cancels, the engine sets `context.cancelled` and runs the callbacks
+registered with `context.on_cancel` (the Spark executor cancels its job group there).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from scheduler.errors import TaskCancelledError
+from scheduler.model import Task, TaskKey
+
+
+class ExecutionContext:
+    """What an executor knows about the attempt it is running."""
+
+    __slots__ = ("task", "attempt", "partition", "cancelled", "_callbacks", "_lock", "reason")
+
+    def __init__(self, task: Task, *, attempt: int, partition: int) -> None:
+        self.task = task
+        """The task being run."""
+        self.attempt = attempt
+        """1 for the first attempt, 2 for the first retry, and so on."""
+        self.partition = partition
+        """The log partition the task belongs to."""
+        self.cancelled = threading.Event()
+        """Set when the attempt must stop; long-running executors should check it."""
+        self.reason: str | None = None
+        """Why the attempt was cancelled, once it was."""
+        self._callbacks: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def key(self) -> TaskKey:
+        return self.task.key
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        return self.task.data
+
+    @property
+    def logical_time(self) -> datetime:
+        """The time the task was scheduled for (not when it started): use it for partitioning."""
+        return self.task.scheduled_time
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the attempt is cancelled (at once if it already was)."""
+        with self._lock:
+            if not self.cancelled.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def cancel(self, reason: str) -> None:
+        """Cancel the attempt (called by the engine)."""
+        with self._lock:
+            if self.cancelled.is_set():
+                return
+            self.reason = reason
+            self.cancelled.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancelled.is_set():
+            raise TaskCancelledError(f"task {self.key} was cancelled: {self.reason}")
+
+
+class Executor(Protocol):
+    """Runs one attempt of a task; raises to fail it."""
+
+    def __call__(self, task: Task, context: ExecutionContext) -> None: ...
+
+
+def noop_executor(task: Task, context: ExecutionContext) -> None:
+    """Does nothing; for benchmarks and smoke tests."""

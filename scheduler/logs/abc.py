@@ -1,0 +1,176 @@
+"""The task log port: a partitioned, keyed, durable log with consumer-group assignment.
+
+The contract is Kafka's, reduced to what the scheduler needs, so that the Kafka adapter is a thin
+wrapper and the embedded adapter is a faithful miniature:
+
+* A topic has a fixed number of partitions. A record's partition is
+  `murmur2(key) % partition_count` exactly as Kafka's Java default partitioner computes it
+  (`scheduler.partitioning.partition_for`), so any Kafka client can produce and a task lands on
+  the same partition number in every adapter.
+* Records of one partition have consecutive offsets starting at the log start; a consumer reads
+  each partition in offset order.
+* Consumers that share a group id split the partitions between them. Assignment changes are
+  reported to a `RebalanceListener` *on the thread that calls `poll`, from inside `poll`*,
+  incrementally as in Kafka's cooperative protocol: `on_revoked` lists only the partitions that
+  leave this consumer and `on_assigned` only those that arrive. Partitions that stay are never
+  revoked and re-assigned.
+* Committed offsets are per (group, partition) and name the *next* offset to read. A newly
+  assigned partition resumes at its committed offset, or at the log start if none.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One record read from the log."""
+
+    partition: int
+    """The partition it was read from."""
+    offset: int
+    """Its offset within that partition."""
+    key: bytes | None
+    """The record key (the ordering id, UTF-8), or None if a foreign producer sent none."""
+    value: bytes | None
+    """The record value (see `scheduler.codec`), or None for a tombstone."""
+    timestamp_ms: int
+    """The time the producer (or the broker) stamped on it."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """How far a consumer group is behind on one partition."""
+
+    partition: int
+    """The partition."""
+    committed: int | None
+    """The group's committed offset, or None if it never committed."""
+    end: int
+    """The offset the next produced record will get."""
+    owner: str | None
+    """The consumer (member id or client id) that owns it now, if known."""
+
+    @property
+    def lag(self) -> int:
+        return self.end - (self.committed or 0)
+
+
+class RebalanceListener(Protocol):
+    """Told about assignment changes, on the polling thread, from inside `LogConsumer.poll`."""
+
+    def on_assigned(self, partitions: list[int]) -> None:
+        """These partitions now belong to this consumer (incremental)."""
+
+    def on_revoked(self, partitions: list[int]) -> None:
+        """These partitions are leaving this consumer; it may still commit their offsets now."""
+
+    def on_lost(self, partitions: list[int]) -> None:
+        """These partitions were taken away without a chance to commit (session timeout)."""
+
+
+class LogProducer(ABC):
+    """Appends records to the log. Thread-safe: many threads may send at once."""
+
+    @abstractmethod
+    def send(self, key: bytes, value: bytes) -> Future[int]:
+        """Append a record to the partition of `key`.
+
+        The future resolves to the record's partition once the record is durable (Kafka:
+        acknowledged by all in-sync replicas), and fails with `BackendUnavailableError` if it
+        could not be made durable. `send` itself may block briefly when the producer's buffer is
+        full (backpressure) but never drops a record silently.
+        """
+
+    @abstractmethod
+    def flush(self, timeout: float) -> int:
+        """Wait until every record sent so far is acknowledged; return how many are still not."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release resources."""
+
+
+class LogConsumer(ABC):
+    """Reads the log as one member of a consumer group. Not thread-safe: one polling thread."""
+
+    @abstractmethod
+    def subscribe(self, listener: RebalanceListener) -> None:
+        """Join the group; assignments arrive through `listener` during later `poll` calls."""
+
+    @abstractmethod
+    def poll(self, max_records: int, timeout: float) -> list[LogRecord]:
+        """Return up to `max_records` records of assigned, unpaused partitions.
+
+        Waits up to `timeout` seconds for at least one record; returns an empty list on timeout.
+        Rebalance callbacks run inside this call, before any record of a newly assigned partition
+        is returned and after which no record of a revoked partition is returned.
+        """
+
+    @abstractmethod
+    def commit(self, offsets: Mapping[int, int]) -> None:
+        """Synchronously commit, per partition, the next offset to read."""
+
+    @abstractmethod
+    def committed(self, partitions: Collection[int]) -> dict[int, int | None]:
+        """The group's committed offsets for these partitions (None where nothing is committed)."""
+
+    @abstractmethod
+    def seek(self, partition: int, offset: int) -> None:
+        """Make the next `poll` read `partition` from `offset` (used to re-read after a failure)."""
+
+    @abstractmethod
+    def pause(self, partitions: Collection[int]) -> None:
+        """Stop returning records of these partitions without leaving the group (backpressure)."""
+
+    @abstractmethod
+    def resume(self, partitions: Collection[int]) -> None:
+        """Undo `pause`."""
+
+    @abstractmethod
+    def assignment(self) -> set[int]:
+        """The partitions this consumer owns now."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Leave the group: the listener's `on_revoked` runs for every owned partition."""
+
+
+class TaskLog(ABC):
+    """One topic of the task log, and the means to produce to it and consume from it."""
+
+    topic: str
+    """The topic name."""
+
+    @abstractmethod
+    def ensure_topic(self, partitions: int) -> int:
+        """Create the topic with `partitions` partitions if it does not exist.
+
+        Returns the topic's actual partition count, which differs from `partitions` if the topic
+        already existed with another count (the caller decides whether that is an error).
+        """
+
+    @abstractmethod
+    def partition_count(self) -> int:
+        """The topic's partition count; raises `ConfigurationError` if the topic does not exist."""
+
+    @abstractmethod
+    def producer(self) -> LogProducer:
+        """A new producer for this topic."""
+
+    @abstractmethod
+    def consumer(self, group_id: str, *, client_id: str) -> LogConsumer:
+        """A new consumer of this topic in group `group_id`."""
+
+    @abstractmethod
+    def describe_group(self, group_id: str) -> list[PartitionLag]:
+        """Committed offset, end offset and owner of every partition, for the admin view."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release shared resources (admin clients, files)."""

@@ -1,0 +1,283 @@
+"""Tasks, their keys and their statuses.
+
+A task is identified by its `TaskKey`: (ordering_id, scheduled_time, uniqueness_key). The scheduled
+time is kept as whole milliseconds since the Unix epoch in UTC (`scheduled_ms`), because that is
+what the stores cluster by and what Kafka timestamps use; `scheduled_time` gives it back as an
+aware datetime.
+
+Two orders matter:
+
+* *schedule order* `(scheduled_ms, ordering_id, uniqueness_key)`: the clustering order of the
+  schedule rows, in which a partition's tasks are loaded and fired;
+* *key order within an ordering id* `(scheduled_ms, uniqueness_key)`: the order in which one
+  ordering id's tasks run, one at a time. Schedule order restricted to one ordering id is exactly
+  that, so sorting keys with `<` serves both.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduler.errors import InvalidTaskKeyError, NaiveDatetimeError, TaskDataError
+
+#: Longest ordering id or uniqueness key, in UTF-8 bytes. Cassandra allows 64 KiB per clustering
+#: value, but every key travels in every message and row; a key this long is a bug upstream.
+MAX_KEY_BYTES = 512
+
+ScheduleCursor = tuple[int, str, str]
+"""A position in schedule order: (scheduled_ms, ordering_id, uniqueness_key)."""
+
+
+def to_epoch_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch of an aware datetime, truncated (not rounded) to the ms."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise NaiveDatetimeError(
+            f"scheduled time {moment.isoformat()} has no time zone; pass an aware datetime, "
+            "for example datetime.now(timezone.utc) + timedelta(minutes=5)"
+        )
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def from_epoch_ms(ms: int) -> datetime:
+    """The aware UTC datetime of an epoch-millisecond value."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def check_key_part(name: str, value: object) -> str:
+    """Return `value` if it can serve as an ordering id or uniqueness key, else raise."""
+    if not isinstance(value, str):
+        raise InvalidTaskKeyError(f"{name} must be a string, got {type(value).__name__} {value!r}")
+    if not value.strip():
+        raise InvalidTaskKeyError(f"{name} is empty; give every task a non-blank {name}")
+    if "\x00" in value:
+        raise InvalidTaskKeyError(f"{name} {value!r} contains a NUL character; remove it")
+    if len(value.encode("utf-8")) > MAX_KEY_BYTES:
+        raise InvalidTaskKeyError(
+            f"{name} {value[:40]!r}... is longer than {MAX_KEY_BYTES} UTF-8 bytes; "
+            "use a shorter id (a hash of a long one works)"
+        )
+    return value
+
+
+class TaskKey:
+    """The identity of a task: (ordering_id, scheduled_time, uniqueness_key).
+
+    Enqueuing a task whose key is already pending overwrites its data; a key that reached a final
+    state never runs again. Keys sort in schedule order.
+    """
+
+    __slots__ = ("ordering_id", "scheduled_ms", "uniqueness_key", "_hash")
+
+    ordering_id: str
+    """Tasks of one ordering id run one at a time, in key order; it is the Kafka message key."""
+    scheduled_ms: int
+    """The due time, in milliseconds since the epoch (UTC)."""
+    uniqueness_key: str
+    """Tells apart tasks of one ordering id due at the same millisecond."""
+
+    def __init__(self, ordering_id: str, scheduled_time: datetime, uniqueness_key: str) -> None:
+        self._set(
+            check_key_part("ordering_id", ordering_id),
+            to_epoch_ms(scheduled_time),
+            check_key_part("uniqueness_key", uniqueness_key),
+        )
+
+    @classmethod
+    def from_ms(cls, ordering_id: str, scheduled_ms: int, uniqueness_key: str) -> TaskKey:
+        """Build a key from trusted parts (read back from a store or a log), skipping checks."""
+        key = cls.__new__(cls)
+        key._set(ordering_id, scheduled_ms, uniqueness_key)
+        return key
+
+    def _set(self, ordering_id: str, scheduled_ms: int, uniqueness_key: str) -> None:
+        setter = object.__setattr__
+        setter(self, "ordering_id", ordering_id)
+        setter(self, "scheduled_ms", scheduled_ms)
+        setter(self, "uniqueness_key", uniqueness_key)
+        setter(self, "_hash", hash((scheduled_ms, ordering_id, uniqueness_key)))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"TaskKey is immutable; cannot set {name}")
+
+    @property
+    def scheduled_time(self) -> datetime:
+        return from_epoch_ms(self.scheduled_ms)
+
+    @property
+    def cursor(self) -> ScheduleCursor:
+        """This key's position in schedule order."""
+        return (self.scheduled_ms, self.ordering_id, self.uniqueness_key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TaskKey):
+            return NotImplemented
+        return (
+            self.scheduled_ms == other.scheduled_ms
+            and self.ordering_id == other.ordering_id
+            and self.uniqueness_key == other.uniqueness_key
+        )
+
+    def __lt__(self, other: TaskKey) -> bool:
+        return self.cursor < other.cursor
+
+    def __le__(self, other: TaskKey) -> bool:
+        return self.cursor <= other.cursor
+
+    def __gt__(self, other: TaskKey) -> bool:
+        return self.cursor > other.cursor
+
+    def __ge__(self, other: TaskKey) -> bool:
+        return self.cursor >= other.cursor
+
+    def __repr__(self) -> str:
+        return (
+            f"TaskKey({self.ordering_id!r}, {self.scheduled_time.isoformat(timespec='milliseconds')}, "
+            f"{self.uniqueness_key!r})"
+        )
+
+    def __str__(self) -> str:
+        """The form used in logs, Spark job groups and the CLI: `ordering_id/time/uniqueness_key`."""
+        return f"{self.ordering_id}/{self.scheduled_ms}/{self.uniqueness_key}"
+
+
+class Task:
+    """Work to be done at a given time: a key and a JSON-serialisable mapping of data."""
+
+    __slots__ = ("key", "data")
+
+    key: TaskKey
+    """The task's identity."""
+    data: Mapping[str, Any]
+    """Arguments for the executor; must survive a JSON round trip."""
+
+    def __init__(
+        self,
+        ordering_id: str,
+        scheduled_time: datetime,
+        uniqueness_key: str,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise TaskDataError(f"task data must be a mapping (a dict), got {type(data).__name__}")
+        object.__setattr__(self, "key", TaskKey(ordering_id, scheduled_time, uniqueness_key))
+        object.__setattr__(self, "data", data)
+
+    @classmethod
+    def from_key(cls, key: TaskKey, data: Mapping[str, Any]) -> Task:
+        task = cls.__new__(cls)
+        object.__setattr__(task, "key", key)
+        object.__setattr__(task, "data", data)
+        return task
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Task is immutable; cannot set {name}")
+
+    @property
+    def ordering_id(self) -> str:
+        return self.key.ordering_id
+
+    @property
+    def scheduled_time(self) -> datetime:
+        return self.key.scheduled_time
+
+    @property
+    def scheduled_ms(self) -> int:
+        return self.key.scheduled_ms
+
+    @property
+    def uniqueness_key(self) -> str:
+        return self.key.uniqueness_key
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Task):
+            return NotImplemented
+        return self.key == other.key and self.data == other.data
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"Task({self.key!r}, data={dict(self.data)!r})"
+
+
+def encode_data(data: Mapping[str, Any], *, max_bytes: int) -> bytes:
+    """Serialise task data as compact JSON, or raise `TaskDataError` saying why it cannot be."""
+    try:
+        encoded = json.dumps(data, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as error:
+        raise TaskDataError(
+            f"task data cannot be serialised as JSON ({error}); use only dicts, lists, strings, "
+            "numbers, booleans and None"
+        ) from error
+    if len(encoded) > max_bytes:
+        raise TaskDataError(
+            f"task data is {len(encoded)} bytes as JSON, over the limit of {max_bytes}; "
+            "store large inputs elsewhere and pass their location"
+        )
+    return encoded
+
+
+class TaskState(enum.StrEnum):
+    """Where a task is in its life. The last three are final: the key never runs again."""
+
+    PENDING = "pending"
+    """Persisted, not yet started."""
+    RUNNING = "running"
+    """An attempt is executing."""
+    RETRYING = "retrying"
+    """An attempt failed; the next one waits until `next_attempt_ms`."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """Every attempt failed; kept for inspection until an operator retries or drops it."""
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in _FINAL_STATES
+
+
+_FINAL_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatus:
+    """A status row: what happened to a task so far."""
+
+    key: TaskKey
+    """The task this row describes."""
+    state: TaskState
+    """Its state when the row was written."""
+    attempts: int = 0
+    """Attempts started so far."""
+    last_error: str | None = None
+    """The error of the last failed attempt, for the operator."""
+    next_attempt_ms: int | None = None
+    """When the next attempt may start (RETRYING only)."""
+    updated_ms: int = 0
+    """When the row was written."""
+    data: Mapping[str, Any] | None = None
+    """The task's data, kept with final failures so that an operator can retry them."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTask:
+    """A schedule row read back from a store, joined with its status row if it has one."""
+
+    task: Task
+    """The task as last written."""
+    status: TaskStatus | None
+    """Its status row, or None if it never started."""
