@@ -1,0 +1,53 @@
+"""A durable, ordered, partitioned task scheduler for data platforms.
+
+    from scheduler import Task, SchedulerClient
+
+The public surface is re-exported here; everything else is an implementation detail.
+"""
+
+from scheduler.client import SchedulerClient
+from scheduler.embedded import EmbeddedScheduler
+from scheduler.engine.settings import EngineSettings, RetryPolicy
+from scheduler.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    InvalidTaskKeyError,
+    NaiveDatetimeError,
+    PartitionCountMismatchError,
+    SchedulerError,
+    TaskCancelledError,
+    TaskDataError,
+    TaskInPastError,
+    TaskRejected,
+    TaskTimeoutError,
+    UnknownExecutorError,
+)
+from scheduler.executors.abc import ExecutionContext, Executor
+from scheduler.model import Task, TaskKey, TaskState, TaskStatus
+from scheduler.worker import Worker
+
+__all__ = [
+    "BackendUnavailableError",
+    "ConfigurationError",
+    "EmbeddedScheduler",
+    "EngineSettings",
+    "ExecutionContext",
+    "Executor",
+    "InvalidTaskKeyError",
+    "NaiveDatetimeError",
+    "PartitionCountMismatchError",
+    "RetryPolicy",
+    "SchedulerClient",
+    "SchedulerError",
+    "Task",
+    "TaskCancelledError",
+    "TaskDataError",
+    "TaskInPastError",
+    "TaskKey",
+    "TaskRejected",
+    "TaskState",
+    "TaskStatus",
+    "TaskTimeoutError",
+    "UnknownExecutorError",
+    "Worker",
+]

@@ -1,0 +1,31 @@
+"""The base of every partition actor: failures escalate to the partition's supervisor.
+
+The seed's supervision rule: an actor that fails must not be restarted on its own, because it
+would come back with an empty mailbox and the tasks in that mailbox would be lost. Instead the
+failure escalates and the whole partition is rebuilt from the store, which holds every task.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import pykka
+
+from scheduler.actors.context import PartitionContext
+
+
+class PartitionActor(pykka.ThreadingActor):
+    """A pykka actor of one partition's tree."""
+
+    def __init__(self, ctx: PartitionContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        error = exception_value or RuntimeError(f"{type(self).__name__} failed")
+        self.ctx.report_failure(self.ctx.partition, self.ctx.generation, error)

@@ -1,0 +1,44 @@
+"""What every actor of one partition's tree shares: the partition, its backends and settings."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.settings import EngineSettings
+from scheduler.engine.timers import TimerService
+from scheduler.executors.abc import Executor
+from scheduler.stores.abc import TaskStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionContext:
+    """Constructor arguments common to a partition's actors."""
+
+    partition: int
+    """The log partition this tree owns."""
+    generation: int
+    """Incremented on every (re)start, so late messages of a dead tree can be recognised."""
+    store: TaskStore
+    """Schedule and status rows."""
+    executor: Executor
+    """Runs one attempt of a task."""
+    executor_service: TaskExecutorService
+    """The worker's bounded pool."""
+    timers: TimerService
+    """The worker's timer thread."""
+    settings: EngineSettings
+    """Engine settings."""
+    report_failure: Callable[[int, int, BaseException], None]
+    """Called with (partition, generation, error) when an actor of the tree dies."""
+    rng: random.Random = field(default_factory=random.Random)
+    """Jitter source (seedable in tests)."""
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        return logging.LoggerAdapter(
+            logging.getLogger("scheduler.partition"), {"partition": self.partition}
+        )

@@ -1,0 +1,236 @@
+"""PartitionExecutor: runs a partition's due tasks, one at a time per ordering id.
+
+It owns an OrderingExecutor (a plain queue object) per ordering id and a TaskExecutor (a plain
+object) per running attempt; only this actor's thread touches them. Attempts run on the worker's
+bounded pool; their outcomes come back through a deque, with one actor message per burst of
+outcomes rather than one per task.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Iterable
+
+import pykka
+
+from scheduler import metrics
+from scheduler.actors.base import PartitionActor
+from scheduler.actors.context import PartitionContext
+from scheduler.actors.messages import AttemptFinished, ScheduledTask
+from scheduler.engine.clock import monotonic_at, now_ms
+from scheduler.engine.ordering_executor import OrderingExecutor
+from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
+from scheduler.model import TaskKey, TaskState, TaskStatus
+
+#: The reason given to attempts cancelled because an operator cancelled their task.
+ADMIN_CANCEL = "cancelled by an operator"
+
+
+class PartitionExecutor(PartitionActor):
+    """Queues due tasks per ordering id and starts each queue's head on the pool."""
+
+    def __init__(self, ctx: PartitionContext, tracker: pykka.ActorProxy) -> None:
+        super().__init__(ctx)
+        self._tracker = tracker
+        self._controller: pykka.ActorProxy | None = None
+        self.queues: dict[str, OrderingExecutor] = {}
+        self.running: dict[TaskKey, TaskExecutor] = {}
+        self.held = 0
+        self.notify_below: int | None = None
+        self.draining = False
+        self.idle = threading.Event()
+        self.outcomes: collections.deque[AttemptFinished] = collections.deque()
+        self.outcomes_lock = threading.Lock()
+        self.outcomes_signalled = False
+        self._me: pykka.ActorProxy | None = None
+
+    def on_start(self) -> None:
+        self._me = self.actor_ref.proxy()
+
+    def attach_controller(self, controller: pykka.ActorProxy) -> None:
+        self._controller = controller
+
+    # -- incoming tasks -----------------------------------------------------------------------
+
+    def execute(self, items: list[ScheduledTask]) -> None:
+        """Queue due tasks; start the head of every idle queue they touch."""
+        unchecked = [item.key for item in items if not item.checked]
+        statuses = self._tracker.fetch(unchecked).get() if unchecked else {}
+        touched: dict[str, OrderingExecutor] = {}
+        already_final: list[TaskKey] = []
+        for item in items:
+            status = statuses.get(item.key)
+            if status is not None:
+                if status.state.is_final:
+                    already_final.append(item.key)  # a completed key never runs again
+                    continue
+                item = ScheduledTask(
+                    item.task, status.attempts, status.next_attempt_ms, checked=True
+                )
+            queue = self.queues.get(item.task.ordering_id)
+            if queue is None:
+                queue = self.queues[item.task.ordering_id] = OrderingExecutor(
+                    item.task.ordering_id
+                )
+            if item.key in self.running:
+                continue  # rewritten while running: this run uses the data it started with
+            if queue.offer(item):
+                self.held += 1
+            touched[queue.ordering_id] = queue
+        if already_final:
+            self._tracker.discard.defer(already_final)
+        for queue in touched.values():
+            self._pump(queue)
+
+    def cancel(self, keys: Iterable[TaskKey]) -> None:
+        """An operator cancelled these tasks (their CANCELLED status is already written)."""
+        for key in keys:
+            queue = self.queues.get(key.ordering_id)
+            if queue is None:
+                continue
+            if queue.remove(key):
+                self.held -= 1
+                self._pump(queue)
+            elif key in self.running:
+                self.running[key].cancel(ADMIN_CANCEL)
+
+    # -- starting attempts ----------------------------------------------------------------------
+
+    def _pump(self, queue: OrderingExecutor) -> None:
+        if queue.busy or self.draining:
+            return
+        item = queue.peek()
+        if item is None:
+            del self.queues[queue.ordering_id]
+            return
+        if item.next_attempt_ms is not None and item.next_attempt_ms > now_ms():
+            me, generation, ordering_id = self._me, self.ctx.generation, queue.ordering_id
+            assert me is not None
+            queue.retry_timer = self.ctx.timers.call_at(
+                monotonic_at(item.next_attempt_ms),
+                lambda: me.retry_due.defer(ordering_id, generation),
+            )
+            return
+        queue.pop()
+        attempt = TaskExecutor(item, partition=self.ctx.partition, report=self._report)
+        queue.running = attempt
+        self.running[item.key] = attempt
+        self.idle.clear()
+        started = now_ms()
+        if item.attempts == 0:
+            metrics.FIRING_LAG.observe(max(0, started - item.key.scheduled_ms) / 1000)
+        self._tracker.record.defer(
+            [TaskStatus(item.key, TaskState.RUNNING, item.attempts + 1, updated_ms=started)]
+        )
+        settings = self.ctx.settings
+        attempt.start(
+            self.ctx.executor, self.ctx.executor_service, self.ctx.timers, settings.task_timeout_s
+        )
+
+    def retry_due(self, ordering_id: str, generation: int) -> None:
+        """Timer callback: a retry backoff of this ordering id ended."""
+        queue = self.queues.get(ordering_id)
+        if queue is not None:
+            queue.retry_timer = None
+            self._pump(queue)
+
+    # -- outcomes ---------------------------------------------------------------------------
+
+    def _report(self, outcome: AttemptFinished) -> None:
+        """Called on a pool thread: hand the outcome to the actor, one message per burst."""
+        with self.outcomes_lock:
+            self.outcomes.append(outcome)
+            if self.outcomes_signalled:
+                return
+            self.outcomes_signalled = True
+        me = self._me
+        assert me is not None
+        try:
+            me.attempts_finished.defer()
+        except pykka.ActorDeadError:
+            pass  # the partition was stopped; the store still holds the task
+
+    def attempts_finished(self) -> None:
+        with self.outcomes_lock:
+            self.outcomes_signalled = False
+            batch = list(self.outcomes)
+            self.outcomes.clear()
+        statuses = [status for outcome in batch if (status := self._finish(outcome)) is not None]
+        if statuses:
+            self._tracker.record.defer(statuses)
+        if not self.running:
+            self.idle.set()
+        if self.notify_below is not None and self.held <= self.notify_below:
+            self.notify_below = None
+            if self._controller is not None:
+                self._controller.tick.defer()
+
+    def _finish(self, outcome: AttemptFinished) -> TaskStatus | None:
+        attempt = self.running.pop(outcome.key)
+        queue = self.queues[outcome.key.ordering_id]
+        queue.running = None
+        item, key, now = attempt.item, outcome.key, now_ms()
+        status: TaskStatus | None = None
+        if outcome.error is None:
+            metrics.EXECUTED.inc()
+            status = TaskStatus(key, TaskState.SUCCEEDED, outcome.attempt, updated_ms=now)
+            self.held -= 1
+        elif outcome.cancelled == ADMIN_CANCEL:
+            self.held -= 1  # its CANCELLED status was written when the command arrived
+        elif outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
+            self.held -= 1  # revoked or stopping: the row stays for the next owner
+        elif outcome.attempt < self.ctx.settings.retry.max_attempts:
+            metrics.RETRIED.inc()
+            delay = self.ctx.settings.retry.delay_s(outcome.attempt, self.ctx.rng.random())
+            next_ms = now + int(delay * 1000)
+            self.ctx.log.warning(
+                "task %s attempt %d failed, retrying in %.1fs: %s",
+                key, outcome.attempt, delay, outcome.error,
+            )
+            queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, checked=True))
+            status = TaskStatus(
+                key, TaskState.RETRYING, outcome.attempt, outcome.error, next_ms, now
+            )
+        else:
+            metrics.FAILED.inc()
+            self.ctx.log.error(
+                "task %s FAILED after %d attempts: %s", key, outcome.attempt, outcome.error
+            )
+            status = TaskStatus(
+                key, TaskState.FAILED, outcome.attempt, outcome.error, None, now, item.task.data
+            )
+            self.held -= 1
+        self._pump(queue)
+        return status
+
+    # -- control ------------------------------------------------------------------------------
+
+    def counts(self) -> tuple[int, int]:
+        """(tasks held: queued, running or waiting to retry; attempts running)."""
+        return self.held, len(self.running)
+
+    def notify_when_at_most(self, threshold: int) -> None:
+        """Tell the controller once the tasks held drop to `threshold` (memory bound refill)."""
+        if self.held <= threshold:
+            if self._controller is not None:
+                self._controller.tick.defer()
+        else:
+            self.notify_below = threshold
+
+    def begin_drain(self) -> threading.Event:
+        """Start nothing more; the returned event is set once no attempt is running."""
+        self.draining = True
+        for queue in self.queues.values():
+            if queue.retry_timer is not None:
+                queue.retry_timer.cancel()
+                queue.retry_timer = None
+        if not self.running:
+            self.idle.set()
+        return self.idle
+
+    def cancel_running(self, reason: str) -> int:
+        """Cancel every running attempt (revocation past its deadline, or shutdown)."""
+        for attempt in list(self.running.values()):
+            attempt.cancel(reason)
+        return len(self.running)

@@ -1,0 +1,97 @@
+"""PartitionSupervisor: builds one partition's actor tree and takes it down in order.
+
+Start order is leaves first, so every actor is given live proxies of those it talks to: the
+TaskCompletionTracker, the PartitionExecutor, the PartitionScheduler, TaskPersistence, and last
+the ThroughputController, whose first tick loads the partition's incomplete tasks from the store.
+
+Stopping is the seed's revocation choreography, per partition and under a deadline: stop loading
+and scheduling at once, let running attempts finish, cancel those that outlive the deadline,
+flush the status rows, then stop every actor.
+"""
+
+from __future__ import annotations
+
+import pykka
+
+from scheduler.actors.context import PartitionContext
+from scheduler.actors.messages import PartitionCounts
+from scheduler.actors.partition_executor import PartitionExecutor
+from scheduler.actors.partition_scheduler import PartitionScheduler
+from scheduler.actors.task_completion_tracker import TaskCompletionTracker
+from scheduler.actors.task_persistence import TaskPersistence
+from scheduler.actors.throughput_controller import ThroughputController
+from scheduler.engine.clock import now_ms
+
+#: After cancelling, how long attempts get to notice before the partition is let go regardless.
+CANCEL_GRACE_S = 5.0
+
+
+class PartitionSupervisor(pykka.ThreadingActor):
+    """Owns the actor tree of one partition."""
+
+    def __init__(self, ctx: PartitionContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.refs: list[pykka.ActorRef] = []
+
+    def on_start(self) -> None:
+        ctx = self.ctx
+        tracker_ref = TaskCompletionTracker.start(ctx)
+        self._tracker = tracker_ref.proxy()
+        executor_ref = PartitionExecutor.start(ctx, self._tracker)
+        self._executor = executor_ref.proxy()
+        scheduler_ref = PartitionScheduler.start(ctx, self._executor)
+        self._scheduler = scheduler_ref.proxy()
+        persistence_ref = TaskPersistence.start(ctx, self._scheduler)
+        self._persistence = persistence_ref.proxy()
+        controller_ref = ThroughputController.start(
+            ctx, self._persistence, self._scheduler, self._executor
+        )
+        self._controller = controller_ref.proxy()
+        self._executor.attach_controller(self._controller).get()
+        # Stop order: the ones that feed work in first, the tracker (which flushes) last.
+        self.refs = [controller_ref, persistence_ref, scheduler_ref, executor_ref, tracker_ref]
+
+    def persistence_proxy(self) -> pykka.ActorProxy:
+        return self._persistence
+
+    def counts(self) -> PartitionCounts:
+        scheduled, due_held = self._scheduler.counts().get()
+        executing, running = self._executor.counts().get()
+        return PartitionCounts(scheduled, due_held, executing, running, self._tracker.unflushed().get())
+
+    def is_idle(self) -> bool:
+        """Nothing due is held, queued, running or unflushed, and nothing due waits in the store."""
+        counts = self.counts()
+        if counts.due_held or counts.executing or counts.unflushed:
+            return False
+        return self.ctx.store.count_due(self.ctx.partition, now_ms()) == 0
+
+    def shut_down(self, deadline_s: float, reason: str) -> None:
+        """Stop the tree: running attempts get `deadline_s` to finish, then are cancelled."""
+        for stop in (self._controller.stop_loading, self._scheduler.stop_scheduling):
+            _quietly(lambda stop=stop: stop().get(timeout=10))
+        try:
+            idle = self._executor.begin_drain().get(timeout=10)
+            if not idle.wait(deadline_s):
+                cancelled = self._executor.cancel_running(reason).get(timeout=10)
+                self.ctx.log.warning("cancelled %d running attempts: %s", cancelled, reason)
+                idle.wait(CANCEL_GRACE_S)
+        except pykka.ActorDeadError:
+            pass
+        for ref in self.refs:
+            _quietly(lambda ref=ref: ref.stop(timeout=10))
+
+    def on_failure(self, *exc_info: object) -> None:
+        for ref in self.refs:
+            _quietly(lambda ref=ref: ref.stop(block=False))
+
+
+def _quietly(action: object) -> None:
+    """Run a stop step, tolerating actors that already died (their failure is reported)."""
+    try:
+        action()  # type: ignore[operator]
+    except (pykka.ActorDeadError, pykka.Timeout):
+        pass
+    except Exception:  # noqa: BLE001
+        pass

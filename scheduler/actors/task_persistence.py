@@ -1,0 +1,118 @@
+"""TaskPersistence: reads and writes one partition's schedule rows, keeps the read checkpoint.
+
+The read checkpoint is the position in schedule order up to which every schedule row has been
+handed to the PartitionScheduler. Rows behind it that arrive later (a task due soon, enqueued
+after its time was loaded) cannot be found by a later load, so they are pushed to the scheduler
+directly ("push for tasks in the past, pull for tasks in the future"). Rows ahead of it wait in
+the store until the ThroughputController asks for them, which is what bounds memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pykka
+
+from scheduler import metrics
+from scheduler.actors.base import PartitionActor
+from scheduler.actors.context import PartitionContext
+from scheduler.actors.messages import ScheduledTask, TasksLoaded
+from scheduler.codec import Command, Op
+from scheduler.engine.clock import now_ms
+from scheduler.model import ScheduleCursor, Task, TaskState, TaskStatus
+
+
+def window_end(until_ms: int) -> ScheduleCursor:
+    """The cursor just past every key scheduled at or before `until_ms`.
+
+    Ordering ids are never empty, so no key sorts between `(until_ms + 1, "", "")` and the
+    first real key of the next millisecond.
+    """
+    return (until_ms + 1, "", "")
+
+
+class TaskPersistence(PartitionActor):
+    """Single writer of a partition's schedule rows."""
+
+    def __init__(self, ctx: PartitionContext, scheduler: pykka.ActorProxy) -> None:
+        super().__init__(ctx)
+        self._scheduler = scheduler
+        self.checkpoint: ScheduleCursor | None = None
+
+    def persist(self, commands: Sequence[Command]) -> int:
+        """Apply a batch of log commands durably; returns when the store has them all."""
+        store, partition = self.ctx.store, self.ctx.partition
+        to_write: dict[object, Task] = {}
+        for command in commands:
+            if command.op is Op.SCHEDULE:
+                to_write[command.task.key] = command.task  # a later write of a key wins
+            else:
+                if to_write:
+                    self._write(list(to_write.values()))
+                    to_write = {}
+                self._apply_admin(command)
+        if to_write:
+            self._write(list(to_write.values()))
+        metrics.PERSISTED.inc(len(commands))
+        return len(commands)
+
+    def _write(self, tasks: list[Task]) -> None:
+        self.ctx.store.write_tasks(self.ctx.partition, tasks)
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return
+        behind = [ScheduledTask(task) for task in tasks if task.key.cursor <= checkpoint]
+        if behind:
+            self._scheduler.schedule.defer(behind)
+
+    def _apply_admin(self, command: Command) -> None:
+        store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
+        if command.op is Op.CANCEL:
+            store.record_statuses(
+                partition, [TaskStatus(key, TaskState.CANCELLED, updated_ms=now_ms())]
+            )
+            metrics.CANCELLED.inc()
+            self._scheduler.cancel.defer([key])
+        elif command.op is Op.RETRY:
+            status = store.fetch_statuses(partition, [key]).get(key)
+            if status is None or status.state is not TaskState.FAILED:
+                self.ctx.log.warning("retry of %s ignored: it is not FAILED", key)
+                return
+            task = Task.from_key(key, status.data or {})
+            store.delete_statuses(partition, [key])
+            self._write([task])
+        elif command.op is Op.DROP:
+            status = store.fetch_statuses(partition, [key]).get(key)
+            if status is not None and status.state is TaskState.FAILED:
+                store.delete_statuses(partition, [key])
+
+    def load(self, until_ms: int, limit: int) -> TasksLoaded:
+        """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
+        store, partition = self.ctx.store, self.ctx.partition
+        rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)
+        exhausted = len(rows) < limit
+        if rows and not exhausted:
+            self.checkpoint = rows[-1].task.key.cursor
+        else:
+            self.checkpoint = max(self.checkpoint or window_end(until_ms), window_end(until_ms))
+        handed: list[ScheduledTask] = []
+        leftovers = []
+        for row in rows:
+            status = row.status
+            if status is not None and status.state.is_final:
+                # The crash window between a final status and the row's deletion: finish the job.
+                leftovers.append(row.task.key)
+                continue
+            handed.append(
+                ScheduledTask(
+                    row.task,
+                    attempts=status.attempts if status else 0,
+                    next_attempt_ms=status.next_attempt_ms if status else None,
+                    checked=True,
+                )
+            )
+        if leftovers:
+            store.delete_tasks(partition, leftovers)
+        if handed:
+            self._scheduler.schedule.defer(handed)
+        return TasksLoaded(len(handed), exhausted, self.checkpoint)

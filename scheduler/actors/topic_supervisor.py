@@ -1,0 +1,183 @@
+"""TopicSupervisor: the top of the actor system; one PartitionSupervisor per owned partition.
+
+It starts and stops partition trees as the worker's consumer gains and loses partitions, routes
+each polled batch to the partitions' TaskPersistence actors, and restarts a partition whose tree
+failed. A restart rebuilds the tree from the store and asks the worker to re-read the partition
+from its committed offset, so that nothing that sat only in a dead actor's mailbox is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pykka
+
+from scheduler import metrics
+from scheduler.actors.context import PartitionContext
+from scheduler.actors.messages import PartitionCounts
+from scheduler.actors.partition_supervisor import PartitionSupervisor
+from scheduler.codec import Command
+from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.settings import EngineSettings
+from scheduler.engine.timers import TimerService
+from scheduler.executors.abc import Executor
+from scheduler.stores.abc import TaskStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFailure:
+    """A partition's actor tree died."""
+
+    partition: int
+    """Which partition."""
+    generation: int
+    """Which incarnation of its tree."""
+    error: BaseException
+    """What killed it."""
+
+
+@dataclass(slots=True)
+class _Tree:
+    supervisor: pykka.ActorRef
+    persistence: pykka.ActorProxy
+    generation: int
+
+
+class TopicSupervisor(pykka.ThreadingActor):
+    """Starts, feeds, restarts and stops the partition trees of one worker."""
+
+    def __init__(
+        self,
+        *,
+        store: TaskStore,
+        executor: Executor,
+        executor_service: TaskExecutorService,
+        timers: TimerService,
+        settings: EngineSettings,
+        request_rewind: Callable[[int], None],
+        rng: random.Random | None = None,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self._executor = executor
+        self.executor_service = executor_service
+        self.timers = timers
+        self.settings = settings
+        self.request_rewind = request_rewind
+        self.rng = rng or random.Random()
+        self.trees: dict[int, _Tree] = {}
+        self.generations: dict[int, int] = {}
+        self.failures: list[PartitionFailure] = []
+
+    def on_start(self) -> None:
+        self._me = self.actor_ref.proxy()
+
+    # -- assignment ---------------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[int]) -> None:
+        for partition in partitions:
+            if partition not in self.trees:
+                self._start(partition)
+        metrics.PARTITIONS_OWNED.set(len(self.trees))
+
+    def revoke(self, partitions: Iterable[int], deadline_s: float, reason: str) -> None:
+        """Stop these partitions' trees in parallel; returns when all are down."""
+        stopping = []
+        for partition in partitions:
+            tree = self.trees.pop(partition, None)
+            if tree is not None:
+                stopping.append(tree.supervisor)
+        futures = [ref.proxy().shut_down(deadline_s, reason) for ref in stopping]
+        for ref, future in zip(stopping, futures, strict=True):
+            try:
+                future.get(timeout=deadline_s + 30)
+            except (pykka.ActorDeadError, pykka.Timeout):
+                pass
+            ref.stop(block=False)
+        metrics.PARTITIONS_OWNED.set(len(self.trees))
+
+    def owned(self) -> list[int]:
+        return sorted(self.trees)
+
+    # -- work ---------------------------------------------------------------------------------
+
+    def persist(self, batches: Mapping[int, Sequence[Command]]) -> dict[int, pykka.Future]:
+        """Hand each partition its commands; the futures resolve once they are in the store."""
+        futures: dict[int, pykka.Future] = {}
+        for partition, commands in batches.items():
+            tree = self.trees.get(partition)
+            if tree is None:
+                continue  # revoked in the meantime; the next owner re-reads it from the log
+            futures[partition] = tree.persistence.persist(commands)
+        return futures
+
+    def counts(self) -> dict[int, PartitionCounts]:
+        futures = {p: tree.supervisor.proxy().counts() for p, tree in self.trees.items()}
+        return {p: future.get(timeout=30) for p, future in futures.items()}
+
+    def is_idle(self) -> bool:
+        futures = [tree.supervisor.proxy().is_idle() for tree in self.trees.values()]
+        return all(future.get(timeout=30) for future in futures)
+
+    # -- failures -------------------------------------------------------------------------------
+
+    def partition_failed(self, partition: int, generation: int, error: BaseException) -> None:
+        """An actor of a partition's tree died: rebuild that partition, leave the others alone."""
+        tree = self.trees.get(partition)
+        if tree is None or tree.generation != generation:
+            return  # already restarted, or no longer ours
+        self.failures.append(PartitionFailure(partition, generation, error))
+        metrics.PARTITION_RESTARTS.inc()
+        logger.error(
+            "partition %d failed (%s: %s); restarting it from the store",
+            partition, type(error).__name__, error, extra={"partition": partition},
+        )
+        self.revoke([partition], deadline_s=0.0, reason="partition restarting after a failure")
+        me = self._me
+        self.timers.call_later(
+            self.settings.restart_backoff_s, lambda: me.restart.defer(partition, generation)
+        )
+
+    def restart(self, partition: int, failed_generation: int) -> None:
+        if partition in self.trees or self.generations.get(partition) != failed_generation:
+            return
+        self._start(partition)
+        self.request_rewind(partition)
+        metrics.PARTITIONS_OWNED.set(len(self.trees))
+
+    def failures_so_far(self) -> list[PartitionFailure]:
+        return list(self.failures)
+
+    def _start(self, partition: int) -> None:
+        generation = self.generations.get(partition, 0) + 1
+        self.generations[partition] = generation
+        me = self._me
+
+        def report(p: int, g: int, error: BaseException) -> None:
+            try:
+                me.partition_failed.defer(p, g, error)
+            except pykka.ActorDeadError:
+                pass
+
+        ctx = PartitionContext(
+            partition=partition,
+            generation=generation,
+            store=self.store,
+            executor=self._executor,
+            executor_service=self.executor_service,
+            timers=self.timers,
+            settings=self.settings,
+            report_failure=report,
+            rng=random.Random(self.rng.random()),
+        )
+        ref = PartitionSupervisor.start(ctx)
+        persistence = ref.proxy().persistence_proxy().get(timeout=30)
+        self.trees[partition] = _Tree(ref, persistence, generation)
+
+    def on_stop(self) -> None:
+        self.revoke(list(self.trees), self.settings.shutdown_deadline_s, "worker stopping")

@@ -1,0 +1,106 @@
+"""The producer side: `schedule_task` and the admin operations that travel on the log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from scheduler import metrics
+from scheduler.codec import Op, encode
+from scheduler.engine.clock import now_ms
+from scheduler.errors import TaskInPastError
+from scheduler.logs.abc import LogProducer, TaskLog
+from scheduler.model import Task, TaskKey, encode_data
+
+DEFAULT_MAX_DATA_BYTES = 256 * 1024
+
+
+class SchedulerClient:
+    """Schedules tasks by writing them to the task log. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        log: TaskLog,
+        grace_window_s: float = 10.0,
+        max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
+        validate: Callable[[Task], None] | None = None,
+    ) -> None:
+        self.log = log
+        self.grace_window_ms = int(grace_window_s * 1000)
+        self.max_data_bytes = max_data_bytes
+        self.validate = validate
+        self._producer: LogProducer = log.producer()
+
+    def schedule_task(self, task: Task) -> Future[None]:
+        """Have `task` run at its scheduled time.
+
+        Returns a future that resolves once the task is durably accepted (Kafka: acknowledged by
+        all in-sync replicas). Invalid tasks are refused at once with a failed future carrying a
+        `TaskRejected` subclass; nothing is written for them. A task whose key is already pending
+        replaces it; a key that already reached a final state never runs again.
+        """
+        try:
+            data = encode_data(task.data, max_bytes=self.max_data_bytes)
+            oldest_ms = now_ms() - self.grace_window_ms
+            if task.scheduled_ms < oldest_ms:
+                late_s = (oldest_ms + self.grace_window_ms - task.scheduled_ms) / 1000
+                raise TaskInPastError(
+                    f"task {task.key!r} is scheduled {late_s:.1f}s in the past, more than the "
+                    f"grace window of {self.grace_window_ms / 1000:g}s; schedule it for now or "
+                    "later (tasks within the window run as soon as possible)"
+                )
+            if self.validate is not None:
+                self.validate(task)
+        except Exception as error:  # noqa: BLE001 - reported through the future, as promised
+            return _failed(error)
+        future = self._send(Op.SCHEDULE, task.key, data)
+        future.add_done_callback(lambda f: f.exception() is None and metrics.ENQUEUED.inc())
+        return future
+
+    def cancel_task(self, key: TaskKey) -> Future[None]:
+        """Cancel a pending task (it becomes CANCELLED); a running attempt is cancelled too."""
+        return self._send(Op.CANCEL, key)
+
+    def retry_task(self, key: TaskKey) -> Future[None]:
+        """Run a FAILED task again from its first attempt, with the data it failed with."""
+        return self._send(Op.RETRY, key)
+
+    def drop_task(self, key: TaskKey) -> Future[None]:
+        """Forget a FAILED task."""
+        return self._send(Op.DROP, key)
+
+    def flush(self, timeout: float = 30.0) -> int:
+        return self._producer.flush(timeout)
+
+    def close(self) -> None:
+        self._producer.close()
+
+    def __enter__(self) -> SchedulerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, op: Op, key: TaskKey, data: bytes = b"{}") -> Future[None]:
+        result: Future[None] = Future()
+        try:
+            sent = self._producer.send(key.ordering_id.encode("utf-8"), encode(op, key, data))
+        except Exception as error:  # noqa: BLE001
+            return _failed(error)
+
+        def resolve(done: Future[int]) -> None:
+            error = done.exception()
+            if error is None:
+                result.set_result(None)
+            else:
+                result.set_exception(error)
+
+        sent.add_done_callback(resolve)
+        return result
+
+
+def _failed(error: BaseException) -> Future[None]:
+    future: Future[None] = Future()
+    future.set_exception(error)
+    return future

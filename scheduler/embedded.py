@@ -1,0 +1,125 @@
+"""The single-machine default: the embedded log, the SQLite store and a worker, in one process.
+
+`data_dir` holds two SQLite files, `log.db` (the task log) and `store.db` (schedule and status
+rows). They are separate files so that the poll loop appending to the log and the partition
+actors writing the store do not queue behind one database lock.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from scheduler.client import SchedulerClient
+from scheduler.engine.settings import EngineSettings
+from scheduler.errors import PartitionCountMismatchError
+from scheduler.executors.abc import Executor
+from scheduler.logs.abc import TaskLog
+from scheduler.stores.abc import TaskStore
+from scheduler.worker import Worker
+
+DEFAULT_PARTITIONS = 16
+
+
+def open_embedded_backends(
+    data_dir: Path, *, partitions: int, topic: str, bucket_ms: int = 3_600_000,
+    status_retention_s: float = 7 * 86400,
+) -> tuple[TaskLog, TaskStore]:
+    """Open (creating if needed) the embedded log and SQLite store under `data_dir`."""
+    from scheduler.logs.embedded import EmbeddedTaskLog
+    from scheduler.stores.sqlite import SqliteTaskStore
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = EmbeddedTaskLog(path=str(data_dir / "log.db"), topic=topic)
+    store = SqliteTaskStore(
+        path=str(data_dir / "store.db"), bucket_ms=bucket_ms, status_retention_s=status_retention_s
+    )
+    store.open(create_schema=True)
+    check_partition_count(log, store, partitions)
+    return log, store
+
+
+def check_partition_count(log: TaskLog, store: TaskStore, partitions: int) -> None:
+    """Create the topic if needed and refuse to run if its partition count ever changed.
+
+    Tasks are placed by `murmur2(ordering_id) % partitions`; with another count, the tasks
+    already stored would sit on partitions other than where their ordering ids now hash, and
+    per-ordering-id order would break. So the count is fixed for the life of the data.
+    """
+    actual = log.ensure_topic(partitions)
+    stored = int(store.claim_meta("partition_count", str(actual)))
+    if actual != partitions or stored != partitions:
+        raise PartitionCountMismatchError(
+            f"the task log topic {log.topic!r} has {actual} partitions and the stored data was "
+            f"partitioned with {stored}, but the settings ask for {partitions}; the count is "
+            f"fixed for the life of a topic: set SCHEDULER_PARTITIONS={stored}, or use a new "
+            "topic and store (data_dir / keyspace) for another count"
+        )
+
+
+class EmbeddedScheduler:
+    """A whole scheduler in one process: client, worker, embedded log and SQLite store."""
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | Path | None,
+        executor: Executor,
+        partitions: int = DEFAULT_PARTITIONS,
+        settings: EngineSettings = EngineSettings(),
+        topic: str = "scheduler-tasks",
+        grace_window_s: float = 10.0,
+    ) -> None:
+        self._temporary = data_dir is None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="scheduler-")) if data_dir is None else Path(
+            data_dir
+        )
+        self.log, self.store = open_embedded_backends(
+            self.data_dir, partitions=partitions, topic=topic
+        )
+        self.client = SchedulerClient(log=self.log, grace_window_s=grace_window_s)
+        self.worker = Worker(log=self.log, store=self.store, executor=executor, settings=settings)
+        self._running = False
+
+    def start(self, wait_for_assignment_s: float = 30.0) -> EmbeddedScheduler:
+        self.worker.start()
+        self._running = True
+        if not self.worker.wait_until_assigned(wait_for_assignment_s):
+            raise TimeoutError("the embedded worker was not assigned its partitions")
+        return self
+
+    def stop(self) -> None:
+        if self._running:
+            self._running = False
+            self.client.close()
+            self.worker.stop()
+            self.store.close()
+            self.log.close()
+        if self._temporary:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedScheduler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def is_idle(self) -> bool:
+        """Every accepted task that is due has reached a final state (or waits for a retry)."""
+        self.client.flush()
+        lags = self.log.describe_group(self.worker.group_id)
+        if any(lag.lag > 0 for lag in lags):
+            return False
+        return bool(self.worker.topic.is_idle().get(timeout=60))
+
+    def wait_until_idle(self, timeout: float = 30.0, *, settle_s: float = 0.05) -> None:
+        """Block until `is_idle()` holds; raise TimeoutError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.is_idle():
+            if self.worker.fatal_error is not None:
+                raise self.worker.fatal_error
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the scheduler was still busy after {timeout}s")
+            time.sleep(settle_s)

@@ -1,0 +1,70 @@
+"""OrderingExecutor: the queue of one ordering id.
+
+The seed gives every ordering id an actor. There can be millions of ordering ids and a pykka actor
+is an OS thread, so here it is a plain object owned by its partition's PartitionExecutor actor,
+which is the only thread that touches it: it keeps the seed's responsibility (run the ordering
+id's tasks one at a time, in key order, the next only after the previous reached a final state or
+a retry wait) without costing a thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from scheduler.actors.messages import ScheduledTask
+from scheduler.engine.task_executor import TaskExecutor
+from scheduler.engine.timers import TimerHandle
+from scheduler.model import TaskKey
+
+
+class OrderingExecutor:
+    """Pending tasks of one ordering id, in key order, and the one attempt running, if any."""
+
+    __slots__ = ("entries", "heap", "ordering_id", "retry_timer", "running")
+
+    def __init__(self, ordering_id: str) -> None:
+        self.ordering_id = ordering_id
+        self.entries: dict[TaskKey, ScheduledTask] = {}
+        self.heap: list[TaskKey] = []
+        self.running: TaskExecutor | None = None
+        self.retry_timer: TimerHandle | None = None
+
+    def offer(self, item: ScheduledTask) -> bool:
+        """Queue a task; returns False if its key was already queued (its data is replaced)."""
+        key = item.key
+        known = key in self.entries
+        self.entries[key] = item
+        if not known:
+            heapq.heappush(self.heap, key)
+        return not known
+
+    def remove(self, key: TaskKey) -> bool:
+        """Drop a queued task (lazily from the heap); returns whether it was queued."""
+        return self.entries.pop(key, None) is not None
+
+    def peek(self) -> ScheduledTask | None:
+        """The next task in key order, or None."""
+        heap = self.heap
+        while heap and heap[0] not in self.entries:
+            heapq.heappop(heap)
+        return self.entries[heap[0]] if heap else None
+
+    def pop(self) -> ScheduledTask:
+        item = self.peek()
+        assert item is not None
+        heapq.heappop(self.heap)
+        del self.entries[item.key]
+        return item
+
+    @property
+    def busy(self) -> bool:
+        """True while an attempt runs or a retry waits: the queue must not start another task."""
+        return self.running is not None or self.retry_timer is not None
+
+    @property
+    def size(self) -> int:
+        """Tasks this queue holds, the running one included."""
+        return len(self.entries) + (1 if self.running is not None else 0)
+
+    def is_empty(self) -> bool:
+        return not self.entries and not self.busy

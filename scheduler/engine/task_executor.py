@@ -1,0 +1,74 @@
+"""TaskExecutor: one attempt of one task, run on the TaskExecutorService.
+
+The seed makes it a short-lived actor per task; at thousands of tasks a second an actor (a
+thread) per task is too dear, so it is a plain object: the PartitionExecutor creates it, it puts
+the executor call on the bounded pool, and it reports the outcome back as an `AttemptFinished`.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+from scheduler.actors.messages import AttemptFinished, ScheduledTask
+from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.timers import TimerHandle, TimerService
+from scheduler.errors import TaskTimeoutError
+from scheduler.executors.abc import ExecutionContext, Executor
+
+#: Longest error text kept in a status row; the full traceback goes to the log.
+MAX_ERROR_CHARS = 4000
+
+TIMEOUT = "timeout"
+
+
+class TaskExecutor:
+    """Runs one attempt and reports it through `report` (from a pool thread)."""
+
+    __slots__ = ("context", "item", "report", "timer")
+
+    def __init__(
+        self, item: ScheduledTask, *, partition: int, report: Callable[[AttemptFinished], None]
+    ) -> None:
+        self.item = item
+        self.context = ExecutionContext(item.task, attempt=item.attempts + 1, partition=partition)
+        self.report = report
+        self.timer: TimerHandle | None = None
+
+    def start(
+        self,
+        executor: Executor,
+        service: TaskExecutorService,
+        timers: TimerService,
+        timeout_s: float | None,
+    ) -> None:
+        if timeout_s is not None:
+            self.timer = timers.call_later(timeout_s, lambda: self.cancel(TIMEOUT))
+        service.submit(lambda: self._run(executor))
+
+    def cancel(self, reason: str) -> None:
+        self.context.cancel(reason)
+
+    def _run(self, executor: Executor) -> None:
+        context = self.context
+        error: str | None = None
+        if not context.cancelled.is_set():
+            try:
+                executor(context.task, context)
+            except BaseException as failure:  # noqa: BLE001 - an executor failure is data here
+                error = _describe(failure)
+        if self.timer is not None:
+            self.timer.cancel()
+        reason = context.reason
+        if reason == TIMEOUT:
+            error = f"{TaskTimeoutError.__name__}: attempt ran past its timeout" + (
+                f" ({error})" if error else ""
+            )
+        elif reason is not None and error is None and context.cancelled.is_set():
+            error = f"cancelled: {reason}"
+        self.report(AttemptFinished(context.key, context.attempt, error, reason))
+
+
+def _describe(failure: BaseException) -> str:
+    text = "".join(traceback.format_exception_only(type(failure), failure)).strip()
+    return text[:MAX_ERROR_CHARS]

@@ -1,0 +1,85 @@
+"""One timer thread for the whole worker.
+
+Partitions need to act at given instants (a task falls due, a retry backoff ends, a status flush
+is due, the next top-up of the schedule). A thread per timer, or a loop that wakes every few
+milliseconds to look, would cost threads or CPU in proportion to the work; a single heap of
+deadlines behind a condition variable costs neither and wakes within a millisecond or so of the
+deadline. Callbacks run on the timer thread and must be cheap: they tell an actor, nothing more.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+
+class TimerHandle:
+    """Returned by `TimerService.call_at`; `cancel()` stops the callback from running."""
+
+    __slots__ = ("callback", "cancelled", "deadline")
+
+    def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
+        self.deadline = deadline
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class TimerService:
+    """Runs callbacks at monotonic-clock deadlines, in deadline order, on one daemon thread."""
+
+    def __init__(self, name: str = "scheduler-timers") -> None:
+        self._heap: list[tuple[float, int, TimerHandle]] = []
+        self._sequence = itertools.count()
+        self._condition = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def call_at(self, deadline: float, callback: Callable[[], None]) -> TimerHandle:
+        """Run `callback` once `time.monotonic()` reaches `deadline`."""
+        handle = TimerHandle(deadline, callback)
+        with self._condition:
+            heapq.heappush(self._heap, (deadline, next(self._sequence), handle))
+            if self._heap[0][2] is handle:
+                self._condition.notify()
+        return handle
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> TimerHandle:
+        return self.call_at(time.monotonic() + max(0.0, delay_s), callback)
+
+    def stop(self) -> None:
+        with self._condition:
+            self._stopped = True
+            self._condition.notify()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while not self._stopped:
+                    if not self._heap:
+                        self._condition.wait()
+                        continue
+                    wait = self._heap[0][0] - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self._condition.wait(wait)
+                if self._stopped:
+                    return
+                _, _, handle = heapq.heappop(self._heap)
+            if handle.cancelled:
+                continue
+            try:
+                handle.callback()
+            except Exception:
+                # A timer callback only tells an actor; if that actor is gone the message is moot.
+                logger.debug("timer callback failed", exc_info=True)

@@ -1,0 +1,243 @@
+"""The worker: one member of the consumer group, running the engine for its partitions.
+
+One thread polls the log (the seed's single-threaded poll loop). Rebalance callbacks run inside
+`poll`, on that thread, so a revocation can block until the partition's running tasks are done
+or cancelled before Kafka moves the partition elsewhere. Each polled batch goes to the
+TopicSupervisor; the batch's offsets are committed only after its partitions' TaskPersistence
+actors report the tasks durably stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import signal
+import socket
+import threading
+import time
+from collections import defaultdict
+from types import FrameType
+
+import pykka
+
+from scheduler import metrics
+from scheduler.actors.topic_supervisor import PartitionFailure, TopicSupervisor
+from scheduler.codec import Command, MalformedRecordError, decode
+from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.settings import EngineSettings
+from scheduler.engine.timers import TimerService
+from scheduler.executors.abc import Executor
+from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
+from scheduler.stores.abc import TaskStore
+
+logger = logging.getLogger(__name__)
+
+#: How long one persist may take before the worker treats the partition as stuck.
+PERSIST_TIMEOUT_S = 120.0
+
+
+class Worker:
+    """Runs the engine for the partitions the group assigns to this process."""
+
+    def __init__(
+        self,
+        *,
+        log: TaskLog,
+        store: TaskStore,
+        executor: Executor,
+        settings: EngineSettings = EngineSettings(),
+        group_id: str = "scheduler-workers",
+        client_id: str | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.log = log
+        self.store = store
+        self.executor = executor
+        self.settings = settings
+        self.group_id = group_id
+        self.client_id = client_id or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
+        self.rng = rng
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._started = threading.Event()
+        self._rewinds: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._consumer: LogConsumer | None = None
+        self._topic: pykka.ActorProxy | None = None
+        self._timers: TimerService | None = None
+        self._service: TaskExecutorService | None = None
+        self._committed: dict[int, int] = {}
+        self.fatal_error: BaseException | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Join the group and start working on a background thread."""
+        self._timers = TimerService()
+        self._service = TaskExecutorService(self.settings.pool_size)
+        self._topic = TopicSupervisor.start(
+            store=self.store,
+            executor=self.executor,
+            executor_service=self._service,
+            timers=self._timers,
+            settings=self.settings,
+            request_rewind=self._rewinds.put,
+            rng=self.rng,
+        ).proxy()
+        self._consumer = self.log.consumer(self.group_id, client_id=self.client_id)
+        self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
+        self._thread.start()
+        logger.info("worker %s started in group %s", self.client_id, self.group_id)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop gracefully: no new tasks start, running ones get the shutdown deadline."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run_until_signalled(self) -> None:
+        """Start, then block until SIGTERM or SIGINT, then stop gracefully."""
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            logger.info("received %s, stopping gracefully", signal.Signals(signum).name)
+            self._stop.set()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            while not self._stopped.wait(0.5):
+                pass
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.fatal_error is not None:
+            raise self.fatal_error
+
+    @property
+    def topic(self) -> pykka.ActorProxy:
+        assert self._topic is not None, "worker not started"
+        return self._topic
+
+    @property
+    def executor_service(self) -> TaskExecutorService:
+        assert self._service is not None, "worker not started"
+        return self._service
+
+    def failures(self) -> list[PartitionFailure]:
+        """Partition failures since start (each was followed by a restart of that partition)."""
+        return self.topic.failures_so_far().get()
+
+    def owned_partitions(self) -> list[int]:
+        return self.topic.owned().get()
+
+    def wait_until_assigned(self, timeout: float) -> bool:
+        return self._started.wait(timeout)
+
+    # -- rebalance listener (called on the poll thread, inside poll) ----------------------------
+
+    def on_assigned(self, partitions: list[int]) -> None:
+        logger.info("assigned partitions %s", partitions)
+        self.topic.assign(partitions).get()
+        for partition in partitions:
+            self._committed.pop(partition, None)
+        self._started.set()
+
+    def on_revoked(self, partitions: list[int]) -> None:
+        logger.info("revoked partitions %s; letting their running tasks finish", partitions)
+        self.topic.revoke(partitions, self.settings.shutdown_deadline_s, "partition revoked").get()
+
+    def on_lost(self, partitions: list[int]) -> None:
+        logger.warning("lost partitions %s; cancelling their running tasks", partitions)
+        self.topic.revoke(partitions, 0.0, "partition lost").get()
+
+    # -- the poll loop ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        try:
+            consumer.subscribe(self)
+            while not self._stop.is_set():
+                self._apply_rewinds(consumer)
+                records = consumer.poll(self.settings.poll_max_records, timeout=0.2)
+                if records:
+                    self._process(consumer, records)
+        except BaseException as error:
+            logger.exception("worker poll loop failed")
+            self.fatal_error = error
+        finally:
+            self._shutdown(consumer)
+
+    def _process(self, consumer: LogConsumer, records: list[LogRecord]) -> None:
+        batches: dict[int, list[Command]] = defaultdict(list)
+        last_offsets: dict[int, int] = {}
+        for record in records:
+            last_offsets[record.partition] = record.offset
+            try:
+                batches[record.partition].append(decode(record.value))
+            except MalformedRecordError as error:
+                self._set_aside(record, error)
+        futures = self.topic.persist(dict(batches)).get()
+        commit: dict[int, int] = {}
+        for partition, last in last_offsets.items():
+            future = futures.get(partition)
+            if partition in batches and future is None:
+                continue  # not ours any more, or restarting: it will be re-read
+            try:
+                if future is not None:
+                    future.get(timeout=PERSIST_TIMEOUT_S)
+                commit[partition] = last + 1
+            except Exception as error:  # noqa: BLE001
+                logger.error(
+                    "could not persist a batch of partition %d (%s: %s); re-reading it",
+                    partition, type(error).__name__, error, extra={"partition": partition},
+                )
+                self._rewinds.put(partition)
+        if commit:
+            consumer.commit(commit)
+            self._committed.update(commit)
+
+    def _apply_rewinds(self, consumer: LogConsumer) -> None:
+        partitions = set()
+        while True:
+            try:
+                partitions.add(self._rewinds.get_nowait())
+            except queue.Empty:
+                break
+        owned = consumer.assignment()
+        for partition in partitions & owned:
+            offset = self._committed.get(partition)
+            if offset is None:
+                offset = consumer.committed([partition]).get(partition) or 0
+            consumer.seek(partition, offset)
+            time.sleep(0)  # yield: the rewound partition's tree may still be loading
+
+    def _set_aside(self, record: LogRecord, error: Exception) -> None:
+        """A record nobody can run: log it where operators look, count it, move on."""
+        metrics.MALFORMED.inc()
+        logger.error(
+            "malformed record at partition %d offset %d set aside: %s (key=%r, value=%r)",
+            record.partition, record.offset, error, record.key, (record.value or b"")[:500],
+            extra={"partition": record.partition, "offset": record.offset},
+        )
+
+    def _shutdown(self, consumer: LogConsumer) -> None:
+        try:
+            if self._topic is not None:
+                owned = self._topic.owned().get()
+                self._topic.revoke(owned, self.settings.shutdown_deadline_s, "worker stopping").get()
+            consumer.close()
+        except Exception:  # noqa: BLE001
+            logger.exception("error while stopping the worker")
+        finally:
+            if self._topic is not None:
+                self._topic.actor_ref.stop()  # type: ignore[attr-defined]
+            if self._service is not None:
+                self._service.shutdown(wait=False)
+            if self._timers is not None:
+                self._timers.stop()
+            self._stopped.set()
+            logger.info("worker %s stopped", self.client_id)
