@@ -1,0 +1,194 @@
+"""Bring the local Kafka and Cassandra servers up, report on them, and take them down.
+
+Every operation is idempotent and safe to run from several processes at once (a file lock per
+server serialises them): `start` on a healthy server does nothing, a stale pid file is removed,
+and a server that is already answering on its port but was not started from this state dir
+(another checkout, a hand-started one) is reused rather than fought over.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from scheduler.services.base import HOST, Server, ServerPaths
+from scheduler.services.cassandra import Cassandra
+from scheduler.services.errors import ServiceError
+from scheduler.services.kafka import Kafka
+from scheduler.services.maven import resolve
+from scheduler.services.process import (
+    log_tail,
+    port_open,
+    require_java17,
+    running_pid,
+    spawn,
+    terminate,
+)
+
+SERVERS: tuple[str, ...] = ("kafka", "cassandra")
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What `status` knows about one server."""
+
+    name: str
+    """``kafka`` or ``cassandra``."""
+    pid: int | None
+    """The pid from our pid file, or None when we did not start it (or it is not running)."""
+    address: str
+    """``host:port`` clients connect to."""
+    healthy: bool
+    """True when a real protocol request succeeded just now."""
+    detail: str
+    """Why it is not healthy, or ``external`` when healthy but started by someone else."""
+
+
+def state_dir() -> Path:
+    """``$SCHEDULER_SERVICES_DIR``, else ``.services/`` in the source checkout, else in cwd."""
+    env = os.environ.get("SCHEDULER_SERVICES_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    checkout = Path(__file__).resolve().parents[2]
+    base = checkout if (checkout / "pyproject.toml").is_file() else Path.cwd()
+    return base / ".services"
+
+
+def server(name: str) -> Server:
+    if name == "kafka":
+        return Kafka()
+    if name == "cassandra":
+        return Cassandra()
+    raise ServiceError(f"unknown server {name!r}: choose one of {', '.join(SERVERS)}")
+
+
+def _paths(srv: Server) -> ServerPaths:
+    root = state_dir()
+    return ServerPaths(root=root / srv.name, cache=root / "cache")
+
+
+@contextmanager
+def _locked(paths: ServerPaths) -> Iterator[None]:
+    """Serialise start/stop of one server across processes (parallel test sessions)."""
+    paths.root.mkdir(parents=True, exist_ok=True)
+    with open(paths.lock_file, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _health(srv: Server, timeout: float = 5.0) -> str | None:
+    """None when healthy, else the reason."""
+    if not port_open(HOST, srv.port):
+        return f"nothing listening on {srv.address}"
+    try:
+        srv.check(timeout)
+    except ServiceError as exc:
+        return str(exc)
+    return None
+
+
+def status(name: str) -> ServerStatus:
+    srv = server(name)
+    paths = _paths(srv)
+    pid = running_pid(paths.pid_file, srv.main_class)
+    problem = _health(srv)
+    if problem is None:
+        detail = "" if pid is not None else "external (not started from this state dir)"
+    else:
+        detail = problem if pid is None else f"pid {pid} running but {problem}"
+    return ServerStatus(name, pid, srv.address, problem is None, detail)
+
+
+def start(name: str) -> ServerStatus:
+    """Start ``name`` unless it is already healthy; wait until it answers; return its status."""
+    srv = server(name)
+    paths = _paths(srv)
+    with _locked(paths):
+        pid = running_pid(paths.pid_file, srv.main_class)
+        if pid is None:
+            if _health(srv) is None:
+                return status(name)  # someone else's server answers: reuse it
+            busy = [p for p in srv.ports if port_open(HOST, p)]
+            if busy:
+                raise ServiceError(
+                    f"cannot start {name}: port(s) {busy} on {HOST} are taken by a process this "
+                    f"launcher did not start (state dir {paths.root.parent}). Stop it, or move "
+                    f"the server with SCHEDULER_SERVICES_{name.upper()}_PORT, or point clients "
+                    "at it with SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS."
+                )
+            java = require_java17()
+            jars = resolve(name, srv.artifacts(), paths.cache)
+            paths.make()
+            (paths.root / "tmp").mkdir(exist_ok=True)
+            srv.configure(java, paths, jars)
+            pid = spawn(
+                srv.argv(java, paths, jars),
+                cwd=paths.root,
+                log_file=paths.log_file,
+                pid_file=paths.pid_file,
+            )
+        _wait_ready(srv, paths, pid)
+    return status(name)
+
+
+def _wait_ready(srv: Server, paths: ServerPaths, pid: int) -> None:
+    deadline = time.monotonic() + srv.startup_timeout
+    problem: str | None = "not checked yet"
+    while time.monotonic() < deadline:
+        if running_pid(paths.pid_file, srv.main_class) is None:
+            raise ServiceError(
+                f"{srv.name} (pid {pid}) exited during startup. Last lines of "
+                f"{paths.log_file}:\n{log_tail(paths.log_file)}"
+            )
+        problem = _health(srv, timeout=3.0)
+        if problem is None:
+            return
+        time.sleep(0.5)
+    raise ServiceError(
+        f"{srv.name} (pid {pid}) did not become healthy within {srv.startup_timeout:.0f} s "
+        f"({problem}). It is left running; `scheduler services down` stops it. Last lines of "
+        f"{paths.log_file}:\n{log_tail(paths.log_file)}"
+    )
+
+
+def stop(name: str) -> bool:
+    """Stop ``name`` if this launcher started it; True when a process was stopped."""
+    srv = server(name)
+    paths = _paths(srv)
+    with _locked(paths):
+        pid = running_pid(paths.pid_file, srv.main_class)
+        if pid is None:
+            return False
+        terminate(pid, srv.main_class, grace=60.0 if name == "cassandra" else 30.0)
+        paths.pid_file.unlink(missing_ok=True)
+        return True
+
+
+def restart(name: str) -> ServerStatus:
+    """Stop and start ``name`` keeping its data dir: for tests of server restarts."""
+    srv = server(name)
+    if running_pid(_paths(srv).pid_file, srv.main_class) is None and _health(srv) is None:
+        raise ServiceError(
+            f"cannot restart {name} at {srv.address}: it was not started from this state dir "
+            f"({state_dir()}), so this launcher has no process to restart"
+        )
+    stop(name)
+    return start(name)
+
+
+def up(names: tuple[str, ...] = SERVERS) -> list[ServerStatus]:
+    """Start every named server (one after the other: two cores cannot start both faster)."""
+    return [start(name) for name in names]
+
+
+def down(names: tuple[str, ...] = SERVERS) -> list[str]:
+    """Stop every named server this launcher started; return the names actually stopped."""
+    return [name for name in names if stop(name)]

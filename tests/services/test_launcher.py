@@ -1,0 +1,150 @@
+"""The local launcher starts real Kafka and Cassandra servers that clients can use.
+
+These tests share the session's servers with every other test, so none of them leaves a server
+stopped: the one restart test brings Kafka back before it returns.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from scheduler.services import launcher
+from scheduler.services.errors import ServiceError
+from scheduler.services.process import require_java17
+
+
+@pytest.mark.kafka
+def test_launched_kafka_round_trips_a_message() -> None:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = launcher.start("kafka").address
+    topic = f"launcher-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(30)
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, key=b"k", value=b"hello")
+    assert producer.flush(30) == 0
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None and time.monotonic() < deadline:
+            candidate = consumer.poll(1.0)
+            if candidate is not None and candidate.error() is None:
+                message = candidate
+        assert message is not None, "no message consumed within 30 s"
+        assert (message.key(), message.value()) == (b"k", b"hello")
+        consumer.commit(message=message, asynchronous=False)
+    finally:
+        consumer.close()
+        admin.delete_topics([topic])
+
+
+@pytest.mark.cassandra
+def test_launched_cassandra_creates_a_keyspace_and_stores_a_row() -> None:
+    from cassandra.cluster import Cluster
+
+    status = launcher.start("cassandra")
+    host, port = status.address.rsplit(":", 1)
+    keyspace = f"launcher_{uuid.uuid4().hex[:8]}"
+    cluster = Cluster([host], port=int(port), protocol_version=5)
+    try:
+        session = cluster.connect()
+        session.execute(
+            f"CREATE KEYSPACE {keyspace} WITH replication = "
+            "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
+        session.execute(f"CREATE TABLE {keyspace}.t (k int PRIMARY KEY, v text)")
+        session.execute(f"INSERT INTO {keyspace}.t (k, v) VALUES (1, 'one')")
+        assert session.execute(f"SELECT v FROM {keyspace}.t WHERE k = 1").one().v == "one"
+        session.execute(f"DROP KEYSPACE {keyspace}")
+    finally:
+        cluster.shutdown()
+
+
+@pytest.mark.kafka
+@pytest.mark.cassandra
+def test_status_reports_both_servers_healthy() -> None:
+    launcher.up()
+    statuses = {s.name: s for s in (launcher.status(n) for n in launcher.SERVERS)}
+    assert statuses["kafka"].healthy, statuses["kafka"].detail
+    assert statuses["cassandra"].healthy, statuses["cassandra"].detail
+    for name, status in statuses.items():
+        assert status.address == launcher.server(name).address
+
+
+@pytest.mark.kafka
+@pytest.mark.cassandra
+def test_up_on_running_servers_is_a_quick_no_op() -> None:
+    first = launcher.up()
+    began = time.monotonic()
+    second = launcher.up()
+    assert time.monotonic() - began < 10
+    assert [s.pid for s in second] == [s.pid for s in first]
+    assert all(s.healthy for s in second)
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_restarting_kafka_keeps_its_topics() -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    before = launcher.start("kafka")
+    if before.pid is None:
+        pytest.fail("Kafka was not started by this launcher's state dir; cannot restart it")
+    admin = AdminClient({"bootstrap.servers": before.address})
+    topic = f"restart-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(30)
+    try:
+        after = launcher.restart("kafka")
+        assert after.healthy
+        assert after.pid != before.pid
+        topics = AdminClient({"bootstrap.servers": after.address}).list_topics(timeout=30).topics
+        assert topic in topics
+    finally:
+        launcher.start("kafka")  # whatever happened above, leave Kafka running
+        AdminClient({"bootstrap.servers": before.address}).delete_topics([topic])
+
+
+def test_stale_pid_file_is_ignored_and_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCHEDULER_SERVICES_DIR", str(tmp_path))
+    monkeypatch.setenv("SCHEDULER_SERVICES_KAFKA_PORT", "1")  # nothing listens there
+    pid_file = tmp_path / "kafka" / "server.pid"
+    pid_file.parent.mkdir(parents=True)
+    pid_file.write_text("999999\n")  # beyond the default pid_max: never a live process
+
+    status = launcher.status("kafka")
+
+    assert status.pid is None
+    assert not status.healthy
+    assert not pid_file.exists()
+    assert launcher.stop("kafka") is False
+
+
+def test_a_java_other_than_17_is_refused_with_a_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bin" / "java"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"21.0.2\" 2024-01-16' >&2\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("SCHEDULER_SERVICES_JAVA", str(fake))
+
+    with pytest.raises(ServiceError, match=r"Java 21.*need Java 17.*SCHEDULER_SERVICES_JAVA"):
+        require_java17()
