@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scheduler.client import SchedulerClient
@@ -71,6 +72,7 @@ class EmbeddedScheduler:
         settings: EngineSettings = EngineSettings(),
         topic: str = "scheduler-tasks",
         grace_window_s: float = 10.0,
+        wrap_store: Callable[[TaskStore], TaskStore] | None = None,
     ) -> None:
         self._temporary = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="scheduler-")) if data_dir is None else Path(
@@ -80,7 +82,8 @@ class EmbeddedScheduler:
             self.data_dir, partitions=partitions, topic=topic
         )
         self.client = SchedulerClient(log=self.log, grace_window_s=grace_window_s)
-        self.worker = Worker(log=self.log, store=self.store, executor=executor, settings=settings)
+        worker_store = wrap_store(self.store) if wrap_store is not None else self.store
+        self.worker = Worker(log=self.log, store=worker_store, executor=executor, settings=settings)
         self._running = False
 
     def start(self, wait_for_assignment_s: float = 30.0) -> EmbeddedScheduler:

@@ -17,7 +17,7 @@ a broken task fails the test that caused it instead of vanishing into a log.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from scheduler.engine.settings import EngineSettings, RetryPolicy
 from scheduler.errors import TaskCancelledError
 from scheduler.executors.abc import ExecutionContext, Executor
 from scheduler.model import Task
+from scheduler.stores.abc import TaskStore
 
 #: Fast retries, so tests that exercise failures finish quickly.
 TEST_SETTINGS = EngineSettings(
@@ -85,8 +86,14 @@ def embedded_engine(
     partitions: int = 4,
     settings: EngineSettings = TEST_SETTINGS,
     data_dir: str | Path | None = None,
+    wrap_store: Callable[[TaskStore], TaskStore] | None = None,
 ) -> Iterator[TestEngine]:
-    """Start an embedded engine for a test; stop it (and delete a temporary data dir) after."""
-    engine = TestEngine(executor, data_dir=data_dir, partitions=partitions, settings=settings)
+    """Start an embedded engine for a test; stop it (and delete a temporary data dir) after.
+
+    `wrap_store` lets a test put a fault-injecting wrapper between the engine and the store.
+    """
+    engine = TestEngine(
+        executor, data_dir=data_dir, partitions=partitions, settings=settings, wrap_store=wrap_store
+    )
     with engine:
         yield engine

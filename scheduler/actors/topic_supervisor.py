@@ -73,6 +73,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.trees: dict[int, _Tree] = {}
         self.generations: dict[int, int] = {}
         self.failures: list[PartitionFailure] = []
+        self.restarting: set[int] = set()
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -81,6 +82,7 @@ class TopicSupervisor(pykka.ThreadingActor):
 
     def assign(self, partitions: Iterable[int]) -> None:
         for partition in partitions:
+            self.restarting.discard(partition)
             if partition not in self.trees:
                 self._start(partition)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
@@ -89,6 +91,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         """Stop these partitions' trees in parallel; returns when all are down."""
         stopping = []
         for partition in partitions:
+            self.restarting.discard(partition)
             tree = self.trees.pop(partition, None)
             if tree is not None:
                 stopping.append(tree.supervisor)
@@ -121,6 +124,8 @@ class TopicSupervisor(pykka.ThreadingActor):
         return {p: future.get(timeout=30) for p, future in futures.items()}
 
     def is_idle(self) -> bool:
+        if self.restarting:
+            return False
         futures = [tree.supervisor.proxy().is_idle() for tree in self.trees.values()]
         return all(future.get(timeout=30) for future in futures)
 
@@ -138,14 +143,16 @@ class TopicSupervisor(pykka.ThreadingActor):
             partition, type(error).__name__, error, extra={"partition": partition},
         )
         self.revoke([partition], deadline_s=0.0, reason="partition restarting after a failure")
+        self.restarting.add(partition)
         me = self._me
         self.timers.call_later(
             self.settings.restart_backoff_s, lambda: me.restart.defer(partition, generation)
         )
 
     def restart(self, partition: int, failed_generation: int) -> None:
-        if partition in self.trees or self.generations.get(partition) != failed_generation:
-            return
+        if partition not in self.restarting or partition in self.trees:
+            return  # revoked or re-assigned while waiting to restart
+        self.restarting.discard(partition)
         self._start(partition)
         self.request_rewind(partition)
         metrics.PARTITIONS_OWNED.set(len(self.trees))

@@ -1,0 +1,142 @@
+"""Failures inside the engine: partition restarts, reloads, revocation, graceful stop."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+from scheduler import Task, TaskState
+from scheduler.engine.settings import EngineSettings
+from scheduler.model import TaskKey
+from scheduler.partitioning import partition_for
+from scheduler.testing import TEST_SETTINGS, embedded_engine
+from scheduler.worker import Worker
+from tests.engine.flaky import FlakyStore
+from tests.engine.helpers import Recorder, soon
+
+PARTITIONS = 4
+
+
+def ids_on_partition(partition: int, count: int, prefix: str = "id") -> list[str]:
+    found, i = [], 0
+    while len(found) < count:
+        candidate = f"{prefix}-{i}"
+        if partition_for(candidate.encode(), PARTITIONS) == partition:
+            found.append(candidate)
+        i += 1
+    return found
+
+
+def enqueue_all(engine, tasks):
+    for future in [engine.client.schedule_task(task) for task in tasks]:
+        future.result(timeout=10)
+
+
+def test_a_failing_partition_restarts_from_the_store_and_the_others_keep_running(data_dir):
+    recorder = Recorder()
+    flaky: list[FlakyStore] = []
+
+    def wrap(store):
+        flaky.append(FlakyStore(store))
+        return flaky[0]
+
+    with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
+        flaky[0].fail_next("record_statuses", partition=2)
+        tasks = [Task(f"o{i}", soon(i), "k") for i in range(200)]
+        enqueue_all(engine, tasks)
+        engine.join(raise_failures=False)
+        failures = engine.worker.failures()
+        generations = engine.worker.topic.generations.get()
+    assert [failure.partition for failure in failures] == [2]
+    assert generations == {0: 1, 1: 1, 2: 2, 3: 1}
+    assert set(recorder.keys()) == {task.key for task in tasks}
+
+
+def test_tasks_in_flight_in_a_dead_partition_are_reloaded_not_lost(data_dir):
+    recorder = Recorder()
+    flaky: list[FlakyStore] = []
+
+    def wrap(store):
+        flaky.append(FlakyStore(store))
+        return flaky[0]
+
+    ids = ids_on_partition(1, 30)
+    with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
+        # The executor's completion lookup dies while a burst sits in the partition's mailboxes.
+        flaky[0].fail_next("fetch_statuses", partition=1, times=2)
+        tasks = [Task(oid, soon(k), f"k{k}") for oid in ids for k in range(5)]
+        enqueue_all(engine, tasks)
+        engine.join(raise_failures=False)
+        assert engine.worker.failures()
+        statuses = engine.store.fetch_statuses(1, [task.key for task in tasks])
+    assert {status.state for status in statuses.values()} == {TaskState.SUCCEEDED}
+    assert len(statuses) == len(tasks)
+
+
+def test_after_assignment_every_incomplete_task_is_reloaded_however_old(data_dir):
+    recorder = Recorder()
+    with embedded_engine(recorder, data_dir=data_dir) as engine:
+        long_ago = datetime.now(UTC) - timedelta(days=40)
+        old = [Task(f"old-{i}", long_ago + timedelta(hours=i), "k") for i in range(30)]
+        for task in old:  # rows a previous owner persisted but never ran
+            engine.store.write_tasks(partition_for(task.ordering_id.encode(), PARTITIONS), [task])
+        engine.worker.topic.revoke(list(range(PARTITIONS)), 1.0, "test").get()
+        engine.worker.topic.assign(list(range(PARTITIONS))).get()
+        engine.join()
+    assert {task.key for task in old} <= set(recorder.keys())
+
+
+def test_a_new_worker_on_the_same_data_runs_what_the_stopped_one_left(data_dir):
+    first, second = Recorder(), Recorder()
+    now_tasks = [Task(f"o{i}", soon(), "now") for i in range(20)]
+    later = [Task(f"o{i}", soon(2_000), "later") for i in range(20)]
+    with embedded_engine(first, data_dir=data_dir) as engine:
+        enqueue_all(engine, now_tasks + later)
+        engine.join()
+    assert set(first.keys()) == {task.key for task in now_tasks}
+    with embedded_engine(second, data_dir=data_dir) as engine:
+        with second.lock:
+            pass
+        engine.join()
+        while len(second.calls) < len(later):
+            engine.join()
+    assert set(second.keys()) == {task.key for task in later}
+
+
+def test_a_revoked_partition_lets_running_tasks_finish_then_cancels_them(data_dir):
+    cancelled: dict[TaskKey, str] = {}
+    seen_by_second: set[TaskKey] = set()
+    started = threading.Event()
+    lock = threading.Condition()
+
+    def first_executor(task, context):
+        started.set()
+        context.cancelled.wait(30)
+        with lock:
+            cancelled[task.key] = context.reason
+
+    def second_executor(task, context):
+        with lock:
+            seen_by_second.add(task.key)
+            lock.notify_all()
+
+    settings = EngineSettings(shutdown_deadline_s=0.3, retry=TEST_SETTINGS.retry)
+    with embedded_engine(first_executor, data_dir=data_dir, settings=settings) as engine:
+        tasks = [Task(ids_on_partition(p, 1, "r")[0], soon(), "k") for p in range(PARTITIONS)]
+        enqueue_all(engine, tasks)
+        assert started.wait(10)
+        second = Worker(
+            log=engine.log, store=engine.store, executor=second_executor, settings=settings,
+            group_id=engine.worker.group_id, client_id="second",
+        )
+        second.start()
+        try:
+            assert second.wait_until_assigned(30)
+            moved = set(second.owned_partitions())
+            moved_keys = {t.key for t in tasks if partition_for(t.ordering_id.encode(), 4) in moved}
+            with lock:
+                assert lock.wait_for(lambda: moved_keys <= seen_by_second, timeout=30)
+        finally:
+            second.stop(30)
+    assert moved and moved != set(range(PARTITIONS))
+    assert {cancelled[key] for key in moved_keys} == {"partition revoked"}
