@@ -127,7 +127,10 @@ class TopicSupervisor(pykka.ThreadingActor):
         if self.restarting:
             return False
         futures = [tree.supervisor.proxy().is_idle() for tree in self.trees.values()]
-        return all(future.get(timeout=30) for future in futures)
+        try:
+            return all(future.get(timeout=30) for future in futures)
+        except pykka.ActorDeadError:
+            return False  # a partition is failing; its restart is on the way
 
     # -- failures -------------------------------------------------------------------------------
 

@@ -1,0 +1,90 @@
+"""`schedule_task` refuses bad tasks with typed, explanatory errors and writes nothing."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from scheduler import (
+    InvalidTaskKeyError,
+    NaiveDatetimeError,
+    SchedulerClient,
+    Task,
+    TaskDataError,
+    TaskInPastError,
+    UnknownExecutorError,
+)
+from scheduler.logs.embedded import EmbeddedTaskLog
+from tests.engine.helpers import soon
+
+
+@pytest.fixture
+def log(tmp_path):
+    log = EmbeddedTaskLog(path=str(tmp_path / "log.db"), topic="t")
+    log.ensure_topic(4)
+    yield log
+    log.close()
+
+
+def written(log) -> int:
+    return sum(lag.end for lag in log.describe_group("nobody"))
+
+
+def test_a_task_too_far_in_the_past_is_refused_with_the_grace_window_in_the_message(log):
+    client = SchedulerClient(log=log, grace_window_s=10)
+    future = client.schedule_task(Task("o", soon(-11_000), "k"))
+    with pytest.raises(TaskInPastError, match="grace window of 10s"):
+        future.result()
+    assert written(log) == 0
+
+
+def test_a_task_within_the_grace_window_is_accepted(log):
+    client = SchedulerClient(log=log, grace_window_s=10)
+    client.schedule_task(Task("o", soon(-5_000), "k")).result(timeout=10)
+    assert written(log) == 1
+
+
+def test_a_naive_datetime_is_a_clear_error():
+    with pytest.raises(NaiveDatetimeError, match="no time zone"):
+        Task("o", datetime.now() + timedelta(minutes=1), "k")
+
+
+@pytest.mark.parametrize(
+    ("ordering_id", "uniqueness_key", "message"),
+    [("", "k", "ordering_id is empty"), ("o", "  ", "uniqueness_key is empty"),
+     ("o\x00", "k", "NUL"), ("x" * 600, "k", "longer than 512"), (42, "k", "must be a string")],
+)
+def test_unusable_ids_are_refused(ordering_id, uniqueness_key, message):
+    with pytest.raises(InvalidTaskKeyError, match=message):
+        Task(ordering_id, soon(), uniqueness_key)
+
+
+def test_data_that_is_not_json_is_refused(log):
+    client = SchedulerClient(log=log)
+    with pytest.raises(TaskDataError, match="cannot be serialised as JSON"):
+        client.schedule_task(Task("o", soon(), "k", {"when": datetime.now()})).result()
+    assert written(log) == 0
+
+
+def test_data_over_the_size_limit_is_refused(log):
+    client = SchedulerClient(log=log, max_data_bytes=1000)
+    with pytest.raises(TaskDataError, match="over the limit of 1000"):
+        client.schedule_task(Task("o", soon(), "k", {"blob": "x" * 2000})).result()
+
+
+def test_data_must_be_a_mapping():
+    with pytest.raises(TaskDataError, match="must be a mapping"):
+        Task("o", soon(), "k", ["not", "a", "dict"])  # type: ignore[arg-type]
+
+
+def test_a_validator_refuses_unknown_executors_before_anything_is_written(log):
+    def validate(task):
+        if task.data.get("executor") != "noop":
+            raise UnknownExecutorError(f"unknown executor {task.data.get('executor')!r}")
+
+    client = SchedulerClient(log=log, validate=validate)
+    with pytest.raises(UnknownExecutorError, match="unknown executor 'sparkk'"):
+        client.schedule_task(Task("o", soon(), "k", {"executor": "sparkk"})).result()
+    client.schedule_task(Task("o", soon(), "k", {"executor": "noop"})).result(timeout=10)
+    assert written(log) == 1
