@@ -52,10 +52,10 @@ class SchedulerClient:
                 )
             if self.validate is not None:
                 self.validate(task)
-        except Exception as error:  # noqa: BLE001 - reported through the future, as promised
+        except Exception as error:
             return _failed(error)
         future = self._send(Op.SCHEDULE, task.key, data)
-        future.add_done_callback(lambda f: f.exception() is None and metrics.ENQUEUED.inc())
+        future.add_done_callback(_count_enqueued)
         return future
 
     def cancel_task(self, key: TaskKey) -> Future[None]:
@@ -86,7 +86,7 @@ class SchedulerClient:
         result: Future[None] = Future()
         try:
             sent = self._producer.send(key.ordering_id.encode("utf-8"), encode(op, key, data))
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             return _failed(error)
 
         def resolve(done: Future[int]) -> None:
@@ -98,6 +98,11 @@ class SchedulerClient:
 
         sent.add_done_callback(resolve)
         return result
+
+
+def _count_enqueued(future: Future[None]) -> None:
+    if future.exception() is None:
+        metrics.ENQUEUED.inc()
 
 
 def _failed(error: BaseException) -> Future[None]:

@@ -52,8 +52,13 @@ class Command:
 def encode(op: Op, key: TaskKey, data_json: bytes = b"{}") -> bytes:
     """The record value for `op` on `key`; `data_json` is already-encoded task data."""
     head = json.dumps(
-        {"v": FORMAT_VERSION, "op": op.value, "oid": key.ordering_id, "at": key.scheduled_ms,
-         "uk": key.uniqueness_key},
+        {
+            "v": FORMAT_VERSION,
+            "op": op.value,
+            "oid": key.ordering_id,
+            "at": key.scheduled_ms,
+            "uk": key.uniqueness_key,
+        },
         separators=(",", ":"),
     )
     return b"".join((head[:-1].encode("utf-8"), b',"data":', data_json, b"}"))

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from scheduler.client import SchedulerClient
 from scheduler.engine.settings import EngineSettings
-from scheduler.errors import PartitionCountMismatchError
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import TaskLog
+from scheduler.runtime import partition_count_check
 from scheduler.stores.abc import TaskStore
 from scheduler.worker import Worker
 
@@ -25,7 +25,11 @@ DEFAULT_PARTITIONS = 16
 
 
 def open_embedded_backends(
-    data_dir: Path, *, partitions: int, topic: str, bucket_ms: int = 3_600_000,
+    data_dir: Path,
+    *,
+    partitions: int,
+    topic: str,
+    bucket_ms: int = 3_600_000,
     status_retention_s: float = 7 * 86400,
 ) -> tuple[TaskLog, TaskStore]:
     """Open (creating if needed) the embedded log and SQLite store under `data_dir`."""
@@ -38,26 +42,8 @@ def open_embedded_backends(
         path=str(data_dir / "store.db"), bucket_ms=bucket_ms, status_retention_s=status_retention_s
     )
     store.open(create_schema=True)
-    check_partition_count(log, store, partitions)
+    partition_count_check(log, store, partitions)
     return log, store
-
-
-def check_partition_count(log: TaskLog, store: TaskStore, partitions: int) -> None:
-    """Create the topic if needed and refuse to run if its partition count ever changed.
-
-    Tasks are placed by `murmur2(ordering_id) % partitions`; with another count, the tasks
-    already stored would sit on partitions other than where their ordering ids now hash, and
-    per-ordering-id order would break. So the count is fixed for the life of the data.
-    """
-    actual = log.ensure_topic(partitions)
-    stored = int(store.claim_meta("partition_count", str(actual)))
-    if actual != partitions or stored != partitions:
-        raise PartitionCountMismatchError(
-            f"the task log topic {log.topic!r} has {actual} partitions and the stored data was "
-            f"partitioned with {stored}, but the settings ask for {partitions}; the count is "
-            f"fixed for the life of a topic: set SCHEDULER_PARTITIONS={stored}, or use a new "
-            "topic and store (data_dir / keyspace) for another count"
-        )
 
 
 class EmbeddedScheduler:
@@ -75,8 +61,8 @@ class EmbeddedScheduler:
         wrap_store: Callable[[TaskStore], TaskStore] | None = None,
     ) -> None:
         self._temporary = data_dir is None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="scheduler-")) if data_dir is None else Path(
-            data_dir
+        self.data_dir = (
+            Path(tempfile.mkdtemp(prefix="scheduler-")) if data_dir is None else Path(data_dir)
         )
         self.log, self.store = open_embedded_backends(
             self.data_dir, partitions=partitions, topic=topic
@@ -109,20 +95,31 @@ class EmbeddedScheduler:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def is_idle(self) -> bool:
-        """Every accepted task that is due has reached a final state (or waits for a retry)."""
+    def is_idle(self, *, include_future: bool = False) -> bool:
+        """Every accepted task that is due has reached a final state (no retry is pending).
+
+        With `include_future`, tasks scheduled for later count too: idle means every accepted
+        task is done.
+        """
         self.client.flush()
         lags = self.log.describe_group(self.worker.group_id)
         if any(lag.lag > 0 for lag in lags):
             return False
-        return bool(self.worker.topic.is_idle().get(timeout=60))
+        horizon = _END_OF_TIME_MS if include_future else None
+        return bool(self.worker.topic.is_idle(horizon).get(timeout=60))
 
-    def wait_until_idle(self, timeout: float = 30.0, *, settle_s: float = 0.05) -> None:
+    def wait_until_idle(
+        self, timeout: float = 30.0, *, include_future: bool = False, settle_s: float = 0.02
+    ) -> None:
         """Block until `is_idle()` holds; raise TimeoutError after `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        while not self.is_idle():
+        while not self.is_idle(include_future=include_future):
             if self.worker.fatal_error is not None:
                 raise self.worker.fatal_error
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the scheduler was still busy after {timeout}s")
             time.sleep(settle_s)
+
+
+#: A horizon past any task (year 10000).
+_END_OF_TIME_MS = 253_402_300_800_000

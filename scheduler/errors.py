@@ -51,6 +51,10 @@ class TaskNotFoundError(SchedulerError, LookupError):
     """An admin operation named a task the store does not hold."""
 
 
+class TaskStateError(SchedulerError):
+    """An admin operation does not apply to the task's state (retrying a task that did not fail)."""
+
+
 class TaskCancelledError(SchedulerError):
     """Raised inside an executor call when its task was cancelled (revocation, timeout, admin)."""
 

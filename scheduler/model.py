@@ -75,7 +75,7 @@ class TaskKey:
     state never runs again. Keys sort in schedule order.
     """
 
-    __slots__ = ("ordering_id", "scheduled_ms", "uniqueness_key", "_hash")
+    __slots__ = ("_hash", "ordering_id", "scheduled_ms", "uniqueness_key")
 
     ordering_id: str
     """Tasks of one ordering id run one at a time, in key order; it is the Kafka message key."""
@@ -142,20 +142,18 @@ class TaskKey:
         return self.cursor >= other.cursor
 
     def __repr__(self) -> str:
-        return (
-            f"TaskKey({self.ordering_id!r}, {self.scheduled_time.isoformat(timespec='milliseconds')}, "
-            f"{self.uniqueness_key!r})"
-        )
+        when = self.scheduled_time.isoformat(timespec="milliseconds")
+        return f"TaskKey({self.ordering_id!r}, {when}, {self.uniqueness_key!r})"
 
     def __str__(self) -> str:
-        """The form used in logs, Spark job groups and the CLI: `ordering_id/time/uniqueness_key`."""
+        """The form of logs, Spark job groups and the CLI: `ordering_id/epoch_ms/uniqueness_key`."""
         return f"{self.ordering_id}/{self.scheduled_ms}/{self.uniqueness_key}"
 
 
 class Task:
     """Work to be done at a given time: a key and a JSON-serialisable mapping of data."""
 
-    __slots__ = ("key", "data")
+    __slots__ = ("data", "key")
 
     key: TaskKey
     """The task's identity."""

@@ -67,9 +67,12 @@ class TestEngine(EmbeddedScheduler):
         self.recorder = FailureRecorder(executor)
         super().__init__(executor=self.recorder, **kwargs)  # type: ignore[arg-type]
 
-    def join(self, timeout: float = 30.0, *, raise_failures: bool = True) -> None:
-        """Wait until idle; then re-raise the first executor or actor failure, if any."""
-        self.wait_until_idle(timeout)
+    def join(
+        self, timeout: float = 30.0, *, raise_failures: bool = True, include_future: bool = True
+    ) -> None:
+        """Wait until every accepted task is done (with `include_future=False`: every task due
+        by now); then re-raise the first executor or actor failure, if any."""
+        self.wait_until_idle(timeout, include_future=include_future)
         if not raise_failures:
             return
         if self.recorder.first is not None:

@@ -190,10 +190,13 @@ class Worker:
                 if future is not None:
                     future.get(timeout=PERSIST_TIMEOUT_S)
                 commit[partition] = last + 1
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 logger.error(
                     "could not persist a batch of partition %d (%s: %s); re-reading it",
-                    partition, type(error).__name__, error, extra={"partition": partition},
+                    partition,
+                    type(error).__name__,
+                    error,
+                    extra={"partition": partition},
                 )
                 self._rewinds.put(partition)
         if commit:
@@ -220,7 +223,11 @@ class Worker:
         metrics.MALFORMED.inc()
         logger.error(
             "malformed record at partition %d offset %d set aside: %s (key=%r, value=%r)",
-            record.partition, record.offset, error, record.key, (record.value or b"")[:500],
+            record.partition,
+            record.offset,
+            error,
+            record.key,
+            (record.value or b"")[:500],
             extra={"partition": record.partition, "offset": record.offset},
         )
 
@@ -228,9 +235,11 @@ class Worker:
         try:
             if self._topic is not None:
                 owned = self._topic.owned().get()
-                self._topic.revoke(owned, self.settings.shutdown_deadline_s, "worker stopping").get()
+                self._topic.revoke(
+                    owned, self.settings.shutdown_deadline_s, "worker stopping"
+                ).get()
             consumer.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.exception("error while stopping the worker")
         finally:
             if self._topic is not None:

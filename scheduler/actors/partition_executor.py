@@ -70,9 +70,7 @@ class PartitionExecutor(PartitionActor):
                 )
             queue = self.queues.get(item.task.ordering_id)
             if queue is None:
-                queue = self.queues[item.task.ordering_id] = OrderingExecutor(
-                    item.task.ordering_id
-                )
+                queue = self.queues[item.task.ordering_id] = OrderingExecutor(item.task.ordering_id)
             if item.key in self.running:
                 continue  # rewritten while running: this run uses the data it started with
             if queue.offer(item):
@@ -186,7 +184,10 @@ class PartitionExecutor(PartitionActor):
             next_ms = now + int(delay * 1000)
             self.ctx.log.warning(
                 "task %s attempt %d failed, retrying in %.1fs: %s",
-                key, outcome.attempt, delay, outcome.error,
+                key,
+                outcome.attempt,
+                delay,
+                outcome.error,
             )
             queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, checked=True))
             status = TaskStatus(

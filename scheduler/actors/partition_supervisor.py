@@ -58,14 +58,23 @@ class PartitionSupervisor(pykka.ThreadingActor):
     def counts(self) -> PartitionCounts:
         scheduled, due_held = self._scheduler.counts().get()
         executing, running = self._executor.counts().get()
-        return PartitionCounts(scheduled, due_held, executing, running, self._tracker.unflushed().get())
+        return PartitionCounts(
+            scheduled, due_held, executing, running, self._tracker.unflushed().get()
+        )
 
-    def is_idle(self) -> bool:
-        """Nothing due is held, queued, running or unflushed, and nothing due waits in the store."""
+    def is_idle(self, horizon_ms: int | None = None) -> bool:
+        """Nothing due by `horizon_ms` (default: now) is held, queued, running or unflushed, and
+        nothing due by then waits in the store."""
         counts = self.counts()
-        if counts.due_held or counts.executing or counts.unflushed:
+        if counts.executing or counts.unflushed:
             return False
-        return self.ctx.store.count_due(self.ctx.partition, now_ms()) == 0
+        if horizon_ms is None:
+            horizon_ms = now_ms()
+            if counts.due_held:
+                return False
+        elif counts.scheduled:
+            return False
+        return self.ctx.store.count_due(self.ctx.partition, horizon_ms) == 0
 
     def shut_down(self, deadline_s: float, reason: str) -> None:
         """Stop the tree: running attempts get `deadline_s` to finish, then are cancelled."""
@@ -93,5 +102,5 @@ def _quietly(action: object) -> None:
         action()  # type: ignore[operator]
     except (pykka.ActorDeadError, pykka.Timeout):
         pass
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass

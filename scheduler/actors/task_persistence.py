@@ -41,7 +41,6 @@ class TaskPersistence(PartitionActor):
 
     def persist(self, commands: Sequence[Command]) -> int:
         """Apply a batch of log commands durably; returns when the store has them all."""
-        store, partition = self.ctx.store, self.ctx.partition
         to_write: dict[object, Task] = {}
         for command in commands:
             if command.op is Op.SCHEDULE:

@@ -123,10 +123,11 @@ class TopicSupervisor(pykka.ThreadingActor):
         futures = {p: tree.supervisor.proxy().counts() for p, tree in self.trees.items()}
         return {p: future.get(timeout=30) for p, future in futures.items()}
 
-    def is_idle(self) -> bool:
+    def is_idle(self, horizon_ms: int | None = None) -> bool:
+        """See `PartitionSupervisor.is_idle`; False while a partition is restarting."""
         if self.restarting:
             return False
-        futures = [tree.supervisor.proxy().is_idle() for tree in self.trees.values()]
+        futures = [tree.supervisor.proxy().is_idle(horizon_ms) for tree in self.trees.values()]
         try:
             return all(future.get(timeout=30) for future in futures)
         except pykka.ActorDeadError:
@@ -143,7 +144,10 @@ class TopicSupervisor(pykka.ThreadingActor):
         metrics.PARTITION_RESTARTS.inc()
         logger.error(
             "partition %d failed (%s: %s); restarting it from the store",
-            partition, type(error).__name__, error, extra={"partition": partition},
+            partition,
+            type(error).__name__,
+            error,
+            extra={"partition": partition},
         )
         self.revoke([partition], deadline_s=0.0, reason="partition restarting after a failure")
         self.restarting.add(partition)

@@ -55,7 +55,7 @@ class TaskExecutor:
         if not context.cancelled.is_set():
             try:
                 executor(context.task, context)
-            except BaseException as failure:  # noqa: BLE001 - an executor failure is data here
+            except BaseException as failure:
                 error = _describe(failure)
         if self.timer is not None:
             self.timer.cancel()

@@ -24,7 +24,7 @@ from scheduler.model import Task, TaskKey
 class ExecutionContext:
     """What an executor knows about the attempt it is running."""
 
-    __slots__ = ("task", "attempt", "partition", "cancelled", "_callbacks", "_lock", "reason")
+    __slots__ = ("_callbacks", "_lock", "attempt", "cancelled", "partition", "reason", "task")
 
     def __init__(self, task: Task, *, attempt: int, partition: int) -> None:
         self.task = task

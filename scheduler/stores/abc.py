@@ -94,7 +94,9 @@ class TaskStore(ABC):
         """Upsert status rows; for each final state, then delete the task's schedule row."""
 
     @abstractmethod
-    def fetch_statuses(self, partition: int, keys: Collection[TaskKey]) -> dict[TaskKey, TaskStatus]:
+    def fetch_statuses(
+        self, partition: int, keys: Collection[TaskKey]
+    ) -> dict[TaskKey, TaskStatus]:
         """Status rows of these keys; keys without one are absent from the result."""
 
     @abstractmethod

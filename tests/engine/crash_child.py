@@ -26,7 +26,9 @@ def main() -> None:
         os.write(fd, f"{task.uniqueness_key}\n".encode())
 
     settings = EngineSettings(pool_size=2)
-    with EmbeddedScheduler(data_dir=data_dir, executor=executor, partitions=4, settings=settings) as s:
+    with EmbeddedScheduler(
+        data_dir=data_dir, executor=executor, partitions=4, settings=settings
+    ) as s:
         if mode == "enqueue":
             start = datetime.now(UTC)
             futures = [

@@ -42,7 +42,11 @@ class FlakyStore:
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._store, name)
         if name not in {
-            "write_tasks", "load_tasks", "record_statuses", "fetch_statuses", "delete_tasks",
+            "write_tasks",
+            "load_tasks",
+            "record_statuses",
+            "fetch_statuses",
+            "delete_tasks",
         }:
             return attribute
 

@@ -52,8 +52,13 @@ def test_a_naive_datetime_is_a_clear_error():
 
 @pytest.mark.parametrize(
     ("ordering_id", "uniqueness_key", "message"),
-    [("", "k", "ordering_id is empty"), ("o", "  ", "uniqueness_key is empty"),
-     ("o\x00", "k", "NUL"), ("x" * 600, "k", "longer than 512"), (42, "k", "must be a string")],
+    [
+        ("", "k", "ordering_id is empty"),
+        ("o", "  ", "uniqueness_key is empty"),
+        ("o\x00", "k", "NUL"),
+        ("x" * 600, "k", "longer than 512"),
+        (42, "k", "must be a string"),
+    ],
 )
 def test_unusable_ids_are_refused(ordering_id, uniqueness_key, message):
     with pytest.raises(InvalidTaskKeyError, match=message):

@@ -16,9 +16,18 @@ COUNT = 400
 
 def start(data_dir: Path, out: Path, mode: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.engine.crash_child", str(data_dir), str(out), mode,
-         str(COUNT)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tests.engine.crash_child",
+            str(data_dir),
+            str(out),
+            mode,
+            str(COUNT),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -1,0 +1,281 @@
+"""Connecting to Cassandra and running statements with bounded retries.
+
+Kept apart from the store so that the store reads as table logic only. The driver is imported
+here (and in `cassandra.py`) and nowhere else in the product.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from cassandra import (
+    ConsistencyLevel,
+    InvalidRequest,
+    OperationTimedOut,
+    ProtocolVersion,
+    ReadTimeout,
+    Unavailable,
+    WriteTimeout,
+)
+from cassandra.cluster import (
+    EXEC_PROFILE_DEFAULT,
+    Cluster,
+    ExecutionProfile,
+    NoHostAvailable,
+    Session,
+)
+from cassandra.concurrent import execute_concurrent
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, tuple_factory
+
+from scheduler.errors import ConfigurationError
+from scheduler.stores._retry import RetryPolicy, call_with_retries
+
+log = logging.getLogger(__name__)
+
+#: Errors worth another try: the cluster answered "not now" or did not answer in time. Failures
+#: such as ReadFailure (too many tombstones) or InvalidRequest repeat identically, so they are not.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    Unavailable,
+    WriteTimeout,
+    ReadTimeout,
+    OperationTimedOut,
+    NoHostAvailable,
+)
+
+Params = Sequence[Any]
+Item = tuple[Any, Params | None]
+"""A statement (prepared or batch) and its parameters, as `execute_concurrent` takes them."""
+
+#: Single-partition batches stay under Cassandra's batch_size_warn_threshold (5 KiB by default,
+#: counted on the mutation, so the estimate of the values below leaves room for overhead).
+_BATCH_BYTES = 3000
+_BATCH_ROWS = 50
+
+
+def consistency_level(name: str) -> int:
+    """The driver's value of a consistency level name such as "LOCAL_QUORUM" (the serial
+    levels only apply to lightweight transactions, so they are refused here)."""
+    levels = {
+        level: value
+        for level, value in ConsistencyLevel.name_to_value.items()
+        if not level.endswith("SERIAL")
+    }
+    try:
+        return int(levels[name.strip().upper()])
+    except KeyError:
+        raise ConfigurationError(
+            f"unknown Cassandra consistency level {name!r}; use one of {', '.join(sorted(levels))}"
+        ) from None
+
+
+def open_runner(
+    *,
+    hosts: Sequence[str],
+    port: int,
+    consistency: int,
+    local_dc: str | None,
+    connect_timeout_s: float,
+    request_timeout_s: float,
+    concurrency: int,
+    policy: RetryPolicy,
+) -> tuple[Cluster, Runner]:
+    """Connect (retrying a node that is still starting), or raise `BackendUnavailableError`
+    saying which setting to fix.
+
+    Statements are routed token-aware to a replica of their partition (one network hop fewer),
+    DC-aware so that LOCAL_* consistency never waits on another data center. Protocol v4 is
+    spoken by every Cassandra from 3.0 to 5.x, so the driver need not probe, downgrade and warn.
+    """
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)),
+        consistency_level=consistency,
+        # The LWT's Paxos round spans all DCs so that workers in different DCs agree.
+        serial_consistency_level=ConsistencyLevel.SERIAL,
+        request_timeout=request_timeout_s,
+        row_factory=tuple_factory,
+    )
+    target = ", ".join(f"{host}:{port}" for host in hosts)
+
+    def attempt() -> tuple[Cluster, Session]:
+        cluster = Cluster(
+            contact_points=list(hosts),
+            port=port,
+            protocol_version=ProtocolVersion.V4,
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            connect_timeout=connect_timeout_s,
+            control_connection_timeout=connect_timeout_s,
+        )
+        try:
+            return cluster, cluster.connect()
+        except BaseException:
+            cluster.shutdown()
+            raise
+
+    def describe(error: BaseException) -> str:
+        return (
+            f"cannot reach Cassandra at {target} ({error}); point SCHEDULER_CASSANDRA_HOSTS at "
+            "a running node (host or host:port, comma-separated), or run "
+            "`scheduler services up` to start a local one"
+        )
+
+    cluster, session = call_with_retries(
+        attempt, policy=policy, transient=TRANSIENT, describe=describe
+    )
+    return cluster, Runner(session, target=target, concurrency=concurrency, policy=policy)
+
+
+def partition_batches(statement: PreparedStatement, rows: Sequence[Params]) -> list[Item]:
+    """Group rows whose first two values, (partition, bucket), are one Cassandra partition key
+    into UNLOGGED batches of a few kilobytes.
+
+    A single-partition batch is applied as one mutation on one replica set: no batchlog, one
+    request instead of dozens. The Python driver spends most of its time per request, so this
+    multiplies write throughput several times over one request per row.
+    """
+    groups: dict[tuple[Any, Any], list[Params]] = {}
+    for row in rows:
+        groups.setdefault((row[0], row[1]), []).append(row)
+    chunks: list[list[Params]] = []
+    for group in groups.values():
+        size = _BATCH_BYTES + 1  # start a chunk at the first row
+        for row in group:
+            weight = sum(len(v) if isinstance(v, str) else 8 for v in row)
+            if size + weight > _BATCH_BYTES or len(chunks[-1]) == _BATCH_ROWS:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(row)
+            size += weight
+    items: list[Item] = []
+    for chunk in chunks:
+        if len(chunk) == 1:  # a lone (perhaps large) row needs no batch around it
+            items.append((statement, chunk[0]))
+            continue
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        for row in chunk:
+            batch.add(statement, row)
+        items.append((batch, None))
+    return items
+
+
+class Runner:
+    """Runs statements on a session; retries transient errors, then `BackendUnavailableError`."""
+
+    def __init__(
+        self, session: Session, *, target: str, concurrency: int, policy: RetryPolicy
+    ) -> None:
+        self.session = session
+        self._target = target
+        self._concurrency = concurrency
+        self._policy = policy
+
+    def _describe(self, what: str) -> Callable[[BaseException], str]:
+        def describe(error: BaseException) -> str:
+            return (
+                f"Cassandra at {self._target} failed to {what} after {self._policy.attempts} "
+                f"attempts: {error!r}; check that the nodes are up and reachable"
+            )
+
+        return describe
+
+    def one(self, statement: Any, params: Params | None, what: str) -> list[tuple[Any, ...]]:
+        """Execute one statement; all its rows (every page) as tuples."""
+        return self.result(statement, params, what, rows=True)
+
+    def result(
+        self,
+        statement: Any,
+        params: Params | None,
+        what: str,
+        *,
+        timeout: float | None = None,
+        rows: bool = False,
+    ) -> Any:
+        """Execute one statement; its ResultSet, or its rows if `rows` (read inside the retry,
+        so that a failed page is retried too)."""
+
+        def attempt() -> Any:
+            if timeout is None:
+                result = self.session.execute(statement, params)
+            else:
+                result = self.session.execute(statement, params, timeout=timeout)
+            return list(result) if rows else result
+
+        return call_with_retries(
+            attempt, policy=self._policy, transient=TRANSIENT, describe=self._describe(what)
+        )
+
+    def many(self, items: Sequence[Item], what: str) -> list[list[tuple[Any, ...]]]:
+        """Execute statements concurrently (at most `concurrency` in flight); rows of each, in
+        order. Only the statements that failed transiently are sent again, so a retry after one
+        timeout among a thousand writes costs one write, not a thousand."""
+        results: list[list[tuple[Any, ...]]] = [[] for _ in items]
+        pending = list(range(len(items)))
+
+        def attempt() -> None:
+            nonlocal pending
+            outcomes = execute_concurrent(
+                self.session,
+                [items[i] for i in pending],
+                concurrency=self._concurrency,
+                raise_on_first_error=False,
+            )
+            failed: list[int] = []
+            first: BaseException | None = None
+            for index, (ok, outcome) in zip(pending, outcomes, strict=True):
+                if ok:
+                    try:
+                        results[index] = list(outcome)
+                        continue
+                    except TRANSIENT as error:  # a later page failed
+                        outcome = error
+                if not isinstance(outcome, TRANSIENT):
+                    raise outcome
+                failed.append(index)
+                first = first or outcome
+            pending = failed
+            if first is not None:
+                raise first
+
+        if items:
+            call_with_retries(
+                attempt, policy=self._policy, transient=TRANSIENT, describe=self._describe(what)
+            )
+        return results
+
+
+def apply_schema(run: Runner, ddl: Sequence[str], *, timeout: float) -> None:
+    """Run CREATE ... IF NOT EXISTS statements in order (the driver then waits until every node
+    agrees on the schema, so the next statement sees the table it needs)."""
+    for statement in ddl:
+        run.result(statement, None, "apply the schema", timeout=timeout)
+
+
+def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:
+    """The replication map of an existing keyspace, or None if it does not exist."""
+    rows = run.one(
+        "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+        (keyspace,),
+        "read the keyspace definition",
+    )
+    return dict(rows[0][0]) if rows else None
+
+
+def prepare(run: Runner, keyspace: str, statements: Mapping[str, str]) -> dict[str, Any]:
+    """Prepare the store's statements, or say how to create the tables they need."""
+    try:
+        prepared = {name: run.session.prepare(text) for name, text in statements.items()}
+    except InvalidRequest as error:
+        raise ConfigurationError(
+            f"the scheduler tables in keyspace {keyspace!r} are missing or outdated ({error}); "
+            "run `scheduler schema apply` or open the store with create_schema=True"
+        ) from error
+    for name, statement in prepared.items():
+        # Upserts and deletes may be sent twice without harm; so may the LWT (a second
+        # IF NOT EXISTS returns the value the first stored).
+        statement.is_idempotent = True
+        if name == "probe":  # deciding that a bucket is empty must not trust one replica
+            statement.consistency_level = ConsistencyLevel.ALL
+    return prepared

@@ -1,0 +1,414 @@
+"""The Cassandra task store: the seed's wide rows, read forward so tombstones stay behind.
+
+Tables and why they are keyed as they are: see `cassandra_schema` and docs/cassandra.md. The
+points that shape this module:
+
+* A load walks the `buckets` index from the cursor's bucket to the bucket of `until_ms` and reads
+  each with clustering bounds `(scheduled_ms, ordering_id, uniqueness_key) > cursor`, so rows
+  deleted behind the cursor (completed tasks, i.e. tombstones) are never scanned again.
+* Writes group rows of one Cassandra partition into small UNLOGGED batches (one mutation, no
+  batchlog) and run them concurrently: the driver's cost is per request, not per row.
+* Status rows are joined by reading the same slice of the status table, capped; past the cap
+  (many retained statuses of completed tasks) the rest are fetched by a multi-column `IN`.
+* Index rows of buckets that are long past and empty are pruned when a load reads through them,
+  so a restart does not visit every finished hour again. Entries of the in-memory index cache are
+  trusted only while their bucket is recent; see `_PRUNE_AGE_MS`.
+* Absent optional status fields are stored as sentinels, not nulls: a null in an INSERT writes a
+  cell tombstone, three per status write would add up in every read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from itertools import islice
+from typing import Any, ClassVar
+
+from cassandra.query import PreparedStatement
+
+from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
+from scheduler.stores import _cassandra_admin as admin
+from scheduler.stores import _cassandra_session as driver
+from scheduler.stores import cassandra_schema as schema
+from scheduler.stores._cassandra_session import (
+    TRANSIENT,
+    Item,
+    Params,
+    Runner,
+    consistency_level,
+    open_runner,
+    partition_batches,
+)
+from scheduler.stores._retry import RetryPolicy
+from scheduler.stores.abc import TaskStore, TaskView
+
+log = logging.getLogger(__name__)
+
+#: A bucket's index row is pruned only once the bucket ended this long ago, and the in-memory
+#: cache vouches for an index row only while its bucket ended less than half that long ago. The
+#: gap absorbs clock skew between a worker that cached an entry, lost the partition and got it
+#: back, and the worker that pruned the entry in between.
+_PRUNE_AGE_MS = 3_600_000
+_CACHE_TRUST_MS = _PRUNE_AGE_MS // 2
+_STATUS_INDEX_SLACK_S = 3600  # see record_statuses
+_CACHE_LIMIT = 10_000  # entries per cache before useless ones are swept out
+_MAX_TTL_S = 630_720_000  # Cassandra's limit: 20 years
+_IN_CHUNK = 100  # keys per multi-column IN; keeps each read small and its coordinator quick
+_MIN_BUCKET = -(2**63)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CassandraTaskStore(TaskStore):
+    """Schedule and status rows in Cassandra, for the distributed mode."""
+
+    retry_policy: ClassVar[RetryPolicy] = RetryPolicy()
+    """Retries of transient errors; tests shorten it."""
+
+    def __init__(
+        self,
+        *,
+        hosts: Sequence[str],
+        port: int = 9042,
+        keyspace: str = "scheduler",
+        bucket_ms: int = 3_600_000,
+        replication: Mapping[str, Any] | None = None,
+        consistency: str = "LOCAL_QUORUM",
+        local_dc: str | None = None,
+        status_retention_s: float = 7 * 86400,
+        connect_timeout_s: float = 10,
+        request_timeout_s: float = 10,
+        max_concurrency: int = 64,
+    ) -> None:
+        if not hosts:
+            raise ConfigurationError("no Cassandra hosts given; set SCHEDULER_CASSANDRA_HOSTS")
+        positive = {"bucket_ms": bucket_ms, "status_retention_s": status_retention_s}
+        for name, value in {**positive, "max_concurrency": max_concurrency}.items():
+            if value <= 0:
+                raise ConfigurationError(f"{name} must be positive, got {value!r}")
+        self.hosts = list(hosts)
+        self.port = port
+        self.keyspace = schema.check_keyspace(keyspace)
+        self.bucket_ms = bucket_ms
+        self.replication = dict(replication or schema.DEFAULT_REPLICATION)
+        schema.replication_literal(self.replication)  # validate now, not at first open
+        self._consistency = consistency_level(consistency)
+        self.local_dc = local_dc
+        self.ttl_s = min(_MAX_TTL_S, math.ceil(status_retention_s))
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.max_concurrency = max_concurrency
+        self._cluster: Any = None
+        self._run: Runner | None = None
+        self._q: dict[str, PreparedStatement] = {}
+        self._lock = threading.Lock()
+        self._indexed: dict[int, set[int]] = defaultdict(set)
+        self._status_indexed: dict[tuple[int, int], float] = {}  # -> expiry of the index row
+
+    @property
+    def _ddl_timeout_s(self) -> float:
+        # Schema changes wait for every node to agree; that takes longer than a query.
+        return max(self.request_timeout_s, 60.0)
+
+    @property
+    def target(self) -> str:
+        return ", ".join(f"{host}:{self.port}" for host in self.hosts)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def open(self, *, create_schema: bool = True) -> None:
+        if self._run is None:
+            self._connect()
+        if create_schema:
+            self.apply_schema()
+        else:
+            self._prepare()
+
+    def _connect(self) -> None:
+        self._cluster, self._run = open_runner(
+            hosts=self.hosts,
+            port=self.port,
+            consistency=self._consistency,
+            local_dc=self.local_dc,
+            connect_timeout_s=self.connect_timeout_s,
+            request_timeout_s=self.request_timeout_s,
+            concurrency=self.max_concurrency,
+            policy=self.retry_policy,
+        )
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.shutdown()
+        self._cluster = self._run = None
+        self._q = {}
+
+    def apply_schema(self) -> None:
+        """Create the keyspace and tables if missing (idempotent), then prepare statements.
+
+        Connects first if `open()` was not called (the `scheduler schema apply` command); call
+        `close()` afterwards. An existing keyspace keeps its replication: a mismatch is logged,
+        since changing it needs `ALTER KEYSPACE` and a repair, an operator's decision.
+        """
+        run = self._runner(connect_if_needed=True)
+        ddl = [schema.keyspace_ddl(self.keyspace, self.replication)]
+        driver.apply_schema(
+            run, ddl + schema.table_ddl(self.keyspace, self.ttl_s), timeout=self._ddl_timeout_s
+        )
+        existing = driver.replication_of(run, self.keyspace)
+        wanted = schema.replication_literal(self.replication)
+        if existing and schema.replication_literal(existing) != wanted:
+            log.warning(
+                "keyspace %s exists with replication %s, not the configured %s; left unchanged "
+                "(ALTER KEYSPACE, then run a repair, to change it)",
+                *(self.keyspace, existing, wanted),
+            )
+        self._prepare()
+
+    def drop_keyspace(self) -> None:
+        """Drop the keyspace and everything in it (tests, and `scheduler schema drop`)."""
+        run = self._runner(connect_if_needed=True)
+        run.result(
+            f"DROP KEYSPACE IF EXISTS {self.keyspace}", None, "drop", timeout=self._ddl_timeout_s
+        )
+        self._q = {}
+        with self._lock:
+            self._indexed.clear()
+            self._status_indexed.clear()
+
+    def _runner(self, *, connect_if_needed: bool = False) -> Runner:
+        if self._run is None and connect_if_needed:
+            self._connect()
+        if self._run is None:
+            raise BackendUnavailableError("the Cassandra task store is not open; call open()")
+        return self._run
+
+    def _prepare(self) -> None:
+        run = self._runner()
+        self._q = driver.prepare(run, self.keyspace, schema.statements(self.keyspace))
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    def claim_meta(self, name: str, value: str) -> str:
+        run = self._runner()
+        # A plain read first: once the value is pinned, workers start without a Paxos round,
+        # which needs a quorum of every DC and would fail during a DC outage.
+        rows = run.one(self._q["meta_get"], (name,), f"read meta {name!r}")
+        if rows and rows[0][0] is not None:
+            return str(rows[0][0])
+        result = run.result(self._q["meta_claim"], (name, value), f"claim meta {name!r}")
+        if result.was_applied:
+            return value
+        row = result.one()
+        return str(row[list(result.column_names).index("value")])
+
+    # -- schedule rows ------------------------------------------------------------------------
+
+    def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
+        latest = {task.key: task for task in tasks}  # concurrent upserts of one key would race
+        if not latest:
+            return
+        q, width = self._q, self.bucket_ms
+        rows: list[Params] = []
+        buckets: set[int] = set()
+        for key, task in latest.items():
+            buckets.add(key.scheduled_ms // width)
+            data = json.dumps(task.data, separators=(",", ":"))
+            rows.append((*self._row_key(partition, key), data))
+        unindexed = self._unindexed(partition, buckets)
+        # Index rows go first in the same concurrent run; the call returns only when all rows
+        # are written, and a caller that sees an error writes the batch again.
+        items: list[Item] = [(q["index"], (partition, bucket)) for bucket in unindexed]
+        items += partition_batches(q["write"], rows)
+        self._runner().many(items, f"write {len(rows)} tasks of partition {partition}")
+        with self._lock:
+            self._indexed[partition].update(unindexed)
+
+    def _unindexed(self, partition: int, buckets: Iterable[int]) -> list[int]:
+        trusted_after = _now_ms() - _CACHE_TRUST_MS
+        with self._lock:
+            cached = self._indexed[partition]
+            if len(cached) > _CACHE_LIMIT:  # forget entries too old to be trusted anyway
+                cached.difference_update(
+                    [b for b in cached if (b + 1) * self.bucket_ms <= trusted_after]
+                )
+            return sorted(
+                b for b in buckets if b not in cached or (b + 1) * self.bucket_ms <= trusted_after
+            )
+
+    def load_tasks(
+        self, partition: int, after: ScheduleCursor | None, until_ms: int, limit: int
+    ) -> list[StoredTask]:
+        if limit <= 0 or (after is not None and after[0] > until_ms):
+            return []
+        run, q, width = self._runner(), self._q, self.bucket_ms
+        first = after[0] // width if after is not None else _MIN_BUCKET
+        last = until_ms // width
+        indexed = run.one(q["buckets"], (partition, first, last), "read the bucket index")
+        found: dict[int, list[Task]] = {}
+        count = 0
+        for (bucket,) in indexed:
+            end = (bucket + 1) * width
+            below = min(until_ms + 1, end)
+            if after is not None and bucket == first:
+                params: Params = (partition, bucket, *after, below, limit - count)
+                rows = run.one(q["load_after"], params, "load tasks")
+            else:
+                params = (partition, bucket, below, limit - count)
+                rows = run.one(q["load_from"], params, "load tasks")
+                if not rows and below == end and end <= _now_ms() - _PRUNE_AGE_MS:
+                    self._prune(partition, bucket)
+            if rows:
+                found[bucket] = [
+                    Task.from_key(TaskKey.from_ms(oid, ms, uk), json.loads(data))
+                    for ms, oid, uk, data in rows
+                ]
+                count += len(rows)
+            if count >= limit:
+                break
+        statuses = self._joined_statuses(partition, found)
+        return [StoredTask(task, statuses.get(task.key)) for ts in found.values() for task in ts]
+
+    def _joined_statuses(
+        self, partition: int, found: Mapping[int, Sequence[Task]]
+    ) -> dict[TaskKey, TaskStatus]:
+        """Status rows of loaded tasks: per bucket, one slice over the key range just loaded,
+        which normally holds only the few tasks that started. The slice is capped at about twice
+        the rows loaded; past the cap (a restart among many retained statuses of completed
+        tasks) the remaining keys are looked up by IN instead of reading on."""
+        caps = {bucket: 2 * len(tasks) + 16 for bucket, tasks in found.items()}
+        items: list[Item] = [
+            (
+                self._q["status_range"],
+                (partition, b, *ts[0].key.cursor, *ts[-1].key.cursor, caps[b]),
+            )
+            for b, ts in found.items()
+        ]
+        statuses: dict[TaskKey, TaskStatus] = {}
+        rest: list[TaskKey] = []
+        for (bucket, tasks), rows in zip(
+            found.items(), self._runner().many(items, "read statuses"), strict=True
+        ):
+            decoded = [schema.decode_status(row) for row in rows]
+            statuses.update((status.key, status) for status in decoded)
+            if len(rows) == caps[bucket]:
+                rest += [task.key for task in tasks if task.key > decoded[-1].key]
+        if rest:
+            statuses.update(self._statuses(partition, rest))
+        return statuses
+
+    def _prune(self, partition: int, bucket: int) -> None:
+        """Drop a long-past bucket from the index once a read at ALL confirms it is empty: a
+        lagging replica must not make us forget a bucket that still holds a row. Best effort;
+        a bucket that cannot be confirmed now is confirmed on a later pass."""
+        with self._lock:
+            self._indexed[partition].discard(bucket)
+        session = self._runner().session
+        try:
+            if session.execute(self._q["probe"], (partition, bucket)).one() is None:
+                session.execute(self._q["unindex"], (partition, bucket))
+                log.debug("pruned empty bucket %d of partition %d", bucket, partition)
+        except TRANSIENT as error:
+            log.debug("bucket %d of partition %d not pruned: %r", bucket, partition, error)
+
+    def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
+        rows = [self._row_key(partition, key) for key in set(keys)]
+        items = partition_batches(self._q["delete"], rows)
+        self._runner().many(items, f"delete {len(rows)} tasks of partition {partition}")
+
+    def _row_key(self, partition: int, key: TaskKey) -> Params:
+        bucket = key.scheduled_ms // self.bucket_ms
+        return (partition, bucket, key.scheduled_ms, key.ordering_id, key.uniqueness_key)
+
+    # -- status rows --------------------------------------------------------------------------
+
+    def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
+        latest = {status.key: status for status in statuses}
+        if not latest:
+            return
+        q, run = self._q, self._runner()
+        now_s = time.time()
+        rows: list[Params] = []
+        buckets: set[int] = set()
+        for key, status in latest.items():
+            bucket = key.scheduled_ms // self.bucket_ms
+            buckets.add(bucket)
+            rows.append((partition, bucket, *schema.encode_status(status), self.ttl_s))
+        # The status-bucket index row must outlive every status row under it; it is written
+        # with some slack, so that it is rewritten at most once per slack period.
+        ttl = min(_MAX_TTL_S, self.ttl_s + _STATUS_INDEX_SLACK_S)
+        with self._lock:
+            if len(self._status_indexed) > _CACHE_LIMIT:  # forget index rows that expired
+                for entry in [e for e, expiry in self._status_indexed.items() if expiry < now_s]:
+                    del self._status_indexed[entry]
+            stale = [
+                b
+                for b in buckets
+                if self._status_indexed.get((partition, b), 0) < now_s + self.ttl_s
+            ]
+        items: list[Item] = [(q["status_index"], (partition, b, ttl)) for b in stale]
+        items += partition_batches(q["status_write"], rows)
+        run.many(items, f"record {len(rows)} statuses of partition {partition}")
+        with self._lock:
+            self._status_indexed.update(((partition, b), now_s + ttl) for b in stale)
+        # Only now that the final statuses are durable may the schedule rows go: a crash in
+        # between leaves a schedule row whose final status tells the engine to skip it.
+        finals = [key for key, status in latest.items() if status.state.is_final]
+        if finals:
+            self.delete_tasks(partition, finals)
+
+    def fetch_statuses(
+        self, partition: int, keys: Collection[TaskKey]
+    ) -> dict[TaskKey, TaskStatus]:
+        return self._statuses(partition, keys)
+
+    def _statuses(self, partition: int, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
+        """Status rows of `keys`: one multi-column IN per bucket (in chunks), run concurrently."""
+        by_bucket: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
+        for key in set(keys):
+            by_bucket[key.scheduled_ms // self.bucket_ms].append(key.cursor)
+        items: list[Item] = []
+        for bucket, cursors in by_bucket.items():
+            for start in range(0, len(cursors), _IN_CHUNK):
+                chunk = cursors[start : start + _IN_CHUNK]
+                items.append((self._q["status_in"], (partition, bucket, chunk)))
+        found: dict[TaskKey, TaskStatus] = {}
+        for rows in self._runner().many(items, "read statuses"):
+            for row in rows:
+                status = schema.decode_status(row)
+                found[status.key] = status
+        return found
+
+    def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
+        rows = [self._row_key(partition, key) for key in set(keys)]
+        items = partition_batches(self._q["status_delete"], rows)
+        self._runner().many(items, f"delete {len(rows)} statuses of partition {partition}")
+
+    # -- admin --------------------------------------------------------------------------------
+
+    def list_tasks(
+        self,
+        partition: int,
+        *,
+        ordering_id: str | None = None,
+        states: Collection[TaskState] | None = None,
+        limit: int = 100,
+    ) -> list[TaskView]:
+        wanted = set(states) if states is not None else None
+        matching = (
+            view
+            for view in admin.views(self._runner(), self._q, partition)
+            if (ordering_id is None or view.task.ordering_id == ordering_id)
+            and (wanted is None or view.state in wanted)
+        )
+        return list(islice(matching, limit))
+
+    def count_due(self, partition: int, now_ms: int) -> int:
+        return admin.count_due(self._runner(), self._q, partition, now_ms, self.bucket_ms)

@@ -1,0 +1,199 @@
+"""CQL definitions of the Cassandra task store, kept apart from the code that runs them.
+
+Five tables in one keyspace. The schedule and status tables share one primary key, so that a
+status row sits beside the schedule row it describes and both are read with the same partition key
+and clustering bounds:
+
+* `schedule` ((partition, bucket), scheduled_ms, ordering_id, uniqueness_key) -> data: the seed's
+  ScheduledColumnFamily. One wide row per partition and time bucket, sorted in schedule order, so
+  loading is a forward slice of a few partitions.
+* `status` (same key) -> state, attempts, last_error, next_attempt_ms, updated_ms, data: the seed's
+  CompletionColumnFamily, extended; every row is written with a TTL (the status retention).
+  TimeWindowCompactionStrategy lets whole SSTables of expired rows be dropped at once.
+* `buckets` (partition, bucket): which buckets may hold schedule rows, so that a load finds rows
+  of every age without probing every empty hour since the epoch.
+* `status_buckets` (partition, bucket): which buckets may hold status rows, for the admin view of
+  retained final states (their schedule buckets may already be pruned). Entries expire like the
+  status rows they point at.
+* `meta` (name) -> value: facts pinned once, such as the partition count, by a lightweight
+  transaction.
+
+Nothing here imports the driver; `scheduler schema apply` and the tests can show the DDL as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.errors import ConfigurationError
+from scheduler.model import TaskKey, TaskState, TaskStatus
+
+#: Cassandra's own rule for unquoted keyspace names (48 characters since 3.0).
+_KEYSPACE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
+_DC_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+
+DEFAULT_REPLICATION: Mapping[str, Any] = {"class": "SimpleStrategy", "replication_factor": 1}
+
+
+def check_keyspace(name: str) -> str:
+    """Return `name` if Cassandra accepts it unquoted, else raise `ConfigurationError`."""
+    if not _KEYSPACE_NAME.fullmatch(name):
+        raise ConfigurationError(
+            f"Cassandra keyspace name {name!r} is invalid; use a letter followed by up to 47 "
+            "letters, digits or underscores (set SCHEDULER_CASSANDRA_KEYSPACE)"
+        )
+    return name.lower()
+
+
+def replication_literal(replication: Mapping[str, Any]) -> str:
+    """The CQL map literal of a replication setting, validated.
+
+    SimpleStrategy needs `replication_factor`; NetworkTopologyStrategy takes one factor per data
+    center (`{"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}`).
+    """
+    strategy = str(replication.get("class", ""))
+    short = strategy.rsplit(".", 1)[-1]
+    if short not in ("SimpleStrategy", "NetworkTopologyStrategy"):
+        raise ConfigurationError(
+            f"replication class {strategy!r} is not supported; use SimpleStrategy (one data "
+            "center, tests) or NetworkTopologyStrategy with a factor per data center"
+        )
+    factors = {str(k): v for k, v in replication.items() if k != "class"}
+    if short == "SimpleStrategy" and set(factors) != {"replication_factor"}:
+        raise ConfigurationError(
+            f"SimpleStrategy takes exactly one option, replication_factor; got {sorted(factors)}"
+        )
+    if short == "NetworkTopologyStrategy" and not factors:
+        raise ConfigurationError(
+            "NetworkTopologyStrategy needs a replication factor per data center, "
+            'for example {"class": "NetworkTopologyStrategy", "dc1": 3}'
+        )
+    parts = [f"'class': '{short}'"]
+    for name, factor in factors.items():
+        if not _DC_NAME.fullmatch(name):
+            raise ConfigurationError(f"data center name {name!r} in replication is invalid")
+        try:
+            count = int(factor)
+        except (TypeError, ValueError):
+            count = -1
+        if count < 1 or str(count) != str(factor).strip():
+            raise ConfigurationError(
+                f"replication factor {factor!r} for {name!r} must be a positive whole number"
+            )
+        parts.append(f"'{name}': '{count}'")
+    return "{" + ", ".join(parts) + "}"
+
+
+def keyspace_ddl(keyspace: str, replication: Mapping[str, Any]) -> str:
+    """CREATE KEYSPACE IF NOT EXISTS: an existing keyspace keeps its replication (changing the
+    replication of live data needs a repair, an operator's decision, not a startup side effect)."""
+    return (
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} "
+        f"WITH replication = {replication_literal(replication)} AND durable_writes = true"
+    )
+
+
+def table_ddl(keyspace: str, status_retention_s: int) -> list[str]:
+    """CREATE TABLE IF NOT EXISTS statements, in the order they are applied."""
+    # A TWCS window of about 1/20 of the retention keeps the SSTable count bounded while letting
+    # fully expired windows be dropped without compaction.
+    window_hours = max(1, status_retention_s // (20 * 3600))
+    key = "PRIMARY KEY ((partition, bucket), scheduled_ms, ordering_id, uniqueness_key)"
+    order = "CLUSTERING ORDER BY (scheduled_ms ASC, ordering_id ASC, uniqueness_key ASC)"
+    return [
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.schedule ("
+        " partition int, bucket bigint, scheduled_ms bigint, ordering_id text,"
+        f" uniqueness_key text, data text, {key}) WITH {order}",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.status ("
+        " partition int, bucket bigint, scheduled_ms bigint, ordering_id text,"
+        " uniqueness_key text, state text, attempts int, last_error text,"
+        f" next_attempt_ms bigint, updated_ms bigint, data text, {key}) WITH {order}"
+        " AND compaction = {'class': 'TimeWindowCompactionStrategy',"
+        f" 'compaction_window_unit': 'HOURS', 'compaction_window_size': '{window_hours}'}}",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.buckets ("
+        " partition int, bucket bigint, PRIMARY KEY (partition, bucket))"
+        " WITH CLUSTERING ORDER BY (bucket ASC)",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.status_buckets ("
+        " partition int, bucket bigint, PRIMARY KEY (partition, bucket))"
+        " WITH CLUSTERING ORDER BY (bucket ASC)",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.meta (name text PRIMARY KEY, value text)",
+    ]
+
+
+_COLUMNS = "scheduled_ms, ordering_id, uniqueness_key"
+_STATUS_COLUMNS = f"{_COLUMNS}, state, attempts, last_error, next_attempt_ms, updated_ms, data"
+_KEY = "partition = ? AND bucket = ?"
+_ROW = f"{_KEY} AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
+#: Stored for an absent next_attempt_ms; an empty string stands for an absent last_error or data.
+NO_TIME = -1
+
+
+def statements(ks: str) -> dict[str, str]:
+    """The store's queries by name, to be prepared once per session.
+
+    Upper bounds are written `(scheduled_ms, ordering_id, uniqueness_key) < (hi, '', '')`, which
+    is exactly `scheduled_ms < hi` because no key has an empty ordering id.
+    """
+    return {
+        "write": f"INSERT INTO {ks}.schedule (partition, bucket, {_COLUMNS}, data)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        "delete": f"DELETE FROM {ks}.schedule WHERE {_ROW}",
+        "load_after": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
+        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
+        "load_from": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
+        f" AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
+        "probe": f"SELECT scheduled_ms FROM {ks}.schedule WHERE {_KEY} LIMIT 1",
+        "count": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY} AND ({_COLUMNS}) < (?, '', '')",
+        "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}",
+        "index": f"INSERT INTO {ks}.buckets (partition, bucket) VALUES (?, ?)",
+        "unindex": f"DELETE FROM {ks}.buckets WHERE {_KEY}",
+        "buckets": f"SELECT bucket FROM {ks}.buckets WHERE partition = ?"
+        " AND bucket >= ? AND bucket <= ?",
+        "status_index": f"INSERT INTO {ks}.status_buckets (partition, bucket)"
+        " VALUES (?, ?) USING TTL ?",
+        "status_buckets": f"SELECT bucket FROM {ks}.status_buckets WHERE partition = ?",
+        "status_write": f"INSERT INTO {ks}.status (partition, bucket, {_STATUS_COLUMNS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
+        "status_delete": f"DELETE FROM {ks}.status WHERE {_ROW}",
+        "status_in": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
+        f" AND ({_COLUMNS}) IN ?",
+        "status_range": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
+        f" AND ({_COLUMNS}) >= (?, ?, ?) AND ({_COLUMNS}) <= (?, ?, ?) LIMIT ?",
+        "status_scan": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}",
+        "meta_get": f"SELECT value FROM {ks}.meta WHERE name = ?",
+        "meta_claim": f"INSERT INTO {ks}.meta (name, value) VALUES (?, ?) IF NOT EXISTS",
+    }
+
+
+def encode_status(status: TaskStatus) -> tuple[Any, ...]:
+    """Status column values after (partition, bucket): sentinels rather than nulls, because a
+    null in an INSERT writes a cell tombstone, and three per status write add up in reads."""
+    key = status.key
+    return (
+        key.scheduled_ms,
+        key.ordering_id,
+        key.uniqueness_key,
+        status.state.value,
+        status.attempts,
+        status.last_error or "",
+        NO_TIME if status.next_attempt_ms is None else status.next_attempt_ms,
+        status.updated_ms,
+        "" if status.data is None else json.dumps(status.data, separators=(",", ":")),
+    )
+
+
+def decode_status(row: tuple[Any, ...]) -> TaskStatus:
+    """A status row as read by the `status_in` and `status_scan` statements."""
+    ms, ordering_id, uniqueness_key, state, attempts, error, next_ms, updated_ms, data = row
+    return TaskStatus(
+        key=TaskKey.from_ms(ordering_id, ms, uniqueness_key),
+        state=TaskState(state),
+        attempts=attempts or 0,
+        last_error=error or None,
+        next_attempt_ms=None if next_ms is None or next_ms == NO_TIME else next_ms,
+        updated_ms=updated_ms or 0,
+        data=json.loads(data) if data else None,
+    )

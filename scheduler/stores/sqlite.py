@@ -1,0 +1,351 @@
+"""The embedded task store: one SQLite file with the key structure of the Cassandra tables.
+
+The tables mirror Cassandra's so that the engine exercises the same access paths in both modes:
+`schedule` and `status` are keyed by `(partition, bucket, scheduled_ms, ordering_id,
+uniqueness_key)` and stored WITHOUT ROWID, so rows are clustered by that key as in a Cassandra
+partition. SQLite does not need the bucket to find rows, though: a secondary index on
+`(partition, scheduled_ms, ordering_id, uniqueness_key)` lets `load_tasks` read forward from the
+cursor with a row-value range, so rows of every age are found without walking buckets.
+
+Concurrency: every thread gets its own connection (readers never block each other in WAL mode);
+writers of this process queue on one lock instead of SQLite's busy handler, whose sleeps would
+add milliseconds under contention; `busy_timeout` still covers another process (the CLI) writing.
+
+Durability: WAL with `synchronous=NORMAL` by default. A commit is in the WAL file when the call
+returns, so it survives a crash or kill -9 of the process, but not a power loss or OS crash,
+which may lose the last transactions. Pass `synchronous="FULL"` to fsync every commit when that
+matters more than write latency.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
+from scheduler.stores.abc import TaskStore, TaskView
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schedule (
+    partition INTEGER NOT NULL, bucket INTEGER NOT NULL, scheduled_ms INTEGER NOT NULL,
+    ordering_id TEXT NOT NULL, uniqueness_key TEXT NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (partition, bucket, scheduled_ms, ordering_id, uniqueness_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS schedule_by_time
+    ON schedule (partition, scheduled_ms, ordering_id, uniqueness_key);
+CREATE TABLE IF NOT EXISTS status (
+    partition INTEGER NOT NULL, bucket INTEGER NOT NULL, scheduled_ms INTEGER NOT NULL,
+    ordering_id TEXT NOT NULL, uniqueness_key TEXT NOT NULL, state TEXT NOT NULL,
+    attempts INTEGER NOT NULL, last_error TEXT, next_attempt_ms INTEGER,
+    updated_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL, data TEXT,
+    PRIMARY KEY (partition, bucket, scheduled_ms, ordering_id, uniqueness_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS status_by_time
+    ON status (partition, scheduled_ms, ordering_id, uniqueness_key);
+CREATE INDEX IF NOT EXISTS status_by_expiry ON status (expires_ms);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+"""
+
+_STATUS_COLUMNS = "t.state, t.attempts, t.last_error, t.next_attempt_ms, t.updated_ms, t.data"
+_JOIN_STATUS = (
+    "LEFT JOIN status t ON t.partition = s.partition AND t.bucket = s.bucket"
+    " AND t.scheduled_ms = s.scheduled_ms AND t.ordering_id = s.ordering_id"
+    " AND t.uniqueness_key = s.uniqueness_key AND t.expires_ms > ?"
+)
+_LOAD_HEAD = (
+    "SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data, "
+    f"{_STATUS_COLUMNS} FROM schedule s INDEXED BY schedule_by_time {_JOIN_STATUS}"
+    " WHERE s.partition = ? AND s.scheduled_ms <= ?"
+)
+_LOAD_AFTER = (
+    f"{_LOAD_HEAD} AND (s.scheduled_ms, s.ordering_id, s.uniqueness_key) > (?, ?, ?)"
+    " ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?"
+)
+_LOAD_ALL = f"{_LOAD_HEAD} ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?"
+_KEY_WHERE = (
+    "partition = ? AND bucket = ? AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
+)
+_FINAL = tuple(state.value for state in TaskState if state.is_final)
+_PURGE_INTERVAL_S = 60.0
+
+
+class SqliteTaskStore(TaskStore):
+    """Schedule and status rows in one SQLite file, safe for many partitions' threads at once."""
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        bucket_ms: int = 3_600_000,
+        status_retention_s: float = 7 * 86400,
+        synchronous: str = "NORMAL",
+    ) -> None:
+        if bucket_ms <= 0:
+            raise ConfigurationError(f"bucket_ms must be positive, got {bucket_ms}")
+        if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
+            raise ConfigurationError(
+                f"synchronous={synchronous!r} could lose acknowledged writes; use NORMAL or FULL"
+            )
+        self.path = path
+        self.bucket_ms = bucket_ms
+        self.status_retention_ms = int(status_retention_s * 1000)
+        self._synchronous = synchronous.upper()
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._next_purge = 0.0
+        self._closed = True
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def open(self, *, create_schema: bool = True) -> None:
+        self._closed = False
+        if create_schema:
+            with self._write_lock:
+                self._connection().executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._closed = True
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is not None:
+            return connection
+        if self._closed:
+            raise BackendUnavailableError(f"task store {self.path!r} is closed; call open() first")
+        try:
+            # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE in _write).
+            connection = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(f"PRAGMA synchronous={self._synchronous}")
+            connection.execute("PRAGMA busy_timeout=30000")
+        except sqlite3.Error as error:
+            raise BackendUnavailableError(
+                f"cannot open task store {self.path!r}: {error}"
+            ) from error
+        self._local.connection = connection
+        with self._connections_lock:
+            self._connections.append(connection)
+        return connection
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; IMMEDIATE so that it never fails upgrading a read lock."""
+        connection = self._connection()
+        with self._write_lock:
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    yield connection
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            except sqlite3.OperationalError as error:
+                raise BackendUnavailableError(f"task store {self.path!r}: {error}") from error
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        try:
+            return self._connection().execute(sql, params).fetchall()
+        except sqlite3.OperationalError as error:
+            raise BackendUnavailableError(f"task store {self.path!r}: {error}") from error
+
+    def _key_row(self, partition: int, key: TaskKey) -> tuple[int, int, int, str, str]:
+        ms = key.scheduled_ms
+        return (partition, ms // self.bucket_ms, ms, key.ordering_id, key.uniqueness_key)
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def claim_meta(self, name: str, value: str) -> str:
+        with self._write() as connection:
+            connection.execute(
+                "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (name, value)
+            )
+            row = connection.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return str(row[0])
+
+    # -- schedule rows ---------------------------------------------------------------------
+
+    def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
+        dumps = json.JSONEncoder(separators=(",", ":")).encode
+        rows = [(*self._key_row(partition, task.key), dumps(task.data)) for task in tasks]
+        with self._write() as connection:
+            connection.executemany(
+                "INSERT INTO schedule VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT DO UPDATE SET data = excluded.data",
+                rows,
+            )
+
+    def load_tasks(
+        self, partition: int, after: ScheduleCursor | None, until_ms: int, limit: int
+    ) -> list[StoredTask]:
+        now = _now_ms()
+        if after is None:
+            rows = self._read(_LOAD_ALL, (now, partition, until_ms, limit))
+        else:
+            rows = self._read(_LOAD_AFTER, (now, partition, until_ms, *after, limit))
+        loads = json.loads
+        result = []
+        for ms, ordering_id, uniqueness_key, data, *status in rows:
+            key = TaskKey.from_ms(ordering_id, ms, uniqueness_key)
+            task = Task.from_key(key, loads(data))
+            result.append(StoredTask(task, _status(key, status) if status[0] else None))
+        return result
+
+    def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
+        rows = [self._key_row(partition, key) for key in keys]
+        with self._write() as connection:
+            connection.executemany(f"DELETE FROM schedule WHERE {_KEY_WHERE}", rows)
+
+    # -- status rows -----------------------------------------------------------------------
+
+    def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
+        expires = _now_ms() + self.status_retention_ms
+        dumps = json.JSONEncoder(separators=(",", ":")).encode
+        rows = []
+        finished = []
+        for status in statuses:
+            key_row = self._key_row(partition, status.key)
+            rows.append(
+                (
+                    *key_row,
+                    status.state.value,
+                    status.attempts,
+                    status.last_error,
+                    status.next_attempt_ms,
+                    status.updated_ms,
+                    expires,
+                    None if status.data is None else dumps(status.data),
+                )
+            )
+            if status.state.is_final:
+                finished.append(key_row)
+        with self._write() as connection:
+            connection.executemany(
+                "INSERT OR REPLACE INTO status VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+            connection.executemany(f"DELETE FROM schedule WHERE {_KEY_WHERE}", finished)
+        self._purge_expired()
+
+    def fetch_statuses(
+        self, partition: int, keys: Collection[TaskKey]
+    ) -> dict[TaskKey, TaskStatus]:
+        sql = (
+            "SELECT state, attempts, last_error, next_attempt_ms, updated_ms, data FROM status"
+            f" WHERE {_KEY_WHERE} AND expires_ms > ?"
+        )
+        now = _now_ms()
+        connection = self._connection()
+        found = {}
+        try:
+            for key in keys:
+                row = connection.execute(sql, (*self._key_row(partition, key), now)).fetchone()
+                if row is not None:
+                    found[key] = _status(key, row)
+        except sqlite3.OperationalError as error:
+            raise BackendUnavailableError(f"task store {self.path!r}: {error}") from error
+        return found
+
+    def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
+        rows = [self._key_row(partition, key) for key in keys]
+        with self._write() as connection:
+            connection.executemany(f"DELETE FROM status WHERE {_KEY_WHERE}", rows)
+
+    def _purge_expired(self) -> None:
+        """Delete expired status rows, at most once a minute (reads already skip them)."""
+        now = time.monotonic()
+        if now < self._next_purge:
+            return
+        self._next_purge = now + _PURGE_INTERVAL_S
+        with self._write() as connection:
+            connection.execute("DELETE FROM status WHERE expires_ms <= ?", (_now_ms(),))
+
+    # -- admin -----------------------------------------------------------------------------
+
+    def list_tasks(
+        self,
+        partition: int,
+        *,
+        ordering_id: str | None = None,
+        states: Collection[TaskState] | None = None,
+        limit: int = 100,
+    ) -> list[TaskView]:
+        now = _now_ms()
+        final_marks = ", ".join("?" * len(_FINAL))
+        sql = (
+            "SELECT * FROM ("
+            "SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data AS task_data, "
+            f"COALESCE(t.state, 'pending') AS st, {_STATUS_COLUMNS}"
+            f" FROM schedule s {_JOIN_STATUS} WHERE s.partition = ?"
+            " UNION ALL "
+            "SELECT t.scheduled_ms, t.ordering_id, t.uniqueness_key, NULL, t.state, "
+            f"{_STATUS_COLUMNS} FROM status t WHERE t.partition = ? AND t.expires_ms > ?"
+            f" AND t.state IN ({final_marks}) AND NOT EXISTS ("
+            "SELECT 1 FROM schedule s WHERE s.partition = t.partition AND s.bucket = t.bucket"
+            " AND s.scheduled_ms = t.scheduled_ms AND s.ordering_id = t.ordering_id"
+            " AND s.uniqueness_key = t.uniqueness_key))"
+        )
+        params: list[Any] = [now, partition, partition, now, *_FINAL]
+        where = []
+        if ordering_id is not None:
+            where.append("ordering_id = ?")
+            params.append(ordering_id)
+        if states is not None:
+            wanted = [TaskState(state).value for state in states]
+            if not wanted:
+                return []
+            where.append(f"st IN ({', '.join('?' * len(wanted))})")
+            params.extend(wanted)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY scheduled_ms, ordering_id, uniqueness_key LIMIT ?"
+        params.append(limit)
+        views = []
+        for ms, oid, uk, task_data, _state, *status in self._read(sql, params):
+            key = TaskKey.from_ms(oid, ms, uk)
+            row_status = _status(key, status) if status[0] else None
+            if task_data is not None:
+                data = json.loads(task_data)
+            else:
+                data = dict(row_status.data) if row_status and row_status.data else {}
+            views.append(TaskView(partition, Task.from_key(key, data), row_status))
+        return views
+
+    def count_due(self, partition: int, now_ms: int) -> int:
+        rows = self._read(
+            "SELECT count(*) FROM schedule INDEXED BY schedule_by_time"
+            " WHERE partition = ? AND scheduled_ms <= ?",
+            (partition, now_ms),
+        )
+        return int(rows[0][0])
+
+
+def _status(key: TaskKey, row: Sequence[Any]) -> TaskStatus:
+    state, attempts, last_error, next_attempt_ms, updated_ms, data = row
+    return TaskStatus(
+        key=key,
+        state=TaskState(state),
+        attempts=attempts,
+        last_error=last_error,
+        next_attempt_ms=next_attempt_ms,
+        updated_ms=updated_ms,
+        data=None if data is None else json.loads(data),
+    )
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
