@@ -1,0 +1,111 @@
+"""Fixtures that build every adapter of a port, so one contract suite runs against all of them.
+
+The real backends sit behind the `kafka` and `cassandra` markers; each test gets a fresh
+keyspace or topic so that tests never see each other's rows or records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from scheduler.logs.abc import TaskLog
+from scheduler.stores.abc import TaskStore
+
+BUCKET_MS = 60_000
+"""Small buckets, so that contract tests cross bucket boundaries with nearby times."""
+STATUS_RETENTION_S = 3600.0
+SHORT_RETENTION_S = 2.0
+"""Status retention of the `short_retention_task_store` (Cassandra TTLs are whole seconds)."""
+LOG_PARTITIONS = 4
+
+STORES = ["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)]
+LOGS = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
+
+
+@contextmanager
+def _make_store(kind: str, tmp_path: Path, status_retention_s: float) -> Iterator[TaskStore]:
+    store: TaskStore
+    if kind == "sqlite":
+        from scheduler.stores.sqlite import SqliteTaskStore
+
+        store = SqliteTaskStore(
+            path=str(tmp_path / "store.db"),
+            bucket_ms=BUCKET_MS,
+            status_retention_s=status_retention_s,
+        )
+        store.open(create_schema=True)
+        try:
+            yield store
+        finally:
+            store.close()
+    elif kind == "cassandra":
+        from tests.servers import cassandra_contact
+
+        hosts, port = cassandra_contact()
+        from scheduler.stores.cassandra import CassandraTaskStore
+
+        cassandra = CassandraTaskStore(
+            hosts=hosts,
+            port=port,
+            keyspace=f"contract_{uuid4().hex[:12]}",
+            bucket_ms=BUCKET_MS,
+            replication={"class": "SimpleStrategy", "replication_factor": 1},
+            consistency="ONE",
+            status_retention_s=status_retention_s,
+        )
+        cassandra.open(create_schema=True)
+        try:
+            yield cassandra
+        finally:
+            cassandra.drop_keyspace()
+            cassandra.close()
+    else:
+        raise ValueError(f"unknown task store {kind!r}")
+
+
+@pytest.fixture(params=STORES)
+def task_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
+    with _make_store(request.param, tmp_path, STATUS_RETENTION_S) as store:
+        yield store
+
+
+@pytest.fixture(params=STORES)
+def short_retention_task_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[TaskStore]:
+    """A store whose status rows expire after `SHORT_RETENTION_S` seconds."""
+    with _make_store(request.param, tmp_path, SHORT_RETENTION_S) as store:
+        yield store
+
+
+@pytest.fixture(params=LOGS)
+def task_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskLog]:
+    if request.param == "embedded":
+        from scheduler.logs.embedded import EmbeddedTaskLog
+
+        embedded = EmbeddedTaskLog(path=str(tmp_path / "log.db"), topic="contract")
+        embedded.ensure_topic(LOG_PARTITIONS)
+        try:
+            yield embedded
+        finally:
+            embedded.close()
+    elif request.param == "kafka":
+        from scheduler.logs.kafka import KafkaTaskLog
+        from tests.servers import kafka_bootstrap
+
+        log = KafkaTaskLog(
+            bootstrap_servers=kafka_bootstrap(), topic=f"contract-{uuid4().hex[:10]}"
+        )
+        log.ensure_topic(LOG_PARTITIONS)
+        try:
+            yield log
+        finally:
+            log.delete_topic()
+            log.close()
+    else:
+        raise ValueError(f"unknown task log {request.param!r}")

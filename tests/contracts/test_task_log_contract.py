@@ -1,0 +1,248 @@
+"""The TaskLog contract, run against every adapter (see the `task_log` fixture).
+
+Group joins against a real broker take seconds, so the tests poll in loops with generous
+deadlines; they never sleep for a fixed time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from uuid import uuid4
+
+from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
+from scheduler.partitioning import partition_for
+from tests.contracts.conftest import LOG_PARTITIONS
+
+JOIN_DEADLINE_S = 30.0
+ALL = set(range(LOG_PARTITIONS))
+
+
+class Recorder:
+    """A RebalanceListener that remembers every non-empty call, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, list[int]]] = []
+
+    def on_assigned(self, partitions: list[int]) -> None:
+        if partitions:
+            self.events.append(("assigned", sorted(partitions)))
+
+    def on_revoked(self, partitions: list[int]) -> None:
+        if partitions:
+            self.events.append(("revoked", sorted(partitions)))
+
+    def on_lost(self, partitions: list[int]) -> None:
+        if partitions:
+            self.events.append(("lost", sorted(partitions)))
+
+    def all(self, kind: str) -> set[int]:
+        return {p for event, ps in self.events if event == kind for p in ps}
+
+
+def group() -> str:
+    return f"contract-{uuid4().hex[:8]}"
+
+
+def key_on(partition: int, prefix: str = "key") -> bytes:
+    """A key that murmur2 places on `partition`."""
+    for i in range(10_000):
+        key = f"{prefix}-{i}".encode()
+        if partition_for(key, LOG_PARTITIONS) == partition:
+            return key
+    raise AssertionError(f"no key found for partition {partition}")
+
+
+def send_all(log: TaskLog, pairs: list[tuple[bytes, bytes]]) -> list[int]:
+    producer = log.producer()
+    futures = [producer.send(key, value) for key, value in pairs]
+    partitions = [future.result(timeout=30) for future in futures]
+    producer.close()
+    return partitions
+
+
+def poll_until(
+    consumers: list[LogConsumer],
+    done: Callable[[list[LogRecord]], bool],
+    deadline_s: float = JOIN_DEADLINE_S,
+    records: list[LogRecord] | None = None,
+) -> list[LogRecord]:
+    """Poll every consumer in turn, collecting records, until `done(records)` or the deadline."""
+    records = [] if records is None else records
+    deadline = time.monotonic() + deadline_s
+    while not done(records):
+        assert time.monotonic() < deadline, f"gave up after {deadline_s}s with {len(records)}"
+        for consumer in consumers:
+            records.extend(consumer.poll(500, 0.2))
+    return records
+
+
+def joined(
+    log: TaskLog, group_id: str, client_id: str = "c1", records: list[LogRecord] | None = None
+) -> tuple[LogConsumer, Recorder]:
+    """A consumer that owns every partition; records polled while joining go to `records`."""
+    consumer = log.consumer(group_id, client_id=client_id)
+    listener = Recorder()
+    consumer.subscribe(listener)
+    poll_until([consumer], lambda _: consumer.assignment() == ALL, records=records)
+    return consumer, listener
+
+
+def test_send_future_resolves_with_the_partition(task_log: TaskLog) -> None:
+    future = task_log.producer().send(b"order-1", b"value")
+
+    assert future.result(timeout=30) == partition_for(b"order-1", LOG_PARTITIONS)
+
+
+def test_keys_land_on_kafkas_murmur2_partition(task_log: TaskLog) -> None:
+    pairs = [(f"ordering-{i}".encode(), f"v{i}".encode()) for i in range(40)]
+    send_all(task_log, pairs)
+    records: list[LogRecord] = []
+    consumer, _ = joined(task_log, group(), records=records)
+
+    poll_until([consumer], lambda got: len(got) >= len(pairs), records=records)
+
+    assert {(r.key, r.partition) for r in records} == {
+        (key, partition_for(key, LOG_PARTITIONS)) for key, _ in pairs
+    }
+    consumer.close()
+
+
+def test_records_of_a_partition_come_back_in_offset_order(task_log: TaskLog) -> None:
+    pairs = [(b"same-key" if i % 2 else f"k{i}".encode(), str(i).encode()) for i in range(60)]
+    send_all(task_log, pairs)
+    records: list[LogRecord] = []
+    consumer, _ = joined(task_log, group(), records=records)
+
+    poll_until([consumer], lambda got: len(got) >= len(pairs), records=records)
+
+    for partition in ALL:
+        offsets = [r.offset for r in records if r.partition == partition]
+        assert offsets == sorted(set(offsets)), f"partition {partition} out of order"
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+    same_key = [r.value for r in records if r.key == b"same-key"]
+    assert same_key == [str(i).encode() for i in range(1, 60, 2)]
+    assert all(r.timestamp_ms > 0 for r in records)
+    consumer.close()
+
+
+def test_poll_returns_nothing_on_timeout(task_log: TaskLog) -> None:
+    consumer, _ = joined(task_log, group())
+    started = time.monotonic()
+
+    assert consumer.poll(10, 0.3) == []
+    assert time.monotonic() - started >= 0.25
+    consumer.close()
+
+
+def test_a_second_consumer_in_the_group_takes_partitions_incrementally(task_log: TaskLog) -> None:
+    group_id = group()
+    first, first_events = joined(task_log, group_id, "first")
+    second = task_log.consumer(group_id, client_id="second")
+    second_events = Recorder()
+    second.subscribe(second_events)
+
+    poll_until(
+        [first, second],
+        lambda _: bool(second.assignment()) and first.assignment() | second.assignment() == ALL,
+    )
+
+    kept, taken = first.assignment(), second.assignment()
+    assert kept and taken and not kept & taken
+    assert first_events.events[0] == ("assigned", sorted(ALL))
+    assert first_events.all("revoked") == taken, "only moved partitions are revoked"
+    assert first_events.all("assigned") == ALL and first_events.all("lost") == set()
+    assert second_events.all("assigned") == taken and second_events.all("revoked") == set()
+    second.close()
+    first.close()
+
+
+def test_closing_a_consumer_revokes_its_partitions(task_log: TaskLog) -> None:
+    group_id = group()
+    first, first_events = joined(task_log, group_id, "first")
+    second = task_log.consumer(group_id, client_id="second")
+    second.subscribe(Recorder())
+    poll_until([first, second], lambda _: bool(second.assignment()) and bool(first.assignment()))
+    owned = first.assignment()
+    revoked_before = len(first_events.events)
+
+    first.close()
+
+    assert first_events.events[revoked_before:] == [("revoked", sorted(owned))]
+    poll_until([second], lambda _: second.assignment() == ALL)
+    second.close()
+
+
+def test_committed_offsets_survive_a_new_consumer(task_log: TaskLog) -> None:
+    group_id, key = group(), key_on(1)
+    send_all(task_log, [(key, str(i).encode()) for i in range(10)])
+    seen: list[LogRecord] = []
+    first, _ = joined(task_log, group_id, records=seen)
+    poll_until([first], lambda got: len(got) >= 10, records=seen)
+    first.commit({1: 6})
+    assert first.committed([1, 2]) == {1: 6, 2: None}
+    first.close()
+
+    records: list[LogRecord] = []
+    second, _ = joined(task_log, group_id, "c2", records=records)
+    poll_until([second], lambda got: len(got) >= 4, records=records)
+
+    assert [(r.offset, r.value) for r in records] == [(i, str(i).encode()) for i in range(6, 10)]
+    assert second.committed([1]) == {1: 6}
+    second.close()
+
+
+def test_seek_rereads(task_log: TaskLog) -> None:
+    key = key_on(2)
+    send_all(task_log, [(key, str(i).encode()) for i in range(5)])
+    first_pass: list[LogRecord] = []
+    consumer, _ = joined(task_log, group(), records=first_pass)
+    poll_until([consumer], lambda got: len(got) >= 5, records=first_pass)
+
+    consumer.seek(2, first_pass[1].offset)
+    again = poll_until([consumer], lambda got: len(got) >= 4)
+
+    assert [r.value for r in again] == [r.value for r in first_pass[1:]]
+    consumer.close()
+
+
+def test_pause_stops_delivery(task_log: TaskLog) -> None:
+    key = key_on(3)
+    consumer, _ = joined(task_log, group())
+    consumer.pause([3])
+    send_all(task_log, [(key, b"held back")])
+
+    assert consumer.poll(10, 1.0) == []
+
+    consumer.resume([3])
+    records = poll_until([consumer], lambda got: len(got) >= 1)
+    assert [r.value for r in records] == [b"held back"]
+    consumer.close()
+
+
+def test_describe_group_reports_lag(task_log: TaskLog) -> None:
+    group_id = group()
+    send_all(task_log, [(key_on(0), b"x")] * 5 + [(key_on(1), b"y")] * 2)
+    consumer, _ = joined(task_log, group_id, "lag-client")
+    consumer.commit({0: 2})
+
+    lags = {lag.partition: lag for lag in task_log.describe_group(group_id)}
+
+    assert set(lags) == ALL
+    assert (lags[0].committed, lags[0].end, lags[0].lag) == (2, 5, 3)
+    assert (lags[1].committed, lags[1].end, lags[1].lag) == (None, 2, 2)
+    assert all("lag-client" in (lag.owner or "") for lag in lags.values())
+    consumer.close()
+
+
+def test_ensure_topic_reports_the_existing_partition_count(task_log: TaskLog) -> None:
+    assert task_log.ensure_topic(LOG_PARTITIONS * 2) == LOG_PARTITIONS
+    assert task_log.partition_count() == LOG_PARTITIONS
+
+
+def test_flush_waits_for_every_send(task_log: TaskLog) -> None:
+    producer = task_log.producer()
+    futures = [producer.send(f"k{i}".encode(), b"v") for i in range(200)]
+
+    assert producer.flush(30) == 0
+    assert all(future.done() and future.exception() is None for future in futures)

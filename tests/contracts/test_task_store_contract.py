@@ -1,0 +1,280 @@
+"""The TaskStore contract, run against every adapter (see the `task_store` fixture)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from scheduler.model import Task as _Task
+from scheduler.model import TaskKey, TaskState, TaskStatus
+from scheduler.stores.abc import TaskStore
+from tests.contracts.conftest import BUCKET_MS
+
+BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, on a bucket boundary
+FAR_FUTURE_MS = BASE_MS + 10 * 365 * 86_400_000
+DAY_MS = 86_400_000
+
+
+def task(ordering_id: str, ms: int, uniqueness_key: str = "u", **data: object) -> _Task:
+    return _Task.from_key(TaskKey.from_ms(ordering_id, ms, uniqueness_key), data)
+
+
+def keys_of(stored: list) -> list[TaskKey]:
+    return [row.task.key for row in stored]
+
+
+def load_all(store: TaskStore, partition: int, page: int = 1000) -> list:
+    return store.load_tasks(partition, None, FAR_FUTURE_MS, page)
+
+
+# -- schedule rows -------------------------------------------------------------------------
+
+
+def test_load_reads_forward_from_the_cursor_across_buckets(task_store: TaskStore) -> None:
+    tasks = [task(f"o{i % 3}", BASE_MS + i * BUCKET_MS // 3, f"u{i}", i=i) for i in range(10)]
+    shuffled = tasks[:]
+    random.Random(7).shuffle(shuffled)
+    task_store.write_tasks(1, shuffled)
+
+    pages, cursor = [], None
+    while True:
+        page = task_store.load_tasks(1, cursor, FAR_FUTURE_MS, 4)
+        if not page:
+            break
+        pages.append(page)
+        cursor = page[-1].task.key.cursor
+
+    assert [len(page) for page in pages] == [4, 4, 2]
+    loaded = [row.task for page in pages for row in page]
+    assert loaded == sorted(tasks, key=lambda t: t.key)
+    assert {t.scheduled_ms // BUCKET_MS for t in loaded} == {
+        BASE_MS // BUCKET_MS + b for b in range(4)
+    }
+
+
+def test_load_stops_at_until_ms_inclusive(task_store: TaskStore) -> None:
+    task_store.write_tasks(0, [task("a", BASE_MS + i * 1000) for i in range(5)])
+
+    loaded = task_store.load_tasks(0, None, BASE_MS + 2000, 100)
+
+    assert [row.task.scheduled_ms for row in loaded] == [BASE_MS, BASE_MS + 1000, BASE_MS + 2000]
+
+
+def test_load_orders_equal_times_by_ordering_id_then_uniqueness_key(
+    task_store: TaskStore,
+) -> None:
+    same_time = [task("b", BASE_MS, "2"), task("a", BASE_MS, "9"), task("b", BASE_MS, "1")]
+    task_store.write_tasks(0, same_time)
+
+    after_first = task_store.load_tasks(0, (BASE_MS, "a", "9"), BASE_MS, 9)
+
+    assert [str(k) for k in keys_of(load_all(task_store, 0))] == [
+        f"a/{BASE_MS}/9",
+        f"b/{BASE_MS}/1",
+        f"b/{BASE_MS}/2",
+    ]
+    assert [k.uniqueness_key for k in keys_of(after_first)] == ["1", "2"]
+
+
+def test_rows_older_than_any_bucket_window_are_found(task_store: TaskStore) -> None:
+    old = [task("a", BASE_MS - 400 * DAY_MS), task("b", BASE_MS - 30 * DAY_MS), task("c", BASE_MS)]
+    task_store.write_tasks(2, old)
+
+    assert [row.task for row in load_all(task_store, 2)] == old
+    assert task_store.count_due(2, BASE_MS) == 3
+
+
+def test_writing_a_key_again_overwrites_its_data(task_store: TaskStore) -> None:
+    task_store.write_tasks(0, [task("a", BASE_MS, version=1)])
+    task_store.write_tasks(0, [task("a", BASE_MS, version=2, nested={"list": [1, "x", None]})])
+
+    loaded = load_all(task_store, 0)
+
+    assert len(loaded) == 1
+    assert loaded[0].task.data == {"version": 2, "nested": {"list": [1, "x", None]}}
+    assert loaded[0].status is None
+
+
+def test_partitions_do_not_see_each_others_rows(task_store: TaskStore) -> None:
+    task_store.write_tasks(0, [task("a", BASE_MS)])
+    task_store.write_tasks(1, [task("b", BASE_MS)])
+
+    assert [k.ordering_id for k in keys_of(load_all(task_store, 0))] == ["a"]
+    assert [k.ordering_id for k in keys_of(load_all(task_store, 1))] == ["b"]
+    assert task_store.count_due(3, FAR_FUTURE_MS) == 0
+
+
+def test_keys_keep_unicode_and_punctuation(task_store: TaskStore) -> None:
+    odd = task("schedule:Ünïcode/✓ 'quoted'", BASE_MS, 'key "with" quotes;--', text="é✓")
+    task_store.write_tasks(0, [odd])
+
+    assert [row.task for row in load_all(task_store, 0)] == [odd]
+
+
+def test_delete_tasks_removes_rows_and_ignores_missing_ones(task_store: TaskStore) -> None:
+    a, b = task("a", BASE_MS), task("b", BASE_MS + BUCKET_MS)
+    task_store.write_tasks(0, [a, b])
+
+    task_store.delete_tasks(0, [a.key, TaskKey.from_ms("missing", BASE_MS, "u")])
+
+    assert keys_of(load_all(task_store, 0)) == [b.key]
+
+
+def test_count_due(task_store: TaskStore) -> None:
+    task_store.write_tasks(0, [task("a", BASE_MS + i * BUCKET_MS // 2) for i in range(6)])
+
+    assert task_store.count_due(0, BASE_MS - 1) == 0
+    assert task_store.count_due(0, BASE_MS) == 1
+    assert task_store.count_due(0, BASE_MS + BUCKET_MS) == 3
+    assert task_store.count_due(0, FAR_FUTURE_MS) == 6
+
+
+# -- status rows ---------------------------------------------------------------------------
+
+
+def test_load_joins_each_row_with_its_status(task_store: TaskStore) -> None:
+    a, b = task("a", BASE_MS), task("b", BASE_MS + 1)
+    task_store.write_tasks(0, [a, b])
+    retrying = TaskStatus(
+        a.key,
+        TaskState.RETRYING,
+        attempts=2,
+        last_error="boom",
+        next_attempt_ms=BASE_MS + 5000,
+        updated_ms=BASE_MS + 10,
+    )
+    task_store.record_statuses(0, [retrying])
+
+    loaded = load_all(task_store, 0)
+
+    assert [(row.task, row.status) for row in loaded] == [(a, retrying), (b, None)]
+
+
+def test_a_final_status_removes_the_schedule_row(task_store: TaskStore) -> None:
+    done, failed, running = task("a", BASE_MS), task("b", BASE_MS + 1), task("c", BASE_MS + 2)
+    task_store.write_tasks(0, [done, failed, running])
+
+    task_store.record_statuses(
+        0,
+        [
+            TaskStatus(done.key, TaskState.SUCCEEDED, attempts=1, updated_ms=BASE_MS),
+            TaskStatus(failed.key, TaskState.FAILED, attempts=5, last_error="x", data={"k": 1}),
+            TaskStatus(running.key, TaskState.RUNNING, attempts=1),
+        ],
+    )
+
+    assert keys_of(load_all(task_store, 0)) == [running.key]
+    assert task_store.count_due(0, FAR_FUTURE_MS) == 1
+    statuses = task_store.fetch_statuses(0, [done.key, failed.key, running.key])
+    assert {k: s.state for k, s in statuses.items()} == {
+        done.key: TaskState.SUCCEEDED,
+        failed.key: TaskState.FAILED,
+        running.key: TaskState.RUNNING,
+    }
+    assert statuses[failed.key].data == {"k": 1}
+
+
+def test_status_rows_keep_every_field(task_store: TaskStore) -> None:
+    key = TaskKey.from_ms("a", BASE_MS, "u")
+    status = TaskStatus(
+        key,
+        TaskState.RETRYING,
+        attempts=3,
+        last_error="Traceback ...\nValueError: é",
+        next_attempt_ms=BASE_MS + 60_000,
+        updated_ms=BASE_MS + 5,
+        data={"job": "daily", "args": [1, 2]},
+    )
+    task_store.record_statuses(0, [status])
+
+    assert task_store.fetch_statuses(0, [key]) == {key: status}
+
+
+def test_a_later_status_replaces_the_earlier_one(task_store: TaskStore) -> None:
+    key = TaskKey.from_ms("a", BASE_MS, "u")
+    task_store.record_statuses(0, [TaskStatus(key, TaskState.RETRYING, 1, "first", BASE_MS + 9)])
+    task_store.record_statuses(0, [TaskStatus(key, TaskState.RUNNING, 2)])
+
+    assert task_store.fetch_statuses(0, [key]) == {key: TaskStatus(key, TaskState.RUNNING, 2)}
+
+
+def test_fetch_statuses_omits_keys_without_a_row(task_store: TaskStore) -> None:
+    known, unknown = TaskKey.from_ms("a", BASE_MS, "u"), TaskKey.from_ms("b", BASE_MS, "u")
+    task_store.record_statuses(0, [TaskStatus(known, TaskState.RUNNING)])
+
+    assert set(task_store.fetch_statuses(0, [known, unknown])) == {known}
+    assert task_store.fetch_statuses(1, [known]) == {}
+    assert task_store.fetch_statuses(0, []) == {}
+
+
+def test_delete_statuses_forgets_them(task_store: TaskStore) -> None:
+    key = TaskKey.from_ms("a", BASE_MS, "u")
+    task_store.record_statuses(0, [TaskStatus(key, TaskState.FAILED, 3, data={})])
+
+    task_store.delete_statuses(0, [key, TaskKey.from_ms("missing", BASE_MS, "u")])
+
+    assert task_store.fetch_statuses(0, [key]) == {}
+    assert task_store.list_tasks(0) == []
+
+
+def test_expired_status_rows_are_invisible(short_retention_task_store: TaskStore) -> None:
+    store = short_retention_task_store
+    pending, done = task("a", BASE_MS), task("b", BASE_MS)
+    store.write_tasks(0, [pending])
+    store.record_statuses(
+        0,
+        [
+            TaskStatus(pending.key, TaskState.RETRYING, 1, "x", BASE_MS),
+            TaskStatus(done.key, TaskState.SUCCEEDED, 1),
+        ],
+    )
+    assert set(store.fetch_statuses(0, [pending.key, done.key])) == {pending.key, done.key}
+
+    deadline = time.monotonic() + 20
+    while store.fetch_statuses(0, [pending.key, done.key]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    assert store.fetch_statuses(0, [pending.key, done.key]) == {}
+    assert [(row.task, row.status) for row in load_all(store, 0)] == [(pending, None)]
+    assert [view.task.key for view in store.list_tasks(0)] == [pending.key]
+
+
+# -- admin and metadata --------------------------------------------------------------------
+
+
+def test_list_tasks_filters_by_ordering_id_and_state(task_store: TaskStore) -> None:
+    pending = task("a", BASE_MS, "1", n=1)
+    running = task("a", BASE_MS + BUCKET_MS, "2", n=2)
+    failed = task("b", BASE_MS + 2 * BUCKET_MS, "3", n=3)
+    succeeded = task("b", BASE_MS + 3 * BUCKET_MS, "4", n=4)
+    task_store.write_tasks(5, [pending, running, failed, succeeded])
+    task_store.record_statuses(
+        5,
+        [
+            TaskStatus(running.key, TaskState.RUNNING, 1),
+            TaskStatus(failed.key, TaskState.FAILED, 3, "boom", data=failed.data),
+            TaskStatus(succeeded.key, TaskState.SUCCEEDED, 1),
+        ],
+    )
+
+    everything = task_store.list_tasks(5)
+    assert [(v.task, v.state) for v in everything] == [
+        (pending, TaskState.PENDING),
+        (running, TaskState.RUNNING),
+        (failed, TaskState.FAILED),
+        (task("b", succeeded.scheduled_ms, "4"), TaskState.SUCCEEDED),
+    ]
+    assert all(view.partition == 5 for view in everything)
+    assert [v.task for v in task_store.list_tasks(5, ordering_id="a")] == [pending, running]
+    assert [v.task for v in task_store.list_tasks(5, states=[TaskState.FAILED])] == [failed]
+    assert [
+        v.task.key for v in task_store.list_tasks(5, ordering_id="a", states=[TaskState.PENDING])
+    ] == [pending.key]
+    assert [v.task.key for v in task_store.list_tasks(5, limit=2)] == [pending.key, running.key]
+    assert task_store.list_tasks(5, ordering_id="nobody") == []
+
+
+def test_claim_meta_keeps_the_first_value(task_store: TaskStore) -> None:
+    assert task_store.claim_meta("partition_count", "16") == "16"
+    assert task_store.claim_meta("partition_count", "32") == "16"
+    assert task_store.claim_meta("other", "x") == "x"

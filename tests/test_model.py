@@ -1,0 +1,101 @@
+"""Task keys: validation, millisecond truncation and schedule order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from scheduler.errors import InvalidTaskKeyError, NaiveDatetimeError, TaskDataError, TaskRejected
+from scheduler.model import MAX_KEY_BYTES, Task, TaskKey, TaskState, encode_data
+
+MOMENT = datetime(2026, 1, 1, 12, 0, 0, 123_999, tzinfo=UTC)
+
+
+def test_a_naive_datetime_is_rejected() -> None:
+    with pytest.raises(NaiveDatetimeError, match="no time zone"):
+        TaskKey("a", datetime(2026, 1, 1), "u")
+
+
+def test_scheduled_time_is_truncated_to_the_millisecond() -> None:
+    key = TaskKey("a", MOMENT, "u")
+
+    assert key.scheduled_ms == 1_767_268_800_123
+    assert key.scheduled_time == MOMENT.replace(microsecond=123_000)
+
+
+def test_the_same_instant_in_another_zone_is_the_same_key() -> None:
+    elsewhere = MOMENT.astimezone(timezone(timedelta(hours=-5)))
+
+    assert TaskKey("a", elsewhere, "u") == TaskKey("a", MOMENT, "u")
+    assert hash(TaskKey("a", elsewhere, "u")) == hash(TaskKey("a", MOMENT, "u"))
+
+
+def test_times_before_the_epoch_truncate_towards_the_past() -> None:
+    before = datetime(1969, 12, 31, 23, 59, 59, 999_500, tzinfo=UTC)
+
+    assert TaskKey("a", before, "u").scheduled_ms == -1
+
+
+def test_keys_sort_by_time_then_ordering_id_then_uniqueness_key() -> None:
+    later = MOMENT + timedelta(milliseconds=1)
+    keys = [
+        TaskKey("b", later, "1"),
+        TaskKey("b", MOMENT, "2"),
+        TaskKey("a", MOMENT, "9"),
+        TaskKey("b", MOMENT, "1"),
+    ]
+
+    assert sorted(keys) == [keys[2], keys[3], keys[1], keys[0]]
+    assert TaskKey("a", MOMENT, "u") < TaskKey("a", later, "u")
+
+
+@pytest.mark.parametrize(
+    ("ordering_id", "uniqueness_key", "reason"),
+    [
+        ("", "u", "empty"),
+        ("   ", "u", "empty"),
+        ("a", "", "empty"),
+        ("a\x00b", "u", "NUL"),
+        ("é" * (MAX_KEY_BYTES // 2 + 1), "u", "longer than"),
+        (7, "u", "must be a string"),
+        ("a", None, "must be a string"),
+    ],
+)
+def test_bad_keys_are_rejected_with_the_reason(
+    ordering_id: object, uniqueness_key: object, reason: str
+) -> None:
+    with pytest.raises(InvalidTaskKeyError, match=reason):
+        TaskKey(ordering_id, MOMENT, uniqueness_key)  # type: ignore[arg-type]
+
+
+def test_key_errors_are_task_rejections() -> None:
+    with pytest.raises(TaskRejected):
+        TaskKey("", MOMENT, "u")
+
+
+def test_keys_and_tasks_are_immutable() -> None:
+    task = Task("a", MOMENT, "u", {"x": 1})
+
+    with pytest.raises(AttributeError):
+        task.key.ordering_id = "b"
+    with pytest.raises(AttributeError):
+        task.data = {}
+
+
+def test_task_data_must_be_a_json_mapping_within_the_limit() -> None:
+    with pytest.raises(TaskDataError, match="mapping"):
+        Task("a", MOMENT, "u", [1, 2])  # type: ignore[arg-type]
+    with pytest.raises(TaskDataError, match="JSON"):
+        encode_data({"when": MOMENT}, max_bytes=1000)
+    with pytest.raises(TaskDataError, match="over the limit"):
+        encode_data({"blob": "x" * 100}, max_bytes=50)
+    assert encode_data({"a": [1, None]}, max_bytes=100) == b'{"a":[1,null]}'
+
+
+def test_final_states() -> None:
+    assert {s for s in TaskState if s.is_final} == {
+        TaskState.SUCCEEDED,
+        TaskState.FAILED,
+        TaskState.CANCELLED,
+    }
