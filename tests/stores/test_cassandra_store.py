@@ -1,0 +1,315 @@
+"""What the Cassandra task store promises beyond the port's contract suite.
+
+Most tests need a real node (marker `cassandra`); the retry and unreachable-host tests need none.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.model import Task, TaskState, TaskStatus
+from scheduler.stores._cassandra_session import partition_batches
+from scheduler.stores._retry import RetryPolicy, call_with_retries
+from scheduler.stores.cassandra import CassandraTaskStore
+from tests.servers import cassandra_contact
+
+FAST = RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.02)
+HOUR_MS = 3_600_000
+
+
+class Transient(Exception):
+    pass
+
+
+def make_store(**overrides: Any) -> CassandraTaskStore:
+    hosts, port = cassandra_contact()
+    settings: dict[str, Any] = {
+        "hosts": hosts,
+        "port": port,
+        "keyspace": f"test_{uuid.uuid4().hex[:16]}",
+        "bucket_ms": 60_000,
+        "consistency": "ONE",
+        "status_retention_s": 3600,
+    }
+    settings.update(overrides)
+    return CassandraTaskStore(**settings)
+
+
+@pytest.fixture
+def store() -> Iterator[CassandraTaskStore]:
+    store = make_store()
+    store.open(create_schema=True)
+    yield store
+    store.drop_keyspace()
+    store.close()
+
+
+def tasks_at(
+    start: datetime, count: int, step: timedelta = timedelta(milliseconds=1)
+) -> list[Task]:
+    return [Task("oid", start + i * step, f"u{i:05d}", {"i": i}) for i in range(count)]
+
+
+def indexed_buckets(store: CassandraTaskStore, partition: int) -> list[int]:
+    rows = store._runner().one(
+        f"SELECT bucket FROM {store.keyspace}.buckets WHERE partition = %s", (partition,), "test"
+    )
+    return [bucket for (bucket,) in rows]
+
+
+def tombstones_read(store: CassandraTaskStore, statement: str, params: tuple[Any, ...]) -> int:
+    """Tombstone cells Cassandra reports reading for one of the store's own statements."""
+    result = store._runner().session.execute(store._q[statement], params, trace=True)
+    counts = [
+        int(event.description.split(" and ")[1].split()[0])
+        for event in result.get_query_trace().events
+        if event.description.startswith("Read ") and "tombstone" in event.description
+    ]
+    assert counts, "the trace did not report a read"
+    return sum(counts)
+
+
+# -- no server needed -------------------------------------------------------------------------
+
+
+def test_transient_errors_are_retried_until_the_call_succeeds() -> None:
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise Transient
+        return "done"
+
+    result = call_with_retries(
+        flaky, policy=FAST, transient=(Transient,), describe=str, sleep=lambda _: None
+    )
+    assert (result, len(calls)) == ("done", 3)
+
+
+def test_exhausted_retries_raise_backend_unavailable_chained_to_the_last_error() -> None:
+    def down() -> None:
+        raise Transient("still down")
+
+    with pytest.raises(BackendUnavailableError, match="gave up") as raised:
+        call_with_retries(
+            down, policy=FAST, transient=(Transient,), describe=lambda e: "gave up",
+            sleep=lambda _: None,
+        )  # fmt: skip
+    assert isinstance(raised.value.__cause__, Transient)
+
+
+def test_other_errors_are_not_retried() -> None:
+    calls: list[int] = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        call_with_retries(broken, policy=FAST, transient=(Transient,), describe=str)
+    assert len(calls) == 1
+
+
+def test_backoff_delays_grow_exponentially_under_a_cap_with_jitter() -> None:
+    policy = RetryPolicy(attempts=6, base_delay_s=0.1, max_delay_s=0.5)
+    for _ in range(50):
+        delays = list(policy.delays())
+        assert len(delays) == 5
+        assert all(0 <= d <= cap for d, cap in zip(delays, [0.1, 0.2, 0.4, 0.5, 0.5], strict=True))
+
+
+def test_an_unreachable_node_raises_backend_unavailable_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(CassandraTaskStore, "retry_policy", FAST)
+    store = CassandraTaskStore(
+        hosts=["127.0.0.1"], port=1, connect_timeout_s=0.5, request_timeout_s=0.5
+    )
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError) as raised:
+        store.open()
+    message = str(raised.value)
+    assert "127.0.0.1:1" in message
+    assert "SCHEDULER_CASSANDRA_HOSTS" in message
+    assert "scheduler services up" in message
+    assert time.monotonic() - started < 10
+
+
+# -- against a real node ----------------------------------------------------------------------
+
+
+@pytest.mark.cassandra
+def test_status_rows_are_written_with_the_retention_as_ttl(store: CassandraTaskStore) -> None:
+    (task,) = tasks_at(datetime.now(UTC), 1)
+    store.write_tasks(0, [task])
+    store.record_statuses(0, [TaskStatus(task.key, TaskState.RUNNING, attempts=1)])
+    rows = store._runner().one(
+        f"SELECT TTL(state), TTL(attempts) FROM {store.keyspace}.status",
+        None,
+        "test",
+    )
+    assert len(rows) == 1
+    assert all(3500 < ttl <= 3600 for ttl in rows[0])
+
+
+@pytest.mark.cassandra
+def test_absent_status_fields_are_stored_without_null_tombstones(
+    store: CassandraTaskStore,
+) -> None:
+    (task,) = tasks_at(datetime.now(UTC), 1)
+    store.record_statuses(0, [TaskStatus(task.key, TaskState.RETRYING, 1, "boom", 123)])
+    store.record_statuses(0, [TaskStatus(task.key, TaskState.RUNNING, 2)])
+    assert store.fetch_statuses(0, [task.key])[task.key] == TaskStatus(
+        task.key, TaskState.RUNNING, 2
+    )
+    bucket = task.scheduled_ms // store.bucket_ms
+    assert tombstones_read(store, "status_in", (0, bucket, [task.key.cursor])) == 0
+
+
+@pytest.mark.cassandra
+def test_loading_after_a_cursor_reads_no_tombstones_of_completed_tasks(
+    store: CassandraTaskStore,
+) -> None:
+    tasks = tasks_at(datetime.now(UTC).replace(second=0, microsecond=0), 200)
+    store.write_tasks(0, tasks)
+    store.record_statuses(0, [TaskStatus(t.key, TaskState.SUCCEEDED) for t in tasks[:150]])
+    bucket = tasks[0].scheduled_ms // store.bucket_ms
+    far = 2**62
+    assert tombstones_read(store, "load_from", (0, bucket, far, 1000)) == 150
+    cursor = tasks[149].key.cursor
+    assert tombstones_read(store, "load_after", (0, bucket, *cursor, far, 1000)) == 0
+    loaded = store.load_tasks(0, cursor, far, 1000)
+    assert [s.task for s in loaded] == tasks[150:]
+
+
+@pytest.mark.cassandra
+def test_old_empty_buckets_leave_the_index_when_a_load_passes_through(
+    store: CassandraTaskStore,
+) -> None:
+    old = datetime.now(UTC) - timedelta(hours=3)
+    done = tasks_at(old, 3, step=timedelta(minutes=5))  # three one-minute buckets
+    kept = tasks_at(old + timedelta(minutes=30), 1)
+    recent = tasks_at(datetime.now(UTC) - timedelta(minutes=2), 1)
+    store.write_tasks(0, done + kept + recent)
+    store.record_statuses(0, [TaskStatus(t.key, TaskState.SUCCEEDED) for t in done])
+    assert len(indexed_buckets(store, 0)) == 5
+
+    loaded = store.load_tasks(0, None, time.time_ns() // 1_000_000, 100)
+
+    assert [s.task for s in loaded] == kept + recent
+    assert indexed_buckets(store, 0) == [t.scheduled_ms // store.bucket_ms for t in kept + recent]
+
+
+@pytest.mark.cassandra
+def test_a_task_written_into_a_pruned_bucket_is_loaded(store: CassandraTaskStore) -> None:
+    old = datetime.now(UTC) - timedelta(hours=3)
+    first, second = tasks_at(old, 2)
+    store.write_tasks(0, [first])
+    store.record_statuses(0, [TaskStatus(first.key, TaskState.FAILED, data=first.data)])
+    store.load_tasks(0, None, time.time_ns() // 1_000_000, 10)
+    assert indexed_buckets(store, 0) == []
+
+    store.write_tasks(0, [second])  # e.g. an operator retrying an old failed task
+
+    assert [s.task for s in store.load_tasks(0, None, time.time_ns() // 1_000_000, 10)] == [second]
+
+
+@pytest.mark.cassandra
+def test_failed_tasks_stay_listed_after_their_bucket_is_pruned(store: CassandraTaskStore) -> None:
+    (task,) = tasks_at(datetime.now(UTC) - timedelta(hours=3), 1)
+    store.write_tasks(0, [task])
+    store.record_statuses(0, [TaskStatus(task.key, TaskState.FAILED, 3, "boom", data=task.data)])
+    store.load_tasks(0, None, time.time_ns() // 1_000_000, 10)
+    assert indexed_buckets(store, 0) == []
+
+    (view,) = store.list_tasks(0, states={TaskState.FAILED})
+
+    assert view.task == task
+    assert view.status is not None and view.status.last_error == "boom"
+
+
+@pytest.mark.cassandra
+def test_a_network_topology_keyspace_gets_the_per_dc_factors() -> None:
+    probe = make_store()
+    local_dc = probe._runner(connect_if_needed=True).one(
+        "SELECT data_center FROM system.local", None, "test"
+    )[0][0]
+    probe.close()
+    replication = {"class": "NetworkTopologyStrategy", local_dc: 1}
+    store = make_store(replication=replication, local_dc=local_dc, consistency="LOCAL_QUORUM")
+    store.open(create_schema=True)
+    try:
+        store.apply_schema()  # idempotent
+        (row,) = store._runner().one(
+            "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+            (store.keyspace,),
+            "test",
+        )
+        assert row[0]["class"].endswith("NetworkTopologyStrategy")
+        assert row[0][local_dc] == "1"
+        (task,) = tasks_at(datetime.now(UTC), 1)
+        store.write_tasks(0, [task])
+        assert [s.task for s in store.load_tasks(0, None, 2**62, 10)] == [task]
+        assert store.claim_meta("partitions", "8") == "8"
+        assert store.claim_meta("partitions", "16") == "8"
+    finally:
+        store.drop_keyspace()
+        store.close()
+
+
+@pytest.mark.cassandra
+def test_statuses_join_correctly_among_many_retained_statuses_of_completed_tasks(
+    store: CassandraTaskStore,
+) -> None:
+    tasks = tasks_at(datetime.now(UTC).replace(second=0, microsecond=0), 300)
+    store.write_tasks(0, tasks)
+    pending = tasks[::10]
+    done = [t for t in tasks if t not in pending]
+    store.record_statuses(0, [TaskStatus(t.key, TaskState.SUCCEEDED) for t in done])
+    retrying = {t.key: TaskStatus(t.key, TaskState.RETRYING, 1, "boom", 5) for t in pending[-3:]}
+    store.record_statuses(0, list(retrying.values()))
+
+    loaded = store.load_tasks(0, None, 2**62, 1000)
+
+    assert [s.task for s in loaded] == pending
+    assert {s.task.key: s.status for s in loaded if s.status} == retrying
+
+
+@pytest.mark.cassandra
+def test_the_last_of_duplicate_keys_in_one_write_wins(store: CassandraTaskStore) -> None:
+    now = datetime.now(UTC)
+    versions = [Task("oid", now, "same", {"version": v}) for v in range(50)]
+    store.write_tasks(0, versions)
+    (loaded,) = store.load_tasks(0, None, 2**62, 10)
+    assert loaded.task.data == {"version": 49}
+
+
+@pytest.mark.cassandra
+def test_opening_without_schema_says_how_to_create_it() -> None:
+    store = make_store()
+    try:
+        with pytest.raises(ConfigurationError, match="scheduler schema apply"):
+            store.open(create_schema=False)
+    finally:
+        store.close()
+
+
+def test_writes_are_batched_per_cassandra_partition_and_a_lone_row_is_not() -> None:
+    from cassandra.query import BatchStatement
+
+    statement = "INSERT INTO t (partition, bucket, n, data) VALUES (%s, %s, %s, %s)"
+    rows = [(0, b, i, "x" * 10) for b in (1, 2) for i in range(120)] + [(0, 3, 0, "y" * 9000)]
+
+    items = partition_batches(statement, rows)  # type: ignore[arg-type]
+
+    assert [len(s) for s, _ in items[:-1]] == [50, 50, 20] * 2
+    assert all(isinstance(s, BatchStatement) for s, _ in items[:-1])
+    assert items[-1] == (statement, (0, 3, 0, "y" * 9000))
