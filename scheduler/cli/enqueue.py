@@ -1,0 +1,139 @@
+"""`scheduler enqueue`: schedule one task from the shell, through the same client producers use."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from scheduler.cli.context import CliState, pass_state
+from scheduler.cli.keys import describe_key, parse_duration, parse_time, partition_of
+from scheduler.errors import TaskDataError
+
+ACK_TIMEOUT_S = 60.0
+"""How long to wait for the log to make the task durable before giving up."""
+
+
+@click.command()
+@click.argument("ordering_id")
+@click.option(
+    "--at",
+    "at",
+    metavar="TIME",
+    help="When to run, ISO 8601 with a time zone: 2026-01-31T14:00:00Z or "
+    "2026-01-31T15:00:00+01:00 (or epoch milliseconds).",
+)
+@click.option(
+    "--in", "delay", metavar="DURATION", help="When to run, from now: 30s, 5m, 1h30m, 2d."
+)
+@click.option(
+    "--key",
+    "uniqueness_key",
+    metavar="UNIQUENESS_KEY",
+    help="Tells tasks of one ordering id at the same time apart (default: a random UUID). "
+    "Enqueuing a pending key again replaces its data.",
+)
+@click.option("--data", "data_json", metavar="JSON", help="Task data, a JSON object.")
+@click.option(
+    "--data-file",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+    help="Read the task data (a JSON object) from this file; - for stdin.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the task as JSON.")
+@pass_state
+def enqueue(
+    state: CliState,
+    ordering_id: str,
+    at: str | None,
+    delay: str | None,
+    uniqueness_key: str | None,
+    data_json: str | None,
+    data_file: Path | None,
+    as_json: bool,
+) -> None:
+    """Schedule a task for ORDERING_ID, due now or at --at / --in.
+
+    Tasks of one ordering id run one at a time, in time order. The task is durable when this
+    command returns; it prints the task's key (ordering id, time, uniqueness key) and partition,
+    the values `scheduler tasks show` takes. Without --at or --in the task is due now.
+
+    \b
+    Examples:
+      scheduler enqueue orders-42 --in 5m --data '{"job": "my.jobs:daily", "args": {}}'
+      scheduler enqueue orders-42 --at 2026-01-31T14:00:00Z --key daily-2026-01-31
+    """
+    from scheduler.client import SchedulerClient
+    from scheduler.model import Task
+    from scheduler.runtime import build_executor, build_log, topic_partition_check
+
+    when = _due_time(at, delay)
+    data = _data(data_json, data_file)
+    settings = state.settings()
+    task = Task(ordering_id, when, uniqueness_key or str(uuid.uuid4()), data)
+    executor = build_executor(settings)
+    log = build_log(settings)
+    try:
+        partitions = topic_partition_check(log, settings.partitions)
+        client = SchedulerClient(
+            log=log,
+            grace_window_s=settings.grace_window_s,
+            max_data_bytes=settings.max_data_bytes,
+            validate=getattr(executor, "validate", None),
+        )
+        try:
+            client.schedule_task(task).result(timeout=ACK_TIMEOUT_S)
+        finally:
+            client.close()
+    finally:
+        log.close()
+    partition = partition_of(ordering_id, partitions)
+    if as_json:
+        from scheduler.cli.keys import iso
+        from scheduler.cli.output import echo_json
+
+        echo_json(
+            {
+                "ordering_id": task.ordering_id,
+                "scheduled_time": iso(task.scheduled_ms),
+                "uniqueness_key": task.uniqueness_key,
+                "partition": partition,
+            }
+        )
+    else:
+        click.echo(f"enqueued {describe_key(task.key)} (partition {partition})")
+
+
+def _due_time(at: str | None, delay: str | None) -> datetime:
+    if at is not None and delay is not None:
+        raise click.UsageError("give --at or --in, not both")
+    if at is not None:
+        return parse_time(at, "--at")
+    now = datetime.now(UTC)
+    return now + parse_duration(delay, "--in") if delay is not None else now
+
+
+def _data(data_json: str | None, data_file: Path | None) -> dict[str, Any]:
+    if data_json is not None and data_file is not None:
+        raise click.UsageError("give --data or --data-file, not both")
+    if data_file is not None:
+        source = "--data-file"
+        stdin = str(data_file) == "-"
+        text = sys.stdin.read() if stdin else data_file.read_text(encoding="utf-8")
+    elif data_json is not None:
+        source, text = "--data", data_json
+    else:
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TaskDataError(f"{source} is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise TaskDataError(
+            f'{source} must be a JSON object such as {{"job": "..."}}, got {type(data).__name__}'
+        )
+    return data

@@ -1,0 +1,62 @@
+"""`scheduler group status`: how far the worker group is, partition by partition.
+
+Two views meet here: the log says who owns each partition and how many records the group has
+not read yet (lag); the store says how much read work is due (overdue) and how much a worker
+would hold in memory now (in flight: due within the lookahead, capped by the in-flight bound).
+A partition with lag but no owner has no worker; one with a growing overdue count has workers
+that cannot keep up.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from scheduler.cli.context import CliState, backends, pass_state
+from scheduler.cli.output import echo_json, echo_table
+
+
+@click.group()
+def group() -> None:
+    """The worker group: partition owners, offsets, lag and due work."""
+
+
+@group.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array, one object a partition.")
+@pass_state
+def status(state: CliState, as_json: bool) -> None:
+    """Per partition: owner, committed offset, end offset, lag, in-flight and overdue tasks.
+
+    \b
+    LAG       records on the log the group has not committed yet (not yet in the store)
+    IN_FLIGHT tasks due within the lookahead, at most max_in_flight (what the owner holds)
+    OVERDUE   tasks due now or earlier that have not finished (running ones included)
+    """
+    settings = state.settings()
+    rows = []
+    with backends(settings) as (log, store):
+        now_ms = int(time.time() * 1000)
+        for lag in sorted(log.describe_group(settings.group_id), key=lambda item: item.partition):
+            due_soon = store.count_due(lag.partition, now_ms + settings.lookahead_ms)
+            rows.append(
+                {
+                    "partition": lag.partition,
+                    "owner": lag.owner,
+                    "committed": lag.committed,
+                    "end": lag.end,
+                    "lag": lag.lag,
+                    "in_flight": min(due_soon, settings.max_in_flight),
+                    "overdue": store.count_due(lag.partition, now_ms),
+                }
+            )
+    if as_json:
+        echo_json(rows)
+        return
+    click.echo(f"group {settings.group_id!r}, topic {settings.topic!r}")
+    headers = ["PARTITION", "OWNER", "COMMITTED", "END", "LAG", "IN_FLIGHT", "OVERDUE"]
+    table: list[list[object]] = [[row[h.lower()] for h in headers] for row in rows]
+    owners = len({row["owner"] for row in rows if row["owner"]})
+    sums = [sum(int(row[name] or 0) for row in rows) for name in ("lag", "in_flight", "overdue")]
+    table.append(["total", f"{owners} owner(s)", "", "", *sums])
+    echo_table(headers, table)

@@ -1,0 +1,138 @@
+"""Task keys and times as typed on a command line, and finding one task in the store.
+
+A key is given as three arguments, ORDERING_ID TIME UNIQUENESS_KEY, in the columns `tasks list`
+prints, so an operator can copy a row. TIME is ISO 8601 with a time zone or epoch milliseconds;
+a time without a zone is refused, because guessing the zone would address the wrong task (or
+schedule one hours off).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import click
+
+from scheduler.model import StoredTask, TaskKey, TaskStatus, from_epoch_ms
+from scheduler.partitioning import partition_for
+from scheduler.stores.abc import TaskStore, TaskView
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SCAN_PAGE = 256
+
+
+def parse_time(value: str, option: str) -> datetime:
+    """An aware datetime from ISO 8601 with a zone, or from epoch milliseconds."""
+    text = value.strip()
+    if text.lstrip("-").isdigit():
+        return from_epoch_ms(int(text))
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a time; use ISO 8601 with a time zone such as "
+            "2026-01-31T14:00:00Z or 2026-01-31T15:00:00+01:00, or epoch milliseconds",
+            param_hint=option,
+        ) from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise click.BadParameter(
+            f"{value!r} has no time zone; add one, e.g. {text}Z for UTC or {text}+01:00",
+            param_hint=option,
+        )
+    return moment
+
+
+def parse_duration(value: str, option: str) -> timedelta:
+    """`30s`, `5m`, `1h30m`, `2d`, `250ms` as a timedelta."""
+    text = value.strip().lower().replace(" ", "")
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(number + unit for number, unit in parts) != text:
+        raise click.BadParameter(
+            f"{value!r} is not a duration; use a number with a unit ms, s, m, h or d, "
+            "such as 30s, 5m, 1h30m",
+            param_hint=option,
+        )
+    return timedelta(seconds=sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts))
+
+
+def parse_keys(parts: Sequence[str], option: str = "KEY") -> list[TaskKey]:
+    """Keys from a flat list of ORDERING_ID TIME UNIQUENESS_KEY triples."""
+    if not parts or len(parts) % 3:
+        raise click.BadParameter(
+            f"got {len(parts)} value(s); give each task as three values ORDERING_ID TIME "
+            "UNIQUENESS_KEY (the first three columns of `scheduler tasks list`)",
+            param_hint=option,
+        )
+    keys = []
+    for index in range(0, len(parts), 3):
+        ordering_id, time, uniqueness_key = parts[index : index + 3]
+        keys.append(TaskKey(ordering_id, parse_time(time, option), uniqueness_key))
+    return keys
+
+
+def partition_of(ordering_id: str, partitions: int) -> int:
+    """The partition of an ordering id (Kafka's default partitioner)."""
+    return partition_for(ordering_id.encode("utf-8"), partitions)
+
+
+def find_task(store: TaskStore, partition: int, key: TaskKey) -> TaskView | None:
+    """The task with `key` (schedule row and/or status row), or None if the store has neither."""
+    status = store.fetch_statuses(partition, [key]).get(key)
+    row = _schedule_row(store, partition, key)
+    if row is not None:
+        return TaskView(partition, row.task, status or row.status)
+    if status is not None:
+        from scheduler.model import Task
+
+        return TaskView(partition, Task.from_key(key, status.data or {}), status)
+    return None
+
+
+def _schedule_row(store: TaskStore, partition: int, key: TaskKey) -> StoredTask | None:
+    """Read forward from just before `key` (no uniqueness key is empty) until past it."""
+    cursor = (key.scheduled_ms, key.ordering_id, "")
+    while True:
+        rows = store.load_tasks(partition, cursor, key.scheduled_ms, _SCAN_PAGE)
+        for row in rows:
+            if row.task.key == key:
+                return row
+            if row.task.key > key:
+                return None
+        if len(rows) < _SCAN_PAGE:
+            return None
+        cursor = rows[-1].task.key.cursor
+
+
+def describe_key(key: TaskKey) -> str:
+    """The three values that name a task on the command line."""
+    return f"{key.ordering_id} {iso(key.scheduled_ms)} {key.uniqueness_key}"
+
+
+def iso(ms: int | None) -> str:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds and a Z, or '-'."""
+    if ms is None:
+        return "-"
+    return from_epoch_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def status_dict(view: TaskView) -> dict[str, object]:
+    """A task as a JSON object, for `--json` output."""
+    status: TaskStatus | None = view.status
+    key = view.task.key
+    return {
+        "partition": view.partition,
+        "ordering_id": key.ordering_id,
+        "scheduled_time": iso(key.scheduled_ms),
+        "scheduled_ms": key.scheduled_ms,
+        "uniqueness_key": key.uniqueness_key,
+        "state": view.state.value,
+        "attempts": status.attempts if status else 0,
+        "last_error": status.last_error if status else None,
+        "next_attempt_time": iso(status.next_attempt_ms)
+        if status and status.next_attempt_ms
+        else None,
+        "updated_time": iso(status.updated_ms) if status and status.updated_ms else None,
+        "data": dict(view.task.data),
+    }

@@ -1,0 +1,50 @@
+"""`scheduler schema apply`: create the store's tables (and Cassandra keyspace) ahead of time.
+
+Workers create the schema on start unless `create_schema` is off; operators who manage schema
+changes separately (or whose workers lack the CREATE permission) run this once instead.
+"""
+
+from __future__ import annotations
+
+import click
+
+from scheduler.cli.context import CliState, pass_state
+
+
+@click.group()
+def schema() -> None:
+    """Manage the task store's schema."""
+
+
+@schema.command()
+@pass_state
+def apply(state: CliState) -> None:
+    """Create the keyspace and tables if missing (idempotent; existing data is kept).
+
+    Cassandra: the keyspace with the configured replication, then the tables. SQLite: the
+    store file in the data dir with its tables.
+    """
+    from scheduler.runtime import (
+        EMBEDDED_STORE_FILE,
+        build_store,
+        cassandra_contact,
+        cassandra_replication,
+        data_dir,
+    )
+
+    settings = state.settings()
+    store = build_store(settings)
+    try:
+        if settings.store == "cassandra":
+            store.apply_schema()  # type: ignore[attr-defined]
+            hosts, port = cassandra_contact(settings)
+            where = (
+                f"keyspace {settings.cassandra_keyspace!r} on {','.join(hosts)}:{port} "
+                f"(replication {cassandra_replication(settings)})"
+            )
+        else:
+            store.open(create_schema=True)
+            where = f"SQLite store {data_dir(settings) / EMBEDDED_STORE_FILE}"
+    finally:
+        store.close()
+    click.echo(f"schema applied: {where}")

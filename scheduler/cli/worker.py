@@ -1,0 +1,89 @@
+"""`scheduler worker`: one member of the worker group, running until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import ExitStack
+
+import click
+
+from scheduler.cli.context import CliState, pass_state
+from scheduler.errors import ConfigurationError
+
+logger = logging.getLogger("scheduler.cli.worker")
+
+
+@click.command()
+@click.option(
+    "--executor",
+    metavar="NAME",
+    help="What runs tasks: noop, spark, command, spark-submit or package.module:callable "
+    "(setting executor).",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    help="Serve Prometheus metrics at http://0.0.0.0:PORT/metrics (setting metrics_port).",
+)
+@click.option("--client-id", help="This worker's name in the group (setting client_id).")
+@pass_state
+def worker(
+    state: CliState, executor: str | None, metrics_port: int | None, client_id: str | None
+) -> None:
+    """Run tasks when they are due, for the partitions the group assigns to this process.
+
+    Start several workers with the same group id (setting group_id) to share the partitions;
+    in the embedded mode (the default) one worker owns them all. SIGTERM or Ctrl-C stops
+    gracefully: no new task starts, running ones get shutdown_deadline_s to finish, and
+    everything accepted stays in the store for the next start.
+    """
+    from scheduler.runtime import (
+        build_executor,
+        build_log,
+        describe,
+        open_store,
+        partition_count_check,
+    )
+    from scheduler.worker import Worker
+
+    settings = state.settings(executor=executor, metrics_port=metrics_port, client_id=client_id)
+    with ExitStack() as stack:
+        task_executor = build_executor(settings)
+        stop = getattr(task_executor, "stop", None)
+        if callable(stop):
+            stack.callback(stop)
+        log = build_log(settings)
+        stack.callback(log.close)
+        store = open_store(settings)
+        stack.callback(store.close)
+        partition_count_check(log, store, settings.partitions)
+        running = Worker(
+            log=log,
+            store=store,
+            executor=task_executor,
+            settings=settings.engine_settings(),
+            group_id=settings.group_id,
+            client_id=settings.client_id,
+        )
+        click.echo(
+            f"worker {running.client_id} in group {settings.group_id!r}: {describe(settings)}; "
+            f"executor {settings.executor}, pool of {settings.pool_size}"
+        )
+        if settings.metrics_port is not None:
+            _serve_metrics(settings.metrics_port)
+            click.echo(f"metrics at http://0.0.0.0:{settings.metrics_port}/metrics")
+        click.echo("stop with Ctrl-C or SIGTERM")
+        running.run_until_signalled()
+    click.echo(f"worker {running.client_id} stopped")
+
+
+def _serve_metrics(port: int) -> None:
+    from prometheus_client import start_http_server
+
+    try:
+        start_http_server(port)
+    except OSError as error:
+        raise ConfigurationError(
+            f"cannot serve metrics on port {port} ({error}); choose a free port with "
+            "--metrics-port or SCHEDULER_METRICS_PORT"
+        ) from error

@@ -1,0 +1,107 @@
+"""Structured logs with the standard library: JSON lines for machines, readable text for people.
+
+Library code only logs (`logging.getLogger(__name__)`, context in `extra={"partition": 3,
+"task": str(key)}`); it never configures handlers. The CLI calls `configure_logging` once, so
+that embedding applications keep control of their own logging. Both formats carry every `extra`
+field, so a log shipper can filter on `partition` or `task` without parsing messages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any, Literal, TextIO
+
+_STANDARD_ATTRIBUTES = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+"""Attributes every LogRecord has; anything else on a record came from `extra`."""
+
+_HANDLER_NAME = "scheduler-cli"
+
+
+def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The fields a caller passed in `extra`."""
+    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD_ATTRIBUTES}
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    moment = datetime.fromtimestamp(record.created, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ts, level, logger, message, the extra fields, exc if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": _timestamp(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name, value in extra_fields(record).items():
+            line.setdefault(name, value)
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = record.stack_info
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """`2026-01-01T00:00:00.000Z INFO  scheduler.worker: message partition=3 task=...`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"{_timestamp(record)} {record.levelname:<5} {record.name}: {record.getMessage()}"
+        extras = extra_fields(record)
+        if extras:
+            text += " " + " ".join(f"{name}={value}" for name, value in extras.items())
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        if record.stack_info:
+            text += "\n" + self.formatStack(record.stack_info)
+        return text
+
+
+class QuietDependencies(logging.Filter):
+    """Dependencies' tracebacks shrink to one line (unless DEBUG): the scheduler reports the
+    same failure itself, with the setting to fix, and a driver's reconnect traceback on every
+    retry would bury it. The exception's own words are kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and not record.name.startswith("scheduler"):
+            error = record.exc_info[1]
+            record.msg = f"{record.getMessage()} {type(error).__name__}: {error}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def configure_logging(
+    level: str = "INFO", fmt: Literal["text", "json"] = "text", stream: TextIO | None = None
+) -> None:
+    """Send the root logger's records to `stream` (stderr) in `fmt`; idempotent.
+
+    Calling it again replaces the handler it installed before (the CLI configures early with
+    the command-line options and again once the settings file and environment are known).
+    """
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME:
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    if level.upper() != "DEBUG":
+        handler.addFilter(QuietDependencies())
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # Chatty dependencies stay at WARNING unless the user asks for DEBUG.
+    for name in ("py4j", "cassandra", "kazoo", "urllib3"):
+        logging.getLogger(name).setLevel(logging.DEBUG if level.upper() == "DEBUG" else "WARNING")

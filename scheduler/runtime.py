@@ -1,0 +1,216 @@
+"""Adapters built from `Settings`: the one place that maps configuration onto constructors.
+
+The CLI (and later the service) call these; library code takes the built objects. Heavy imports
+(confluent-kafka, cassandra-driver, pyspark) happen inside the branch that needs them, so a
+SQLite-only command never pays for them and a missing optional dependency is reported for the
+setting that asked for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scheduler.errors import ConfigurationError, PartitionCountMismatchError, UnknownExecutorError
+from scheduler.settings import BUILT_IN_EXECUTORS, Settings, env_name
+
+if TYPE_CHECKING:
+    from scheduler.executors.abc import Executor
+    from scheduler.logs.abc import TaskLog
+    from scheduler.stores.abc import TaskStore
+
+EMBEDDED_LOG_FILE = "log.db"
+"""The embedded task log's file inside `data_dir`."""
+EMBEDDED_STORE_FILE = "store.db"
+"""The SQLite task store's file inside `data_dir`."""
+PARTITION_COUNT_META = "partition_count"
+"""The store metadata entry that pins the partition count the data was partitioned with."""
+
+
+def data_dir(settings: Settings) -> Path:
+    """The data directory, absolute and created if missing."""
+    path = settings.data_dir.expanduser().resolve()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigurationError(
+            f"{env_name('data_dir')}={str(settings.data_dir)!r} cannot be created: {error}; "
+            "choose a writable directory"
+        ) from error
+    return path
+
+
+def build_log(settings: Settings) -> TaskLog:
+    """The task log named by `settings.log` (not yet holding any topic)."""
+    if settings.log == "kafka":
+        from scheduler.logs.kafka import KafkaTaskLog
+
+        return KafkaTaskLog(
+            bootstrap_servers=settings.kafka_bootstrap,
+            topic=settings.topic,
+            replication_factor=settings.kafka_replication_factor,
+            producer_config=dict(settings.kafka_config) or None,
+            consumer_config=dict(settings.kafka_config) or None,
+        )
+    from scheduler.logs.embedded import EmbeddedTaskLog
+
+    return EmbeddedTaskLog(path=str(data_dir(settings) / EMBEDDED_LOG_FILE), topic=settings.topic)
+
+
+def build_store(settings: Settings) -> TaskStore:
+    """The task store named by `settings.store`, not opened yet (see `open_store`)."""
+    if settings.store == "cassandra":
+        from scheduler.stores.cassandra import CassandraTaskStore
+
+        hosts, port = cassandra_contact(settings)
+        return CassandraTaskStore(
+            hosts=hosts,
+            port=port,
+            keyspace=settings.cassandra_keyspace,
+            bucket_ms=settings.bucket_ms,
+            replication=cassandra_replication(settings),
+            consistency=settings.cassandra_consistency,
+            local_dc=settings.cassandra_local_dc,
+            status_retention_s=settings.status_retention_s,
+        )
+    from scheduler.stores.sqlite import SqliteTaskStore
+
+    return SqliteTaskStore(
+        path=str(data_dir(settings) / EMBEDDED_STORE_FILE),
+        bucket_ms=settings.bucket_ms,
+        status_retention_s=settings.status_retention_s,
+    )
+
+
+def open_store(settings: Settings, *, create_schema: bool | None = None) -> TaskStore:
+    """`build_store`, opened; the schema is created if `create_schema` (default: the setting)."""
+    store = build_store(settings)
+    store.open(create_schema=settings.create_schema if create_schema is None else create_schema)
+    return store
+
+
+def cassandra_replication(settings: Settings) -> dict[str, Any]:
+    """The keyspace replication map for `CREATE KEYSPACE`."""
+    if settings.cassandra_replication_strategy == "NetworkTopologyStrategy":
+        return {"class": "NetworkTopologyStrategy", **settings.cassandra_datacenters}
+    return {"class": "SimpleStrategy", "replication_factor": settings.cassandra_replication_factor}
+
+
+def cassandra_contact(settings: Settings) -> tuple[list[str], int]:
+    """Contact points and the one CQL port (cassandra-driver takes a single port)."""
+    hosts: list[str] = []
+    ports: set[int] = set()
+    for item in settings.cassandra_hosts:
+        host, sep, port = item.rpartition(":")
+        if sep and port.isdigit() and "]" not in port:
+            hosts.append(host.strip("[]"))
+            ports.add(int(port))
+        else:
+            hosts.append(item.strip("[]"))
+    if len(ports) > 1:
+        raise ConfigurationError(
+            f"{env_name('cassandra_hosts')} names several ports {sorted(ports)}; "
+            "the driver uses one port for every host, so give them all the same one"
+        )
+    return hosts, ports.pop() if ports else settings.cassandra_port
+
+
+def build_executor(settings: Settings) -> Executor:
+    """The executor named by `settings.executor`: a built-in or a `package.module:callable`.
+
+    A class is instantiated without arguments; any other callable is the executor itself.
+    """
+    name = settings.executor
+    if name not in BUILT_IN_EXECUTORS:
+        return _import_executor(name)
+    try:
+        registry = importlib.import_module("scheduler.executors.registry")
+    except ImportError as error:
+        raise ConfigurationError(
+            f"{env_name('executor')}={name!r}: the built-in executors are not available "
+            f"({error}); use noop or a 'package.module:callable' path"
+        ) from error
+    options: dict[str, Any] = {}
+    if name == "spark":
+        options = {
+            "master": settings.spark_master,
+            "app_name": settings.spark_app_name,
+            "conf": dict(settings.spark_conf),
+            "jobs": registry.JobRegistry(allowed_prefixes=settings.spark_job_modules),
+        }
+    try:
+        return registry.build_executor(name, **options)
+    except (ImportError, UnknownExecutorError) as error:
+        raise ConfigurationError(
+            f"{env_name('executor')}={name!r} cannot be built: {error}"
+        ) from error
+
+
+def _import_executor(path: str) -> Executor:
+    module_name, _, attribute = path.partition(":")
+    setting = f"{env_name('executor')}={path!r}"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigurationError(
+            f"{setting}: cannot import module {module_name!r} ({error}); check the module path "
+            "and that the package is installed in this environment"
+        ) from error
+    target = getattr(module, attribute, None)
+    if target is None:
+        raise ConfigurationError(f"{setting}: module {module_name!r} has no {attribute!r}")
+    if isinstance(target, type):
+        target = target()
+    if not callable(target):
+        raise ConfigurationError(
+            f"{setting} is a {type(target).__name__}, not a callable executor(task, context)"
+        )
+    executor: Executor = target
+    return executor
+
+
+def partition_count_check(log: TaskLog, store: TaskStore, partitions: int) -> int:
+    """Make sure the topic, the stored data and the settings agree on the partition count.
+
+    Creates the topic with `partitions` if it is missing and pins the count in the store the
+    first time. A task's partition is `murmur2(ordering_id) % count`, so running with another
+    count would look for tasks where they are not: refuse, saying which count to use.
+    """
+    actual = topic_partition_check(log, partitions)
+    stored = int(store.claim_meta(PARTITION_COUNT_META, str(partitions)))
+    if stored != partitions:
+        raise PartitionCountMismatchError(
+            f"the task store holds data partitioned into {stored} partitions but "
+            f"{env_name('partitions')}={partitions} (and topic {log.topic!r} has {actual}); "
+            f"set {env_name('partitions')}={stored} and recreate the topic with {stored} "
+            "partitions, or start over with an empty store"
+        )
+    return partitions
+
+
+def topic_partition_check(log: TaskLog, partitions: int) -> int:
+    """The topic's partition count, creating the topic if missing; refuse if it differs."""
+    actual = log.ensure_topic(partitions)
+    if actual != partitions:
+        raise PartitionCountMismatchError(
+            f"topic {log.topic!r} has {actual} partitions but {env_name('partitions')}="
+            f"{partitions}; the count is fixed for the life of a topic, so set "
+            f"{env_name('partitions')}={actual}, or use a new topic ({env_name('topic')}) "
+            "with an empty store"
+        )
+    return actual
+
+
+def describe(settings: Settings) -> str:
+    """Where this process keeps its tasks, in one line for the operator."""
+    if settings.log == "kafka":
+        log = f"kafka {settings.kafka_bootstrap} topic {settings.topic!r}"
+    else:
+        log = f"embedded log {settings.data_dir.resolve() / EMBEDDED_LOG_FILE}"
+    if settings.store == "cassandra":
+        hosts, port = cassandra_contact(settings)
+        store = f"cassandra {','.join(hosts)}:{port} keyspace {settings.cassandra_keyspace!r}"
+    else:
+        store = f"sqlite store {settings.data_dir.resolve() / EMBEDDED_STORE_FILE}"
+    return f"{log}, {store}, {settings.partitions} partitions"

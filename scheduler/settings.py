@@ -1,0 +1,297 @@
+"""Every setting of the CLI and the service, in one flat model: type, default, docs, validation.
+
+Library classes take typed arguments and never read files or the environment; this model says
+what may be configured, and `scheduler.cli.config.load_settings` reads it from a TOML file, then
+`SCHEDULER_*` variables, then command-line options, each later source winning. Fields are flat
+so that a setting has one name everywhere (`partitions`, `SCHEDULER_PARTITIONS`). Each field's
+docstring is its description, from which `docs/configuration.md` is generated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from scheduler.engine.settings import EngineSettings, RetryPolicy
+
+ENV_PREFIX = "SCHEDULER_"
+BUILT_IN_EXECUTORS = ("noop", "spark", "command", "spark-submit")
+CONSISTENCY_LEVELS: tuple[str, ...] = ("ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL")
+CONSISTENCY_LEVELS += ("LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
+_CALLABLE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_CQL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+
+file_values: ContextVar[dict[str, Any] | None] = ContextVar("scheduler_settings_file", default=None)
+"""Values read from the TOML file, handed to `Settings`' lowest-precedence source."""
+
+
+def _none_if_empty(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
+        return None
+    return value
+
+
+def _comma_list(value: Any) -> Any:
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        if not items:
+            raise ValueError("no value given")
+        return items
+    return value
+
+
+def _pairs(separator: str) -> BeforeValidator:
+    """Parse `a=1,b=2` (or `dc1:3,dc2:3`) or a JSON object from the environment."""
+
+    def parse(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if value.strip().startswith("{"):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"not valid JSON: {error}") from error
+        pairs: dict[str, str] = {}
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            name, found, item_value = item.partition(separator)
+            if not found or not name.strip():
+                raise ValueError(f"{item!r} has no {separator!r}")
+            pairs[name.strip()] = item_value.strip()
+        return pairs
+
+    return BeforeValidator(parse)
+
+
+def _case(transform: str) -> BeforeValidator:
+    return BeforeValidator(lambda v: getattr(v.strip(), transform)() if isinstance(v, str) else v)
+
+
+EmptyIsNone = BeforeValidator(_none_if_empty)
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(_comma_list)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+Positive = Annotated[int, Field(ge=1)]
+
+
+class Settings(BaseSettings):
+    """The effective configuration of one CLI invocation or service process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="forbid",
+        case_sensitive=False,
+        validate_default=True,
+        use_attribute_docstrings=True,
+    )
+
+    # -- general ---------------------------------------------------------------------------
+    log: Annotated[Literal["embedded", "kafka"], _case("lower")] = "embedded"
+    """Task log: `embedded` (a SQLite file in the data dir, one machine) or `kafka`."""
+    store: Annotated[Literal["sqlite", "cassandra"], _case("lower")] = "sqlite"
+    """Task store: `sqlite` (a file in the data dir) or `cassandra`."""
+    data_dir: Path = Path(".scheduler")
+    """Directory of the embedded log and the SQLite store, created if missing; relative paths
+    are relative to the working directory."""
+    partitions: Annotated[int, Field(ge=1, le=10_000)] = 16
+    """Partitions of the task topic. Fixed for the life of the topic and its stored data: a
+    different value later is refused."""
+    topic: Annotated[str, Field(min_length=1)] = "scheduler-tasks"
+    """Name of the task topic."""
+    group_id: Annotated[str, Field(min_length=1)] = "scheduler-workers"
+    """Consumer group of the workers; workers sharing it split the partitions."""
+    client_id: Annotated[str | None, EmptyIsNone] = None
+    """Name of this worker in the group (default: host name and process id)."""
+    create_schema: bool = True
+    """Create the store's tables (and the Cassandra keyspace) on start if missing. Turn it off
+    where the schema is managed with `scheduler schema apply`."""
+
+    # -- engine ----------------------------------------------------------------------------
+    executor: str = "spark"
+    """What runs tasks: `spark` (PySpark jobs named in the task data), `command`,
+    `spark-submit`, `noop` (runs nothing, for smoke tests) or your own `package.module:callable`."""
+    pool_size: Positive = 8
+    """Executor calls running at once in one worker."""
+    max_in_flight: Positive = 2000
+    """Tasks one partition holds in memory before it stops loading; bounds memory however large
+    the backlog."""
+    lookahead_ms: Annotated[int, Field(ge=0)] = 2000
+    """How far ahead of now tasks are loaded from the store into memory."""
+    load_interval_ms: Positive = 500
+    """How often a partition tops up its in-memory tasks from the store."""
+    poll_max_records: Positive = 5000
+    """Log records taken per poll and persisted as one batch."""
+    status_flush_ms: Annotated[int, Field(ge=0)] = 20
+    """Status writes are batched for up to this long."""
+    restart_backoff_s: Annotated[float, Field(ge=0)] = 1.0
+    """Wait before restarting a partition whose actors failed."""
+    task_timeout_s: Annotated[float | None, Field(gt=0), EmptyIsNone] = None
+    """Cancel an attempt that runs longer than this many seconds; empty: no limit."""
+    shutdown_deadline_s: Annotated[float, Field(ge=0)] = 30.0
+    """On shutdown or revocation, how long running tasks may finish before they are cancelled."""
+    retry_max_attempts: Positive = 5
+    """Attempts in all, the first included; after the last failure the task is FAILED."""
+    retry_base_delay_s: Annotated[float, Field(gt=0)] = 1.0
+    """Delay before the first retry; doubled for each later one."""
+    retry_max_delay_s: Annotated[float, Field(gt=0)] = 300.0
+    """Longest delay between two attempts."""
+    retry_jitter: Annotated[float, Field(ge=0, le=1)] = 0.2
+    """Each delay is multiplied by a random factor in [1 - jitter, 1 + jitter]."""
+
+    # -- producers and store ---------------------------------------------------------------
+    grace_window_s: Annotated[float, Field(ge=0)] = 10.0
+    """A task scheduled further in the past than this is rejected; within it, it runs at once."""
+    max_data_bytes: Annotated[int, Field(ge=2, le=16 * 1024 * 1024)] = 262_144
+    """Largest task data accepted, in bytes of JSON."""
+    status_retention_s: Annotated[float, Field(gt=0)] = 7 * 86_400.0
+    """How long the status rows of finished tasks are kept (FAILED ones included)."""
+    bucket_ms: Annotated[int, Field(ge=1000)] = 3_600_000
+    """Width of a schedule-row time bucket in milliseconds; keep it once data exists."""
+
+    # -- kafka -----------------------------------------------------------------------------
+    kafka_bootstrap: Annotated[str, Field(min_length=1)] = "127.0.0.1:9092"
+    """Kafka brokers, `host:port[,host:port...]`."""
+    kafka_replication_factor: Positive = 1
+    """Replication factor of the task topic when the product creates it."""
+    kafka_config: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
+    """Extra librdkafka settings for producers and consumers (security, tuning) as
+    `key=value,key=value`, JSON or a TOML table. `settings show` masks values of keys that
+    contain `password`, `secret` or `token`."""
+
+    # -- cassandra -------------------------------------------------------------------------
+    cassandra_hosts: CommaList = ["127.0.0.1"]
+    """Contact points, comma-separated; a `host:port` item overrides `cassandra_port` (all
+    items must share one port)."""
+    cassandra_port: Port = 9042
+    """CQL native port."""
+    cassandra_keyspace: str = "scheduler"
+    """Keyspace of the scheduler's tables."""
+    cassandra_replication_strategy: Literal["SimpleStrategy", "NetworkTopologyStrategy"] = (
+        "SimpleStrategy"
+    )
+    """Replication of the keyspace the product creates: `SimpleStrategy` (one datacenter) or
+    `NetworkTopologyStrategy` (several)."""
+    cassandra_replication_factor: Positive = 1
+    """Replicas with SimpleStrategy."""
+    cassandra_datacenters: Annotated[dict[str, int], NoDecode, _pairs(":")] = {}
+    """Replicas per datacenter with NetworkTopologyStrategy, as `dc1:3,dc2:3`, JSON or a TOML
+    table."""
+    cassandra_consistency: Annotated[str, _case("upper")] = "LOCAL_QUORUM"
+    """Consistency level of reads and writes."""
+    cassandra_local_dc: Annotated[str | None, EmptyIsNone] = None
+    """The datacenter this process is in, for DC-aware routing (default: the driver's choice)."""
+
+    # -- spark -----------------------------------------------------------------------------
+    spark_master: Annotated[str, Field(min_length=1)] = "local[*]"
+    """Spark master URL: `local[*]`, `spark://host:7077`, `yarn`, `k8s://https://host:443`."""
+    spark_app_name: Annotated[str, Field(min_length=1)] = "scheduler"
+    """Spark application name."""
+    spark_conf: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
+    """Extra Spark configuration as `key=value,key=value`, JSON or a TOML table."""
+    spark_job_modules: CommaList = ["scheduler.examples"]
+    """Packages whose `module:function` jobs a task may name without registering them first."""
+
+    # -- observability ---------------------------------------------------------------------
+    log_level: Annotated[
+        Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], _case("upper")
+    ] = "INFO"
+    """Least severe level of the log lines written (to stderr)."""
+    log_format: Annotated[Literal["text", "json"], _case("lower")] = "text"
+    """Log lines as readable `text` or `json` (one object a line, for log shippers)."""
+    metrics_port: Annotated[Port | None, EmptyIsNone] = None
+    """Serve Prometheus metrics on this port (`scheduler worker` only); empty: off."""
+
+    @field_validator("cassandra_consistency")
+    @classmethod
+    def _consistency(cls, value: str) -> str:
+        if value not in CONSISTENCY_LEVELS:
+            raise ValueError("unknown consistency level")
+        return value
+
+    @field_validator("cassandra_keyspace")
+    @classmethod
+    def _keyspace(cls, value: str) -> str:
+        if not _CQL_NAME.match(value):
+            raise ValueError("not a valid keyspace name")
+        return value
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, value: str) -> str:
+        value = value.strip()
+        if value not in BUILT_IN_EXECUTORS and not _CALLABLE_PATH.match(value):
+            raise ValueError("neither a built-in executor nor a 'package.module:callable' path")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.retry_max_delay_s < self.retry_base_delay_s:
+            raise ValueError(
+                f"{env_name('retry_max_delay_s')}={self.retry_max_delay_s} is below "
+                f"{env_name('retry_base_delay_s')}={self.retry_base_delay_s}; raise the maximum "
+                "or lower the base delay"
+            )
+        nts = self.cassandra_replication_strategy == "NetworkTopologyStrategy"
+        if nts and not self.cassandra_datacenters:
+            raise ValueError(
+                f"{env_name('cassandra_replication_strategy')}=NetworkTopologyStrategy needs "
+                f"{env_name('cassandra_datacenters')}, for example dc1:3,dc2:3"
+            )
+        if not nts and self.cassandra_datacenters:
+            raise ValueError(
+                f"{env_name('cassandra_datacenters')} is only used with NetworkTopologyStrategy;"
+                f" set {env_name('cassandra_replication_strategy')}=NetworkTopologyStrategy or "
+                "remove the datacenters"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Command line (init arguments) over environment over the TOML file; no .env files."""
+        return init_settings, env_settings, _FileSource(settings_cls)
+
+    def engine_settings(self) -> EngineSettings:
+        """The engine's constructor settings."""
+        return EngineSettings(
+            pool_size=self.pool_size,
+            max_in_flight_per_partition=self.max_in_flight,
+            lookahead_ms=self.lookahead_ms,
+            load_interval_ms=self.load_interval_ms,
+            retry=RetryPolicy(
+                max_attempts=self.retry_max_attempts,
+                base_delay_s=self.retry_base_delay_s,
+                max_delay_s=self.retry_max_delay_s,
+                jitter=self.retry_jitter,
+            ),
+            task_timeout_s=self.task_timeout_s,
+            shutdown_deadline_s=self.shutdown_deadline_s,
+            poll_max_records=self.poll_max_records,
+            status_flush_ms=self.status_flush_ms,
+            restart_backoff_s=self.restart_backoff_s,
+        )
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The values read from the TOML file: the lowest precedence above the defaults."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return (file_values.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(file_values.get() or {})
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a setting: `partitions` -> `SCHEDULER_PARTITIONS`."""
+    return ENV_PREFIX + field.upper()

@@ -1,0 +1,129 @@
+"""Fixtures for CLI tests: a clean `SCHEDULER_*` environment and an embedded data dir.
+
+Most tests drive `scheduler.cli.main:cli` with click's CliRunner (fast, same process); the ones
+that matter end to end run the installed console script in a subprocess, exactly as users do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from scheduler.cli.config import CONFIG_ENV
+from scheduler.cli.main import cli
+from scheduler.settings import Settings, env_name
+
+SERVER_VARIABLES = ("SCHEDULER_KAFKA_BOOTSTRAP", "SCHEDULER_CASSANDRA_HOSTS")
+_SERVERS_FROM_SHELL = {name: os.environ[name] for name in SERVER_VARIABLES if name in os.environ}
+"""Existing servers named by the shell; `clean_environment` hides them from the CLI under test."""
+
+SCRIPT = shutil.which("scheduler", path=str(Path(sys.executable).parent)) or "scheduler"
+"""The console script installed beside this interpreter (the venv's `scheduler`)."""
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No setting leaks in from the developer's shell or CI (SCHEDULER_KAFKA_BOOTSTRAP...).
+
+    Other `SCHEDULER_*` variables (the launcher's `SCHEDULER_SERVICES_*`) stay: the server
+    fixtures need them.
+    """
+    settings = {env_name(name) for name in Settings.model_fields} | {CONFIG_ENV}
+    for name in list(os.environ):
+        if name.upper() in settings:
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def embedded(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An embedded data dir with 4 partitions and the no-op executor, set in the environment."""
+    monkeypatch.setenv("SCHEDULER_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("SCHEDULER_PARTITIONS", "4")
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "noop")
+    return data_dir
+
+
+@pytest.fixture
+def run() -> Callable[..., Result]:
+    """Invoke the CLI in-process: `run("tasks", "list")`."""
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def script() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the installed `scheduler` console script with the current environment."""
+
+    def execute(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [SCRIPT, *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    return execute
+
+
+@pytest.fixture
+def worker() -> Iterator[Callable[[], subprocess.Popen[str]]]:
+    """Start `scheduler worker` subprocesses (with the environment the test set up); each is
+    stopped with SIGTERM at the end."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start() -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [SCRIPT, "worker"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def distributed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Settings for Kafka and Cassandra (real servers, see tests/servers.py), fresh names."""
+    from uuid import uuid4
+
+    for name, value in _SERVERS_FROM_SHELL.items():
+        monkeypatch.setenv(name, value)
+    from tests.servers import cassandra_contact, kafka_bootstrap
+
+    hosts, port = cassandra_contact()
+    suffix = uuid4().hex[:10]
+    values = {
+        "SCHEDULER_LOG": "kafka",
+        "SCHEDULER_STORE": "cassandra",
+        "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
+        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
+        "SCHEDULER_CASSANDRA_PORT": str(port),
+        "SCHEDULER_CASSANDRA_KEYSPACE": f"cli_{suffix}",
+        "SCHEDULER_CASSANDRA_CONSISTENCY": "ONE",
+        "SCHEDULER_TOPIC": f"cli-{suffix}",
+        "SCHEDULER_GROUP_ID": f"cli-workers-{suffix}",
+        "SCHEDULER_PARTITIONS": "4",
+        "SCHEDULER_EXECUTOR": "noop",
+        "SCHEDULER_DATA_DIR": str(tmp_path / "unused"),
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values

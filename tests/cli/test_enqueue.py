@@ -1,0 +1,99 @@
+"""`scheduler enqueue` and what the store shows afterwards."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from scheduler.partitioning import partition_for
+
+
+def test_an_at_time_without_a_time_zone_is_rejected(run, embedded):
+    result = run("enqueue", "orders-1", "--at", "2030-01-01T10:00:00")
+    assert result.exit_code == 2
+    assert "has no time zone" in result.output
+    assert "2030-01-01T10:00:00Z" in result.output  # says how to write it
+    assert not (embedded / "log.db").exists() or "enqueued" not in result.output
+
+
+def test_a_time_beyond_the_grace_window_is_rejected(run, embedded):
+    result = run("enqueue", "orders-1", "--at", "2020-01-01T00:00:00Z")
+    assert result.exit_code == 2
+    assert "in the past" in result.output and "grace window" in result.output
+
+
+def test_data_must_be_a_json_object(run, embedded):
+    assert "not valid JSON" in run("enqueue", "o", "--data", "{nope").output
+    assert "must be a JSON object" in run("enqueue", "o", "--data", "[1, 2]").output
+
+
+def test_at_and_in_together_are_refused(run, embedded):
+    result = run("enqueue", "o", "--at", "2030-01-01T00:00:00Z", "--in", "5m")
+    assert result.exit_code == 2 and "not both" in result.output
+
+
+def test_enqueue_prints_the_key_and_the_partition(run, embedded):
+    result = run("enqueue", "orders-7", "--in", "1h", "--key", "nightly", "--json")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output)
+    assert printed["uniqueness_key"] == "nightly"
+    assert printed["partition"] == partition_for(b"orders-7", 4)
+    assert printed["scheduled_time"].endswith("Z")
+
+
+def test_the_default_uniqueness_key_is_a_fresh_uuid(run, embedded):
+    first = json.loads(run("enqueue", "o", "--in", "1h", "--json").output)
+    second = json.loads(run("enqueue", "o", "--in", "1h", "--json").output)
+    assert first["uniqueness_key"] != second["uniqueness_key"]
+    assert len(first["uniqueness_key"]) == 36
+
+
+def test_an_enqueued_task_is_listed_as_pending_once_a_worker_stored_it(script, worker, embedded):
+    enqueued = script("enqueue", "orders-9", "--in", "1h", "--key", "k1", "--data", '{"n": 1}')
+    assert enqueued.returncode == 0, enqueued.stderr
+    assert "orders-9" in enqueued.stdout and "k1" in enqueued.stdout
+    running = worker()
+    deadline = time.monotonic() + 60
+    while True:
+        listed = script("tasks", "list", "--ordering-id", "orders-9", "--json")
+        assert listed.returncode == 0, listed.stderr
+        tasks = json.loads(listed.stdout)
+        if tasks or time.monotonic() > deadline or running.poll() is not None:
+            break
+        time.sleep(0.2)
+    assert [(t["uniqueness_key"], t["state"], t["data"]) for t in tasks] == [
+        ("k1", "pending", {"n": 1})
+    ]
+    running.terminate()
+    assert running.wait(timeout=30) == 0
+
+
+@pytest.mark.xfail(
+    reason="the embedded log keeps partition ends in memory, so a running worker does not see "
+    "records another process (the CLI) appended; waits on a cross-process embedded log",
+    strict=False,
+)
+def test_a_task_enqueued_while_the_worker_runs_is_stored(script, worker, embedded):
+    running = worker()
+    assert wait_until(lambda: script("group", "status", "--json").returncode == 0)
+    time.sleep(1.0)  # the worker has joined; its partitions are assigned
+    enqueued = script("enqueue", "orders-late", "--in", "1h", "--key", "k-late")
+    assert enqueued.returncode == 0, enqueued.stderr
+
+    def stored() -> bool:
+        listed = script("tasks", "list", "--ordering-id", "orders-late", "--json")
+        return bool(json.loads(listed.stdout or "[]"))
+
+    assert running.poll() is None
+    assert wait_until(stored, timeout=15)
+
+
+def wait_until(check, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True

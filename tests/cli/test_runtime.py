@@ -1,0 +1,78 @@
+"""Adapters built from settings, and the partition-count guard."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from scheduler.cli.config import load_settings
+from scheduler.errors import ConfigurationError, PartitionCountMismatchError
+from scheduler.executors.abc import noop_executor
+from scheduler.logging_setup import configure_logging
+from scheduler.runtime import (
+    build_executor,
+    build_log,
+    cassandra_contact,
+    open_store,
+    partition_count_check,
+)
+
+
+def test_a_changed_partition_count_is_refused_naming_both_counts(embedded, monkeypatch):
+    settings = load_settings()
+    log, store = build_log(settings), open_store(settings)
+    try:
+        assert partition_count_check(log, store, 4) == 4
+        with pytest.raises(
+            PartitionCountMismatchError, match=r"has 4 partitions but SCHEDULER_PARTITIONS=8"
+        ):
+            partition_count_check(log, store, 8)
+    finally:
+        log.close()
+        store.close()
+
+
+def test_the_stored_partition_count_is_checked_too(embedded, monkeypatch):
+    settings = load_settings()
+    store = open_store(settings)
+    store.claim_meta("partition_count", "6")
+    log = build_log(settings)
+    try:
+        with pytest.raises(PartitionCountMismatchError, match=r"partitioned into 6 partitions"):
+            partition_count_check(log, store, 4)
+    finally:
+        log.close()
+        store.close()
+
+
+def test_executors_resolve_by_name_and_by_path(embedded, monkeypatch):
+    assert build_executor(load_settings()) is noop_executor
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "scheduler.executors.abc:noop_executor")
+    assert build_executor(load_settings()) is noop_executor
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "scheduler.executors.abc:missing")
+    with pytest.raises(ConfigurationError, match=r"SCHEDULER_EXECUTOR=.*has no 'missing'"):
+        build_executor(load_settings())
+
+
+def test_cassandra_hosts_with_ports_give_one_port(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_HOSTS", "a:9043,b:9043")
+    assert cassandra_contact(load_settings()) == (["a", "b"], 9043)
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_HOSTS", "a:9043,b:9044")
+    with pytest.raises(ConfigurationError, match="same one"):
+        cassandra_contact(load_settings())
+
+
+def test_json_logs_carry_the_extra_fields():
+    stream = io.StringIO()
+    configure_logging("INFO", "json", stream=stream)
+    try:
+        logging.getLogger("scheduler.test").info("fired %s", "x", extra={"partition": 3})
+    finally:
+        configure_logging("WARNING", "text")
+    line = json.loads(stream.getvalue().splitlines()[-1])
+    assert line["message"] == "fired x" and line["partition"] == 3
+    assert line["level"] == "INFO" and line["logger"] == "scheduler.test"
+    assert line["ts"].endswith("Z")

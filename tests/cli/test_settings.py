@@ -1,0 +1,138 @@
+"""Settings from file, environment and options: precedence, and errors that name the source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.cli.config import load_settings
+from scheduler.errors import ConfigurationError
+from scheduler.runtime import cassandra_replication
+
+
+def test_a_bad_environment_value_is_named_with_the_accepted_values(script, monkeypatch):
+    monkeypatch.setenv("SCHEDULER_LOG", "kafak")
+    result = script("settings", "show")
+    assert result.returncode == 2
+    assert "SCHEDULER_LOG='kafak' is not one of: embedded, kafka" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_number_out_of_range_names_the_variable_and_the_range(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_PARTITIONS", "0")
+    with pytest.raises(ConfigurationError, match=r"SCHEDULER_PARTITIONS='0' .* >= 1 and <= 10000"):
+        load_settings()
+
+
+def test_every_bad_value_is_reported_at_once(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_POOL_SIZE", "many")
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_CONSISTENCY", "most")
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert "SCHEDULER_POOL_SIZE='many'" in str(caught.value)
+    assert "SCHEDULER_CASSANDRA_CONSISTENCY='most'" in str(caught.value)
+    assert "LOCAL_QUORUM" in str(caught.value)
+
+
+def test_a_toml_file_that_does_not_parse_is_named(script, tmp_path: Path):
+    config = tmp_path / "broken.toml"
+    config.write_text("partitions = \n")
+    result = script("--config", str(config), "settings", "show")
+    assert result.returncode == 2
+    assert "broken.toml" in result.stderr and "not valid TOML" in result.stderr
+    assert "line 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_unknown_key_in_the_file_is_named_with_a_suggestion(tmp_path: Path):
+    config = tmp_path / "typo.toml"
+    config.write_text("partitons = 8\n")
+    with pytest.raises(
+        ConfigurationError, match=r"typo.toml.*'partitons'.*did you mean 'partitions'"
+    ):
+        load_settings(config)
+
+
+def test_a_wrong_type_in_the_file_names_the_file_the_key_and_what_is_accepted(tmp_path: Path):
+    config = tmp_path / "types.toml"
+    config.write_text('partitions = "many"\nlog = "embedded"\n')
+    with pytest.raises(ConfigurationError, match=r"types.toml.*: partitions='many'.*an integer"):
+        load_settings(config)
+
+
+def test_a_missing_file_is_named(tmp_path: Path):
+    with pytest.raises(ConfigurationError, match=r"nowhere.toml' does not exist"):
+        load_settings(tmp_path / "nowhere.toml")
+
+
+def test_the_environment_beats_the_file_and_options_beat_both(tmp_path: Path, monkeypatch):
+    config = tmp_path / "scheduler.toml"
+    config.write_text('partitions = 32\ntopic = "from-file"\nlog_level = "WARNING"\n')
+    monkeypatch.setenv("SCHEDULER_TOPIC", "from-env")
+    monkeypatch.setenv("SCHEDULER_LOG_LEVEL", "ERROR")
+    settings = load_settings(config, {"log_level": "DEBUG", "log_format": None})
+    assert settings.partitions == 32
+    assert settings.topic == "from-env"
+    assert settings.log_level == "DEBUG"
+    assert settings.log_format == "text"
+
+
+def test_the_config_file_can_come_from_the_environment(script, tmp_path: Path, monkeypatch):
+    config = tmp_path / "scheduler.toml"
+    config.write_text("partitions = 7\n")
+    monkeypatch.setenv("SCHEDULER_CONFIG", str(config))
+    result = script("settings", "show", "--json")
+    assert result.returncode == 0, result.stderr
+    assert '"partitions": 7' in result.stdout
+
+
+def test_lists_and_mappings_have_compact_environment_forms(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_HOSTS", "10.0.0.1, 10.0.0.2")
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_REPLICATION_STRATEGY", "NetworkTopologyStrategy")
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_DATACENTERS", "dc1:3,dc2:2")
+    monkeypatch.setenv("SCHEDULER_SPARK_CONF", '{"spark.executor.memory": "2g"}')
+    settings = load_settings()
+    assert settings.cassandra_hosts == ["10.0.0.1", "10.0.0.2"]
+    assert cassandra_replication(settings) == {
+        "class": "NetworkTopologyStrategy",
+        "dc1": 3,
+        "dc2": 2,
+    }
+    assert settings.spark_conf == {"spark.executor.memory": "2g"}
+
+
+def test_settings_that_contradict_each_other_are_refused(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_REPLICATION_STRATEGY", "NetworkTopologyStrategy")
+    with pytest.raises(ConfigurationError, match="needs SCHEDULER_CASSANDRA_DATACENTERS"):
+        load_settings()
+
+
+def test_an_executor_that_is_neither_built_in_nor_a_path_is_refused(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "sparkk")
+    with pytest.raises(ConfigurationError, match=r"SCHEDULER_EXECUTOR='sparkk'.*noop, spark"):
+        load_settings()
+
+
+def test_engine_settings_carry_the_configured_values(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_RETRY_MAX_ATTEMPTS", "3")
+    monkeypatch.setenv("SCHEDULER_MAX_IN_FLIGHT", "50")
+    monkeypatch.setenv("SCHEDULER_TASK_TIMEOUT_S", "")
+    engine = load_settings().engine_settings()
+    assert engine.retry.max_attempts == 3
+    assert engine.max_in_flight_per_partition == 50
+    assert engine.task_timeout_s is None
+
+
+def test_settings_show_names_the_source_and_masks_secrets(run, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SCHEDULER_KAFKA_CONFIG", "sasl.password=hunter2,linger.ms=10")
+    config = tmp_path / "scheduler.toml"
+    config.write_text("partitions = 8\n")
+    result = run("--config", str(config), "--log-level", "warning", "settings", "show")
+    assert result.exit_code == 0
+    lines = {line.split()[0]: line.split() for line in result.output.splitlines()}
+    assert lines["partitions"][1:3] == ["8", "file"]
+    assert lines["log_level"][1:3] == ["WARNING", "cli"]
+    assert lines["kafka_config"][2] == "env"
+    assert "hunter2" not in result.output
