@@ -32,13 +32,14 @@ class SchedulerClient:
         self.validate = validate
         self._producer: LogProducer = log.producer()
 
-    def schedule_task(self, task: Task) -> Future[None]:
+    def schedule_task(self, task: Task) -> Future[int]:
         """Have `task` run at its scheduled time.
 
-        Returns a future that resolves once the task is durably accepted (Kafka: acknowledged by
-        all in-sync replicas). Invalid tasks are refused at once with a failed future carrying a
-        `TaskRejected` subclass; nothing is written for them. A task whose key is already pending
-        replaces it; a key that already reached a final state never runs again.
+        Returns a future that resolves, to the task's partition, once the task is durably
+        accepted (Kafka: acknowledged by all in-sync replicas). Invalid tasks are refused at once
+        with a failed future carrying a `TaskRejected` subclass; nothing is written for them. A
+        task whose key is already pending replaces it; a key that already reached a final state
+        never runs again.
         """
         try:
             data = encode_data(task.data, max_bytes=self.max_data_bytes)
@@ -58,15 +59,15 @@ class SchedulerClient:
         future.add_done_callback(_count_enqueued)
         return future
 
-    def cancel_task(self, key: TaskKey) -> Future[None]:
+    def cancel_task(self, key: TaskKey) -> Future[int]:
         """Cancel a pending task (it becomes CANCELLED); a running attempt is cancelled too."""
         return self._send(Op.CANCEL, key)
 
-    def retry_task(self, key: TaskKey) -> Future[None]:
+    def retry_task(self, key: TaskKey) -> Future[int]:
         """Run a FAILED task again from its first attempt, with the data it failed with."""
         return self._send(Op.RETRY, key)
 
-    def drop_task(self, key: TaskKey) -> Future[None]:
+    def drop_task(self, key: TaskKey) -> Future[int]:
         """Forget a FAILED task."""
         return self._send(Op.DROP, key)
 
@@ -82,30 +83,19 @@ class SchedulerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _send(self, op: Op, key: TaskKey, data: bytes = b"{}") -> Future[None]:
-        result: Future[None] = Future()
+    def _send(self, op: Op, key: TaskKey, data: bytes = b"{}") -> Future[int]:
         try:
-            sent = self._producer.send(key.ordering_id.encode("utf-8"), encode(op, key, data))
+            return self._producer.send(key.ordering_id.encode("utf-8"), encode(op, key, data))
         except Exception as error:
             return _failed(error)
 
-        def resolve(done: Future[int]) -> None:
-            error = done.exception()
-            if error is None:
-                result.set_result(None)
-            else:
-                result.set_exception(error)
 
-        sent.add_done_callback(resolve)
-        return result
-
-
-def _count_enqueued(future: Future[None]) -> None:
+def _count_enqueued(future: Future[int]) -> None:
     if future.exception() is None:
         metrics.ENQUEUED.inc()
 
 
-def _failed(error: BaseException) -> Future[None]:
-    future: Future[None] = Future()
+def _failed(error: BaseException) -> Future[int]:
+    future: Future[int] = Future()
     future.set_exception(error)
     return future

@@ -27,6 +27,10 @@ from scheduler.model import Task, TaskKey, check_key_part
 
 FORMAT_VERSION = 1
 
+# One encoder and decoder for the process: json.dumps/loads with options build a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+
 
 class Op(enum.StrEnum):
     SCHEDULE = "schedule"
@@ -51,15 +55,14 @@ class Command:
 
 def encode(op: Op, key: TaskKey, data_json: bytes = b"{}") -> bytes:
     """The record value for `op` on `key`; `data_json` is already-encoded task data."""
-    head = json.dumps(
+    head = _ENCODER.encode(
         {
             "v": FORMAT_VERSION,
             "op": op.value,
             "oid": key.ordering_id,
             "at": key.scheduled_ms,
             "uk": key.uniqueness_key,
-        },
-        separators=(",", ":"),
+        }
     )
     return b"".join((head[:-1].encode("utf-8"), b',"data":', data_json, b"}"))
 
@@ -69,7 +72,7 @@ def decode(value: bytes | None) -> Command:
     if value is None:
         raise MalformedRecordError("record has no value")
     try:
-        message: Any = json.loads(value)
+        message: Any = _DECODER.decode(value.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise MalformedRecordError(f"record value is not JSON: {error}") from error
     if not isinstance(message, dict):

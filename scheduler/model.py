@@ -212,10 +212,14 @@ class Task:
         return f"Task({self.key!r}, data={dict(self.data)!r})"
 
 
+# Reused: json.dumps with options builds a new encoder on every call.
+_DATA_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def encode_data(data: Mapping[str, Any], *, max_bytes: int) -> bytes:
     """Serialise task data as compact JSON, or raise `TaskDataError` saying why it cannot be."""
     try:
-        encoded = json.dumps(data, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        encoded = _DATA_ENCODER.encode(data).encode("utf-8")
     except (TypeError, ValueError) as error:
         raise TaskDataError(
             f"task data cannot be serialised as JSON ({error}); use only dicts, lists, strings, "

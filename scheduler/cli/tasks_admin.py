@@ -90,7 +90,7 @@ def _change(
             raise error_type("; ".join(refusals) + "; nothing was changed")
         client = SchedulerClient(log=log)
         try:
-            operation: Callable[[TaskKey], Future[None]] = getattr(client, f"{verb}_task")
+            operation: Callable[[TaskKey], Future[int]] = getattr(client, f"{verb}_task")
             futures = [operation(key) for key in keys]
             for future in futures:
                 future.result(timeout=ACK_TIMEOUT_S)

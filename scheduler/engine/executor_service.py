@@ -2,45 +2,64 @@
 
 The seed bounds concurrent executions with "an ExecutorService with an unbounded waiting queue
 backed by a fixed-size thread pool", so that the backends are never flooded by the number of due
-tasks. A thread pool of `pool_size` threads does exactly that; the queue in front of it never
-holds more than the partitions' in-flight bounds allow.
+tasks. Here that is `pool_size` threads reading one queue. It is not a
+`concurrent.futures.ThreadPoolExecutor` because that builds a Future (a lock and a condition) per
+call, which at thousands of tasks a second costs more than a no-op task; outcomes travel back to
+the partitions through their own channel instead.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from scheduler import metrics
 
+logger = logging.getLogger(__name__)
+
+_STOP = None
+
 
 class TaskExecutorService:
-    """Runs executor calls on at most `pool_size` threads; one per worker, shared by partitions."""
+    """Runs calls on at most `pool_size` threads; one per worker, shared by its partitions."""
 
     def __init__(self, pool_size: int) -> None:
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
         self.pool_size = pool_size
-        self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="task-executor")
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._running = 0
         self._peak = 0
         self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"task-executor-{i}", daemon=True)
+            for i in range(pool_size)
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, call: Callable[[], None]) -> Future[None]:
-        return self._pool.submit(self._counted, call)
+    def submit(self, call: Callable[[], None]) -> None:
+        """Queue `call`; it must report its own outcome and not raise."""
+        self._queue.put(call)
 
-    def _counted(self, call: Callable[[], None]) -> None:
-        with self._lock:
-            self._running += 1
-            self._peak = max(self._peak, self._running)
-        metrics.RUNNING.inc()
-        try:
-            call()
-        finally:
-            metrics.RUNNING.dec()
-            with self._lock:
-                self._running -= 1
+    def _work(self) -> None:
+        take, lock = self._queue.get, self._lock
+        while (call := take()) is not _STOP:
+            with lock:
+                self._running += 1
+                if self._running > self._peak:
+                    self._peak = self._running
+            metrics.RUNNING.inc()
+            try:
+                call()
+            except Exception:
+                logger.exception("an executor call escaped its outcome handler")
+            finally:
+                metrics.RUNNING.dec()
+                with lock:
+                    self._running -= 1
 
     @property
     def running(self) -> int:
@@ -52,4 +71,9 @@ class TaskExecutorService:
         return self._peak
 
     def shutdown(self, wait: bool = True) -> None:
-        self._pool.shutdown(wait=wait, cancel_futures=True)
+        """Stop the threads after the calls already queued."""
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        if wait:
+            for thread in self._threads:
+                thread.join()
