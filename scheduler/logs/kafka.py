@@ -1,0 +1,222 @@
+"""The task log on Apache Kafka (confluent-kafka / librdkafka).
+
+One topic holds the task log; its producers and consumers are thin wrappers
+(`kafka_producer.py`, `kafka_consumer.py`) configured in `kafka_config.py`. This module owns what
+is shared and administrative: the reachability check at start, the topic (create, count, delete)
+and the consumer group's offsets and owners for the admin view. See docs/kafka.md.
+
+This is the only place that imports confluent-kafka, so the embedded mode never loads it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
+
+from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.logs.abc import LogConsumer, LogProducer, PartitionLag, TaskLog
+from scheduler.logs.kafka_config import (
+    BOOTSTRAP_SETTING,
+    CONSUMER_DEFAULTS,
+    PRODUCER_DEFAULTS,
+    kafka_error,
+    logger,
+    merged,
+    unavailable,
+)
+from scheduler.logs.kafka_consumer import KafkaLogConsumer
+from scheduler.logs.kafka_producer import KafkaLogProducer
+
+__all__ = ["KafkaLogConsumer", "KafkaLogProducer", "KafkaTaskLog"]
+
+_METADATA_RETRY_S = 0.1
+
+
+class KafkaTaskLog(TaskLog):
+    """One Kafka topic as the task log.
+
+    Construction asks the brokers for metadata, so a wrong or unstarted broker fails here, with
+    a message that says how to fix it, rather than as a hang in the first send or poll.
+    """
+
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str,
+        topic: str = "scheduler-tasks",
+        replication_factor: int = 1,
+        producer_config: Mapping[str, Any] | None = None,
+        consumer_config: Mapping[str, Any] | None = None,
+        request_timeout_s: float = 10,
+    ) -> None:
+        self.topic = topic
+        self._bootstrap = bootstrap_servers
+        self._replication_factor = replication_factor
+        self._producer_config = dict(producer_config or {})
+        self._consumer_config = dict(consumer_config or {})
+        self._timeout = request_timeout_s
+        self._admin = AdminClient(merged({}, {"bootstrap.servers": bootstrap_servers}, None))
+        self._check_reachable()
+
+    # -- clients -----------------------------------------------------------------------------
+
+    def producer(self) -> LogProducer:
+        config = merged(
+            PRODUCER_DEFAULTS, {"bootstrap.servers": self._bootstrap}, self._producer_config
+        )
+        return KafkaLogProducer(config=config, topic=self.topic)
+
+    def consumer(self, group_id: str, *, client_id: str) -> LogConsumer:
+        fixed = {"bootstrap.servers": self._bootstrap, "group.id": group_id, "client.id": client_id}
+        config = merged(CONSUMER_DEFAULTS, fixed, self._consumer_config)
+        return KafkaLogConsumer(config=config, topic=self.topic, request_timeout_s=self._timeout)
+
+    def close(self) -> None:
+        # AdminClient has no close; serving its queue once releases queued log lines.
+        self._admin.poll(0)
+
+    # -- the topic ---------------------------------------------------------------------------
+
+    def ensure_topic(self, partitions: int) -> int:
+        new = NewTopic(
+            self.topic, num_partitions=partitions, replication_factor=self._replication_factor
+        )
+        future = self._admin.create_topics(
+            [new], operation_timeout=self._timeout, request_timeout=self._timeout
+        )[self.topic]
+        try:
+            future.result()
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise unavailable(f"creating topic {self.topic!r}", exc, self._bootstrap) from exc
+        # Creation is asynchronous on the brokers: wait until every partition has a leader, so
+        # that the first send and the first fetch do not race the controller.
+        return self._wait_for_leaders()
+
+    def partition_count(self) -> int:
+        topic = self._metadata().topics.get(self.topic)
+        if topic is None or topic.error is not None:
+            raise ConfigurationError(
+                f"Kafka topic {self.topic!r} does not exist on {self._bootstrap!r}; create it "
+                "first (workers do on start, with the configured partition count)"
+            )
+        return len(topic.partitions)
+
+    def delete_topic(self) -> None:
+        """Delete the topic and everything in it (for tests; there is no undo)."""
+        future = self._admin.delete_topics(
+            [self.topic], operation_timeout=self._timeout, request_timeout=self._timeout
+        )[self.topic]
+        try:
+            future.result()
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None or error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise unavailable(f"deleting topic {self.topic!r}", exc, self._bootstrap) from exc
+
+    # -- the group ---------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> list[PartitionLag]:
+        partitions = [TopicPartition(self.topic, p) for p in range(self.partition_count())]
+        committed = self._committed(group_id, partitions)
+        owners = self._owners(group_id)
+        ends = self._end_offsets(partitions)
+        return [
+            PartitionLag(
+                partition=tp.partition,
+                committed=committed.get(tp.partition),
+                end=ends[tp.partition],
+                owner=owners.get(tp.partition),
+            )
+            for tp in partitions
+        ]
+
+    def _committed(self, group_id: str, partitions: list[TopicPartition]) -> dict[int, int]:
+        request = ConsumerGroupTopicPartitions(group_id, partitions)
+        future = self._admin.list_consumer_group_offsets([request], request_timeout=self._timeout)[
+            group_id
+        ]
+        result = self._result(future, f"reading offsets of group {group_id!r}")
+        return {
+            tp.partition: tp.offset
+            for tp in result.topic_partitions or []
+            if tp.topic == self.topic and tp.error is None and tp.offset >= 0
+        }
+
+    def _owners(self, group_id: str) -> dict[int, str]:
+        future = self._admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[
+            group_id
+        ]
+        description = self._result(future, f"describing group {group_id!r}")
+        owners: dict[int, str] = {}
+        for member in description.members or []:
+            for tp in member.assignment.topic_partitions or []:
+                if tp.topic == self.topic:
+                    owners[tp.partition] = member.client_id
+        return owners
+
+    def _end_offsets(self, partitions: list[TopicPartition]) -> dict[int, int]:
+        futures = self._admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in partitions}, request_timeout=self._timeout
+        )
+        return {
+            tp.partition: int(self._result(future, "reading end offsets").offset)
+            for tp, future in futures.items()
+        }
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _check_reachable(self) -> None:
+        try:
+            self._admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise BackendUnavailableError(
+                f"cannot reach Kafka at {self._bootstrap!r} within {self._timeout:g} s "
+                f"({exc.args[0].str() if kafka_error(exc) else exc}). Point "
+                f"{BOOTSTRAP_SETTING} at a running broker, or run `scheduler services up` to "
+                "start a local one."
+            ) from exc
+
+    def _metadata(self) -> ClusterMetadata:
+        try:
+            # All topics, not just ours: asking for one by name can auto-create it on brokers
+            # with auto.create.topics.enable, with the broker's default partition count.
+            return self._admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise unavailable("reading metadata", exc, self._bootstrap) from exc
+
+    def _wait_for_leaders(self) -> int:
+        deadline = time.monotonic() + self._timeout
+        while True:
+            topic = self._metadata().topics.get(self.topic)
+            ready = (
+                topic is not None
+                and topic.error is None
+                and topic.partitions
+                and all(p.leader >= 0 and p.error is None for p in topic.partitions.values())
+            )
+            if ready and topic is not None:
+                return len(topic.partitions)
+            if time.monotonic() > deadline:
+                if topic is not None and topic.partitions:
+                    logger.warning(
+                        "topic %r exists but not every partition has a leader yet", self.topic
+                    )
+                    return len(topic.partitions)
+                raise BackendUnavailableError(
+                    f"topic {self.topic!r} did not appear on {self._bootstrap!r} within "
+                    f"{self._timeout:g} s of creating it"
+                )
+            time.sleep(_METADATA_RETRY_S)
+
+    def _result(self, future: Future[Any], what: str) -> Any:
+        try:
+            return future.result(timeout=self._timeout + 1)
+        except KafkaException as exc:
+            raise unavailable(what, exc, self._bootstrap) from exc

@@ -1,0 +1,70 @@
+"""The librdkafka settings the Kafka task log runs with, and the errors it turns Kafka's into.
+
+Kept apart from the clients so that the settings that carry the design (idempotence, the
+Java-compatible partitioner, manual commits, cooperative rebalancing) are read in one place. A
+caller's own `producer_config` / `consumer_config` is applied on top and wins: operators tune
+batching and timeouts there, and take responsibility for the ones they override.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError
+
+from scheduler.errors import BackendUnavailableError
+
+logger = logging.getLogger("scheduler.logs.kafka")
+"""librdkafka's own log lines go here instead of to stderr."""
+
+BOOTSTRAP_SETTING = "SCHEDULER_KAFKA_BOOTSTRAP"
+"""The environment variable (read by the service's settings) that names the brokers."""
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    # Durable before the future resolves, and no duplicates or reordering on retry.
+    "enable.idempotence": True,
+    "acks": "all",
+    # Kafka's Java default for keyed records, so any client puts an ordering id on the
+    # partition `scheduler.partitioning.partition_for` predicts (librdkafka's default is CRC32).
+    "partitioner": "murmur2_random",
+    # A few ms of batching multiplies throughput; firing precision is not affected by enqueueing.
+    "linger.ms": 5,
+    "compression.type": "lz4",
+}
+
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    # Offsets are committed by the worker only once the store holds the batch.
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    # Partitions that stay with a consumer are never revoked during a rebalance.
+    "partition.assignment.strategy": "cooperative-sticky",
+    # A dead worker's partitions move within ~10 s; a live one heartbeats every second.
+    "session.timeout.ms": 10_000,
+    "heartbeat.interval.ms": 1_000,
+    "max.poll.interval.ms": 300_000,
+}
+
+
+def merged(
+    base: Mapping[str, Any], fixed: Mapping[str, Any], user: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """`base` defaults, then `fixed` (connection, ids), then the caller's overrides."""
+    config = {**base, **fixed, **(user or {})}
+    config.setdefault("logger", logger)
+    return config
+
+
+def unavailable(
+    what: str, error: KafkaError | Exception, bootstrap: str
+) -> BackendUnavailableError:
+    """A `BackendUnavailableError` that names the brokers and carries Kafka's own words."""
+    text = error.str() if isinstance(error, KafkaError) else str(error)
+    return BackendUnavailableError(f"{what} on Kafka at {bootstrap!r} failed: {text}")
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The `KafkaError` inside a `KafkaException`, if there is one."""
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], KafkaError) else None

@@ -1,0 +1,251 @@
+"""`LogConsumer` on confluent-kafka with Kafka's cooperative (incremental) rebalance protocol.
+
+How the rebalance callbacks map onto librdkafka's (confluent-kafka-python's `Consumer.c`): the
+binding calls our `on_assign`/`on_revoke`/`on_lost` from inside `consume`/`poll`/`close`, and
+*after* them calls `incremental_assign`/`incremental_unassign` itself unless the callback already
+did. We do it ourselves, so that the order matches Java's listener:
+
+* assigned: the listener runs first, while seeks it makes are collected; then the partitions are
+  assigned with those start offsets (a seek on a partition whose fetcher has not started yet fails
+  in librdkafka with `_STATE`, so a start offset is the only reliable way);
+* revoked / lost: the listener runs first, while the partitions are still assigned, so it can
+  commit their offsets; then they are unassigned, even if the listener raised.
+
+A listener's exception propagates out of `poll`, after the assignment has been brought in sync.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from scheduler.errors import SchedulerError
+from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
+from scheduler.logs.kafka_config import kafka_error, logger, unavailable
+
+_COMMIT_RETRY_S = 0.1
+_TRANSIENT = frozenset(
+    {
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+    }
+)
+"""Commit errors worth retrying; others (e.g. ILLEGAL_GENERATION: we were dropped) are final."""
+
+
+class KafkaLogConsumer(LogConsumer):
+    """One member of a consumer group reading one topic; used by one polling thread."""
+
+    def __init__(self, *, config: dict[str, Any], topic: str, request_timeout_s: float) -> None:
+        self._topic = topic
+        self._bootstrap = str(config.get("bootstrap.servers", ""))
+        self._timeout = request_timeout_s
+        strategy = str(config.get("partition.assignment.strategy", ""))
+        self._cooperative = "cooperative" in strategy
+        self._consumer = Consumer(config)
+        self._listener: RebalanceListener | None = None
+        self._assigned: set[int] = set()
+        self._arriving: set[int] = set()
+        """Partitions being assigned while the listener's `on_assigned` runs."""
+        self._start_offsets: dict[int, int] = {}
+        """Seeks of arriving partitions made inside `on_assigned`, applied as start offsets."""
+        self._closed = False
+
+    # -- group membership --------------------------------------------------------------------
+
+    def subscribe(self, listener: RebalanceListener) -> None:
+        if self._listener is not None:
+            raise RuntimeError(f"the consumer of topic {self._topic!r} is already subscribed")
+        self._listener = listener
+        self._consumer.subscribe(
+            [self._topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    def assignment(self) -> set[int]:
+        return set(self._assigned)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # librdkafka leaves the group here and runs `on_revoke` for everything still owned.
+        self._consumer.close()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def poll(self, max_records: int, timeout: float) -> list[LogRecord]:
+        # `consume(n, t)` waits the whole `t` unless n records arrive, which would add up to
+        # `timeout` of latency to every small batch. So take what is buffered, and only if
+        # nothing is, wait for the first record and then take what arrived with it.
+        deadline = time.monotonic() + timeout
+        while True:
+            messages = self._consumer.consume(max_records, 0)
+            if not messages:
+                first = self._consumer.poll(max(0.0, deadline - time.monotonic()))
+                if first is None:
+                    return []
+                messages = [first]
+                if max_records > 1:
+                    messages.extend(self._consumer.consume(max_records - 1, 0))
+            records = [r for r in map(self._record, messages) if r is not None]
+            # A partition revoked by a callback inside this very call may have left records in
+            # the batch; its new owner reads them from the committed offset.
+            records = [r for r in records if r.partition in self._assigned]
+            if records or time.monotonic() >= deadline:
+                return records
+
+    def seek(self, partition: int, offset: int) -> None:
+        self._check_assigned(partition)
+        if partition in self._arriving:
+            self._start_offsets[partition] = offset
+            return
+        target = TopicPartition(self._topic, partition, offset)
+        try:
+            self._consumer.seek(target)
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None or error.code() != KafkaError._STATE or not self._cooperative:
+                raise unavailable(f"seeking partition {partition}", exc, self._bootstrap) from exc
+            # Assigned, but its fetcher has not started: re-assign it with a start offset.
+            self._consumer.incremental_unassign([TopicPartition(self._topic, partition)])
+            self._consumer.incremental_assign([target])
+
+    def pause(self, partitions: Collection[int]) -> None:
+        if partitions:
+            self._consumer.pause(self._partitions(partitions))
+
+    def resume(self, partitions: Collection[int]) -> None:
+        if partitions:
+            self._consumer.resume(self._partitions(partitions))
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def commit(self, offsets: Mapping[int, int]) -> None:
+        if not offsets:
+            return
+        wanted = [TopicPartition(self._topic, p, o) for p, o in offsets.items()]
+        deadline = time.monotonic() + self._timeout
+        while True:
+            error = self._try_commit(wanted)
+            if error is None:
+                return
+            # A coordinator move or a rebalance in progress passes within moments; librdkafka
+            # rejoins in its own thread, so waiting here does not block the rebalance.
+            if error.code() not in _TRANSIENT or time.monotonic() >= deadline:
+                raise unavailable(f"committing offsets {dict(offsets)}", error, self._bootstrap)
+            time.sleep(_COMMIT_RETRY_S)
+
+    def _try_commit(self, wanted: list[TopicPartition]) -> KafkaError | None:
+        try:
+            results = self._consumer.commit(offsets=wanted, asynchronous=False) or []
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None:
+                raise
+            return error
+        return next((tp.error for tp in results if tp.error is not None), None)
+
+    def committed(self, partitions: Collection[int]) -> dict[int, int | None]:
+        if not partitions:
+            return {}
+        try:
+            results = self._consumer.committed(self._partitions(partitions), timeout=self._timeout)
+        except KafkaException as exc:
+            raise unavailable("reading committed offsets", exc, self._bootstrap) from exc
+        return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in results}
+
+    # -- rebalance callbacks (run inside consume/poll/close) ---------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = sorted(tp.partition for tp in partitions)
+        self._assigned.update(numbers)
+        self._arriving = set(numbers)
+        try:
+            if numbers and self._listener is not None:
+                self._listener.on_assigned(numbers)
+        finally:
+            starts, self._start_offsets, self._arriving = self._start_offsets, {}, set()
+            with_offsets = [
+                TopicPartition(self._topic, p, starts.get(p, OFFSET_INVALID)) for p in numbers
+            ]
+            if self._cooperative:
+                consumer.incremental_assign(with_offsets)
+            else:
+                consumer.assign(self._partitions(self._assigned))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._leave(consumer, partitions, lost=False)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._leave(consumer, partitions, lost=True)
+
+    def _leave(self, consumer: Consumer, partitions: list[TopicPartition], *, lost: bool) -> None:
+        numbers = sorted(tp.partition for tp in partitions)
+        try:
+            if numbers and self._listener is not None:
+                if lost:
+                    self._listener.on_lost(numbers)
+                else:
+                    self._listener.on_revoked(numbers)
+        finally:
+            self._assigned.difference_update(numbers)
+            if self._cooperative:
+                consumer.incremental_unassign(partitions)
+            else:
+                consumer.unassign()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _record(self, message: Message) -> LogRecord | None:
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                return None
+            if error.fatal():
+                raise unavailable(f"consuming topic {self._topic!r}", error, self._bootstrap)
+            # librdkafka recovers from the rest by itself (broker restarts, leader moves).
+            logger.warning("consumer of topic %r: %s", self._topic, error.str())
+            return None
+        kind, timestamp = message.timestamp()
+        return LogRecord(
+            partition=int(message.partition() or 0),
+            offset=int(message.offset() or 0),
+            key=message.key(),
+            value=message.value(),
+            timestamp_ms=timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1,
+        )
+
+    def _check_assigned(self, partition: int) -> None:
+        if partition not in self._assigned:
+            raise NotAssignedError(
+                f"partition {partition} of topic {self._topic!r} is not assigned to this "
+                f"consumer (it owns {sorted(self._assigned)}); only owned partitions can be "
+                "sought"
+            )
+
+    def _partitions(self, partitions: Collection[int]) -> list[TopicPartition]:
+        return [TopicPartition(self._topic, p) for p in partitions]
+
+
+class NotAssignedError(SchedulerError, ValueError):
+    """`seek` named a partition this consumer does not own (a bug in the caller)."""

@@ -1,0 +1,306 @@
+"""What the Kafka task log promises beyond the port's contract suite, against a real broker."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import pytest
+
+from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.logs.abc import LogConsumer, LogRecord
+from scheduler.logs.kafka import KafkaTaskLog
+from scheduler.partitioning import partition_for
+from tests.servers import kafka_bootstrap
+
+PARTITIONS = 4
+
+
+@pytest.fixture
+def kafka_log() -> Iterator[KafkaTaskLog]:
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")
+    log.ensure_topic(PARTITIONS)
+    yield log
+    log.delete_topic()
+    log.close()
+
+
+class Recorder:
+    """A rebalance listener that remembers what it was told, with the time it was told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, list[int], float]] = []
+        self.on_assigned_hook: object = None
+
+    def on_assigned(self, partitions: list[int]) -> None:
+        self.events.append(("assigned", partitions, time.monotonic()))
+        if callable(self.on_assigned_hook):
+            self.on_assigned_hook(partitions)
+
+    def on_revoked(self, partitions: list[int]) -> None:
+        self.events.append(("revoked", partitions, time.monotonic()))
+
+    def on_lost(self, partitions: list[int]) -> None:
+        self.events.append(("lost", partitions, time.monotonic()))
+
+    def partitions(self, kind: str) -> set[int]:
+        return {p for k, ps, _ in self.events if k == kind for p in ps}
+
+
+def key_for(partition: int, partitions: int = PARTITIONS, salt: str = "") -> bytes:
+    """A key that Kafka's default partitioner puts on `partition`."""
+    for i in range(10_000):
+        key = f"oid-{salt}{i}".encode()
+        if partition_for(key, partitions) == partition:
+            return key
+    raise AssertionError("no key found")
+
+
+def poll_until(consumer: LogConsumer, done: object, timeout: float = 30.0) -> list[LogRecord]:
+    records: list[LogRecord] = []
+    deadline = time.monotonic() + timeout
+    while not (callable(done) and done(records)):
+        assert time.monotonic() < deadline, f"gave up after {timeout} s with {len(records)} records"
+        records.extend(consumer.poll(100, 0.1))
+    return records
+
+
+def test_an_unreachable_broker_is_named_with_the_setting_and_the_command_that_starts_one() -> None:
+    with pytest.raises(BackendUnavailableError) as raised:
+        KafkaTaskLog(bootstrap_servers="127.0.0.1:1", request_timeout_s=1)
+    message = str(raised.value)
+    assert "127.0.0.1:1" in message
+    assert "SCHEDULER_KAFKA_BOOTSTRAP" in message
+    assert "scheduler services up" in message
+
+
+@pytest.mark.kafka
+def test_keyed_records_land_where_the_java_default_partitioner_puts_them() -> None:
+    partitions = 13
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")
+    try:
+        assert log.ensure_topic(partitions) == partitions
+        producer = log.producer()
+        keys = [f"ordering-{i}-é".encode() for i in range(2000)] + [b"", b"a", b"ab", b"abc"]
+        futures = [(key, producer.send(key, b"{}")) for key in keys]
+        producer.flush(30)
+        mismatches = [
+            (key, f.result(), partition_for(key, partitions))
+            for key, f in futures
+            if f.result() != partition_for(key, partitions)
+        ]
+        producer.close()
+        assert mismatches == []
+    finally:
+        log.delete_topic()
+        log.close()
+
+
+@pytest.mark.kafka
+def test_the_partition_count_of_a_missing_topic_is_a_configuration_error() -> None:
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"missing-{uuid.uuid4().hex}")
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        log.partition_count()
+    log.close()
+
+
+@pytest.mark.kafka
+def test_ensure_topic_reports_the_existing_count_instead_of_changing_it(
+    kafka_log: KafkaTaskLog,
+) -> None:
+    assert kafka_log.ensure_topic(PARTITIONS * 2) == PARTITIONS
+    assert kafka_log.partition_count() == PARTITIONS
+
+
+@pytest.mark.kafka
+def test_a_full_send_queue_blocks_senders_instead_of_dropping_records() -> None:
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=f"test-{uuid.uuid4().hex}",
+        producer_config={"queue.buffering.max.messages": 5, "linger.ms": 20},
+    )
+    try:
+        log.ensure_topic(PARTITIONS)
+        producer = log.producer()
+        per_thread, threads = 300, 4
+        futures: list[Future[int]] = []
+        lock = threading.Lock()
+
+        def send_many(n: int) -> None:
+            for i in range(per_thread):
+                future = producer.send(f"k{n}-{i}".encode(), b"x" * 100)
+                with lock:
+                    futures.append(future)
+
+        workers = [threading.Thread(target=send_many, args=(n,)) for n in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert producer.flush(30) == 0
+        assert all(f.exception() is None for f in futures)
+        producer.close()
+        consumer = log.consumer(f"g-{uuid.uuid4().hex}", client_id="reader")
+        consumer.subscribe(Recorder())
+        records = poll_until(consumer, lambda rs: len(rs) >= per_thread * threads)
+        assert len(records) == per_thread * threads
+        consumer.close()
+    finally:
+        log.delete_topic()
+        log.close()
+
+
+@pytest.mark.kafka
+def test_poll_returns_a_small_batch_without_waiting_out_its_timeout(
+    kafka_log: KafkaTaskLog,
+) -> None:
+    consumer = kafka_log.consumer(f"g-{uuid.uuid4().hex}", client_id="c")
+    listener = Recorder()
+    consumer.subscribe(listener)
+    poll_until(consumer, lambda _: consumer.assignment() == set(range(PARTITIONS)))
+    producer = kafka_log.producer()
+    producer.send(key_for(0), b"{}").result(10)
+    started = time.monotonic()
+    records = consumer.poll(500, 10.0)
+    assert [r.key for r in records] == [key_for(0)]
+    assert time.monotonic() - started < 2.0
+    producer.close()
+    consumer.close()
+
+
+@pytest.mark.kafka
+def test_seek_works_inside_on_assigned_and_right_after_it(kafka_log: KafkaTaskLog) -> None:
+    producer = kafka_log.producer()
+    for i in range(5):
+        producer.send(key_for(1), f'{{"i":{i}}}'.encode())
+    assert producer.flush(10) == 0
+    producer.close()
+
+    consumer = kafka_log.consumer(f"g-{uuid.uuid4().hex}", client_id="c")
+    listener = Recorder()
+    listener.on_assigned_hook = lambda ps: consumer.seek(1, 3) if 1 in ps else None
+    consumer.subscribe(listener)
+    records = poll_until(consumer, lambda rs: any(r.partition == 1 for r in rs))
+    assert min(r.offset for r in records if r.partition == 1) == 3
+
+    # Right after an assignment (the fetcher may not have started yet), seek still takes effect.
+    consumer.seek(1, 1)
+    records = poll_until(consumer, lambda rs: any(r.partition == 1 for r in rs))
+    assert min(r.offset for r in records if r.partition == 1) == 1
+    consumer.close()
+
+
+@pytest.mark.kafka
+def test_describe_group_shows_committed_end_and_owner(kafka_log: KafkaTaskLog) -> None:
+    producer = kafka_log.producer()
+    for _ in range(3):
+        producer.send(key_for(2), b"{}")
+    assert producer.flush(10) == 0
+    producer.close()
+    group = f"g-{uuid.uuid4().hex}"
+    consumer = kafka_log.consumer(group, client_id="worker-a")
+    consumer.subscribe(Recorder())
+    poll_until(consumer, lambda rs: len(rs) >= 3)
+    consumer.commit({2: 2})
+    assert consumer.committed([2, 3]) == {2: 2, 3: None}
+
+    lags = {lag.partition: lag for lag in kafka_log.describe_group(group)}
+    assert set(lags) == set(range(PARTITIONS))
+    assert (lags[2].committed, lags[2].end, lags[2].lag) == (2, 3, 1)
+    assert lags[3].committed is None and lags[3].end == 0
+    assert {lag.owner for lag in lags.values()} == {"worker-a"}
+    consumer.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_joining_consumer_takes_partitions_while_the_first_keeps_consuming_the_rest(
+    kafka_log: KafkaTaskLog,
+) -> None:
+    group = f"g-{uuid.uuid4().hex}"
+    first, first_events = kafka_log.consumer(group, client_id="first"), Recorder()
+    first.subscribe(first_events)
+    poll_until(first, lambda _: first.assignment() == set(range(PARTITIONS)))
+
+    # A steady trickle on every partition, so a pause in consumption would show as a gap.
+    stop = threading.Event()
+    producer = kafka_log.producer()
+
+    def trickle() -> None:
+        while not stop.is_set():
+            for p in range(PARTITIONS):
+                producer.send(key_for(p), b"{}")
+            time.sleep(0.02)
+
+    feeder = threading.Thread(target=trickle)
+    feeder.start()
+    poll_until(first, lambda rs: {r.partition for r in rs} == set(range(PARTITIONS)))
+
+    second, second_events = kafka_log.consumer(group, client_id="second"), Recorder()
+    second_stop = threading.Event()
+
+    def run_second() -> None:
+        second.subscribe(second_events)
+        while not second_stop.is_set():
+            second.poll(100, 0.05)
+
+    joined_at = time.monotonic()
+    second_thread = threading.Thread(target=run_second)
+    second_thread.start()
+    seen: list[tuple[float, int]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not second_events.partitions("assigned") or time.monotonic() < joined_at + 1:
+            assert time.monotonic() < deadline, "the second consumer never got a partition"
+            seen.extend((time.monotonic(), r.partition) for r in first.poll(100, 0.05))
+        settled_at = min(t for k, _, t in second_events.events if k == "assigned")
+    finally:
+        stop.set()
+        feeder.join()
+        second_stop.set()
+        second_thread.join()
+
+    kept = first.assignment()
+    moved = second_events.partitions("assigned")
+    assert kept and moved and kept.isdisjoint(moved) and kept | moved == set(range(PARTITIONS))
+    # Cooperative protocol: only the partitions that moved were revoked, none were re-assigned.
+    assert first_events.partitions("revoked") == moved
+    assert [k for k, _, _ in first_events.events] == ["assigned", "revoked"]
+    # ...and the kept partitions were read throughout the rebalance, without a pause.
+    times = [joined_at] + [t for t, p in seen if p in kept and t <= settled_at] + [settled_at]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(times) > 2 and max(gaps) < 1.0, f"kept partitions paused for {max(gaps):.2f} s"
+
+    second.close()
+    first.close()
+    producer.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_partitions_taken_away_after_a_stalled_poll_loop_are_reported_lost() -> None:
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=f"test-{uuid.uuid4().hex}",
+        consumer_config={"session.timeout.ms": 6000, "max.poll.interval.ms": 6000},
+    )
+    try:
+        log.ensure_topic(2)
+        consumer, listener = log.consumer(f"g-{uuid.uuid4().hex}", client_id="c"), Recorder()
+        consumer.subscribe(listener)
+        poll_until(consumer, lambda _: consumer.assignment() == {0, 1})
+        time.sleep(7)  # past max.poll.interval.ms: librdkafka leaves the group by itself
+
+        poll_until(consumer, lambda _: bool(listener.partitions("lost")))
+        assert listener.partitions("lost") == {0, 1}
+        assert not listener.partitions("revoked")
+        poll_until(consumer, lambda _: consumer.assignment() == {0, 1})  # and it rejoins
+        assert [kind for kind, _, _ in listener.events] == ["assigned", "lost", "assigned"]
+        consumer.close()
+    finally:
+        log.delete_topic()
+        log.close()
