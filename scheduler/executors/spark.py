@@ -1,0 +1,241 @@
+"""Runs registered PySpark jobs inside one shared SparkSession per worker process.
+
+Why one shared session: starting a JVM and a SparkContext costs seconds, while submitting a job to
+a warm context costs milliseconds, and most tasks of a data platform are small. The price is that
+tasks share a driver, so this module keeps them apart with what Spark offers for that:
+
+* every call runs under a *job group* named by the task key (`str(task.key)`), set from the
+  calling thread; PySpark's pinned-thread mode (the default since Spark 3.2) maps each Python
+  thread to its own JVM thread, so the local properties of concurrent calls do not mix;
+* the scheduler runs in FAIR mode and every call's jobs go into a FAIR *pool*, so a long job
+  cannot starve the short ones submitted after it;
+* cancelling the task (`context.cancel`) cancels the job group with `interruptOnCancel`, which
+  kills the running Spark tasks, and keeps cancelling it until the job function returns, so a job
+  function that ignores cancellation and submits another job is stopped too.
+
+A job is a plain function `fn(spark, context)` named in the task data:
+`{"job": "package.module:function", "args": {...}}`. Only registered jobs (see `JobRegistry`) run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+from xml.sax.saxutils import quoteattr
+
+from scheduler.errors import ConfigurationError, TaskCancelledError, TaskDataError
+from scheduler.executors.abc import ExecutionContext
+from scheduler.executors.registry import JobRegistry
+from scheduler.model import Task
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+__all__ = ["JobRegistry", "Pool", "SparkExecutor", "shared_session", "stop_shared_session"]
+
+log = logging.getLogger(__name__)
+
+#: How often a cancelled job group is cancelled again while its job function still runs.
+RECANCEL_INTERVAL_S = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """A FAIR scheduler pool, written to the allocation file when the session starts."""
+
+    weight: int = 1
+    """Share of the cluster relative to the other pools."""
+    min_share: int = 0
+    """Cores the pool gets before any weight-based sharing."""
+    mode: Literal["FAIR", "FIFO"] = "FAIR"
+    """How jobs inside the pool share it; FAIR so concurrent tasks in one pool share too."""
+
+
+DEFAULT_POOLS: Mapping[str, Pool] = {"default": Pool()}
+
+_session_lock = threading.Lock()
+_session: SparkSession | None = None
+
+
+def shared_session(
+    *,
+    master: str = "local[*]",
+    app_name: str = "scheduler",
+    conf: Mapping[str, str] | None = None,
+    pools: Mapping[str, Pool] = DEFAULT_POOLS,
+) -> SparkSession:
+    """The worker process's SparkSession, created on first use with these settings.
+
+    Later calls return the same session whatever they pass: a process has one SparkContext.
+    """
+    global _session
+    with _session_lock:
+        if _session is not None:
+            return _session
+        if os.environ.get("PYSPARK_PIN_THREAD", "true").lower() != "true":
+            raise ConfigurationError(
+                "PYSPARK_PIN_THREAD is set to false; the Spark executor needs pinned-thread mode "
+                "so that each task's job group stays on its own thread. Unset it."
+            )
+        from pyspark.sql import SparkSession
+
+        if master.startswith("local"):
+            # Local Python workers must run this interpreter, which has pyspark and the jobs;
+            # on a cluster the executors' Python is the cluster's business.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        settings = {
+            "spark.scheduler.mode": "FAIR",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.ui.showConsoleProgress": "false",
+            **(conf or {}),
+        }
+        if "spark.scheduler.allocation.file" not in settings:
+            settings["spark.scheduler.allocation.file"] = str(_write_allocation_file(pools))
+        builder = SparkSession.builder.master(master).appName(app_name)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        mode = session.sparkContext.getConf().get("spark.scheduler.mode", "FIFO")
+        if mode.upper() != "FAIR":
+            log.warning(
+                "SparkSession was created before the scheduler with spark.scheduler.mode=%s; "
+                "concurrent tasks will queue behind each other (FIFO). Create it with FAIR.",
+                mode,
+            )
+        _session = session
+        return session
+
+
+def stop_shared_session() -> None:
+    """Stop the worker's SparkSession; the next `shared_session` call creates a new one."""
+    global _session
+    with _session_lock:
+        if _session is not None:
+            _session.stop()
+            _session = None
+
+
+def _write_allocation_file(pools: Mapping[str, Pool]) -> Path:
+    """Write a fairscheduler.xml for `pools`; Spark reads it once, when the context starts."""
+    lines = ['<?xml version="1.0"?>', "<allocations>"]
+    for name, pool in pools.items():
+        lines += [
+            f"  <pool name={quoteattr(name)}>",
+            f"    <schedulingMode>{pool.mode}</schedulingMode>",
+            f"    <weight>{int(pool.weight)}</weight>",
+            f"    <minShare>{int(pool.min_share)}</minShare>",
+            "  </pool>",
+        ]
+    lines.append("</allocations>")
+    directory = Path(tempfile.mkdtemp(prefix="scheduler-spark-"))
+    path = directory / "fairscheduler.xml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+class SparkExecutor:
+    """Runs `{"job": "pkg.mod:func", "args": {...}, "pool": "..."}` tasks in the shared session.
+
+    Thread-safe: the engine calls it from several pool threads at once; each call's job group and
+    pool are local properties of its own thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        master: str = "local[*]",
+        app_name: str = "scheduler",
+        conf: Mapping[str, str] | None = None,
+        jobs: JobRegistry | None = None,
+        pools: Mapping[str, Pool] = DEFAULT_POOLS,
+        default_pool: str = "default",
+    ) -> None:
+        if default_pool not in pools:
+            raise ConfigurationError(
+                f"default pool {default_pool!r} is not among the configured pools "
+                f"{sorted(pools)}; add it to `pools`"
+            )
+        self.master = master
+        self.app_name = app_name
+        self.conf = dict(conf or {})
+        self.jobs = (
+            jobs if jobs is not None else JobRegistry(allowed_prefixes=("scheduler.examples",))
+        )
+        self.pools = dict(pools)
+        self.default_pool = default_pool
+
+    def session(self) -> SparkSession:
+        """The shared session, started on first use (seconds), then reused (free)."""
+        return shared_session(
+            master=self.master, app_name=self.app_name, conf=self.conf, pools=self.pools
+        )
+
+    def validate(self, task: Task) -> None:
+        """Enqueue-time check: the job is registered and the pool is known."""
+        self.jobs.resolve_task(task)
+        self._pool_of(task)
+
+    def __call__(self, task: Task, context: ExecutionContext) -> None:
+        job_name = self.jobs.job_name(task)
+        job = self.jobs.resolve_task(task)
+        pool = self._pool_of(task)
+        context.raise_if_cancelled()
+        spark = self.session()
+        sc = spark.sparkContext
+        group = str(task.key)
+        description = f"{job_name} (attempt {context.attempt}, partition {context.partition})"
+        sc.setJobGroup(group, description, interruptOnCancel=True)
+        sc.setLocalProperty("spark.scheduler.pool", pool)
+        finished = threading.Event()
+        context.on_cancel(lambda: _cancel_until_finished(sc, group, finished))
+        try:
+            job(spark, context)
+        except Exception as error:
+            if context.cancelled.is_set():
+                raise TaskCancelledError(
+                    f"task {task.key} was cancelled ({context.reason}) while running Spark job "
+                    f"{job_name}"
+                ) from error
+            raise
+        finally:
+            finished.set()
+            # Pool threads are reused: leave no group or pool behind for the next task.
+            sc._jsc.clearJobGroup()
+            sc.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+        context.raise_if_cancelled()
+
+    def stop(self) -> None:
+        """Stop the worker's SparkSession (shared by every SparkExecutor of the process)."""
+        stop_shared_session()
+
+    def _pool_of(self, task: Task) -> str:
+        pool = task.data.get("pool", self.default_pool)
+        if pool not in self.pools:
+            raise TaskDataError(
+                f"task {task.key} asks for Spark pool {pool!r}, which is not configured; "
+                f"use one of {sorted(self.pools)} or omit 'pool'"
+            )
+        return str(pool)
+
+
+def _cancel_until_finished(sc: SparkContext, group: str, finished: threading.Event) -> None:
+    """Cancel `group` now, then again every RECANCEL_INTERVAL_S until the job function returns.
+
+    `cancelJobGroup` only reaches jobs that are already running; a job function that does not
+    check `context.cancelled` may submit another job right after. Re-cancelling catches those.
+    """
+    sc.cancelJobGroup(group)
+
+    def keep_cancelling() -> None:
+        while not finished.wait(RECANCEL_INTERVAL_S):
+            sc.cancelJobGroup(group)
+
+    threading.Thread(target=keep_cancelling, name=f"cancel {group}", daemon=True).start()

@@ -1,0 +1,78 @@
+"""The example pipeline's jobs on a tiny data set: outputs, idempotence, the rollup's dependency."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.examples.clicks.generate import events_for_hour, generate_if_missing
+from scheduler.examples.clicks.jobs import HourlyOutputsMissingError
+from scheduler.examples.clicks.run import plan_tasks, summarize
+from scheduler.executors.spark import JobRegistry, SparkExecutor
+from tests.executors.conftest import SPARK_CONF, context_for
+
+DAY = date(2026, 11, 21)
+
+
+def test_the_plan_is_24_hourly_tasks_then_the_rollup(tmp_path: Path) -> None:
+    now = datetime(2026, 11, 22, 4, tzinfo=UTC)
+    tasks = plan_tasks(DAY, tmp_path / "data", tmp_path / "out", now)
+
+    assert [t.ordering_id for t in tasks[:2]] == [
+        "clicks-hourly:2026112100",
+        "clicks-hourly:2026112101",
+    ]
+    assert tasks[-1].ordering_id == "clicks-daily:20261121"
+    assert len({t.ordering_id for t in tasks}) == 25
+    assert tasks[0].scheduled_time > now
+    assert all(a.scheduled_time < b.scheduled_time for a, b in itertools.pairwise(tasks))
+    assert tasks[5].data["args"]["hour"] == "2026112105"
+    assert tasks[-1].data["job"] == "scheduler.examples.clicks.jobs:rollup_day"
+    registry = JobRegistry(allowed_prefixes=["scheduler.examples"])
+    for task in tasks:
+        registry.validate(task)
+
+
+def test_generation_is_reproducible_and_dirty() -> None:
+    first = list(events_for_hour(DAY, 5, seed=1, count=2000))
+    assert first == list(events_for_hour(DAY, 5, seed=1, count=2000))
+    assert first != list(events_for_hour(DAY, 5, seed=2, count=2000))
+    assert any(row[1] is None for row in first)  # null user ids
+    assert len({row[0] for row in first}) < len(first)  # duplicates
+
+
+@pytest.mark.spark
+def test_hourly_jobs_write_their_partition_idempotently_and_the_rollup_waits_for_all_hours(
+    spark_session: Any, tmp_path: Path
+) -> None:
+    assert generate_if_missing(
+        tmp_path / "data", DAY, seed=3, spark=spark_session, events_per_hour=200
+    )
+    assert not generate_if_missing(tmp_path / "data", DAY, seed=3, spark=spark_session)
+    executor = SparkExecutor(master="local[2]", conf=SPARK_CONF)  # default registry: examples
+    tasks = plan_tasks(DAY, tmp_path / "data", tmp_path / "out", datetime.now(UTC))
+    hour = tmp_path / "out/hourly/hour=2026112100"
+
+    executor(tasks[0], context_for(tasks[0]))
+    stats = json.loads((hour / "stats.json").read_text())
+    executor(tasks[0], context_for(tasks[0], attempt=2))  # at-least-once: a rerun replaces
+
+    again = json.loads((hour / "stats.json").read_text())
+    assert stats["rows_read"] == 200 and again["attempt"] == 2
+    assert {k: v for k, v in stats.items() if k != "attempt"} == {
+        k: v for k, v in again.items() if k != "attempt"
+    }
+    assert stats["rows_kept"] < 200
+    clean = spark_session.read.parquet(str(hour / "clean"))
+    assert clean.count() == stats["rows_kept"] == clean.select("event_id").distinct().count()
+    assert clean.where("user_id IS NULL OR latency_ms > 60000").count() == 0
+    assert spark_session.read.parquet(str(hour / "agg")).count() > 0
+
+    with pytest.raises(HourlyOutputsMissingError, match=r"23 missing: 2026112101, .*2026112123"):
+        executor(tasks[-1], context_for(tasks[-1]))
+    assert "hourly: 1 hours cleaned, 200 events read" in summarize(tmp_path / "out")
