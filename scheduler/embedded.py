@@ -67,7 +67,12 @@ class EmbeddedScheduler:
         self.log, self.store = open_embedded_backends(
             self.data_dir, partitions=partitions, topic=topic
         )
-        self.client = SchedulerClient(log=self.log, grace_window_s=grace_window_s)
+        # Executors that can tell a bad task up front (an unknown Spark job) refuse it at enqueue.
+        self.client = SchedulerClient(
+            log=self.log,
+            grace_window_s=grace_window_s,
+            validate=getattr(executor, "validate", None),
+        )
         worker_store = wrap_store(self.store) if wrap_store is not None else self.store
         self.worker = Worker(log=self.log, store=worker_store, executor=executor, settings=settings)
         self._running = False

@@ -119,32 +119,45 @@ def cassandra_contact(settings: Settings) -> tuple[list[str], int]:
 def build_executor(settings: Settings) -> Executor:
     """The executor named by `settings.executor`: a built-in or a `package.module:callable`.
 
-    A class is instantiated without arguments; any other callable is the executor itself.
+    `auto` (the default) routes each task by its data's `"executor"` key to the built-in
+    executors (`spark` when the key is absent). A class is instantiated without arguments; any
+    other callable is the executor itself.
     """
     name = settings.executor
     if name not in BUILT_IN_EXECUTORS:
         return _import_executor(name)
+    registry = importlib.import_module("scheduler.executors.registry")
     try:
-        registry = importlib.import_module("scheduler.executors.registry")
-    except ImportError as error:
+        if name == "auto":
+            routes = {
+                route: registry.build_executor(route, **_executor_options(settings, route))
+                for route in BUILT_IN_EXECUTORS
+                if route != "auto"
+            }
+            return registry.RoutingExecutor(routes, default="spark")
+        return registry.build_executor(name, **_executor_options(settings, name))
+    except (ImportError, UnknownExecutorError) as error:
         raise ConfigurationError(
-            f"{env_name('executor')}={name!r}: the built-in executors are not available "
-            f"({error}); use noop or a 'package.module:callable' path"
+            f"{env_name('executor')}={name!r} cannot be built: {error}"
         ) from error
-    options: dict[str, Any] = {}
+
+
+def _executor_options(settings: Settings, name: str) -> dict[str, Any]:
+    """Constructor keywords of a built-in executor, from the settings."""
+    logs = str(data_dir(settings) / "logs" / name)
     if name == "spark":
-        options = {
+        registry = importlib.import_module("scheduler.executors.registry")
+        return {
             "master": settings.spark_master,
             "app_name": settings.spark_app_name,
             "conf": dict(settings.spark_conf),
             "jobs": registry.JobRegistry(allowed_prefixes=settings.spark_job_modules),
         }
-    try:
-        return registry.build_executor(name, **options)
-    except (ImportError, UnknownExecutorError) as error:
-        raise ConfigurationError(
-            f"{env_name('executor')}={name!r} cannot be built: {error}"
-        ) from error
+    if name == "spark-submit":
+        return {"master": settings.spark_master, "conf": dict(settings.spark_conf), "log_dir": logs}
+    if name == "command":
+        return {"log_dir": logs}
+    return {}
 
 
 def _import_executor(path: str) -> Executor:

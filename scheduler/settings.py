@@ -21,7 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 from scheduler.engine.settings import EngineSettings, RetryPolicy
 
 ENV_PREFIX = "SCHEDULER_"
-BUILT_IN_EXECUTORS = ("noop", "spark", "command", "spark-submit")
+BUILT_IN_EXECUTORS = ("auto", "noop", "spark", "command", "spark-submit")
 CONSISTENCY_LEVELS: tuple[str, ...] = ("ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL")
 CONSISTENCY_LEVELS += ("LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
 _CALLABLE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -111,9 +111,10 @@ class Settings(BaseSettings):
     where the schema is managed with `scheduler schema apply`."""
 
     # -- engine ----------------------------------------------------------------------------
-    executor: str = "spark"
-    """What runs tasks: `spark` (PySpark jobs named in the task data), `command`,
-    `spark-submit`, `noop` (runs nothing, for smoke tests) or your own `package.module:callable`."""
+    executor: str = "auto"
+    """What runs tasks: `auto` (each task's data names its executor in `"executor"`, default
+    `spark`), `spark` (PySpark jobs named in the task data), `command`, `spark-submit`, `noop`
+    (runs nothing, for smoke tests) or your own `package.module:callable`."""
     pool_size: Positive = 8
     """Executor calls running at once in one worker."""
     max_in_flight: Positive = 2000

@@ -41,6 +41,8 @@ class AttemptFinished:
     """None on success; the error text otherwise."""
     cancelled: str | None
     """Why the attempt was cancelled, if it was."""
+    permanent: bool = False
+    """The failure cannot go away by retrying (the task names an unknown job, bad data)."""
 
 
 @dataclass(frozen=True, slots=True)

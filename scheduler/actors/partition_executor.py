@@ -178,7 +178,7 @@ class PartitionExecutor(PartitionActor):
             self.held -= 1  # its CANCELLED status was written when the command arrived
         elif outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
             self.held -= 1  # revoked or stopping: the row stays for the next owner
-        elif outcome.attempt < self.ctx.settings.retry.max_attempts:
+        elif outcome.attempt < self.ctx.settings.retry.max_attempts and not outcome.permanent:
             metrics.RETRIED.inc()
             delay = self.ctx.settings.retry.delay_s(outcome.attempt, self.ctx.rng.random())
             next_ms = now + int(delay * 1000)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from scheduler.actors.messages import AttemptFinished, ScheduledTask
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.timers import TimerHandle, TimerService
-from scheduler.errors import TaskTimeoutError
+from scheduler.errors import TaskRejected, TaskTimeoutError
 from scheduler.executors.abc import ExecutionContext, Executor
 
 #: Longest error text kept in a status row; the full traceback goes to the log.
@@ -52,21 +52,24 @@ class TaskExecutor:
     def _run(self, executor: Executor) -> None:
         context = self.context
         error: str | None = None
-        if not context.cancelled.is_set():
-            try:
+        permanent = False
+        try:
+            if not context.cancelled.is_set():
                 executor(context.task, context)
-            except BaseException as failure:
-                error = _describe(failure)
-        if self.timer is not None:
-            self.timer.cancel()
-        reason = context.reason
-        if reason == TIMEOUT:
-            error = f"{TaskTimeoutError.__name__}: attempt ran past its timeout" + (
-                f" ({error})" if error else ""
-            )
-        elif reason is not None and error is None and context.cancelled.is_set():
-            error = f"cancelled: {reason}"
-        self.report(AttemptFinished(context.key, context.attempt, error, reason))
+        except BaseException as failure:  # an executor's failure is data here, whatever it is
+            error = _describe(failure)
+            permanent = isinstance(failure, TaskRejected)
+        finally:
+            if self.timer is not None:
+                self.timer.cancel()
+            reason = context.reason
+            if reason == TIMEOUT:
+                error = f"{TaskTimeoutError.__name__}: attempt ran past its timeout" + (
+                    f" ({error})" if error else ""
+                )
+            elif reason is not None and error is None:
+                error = f"cancelled: {reason}"
+            self.report(AttemptFinished(context.key, context.attempt, error, reason, permanent))
 
 
 def _describe(failure: BaseException) -> str:

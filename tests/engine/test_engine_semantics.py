@@ -183,3 +183,21 @@ def test_the_pool_never_runs_more_attempts_than_its_size(data_dir):
         engine.join()
         assert engine.worker.executor_service.peak_running <= 3
     assert recorder.peak <= 3 and len(recorder.calls) == 200
+
+
+def test_a_task_naming_an_unknown_job_fails_at_once_without_retries(data_dir):
+    from scheduler.errors import UnknownExecutorError
+
+    calls = []
+
+    def executor(task, context):
+        calls.append(context.attempt)
+        raise UnknownExecutorError("unknown Spark job 'nope:nothing'")
+
+    with embedded_engine(executor, data_dir=data_dir) as engine:
+        task = Task("o", soon(), "k")
+        enqueue_all(engine, [task])
+        engine.join(raise_failures=False)
+        status = status_of(engine, task.key)
+    assert calls == [1]
+    assert status.state is TaskState.FAILED and "unknown Spark job" in status.last_error

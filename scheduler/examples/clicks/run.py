@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
+from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +21,7 @@ from scheduler.examples.clicks.generate import EVENTS_PER_HOUR, generate_if_miss
 from scheduler.model import Task
 
 if TYPE_CHECKING:
+    from scheduler.embedded import EmbeddedScheduler
     from scheduler.settings import Settings
 
 __all__ = ["DAILY_JOB", "HOURLY_JOB", "generate_if_missing", "main", "plan_tasks", "summarize"]
@@ -114,6 +117,7 @@ def main(
     from scheduler.embedded import EmbeddedScheduler
     from scheduler.engine.settings import RetryPolicy
     from scheduler.errors import ConfigurationError
+    from scheduler.executors.registry import RoutingExecutor
     from scheduler.executors.spark import SparkExecutor
 
     if settings.log != "embedded" or settings.store != "sqlite":
@@ -122,16 +126,18 @@ def main(
             "Cassandra, enqueue scheduler.examples.clicks.run.plan_tasks(...) with your client"
         )
     executor = runtime.build_executor(settings)
-    if not isinstance(executor, SparkExecutor):
+    spark = executor.routes.get("spark") if isinstance(executor, RoutingExecutor) else executor
+    if not isinstance(spark, SparkExecutor):
         raise ConfigurationError(
-            f"the example runs PySpark jobs: set the executor to spark (it is {settings.executor})"
+            "the example runs PySpark jobs: set the executor to auto or spark "
+            f"(it is {settings.executor})"
         )
     root = runtime.data_dir(settings) / "example" / "clicks"
     day = (datetime.now(UTC) - timedelta(days=1)).date()
     print(f"Example pipeline: clicks of {day}, data and output in {root}")
     print("Starting Spark and generating input if missing (the first time takes a while)...")
     generate_if_missing(
-        root / "data", day, spark=executor.session(), events_per_hour=events_per_hour
+        root / "data", day, spark=spark.session(), events_per_hour=events_per_hour
     )
     engine = settings.engine_settings()
     retry = engine.retry
@@ -155,5 +161,44 @@ def main(
             executor.validate(task)
             scheduler.client.schedule_task(task).result(timeout=30)
         print(f"Enqueued {len(tasks)} tasks (24 hourly, 1 daily); running them...")
-        scheduler.wait_until_idle(timeout=timeout_s, include_future=True, settle_s=0.5)
+        report_progress(scheduler, tasks, settings.partitions, timeout_s)
     print(summarize(root / "out"))
+
+
+def report_progress(
+    scheduler: EmbeddedScheduler, tasks: list[Task], partitions: int, timeout_s: float
+) -> None:
+    """Print a line whenever the tasks' states change, until every one is final."""
+    from scheduler.model import TaskState
+    from scheduler.partitioning import partition_for
+
+    by_partition: dict[int, list[Task]] = {}
+    for task in tasks:
+        by_partition.setdefault(partition_for(task.ordering_id.encode(), partitions), []).append(
+            task
+        )
+    deadline = time.monotonic() + timeout_s
+    last_line = ""
+    started = time.monotonic()
+    while True:
+        states: Counter[str] = Counter()
+        notes = []
+        for partition, members in by_partition.items():
+            statuses = scheduler.store.fetch_statuses(partition, [t.key for t in members])
+            for task in members:
+                status = statuses.get(task.key)
+                states[status.state.value if status else "pending"] += 1
+                if status and status.state is TaskState.RETRYING and status.last_error:
+                    notes.append(f"{task.ordering_id} retrying: {status.last_error[:90]}")
+        final = sum(states[s.value] for s in TaskState if s.is_final)
+        line = f"  [{time.monotonic() - started:5.0f}s] {final}/{len(tasks)} done: " + ", ".join(
+            f"{count} {state}" for state, count in sorted(states.items())
+        )
+        if line.split("] ", 1)[1] != last_line.split("] ", 1)[-1]:
+            print(line + "".join(f"\n      {note}" for note in notes[:2]), flush=True)
+            last_line = line
+        if final == len(tasks):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the example did not finish within {timeout_s:.0f}s")
+        time.sleep(1.0)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install, start Kafka and Cassandra on 127.0.0.1 (fetched from Maven Central unless
+# SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS point at running servers), then run the
+# whole test suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+started_here=0
+if [ -z "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] || [ -z "${SCHEDULER_CASSANDRA_HOSTS:-}" ]; then
+  flags=()
+  [ -n "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] && flags+=(--no-kafka)
+  [ -n "${SCHEDULER_CASSANDRA_HOSTS:-}" ] && flags+=(--no-cassandra)
+  .venv/bin/scheduler services up "${flags[@]}"
+  started_here=1
+fi
+if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then
+  trap '.venv/bin/scheduler services down || true' EXIT
+fi
+
+.venv/bin/ruff check scheduler tests
+.venv/bin/python -m pytest -q -rfEs --strict-markers "$@"
