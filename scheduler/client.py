@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 from scheduler import metrics
@@ -42,20 +42,44 @@ class SchedulerClient:
         never runs again.
         """
         try:
-            data = encode_data(task.data, max_bytes=self.max_data_bytes)
-            oldest_ms = now_ms() - self.grace_window_ms
-            if task.scheduled_ms < oldest_ms:
-                late_s = (oldest_ms + self.grace_window_ms - task.scheduled_ms) / 1000
-                raise TaskInPastError(
-                    f"task {task.key!r} is scheduled {late_s:.1f}s in the past, more than the "
-                    f"grace window of {self.grace_window_ms / 1000:g}s; schedule it for now or "
-                    "later (tasks within the window run as soon as possible)"
-                )
-            if self.validate is not None:
-                self.validate(task)
-        except Exception as error:
+            data = self._check(task)
+        except Exception as error:  # reported through the future, as promised
             return _failed(error)
         future = self._send(Op.SCHEDULE, task.key, data)
+        future.add_done_callback(_count_enqueued)
+        return future
+
+    def _check(self, task: Task) -> bytes:
+        """The task's encoded data, or the `TaskRejected` error that refuses it."""
+        data = encode_data(task.data, max_bytes=self.max_data_bytes)
+        oldest_ms = now_ms() - self.grace_window_ms
+        if task.scheduled_ms < oldest_ms:
+            late_s = (oldest_ms + self.grace_window_ms - task.scheduled_ms) / 1000
+            raise TaskInPastError(
+                f"task {task.key!r} is scheduled {late_s:.1f}s in the past, more than the "
+                f"grace window of {self.grace_window_ms / 1000:g}s; schedule it for now or "
+                "later (tasks within the window run as soon as possible)"
+            )
+        if self.validate is not None:
+            self.validate(task)
+        return data
+
+    def schedule_tasks(self, tasks: Iterable[Task]) -> Future[int]:
+        """Schedule many tasks at once, for bulk producers (a backfill, a migration).
+
+        Every task is checked first; if any is invalid, nothing is written and the returned future
+        fails with its error. Otherwise one future resolves, to the number of tasks, once all of
+        them are durably accepted; it fails with the first delivery error (some tasks may have
+        been written then: enqueuing them again is safe, since a key overwrites itself).
+        """
+        try:
+            records = [
+                (task.key.ordering_id.encode("utf-8"), encode(Op.SCHEDULE, task.key, data))
+                for task, data in ((task, self._check(task)) for task in tasks)
+            ]
+            future = self._producer.send_many(records)
+        except Exception as error:
+            return _failed(error)
         future.add_done_callback(_count_enqueued)
         return future
 

@@ -21,7 +21,8 @@ wrapper and the embedded adapter is a faithful miniature:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+import threading
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
@@ -86,6 +87,15 @@ class LogProducer(ABC):
         could not be made durable. `send` itself may block briefly when the producer's buffer is
         full (backpressure) but never drops a record silently.
         """
+
+    def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
+        """Append many (key, value) records; one future resolves, to their count, once every one
+        of them is durable, or fails with the first error.
+
+        For bulk producers (backfills): it saves a future per record. Records of one key keep
+        their order. This default sends them one by one; adapters may do better.
+        """
+        return _all_of([self.send(key, value) for key, value in records])
 
     @abstractmethod
     def flush(self, timeout: float) -> int:
@@ -174,3 +184,38 @@ class TaskLog(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release shared resources (admin clients, files)."""
+
+
+class BatchFuture:
+    """Resolves one future once `expected` deliveries succeeded, or fails it on the first error.
+
+    `delivered` may be called from any thread (Kafka's delivery reports, a writer thread).
+    """
+
+    def __init__(self, expected: int) -> None:
+        self.future: Future[int] = Future()
+        self.future.set_running_or_notify_cancel()
+        self._expected = expected
+        self._left = expected
+        self._lock = threading.Lock()
+        if expected == 0:
+            self.future.set_result(0)
+
+    def delivered(self, error: BaseException | None = None) -> None:
+        with self._lock:
+            if self.future.done():
+                return
+            if error is not None:
+                self.future.set_exception(error)
+                return
+            self._left -= 1
+            if self._left:
+                return
+        self.future.set_result(self._expected)
+
+
+def _all_of(futures: list[Future[int]]) -> Future[int]:
+    batch = BatchFuture(len(futures))
+    for future in futures:
+        future.add_done_callback(lambda done: batch.delivered(done.exception()))
+    return batch.future

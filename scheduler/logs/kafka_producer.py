@@ -13,13 +13,14 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
 from scheduler.errors import BackendUnavailableError
-from scheduler.logs.abc import LogProducer
+from scheduler.logs.abc import BatchFuture, LogProducer
 from scheduler.logs.kafka_config import logger, unavailable
 
 _POLL_INTERVAL_S = 0.05
@@ -66,6 +67,26 @@ class KafkaLogProducer(LogProducer):
         self._last_send = time.monotonic()
         return future
 
+    def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
+        """One delivery callback shared by the batch: no future per record."""
+        if self._closed.is_set():
+            raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
+        batch = BatchFuture(len(records))
+        on_delivery = functools.partial(self._delivered_in_batch, batch)
+        produce, topic = self._producer.produce, self._topic
+        for key, value in records:
+            while True:
+                try:
+                    produce(topic, value=value, key=key, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    self._producer.poll(_POLL_INTERVAL_S)
+            self._sends += 1
+            if not self._sends % _POLL_EVERY:
+                self._producer.poll(0)
+        self._last_send = time.monotonic()
+        return batch.future
+
     def flush(self, timeout: float) -> int:
         return int(self._producer.flush(timeout))
 
@@ -93,6 +114,18 @@ class KafkaLogProducer(LogProducer):
             future.set_result(int(message.partition() or 0))
         else:
             future.set_exception(
+                unavailable(
+                    f"making a record durable on topic {self._topic!r}", error, self._bootstrap
+                )
+            )
+
+    def _delivered_in_batch(
+        self, batch: BatchFuture, error: KafkaError | None, message: Message
+    ) -> None:
+        if error is None:
+            batch.delivered()
+        else:
+            batch.delivered(
                 unavailable(
                     f"making a record durable on topic {self._topic!r}", error, self._bootstrap
                 )

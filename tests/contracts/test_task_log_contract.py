@@ -94,6 +94,27 @@ def test_send_future_resolves_with_the_partition(task_log: TaskLog) -> None:
     assert future.result(timeout=30) == partition_for(b"order-1", LOG_PARTITIONS)
 
 
+def test_send_many_resolves_once_every_record_is_durable_and_keeps_key_order(
+    task_log: TaskLog,
+) -> None:
+    pairs = [(f"bulk-{i % 5}".encode(), str(i).encode()) for i in range(50)]
+    assert task_log.producer().send_many(pairs).result(timeout=30) == 50
+    records: list[LogRecord] = []
+    consumer, _ = joined(task_log, group(), records=records)
+
+    poll_until([consumer], lambda got: len(got) >= len(pairs), records=records)
+
+    for i in range(5):
+        key = f"bulk-{i}".encode()
+        assert [r.value for r in records if r.key == key] == [
+            value for k, value in pairs if k == key
+        ]
+        assert {r.partition for r in records if r.key == key} == {
+            partition_for(key, LOG_PARTITIONS)
+        }
+    consumer.close()
+
+
 def test_keys_land_on_kafkas_murmur2_partition(task_log: TaskLog) -> None:
     pairs = [(f"ordering-{i}".encode(), f"v{i}".encode()) for i in range(40)]
     send_all(task_log, pairs)

@@ -93,3 +93,18 @@ def test_a_validator_refuses_unknown_executors_before_anything_is_written(log):
         client.schedule_task(Task("o", soon(), "k", {"executor": "sparkk"})).result()
     client.schedule_task(Task("o", soon(), "k", {"executor": "noop"})).result(timeout=10)
     assert written(log) == 1
+
+
+def test_schedule_tasks_accepts_a_batch_with_one_future(log):
+    client = SchedulerClient(log=log)
+    tasks = [Task(f"o{i}", soon(1000), "k") for i in range(100)]
+    assert client.schedule_tasks(tasks).result(timeout=10) == 100
+    assert written(log) == 100
+
+
+def test_schedule_tasks_writes_nothing_if_any_task_is_invalid(log):
+    client = SchedulerClient(log=log)
+    tasks = [Task("o", soon(1000), "k"), Task("o", soon(-60_000), "late")]
+    with pytest.raises(TaskInPastError):
+        client.schedule_tasks(tasks).result(timeout=10)
+    assert written(log) == 0
