@@ -91,6 +91,9 @@ def shared_session(
             # Local Python workers must run this interpreter, which has pyspark and the jobs;
             # on a cluster the executors' Python is the cluster's business.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            # A local session talks only to itself: bind to loopback instead of guessing an
+            # interface from the host name (which warns, and may pick an unreachable one).
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings = {
             "spark.scheduler.mode": "FAIR",
             "spark.sql.session.timeZone": "UTC",

@@ -20,8 +20,8 @@ wrapper and the embedded adapter is a faithful miniature:
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
