@@ -30,6 +30,18 @@ class ScheduledTask:
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptStarted:
+    """A pool thread began an executor call (it may have waited in the pool's queue)."""
+
+    key: TaskKey
+    """The task."""
+    attempt: int
+    """Which attempt (1-based)."""
+    started_ms: int
+    """When the call began."""
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptFinished:
     """An executor call returned or raised."""
 

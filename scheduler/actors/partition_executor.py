@@ -2,8 +2,8 @@
 
 It owns an OrderingExecutor (a plain queue object) per ordering id and a TaskExecutor (a plain
 object) per running attempt; only this actor's thread touches them. Attempts run on the worker's
-bounded pool; their outcomes come back through a deque, with one actor message per burst of
-outcomes rather than one per task.
+bounded pool; their starts and outcomes come back through a deque, with one actor message per
+burst of events rather than one per task.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pykka
 from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import AttemptFinished, ScheduledTask
+from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.clock import monotonic_at, now_ms
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
@@ -40,7 +40,7 @@ class PartitionExecutor(PartitionActor):
         self.notify_below: int | None = None
         self.draining = False
         self.idle = threading.Event()
-        self.outcomes: collections.deque[AttemptFinished] = collections.deque()
+        self.outcomes: collections.deque[AttemptStarted | AttemptFinished] = collections.deque()
         self.outcomes_lock = threading.Lock()
         self.outcomes_signalled = False
         self._me: pykka.ActorProxy | None = None
@@ -115,12 +115,6 @@ class PartitionExecutor(PartitionActor):
         queue.running = attempt
         self.running[item.key] = attempt
         self.idle.clear()
-        started = now_ms()
-        if item.attempts == 0:
-            metrics.FIRING_LAG.observe(max(0, started - item.key.scheduled_ms) / 1000)
-        self._tracker.record.defer(
-            [TaskStatus(item.key, TaskState.RUNNING, item.attempts + 1, updated_ms=started)]
-        )
         settings = self.ctx.settings
         attempt.start(
             self.ctx.executor, self.ctx.executor_service, self.ctx.timers, settings.task_timeout_s
@@ -135,8 +129,8 @@ class PartitionExecutor(PartitionActor):
 
     # -- outcomes ---------------------------------------------------------------------------
 
-    def _report(self, outcome: AttemptFinished) -> None:
-        """Called on a pool thread: hand the outcome to the actor, one message per burst."""
+    def _report(self, outcome: AttemptStarted | AttemptFinished) -> None:
+        """Called on a pool thread: hand the event to the actor, one message per burst."""
         with self.outcomes_lock:
             self.outcomes.append(outcome)
             if self.outcomes_signalled:
@@ -154,7 +148,20 @@ class PartitionExecutor(PartitionActor):
             self.outcomes_signalled = False
             batch = list(self.outcomes)
             self.outcomes.clear()
-        statuses = [status for outcome in batch if (status := self._finish(outcome)) is not None]
+        statuses = []
+        for event in batch:
+            if isinstance(event, AttemptStarted):
+                if event.attempt == 1:
+                    metrics.FIRING_LAG.observe(
+                        max(0, event.started_ms - event.key.scheduled_ms) / 1000
+                    )
+                statuses.append(
+                    TaskStatus(
+                        event.key, TaskState.RUNNING, event.attempt, updated_ms=event.started_ms
+                    )
+                )
+            elif (status := self._finish(event)) is not None:
+                statuses.append(status)
         if statuses:
             self._tracker.record.defer(statuses)
         if not self.running:

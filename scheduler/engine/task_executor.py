@@ -10,7 +10,8 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
-from scheduler.actors.messages import AttemptFinished, ScheduledTask
+from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
+from scheduler.engine.clock import now_ms
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.timers import TimerHandle, TimerService
 from scheduler.errors import TaskRejected, TaskTimeoutError
@@ -23,12 +24,16 @@ TIMEOUT = "timeout"
 
 
 class TaskExecutor:
-    """Runs one attempt and reports it through `report` (from a pool thread)."""
+    """Runs one attempt and reports its start and its end through `report` (from a pool thread)."""
 
     __slots__ = ("context", "item", "report", "timer")
 
     def __init__(
-        self, item: ScheduledTask, *, partition: int, report: Callable[[AttemptFinished], None]
+        self,
+        item: ScheduledTask,
+        *,
+        partition: int,
+        report: Callable[[AttemptStarted | AttemptFinished], None],
     ) -> None:
         self.item = item
         self.context = ExecutionContext(item.task, attempt=item.attempts + 1, partition=partition)
@@ -55,6 +60,7 @@ class TaskExecutor:
         permanent = False
         try:
             if not context.cancelled.is_set():
+                self.report(AttemptStarted(context.key, context.attempt, now_ms()))
                 executor(context.task, context)
         except BaseException as failure:  # an executor's failure is data here, whatever it is
             error = _describe(failure)
