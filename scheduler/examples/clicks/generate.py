@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENT_COLUMNS", "generate", "generate_if_missing", "hour_ids"]
 
-EVENTS_PER_HOUR = 20_000
+EVENTS_PER_HOUR = 5_000
 EVENT_COLUMNS = ("event_id", "user_id", "url", "country", "device", "latency_ms", "ts")
 
 _PAGES = ["/", "/search", "/cart", "/checkout", "/login", "/help", "/account", "/deals"]

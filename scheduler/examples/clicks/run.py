@@ -156,12 +156,20 @@ def main(
         settings=engine,
         topic=settings.topic,
     ) as scheduler:
-        tasks = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))
-        for task in tasks:
+        hourly = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[:-1]
+        for task in hourly:
             executor.validate(task)
-            scheduler.client.schedule_task(task).result(timeout=30)
-        print(f"Enqueued {len(tasks)} tasks (24 hourly, 1 daily); running them...")
-        report_progress(scheduler, tasks, settings.partitions, timeout_s)
+        scheduler.client.schedule_tasks(hourly).result(timeout=30)
+        print(f"Enqueued {len(hourly)} hourly tasks; running them...")
+        report_progress(scheduler, hourly, settings.partitions, timeout_s)
+        # The rollup depends on every hour. It is enqueued once they are done; should it still
+        # start too early (another run is rewriting an hour), it fails with the missing hours and
+        # the engine retries it with backoff.
+        rollup = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[-1]
+        executor.validate(rollup)
+        scheduler.client.schedule_task(rollup).result(timeout=30)
+        print("Enqueued the daily rollup; running it...")
+        report_progress(scheduler, [rollup], settings.partitions, timeout_s)
     print(summarize(root / "out"))
 
 
