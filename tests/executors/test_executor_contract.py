@@ -83,7 +83,7 @@ def test_a_task_that_succeeds_returns(adapter: Adapter) -> None:
 
 def test_a_task_that_fails_raises(adapter: Adapter) -> None:
     task = make_task(adapter.failing)
-    with pytest.raises(Exception, match="failed|failure"):
+    with pytest.raises(Exception, match=r"failed|failure"):
         adapter.executor(task, context_for(task))
 
 
