@@ -6,6 +6,9 @@ commit there), and only then may the new owner take it, inside *its* `poll`. So 
 has two owners, partitions that stay are never touched, and every callback runs on the thread
 that polls the consumer it belongs to. All state here is guarded by the log's condition, which
 `poll` waits on for records and hand-overs alike.
+
+Each member is also written to the log file's `members` table (`_embedded_members`), so that
+other processes can show the owners and a second worker process is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from scheduler.logs._embedded_members import HEARTBEAT_S
 from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
 
 if TYPE_CHECKING:
@@ -45,6 +49,8 @@ class GroupCoordinator:
         self._groups: dict[str, dict[str, _Member]] = {}
 
     def join(self, group_id: str, member: _Member) -> None:
+        """Add `member`; raises `ConfigurationError` if another process consumes the group."""
+        self._log.members.claim(group_id, member.member_id, member.client_id)
         with self._log.cond:
             self._groups.setdefault(group_id, {})[member.member_id] = member
             self._rebalance(group_id)
@@ -58,6 +64,14 @@ class GroupCoordinator:
             else:
                 self._groups.pop(group_id, None)
             self._log.cond.notify_all()
+        self._log.members.remove(group_id, [member.member_id])
+
+    def forget_all(self) -> None:
+        """Delete the rows of members never closed (the log is closing)."""
+        with self._log.cond:
+            groups = {group_id: list(members) for group_id, members in self._groups.items()}
+        for group_id, member_ids in groups.items():
+            self._log.members.remove(group_id, member_ids)
 
     def owners(self, group_id: str) -> dict[int, str]:
         with self._log.cond:
@@ -106,30 +120,60 @@ class EmbeddedConsumer(LogConsumer):
         """Next offset per owned partition; None until resolved from the committed offset."""
         self._paused: set[int] = set()
         self._turn = 0
+        self._next_heartbeat = 0.0
         self._closed = False
 
     def subscribe(self, listener: RebalanceListener) -> None:
         if self._listener is not None:
             raise RuntimeError(f"consumer {self._member.client_id!r} already subscribed")
-        self._listener = listener
         self._log.groups.join(self._group_id, self._member)
+        self._listener = listener
+        self._next_heartbeat = time.monotonic() + HEARTBEAT_S
 
     def poll(self, max_records: int, timeout: float) -> list[LogRecord]:
         if self._closed:
             raise RuntimeError(f"consumer {self._member.client_id!r} is closed")
         deadline = time.monotonic() + timeout
-        cond = self._log.cond
         while True:
+            self._keep_alive()
             self._sync_assignment()
             records = self._fetch(max_records)
             if records:
                 return records
+            if not self._wait_for_news(deadline):
+                return []
+
+    def _wait_for_news(self, deadline: float) -> bool:
+        """Block until `poll` may have something to do; False at the deadline."""
+        log, cond = self._log, self._log.cond
+        while True:
+            self._keep_alive()
+            if log.catch_up():
+                return True
             with cond:
+                if self._has_news():
+                    return True
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return []
-                if not self._has_news():
-                    cond.wait(remaining)
+                    return False
+                # Records of this process wake us at once through the condition, but SQLite has
+                # no way to tell us that another process committed: while waiting (only then)
+                # we look at the file every `file_check_s`, one cheap PRAGMA when nothing changed.
+                interval = log.file_check_s
+                cond.wait(remaining if interval is None else min(remaining, interval))
+
+    def _keep_alive(self) -> None:
+        """Refresh this member's heartbeat in the file every `HEARTBEAT_S`, busy or idle."""
+        if self._listener is not None and time.monotonic() >= self._next_heartbeat:
+            self._record_membership()
+
+    def _record_membership(self) -> None:
+        with self._log.cond:
+            owned = set(self._member.owned)
+        self._log.members.record(
+            self._group_id, self._member.member_id, self._member.client_id, owned
+        )
+        self._next_heartbeat = time.monotonic() + HEARTBEAT_S
 
     def _sync_assignment(self) -> None:
         """Run the hand-over steps this member owes: revoke first, then take free partitions."""
@@ -152,6 +196,8 @@ class EmbeddedConsumer(LogConsumer):
             for p in assigned:
                 self._positions[p] = None
                 self._paused.discard(p)
+        if revoked or assigned:
+            self._record_membership()
         if assigned:
             listener.on_assigned(assigned)
 

@@ -1,15 +1,20 @@
-"""The embedded task log: Kafka in miniature, inside one process, durable in a SQLite file.
+"""The embedded task log: Kafka in miniature, in a SQLite file shared by a machine's processes.
 
 It keeps Kafka's contract so that the engine runs unchanged on either log: a fixed partition
 count stored with the topic, murmur2 placement, consecutive offsets per partition, committed
 offsets per (group, partition), and consumer groups whose members split the partitions with
 incremental (cooperative) rebalance callbacks delivered inside `poll` on the polling thread.
 
-Writes go through one writer thread that drains everything queued since its last transaction and
-inserts it in a single transaction: group commit, which gives Kafka's batching without a linger
-delay. A `send` future resolves only after that transaction committed. Fresh records are also
-kept in a bounded in-memory tail per partition, so consumers that keep up never read SQLite;
-a consumer behind the tail (after a restart, or a seek) reads the file from its position.
+Several processes may open the same file: `scheduler worker` in one terminal and `scheduler
+enqueue` or `scheduler tasks ...` in another. Any of them may produce: the writer thread
+(`_embedded_writer`) assigns offsets inside its write transaction, from the file. Consumer groups
+live in the one worker process (a second worker process in the same group is refused, see
+`_embedded_members`); its consumers see records of other processes because, when memory has
+nothing new for them, they ask the file (`catch_up`), which `PRAGMA data_version` makes cheap.
+
+Fresh records are kept in a bounded in-memory tail per partition, so consumers that keep up
+never read SQLite; a consumer behind the tail (after a restart, a seek, or records another
+process wrote) reads the file from its position.
 
 Durability: WAL with `synchronous=NORMAL` by default. A committed transaction is in the WAL file
 (the OS page cache) before its futures resolve, so an acknowledged record survives a crash or
@@ -17,9 +22,8 @@ kill -9 of the process; a power loss or OS crash may lose the last transactions,
 does not fsync each commit. `synchronous="FULL"` fsyncs every commit (one per batch, so the cost
 is latency more than throughput) for machines where that matters.
 
-Retention: every 30 s or so the writer thread deletes the records below the lowest offset every
-group has committed on a partition (none while no group has committed there). Reading below the
-log start jumps to it, like Kafka's `auto.offset.reset=earliest`.
+Retention: every 30 s or so the writer deletes the records below the lowest offset every group
+committed on a partition. Reading below the log start jumps to it (`auto.offset.reset=earliest`).
 """
 
 from __future__ import annotations
@@ -28,57 +32,51 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs._embedded_group import EmbeddedConsumer, GroupCoordinator
+from scheduler.logs._embedded_members import MemberTable
+from scheduler.logs._embedded_schema import PARTITIONS, RECORDS, SCHEMA, connect
+from scheduler.logs._embedded_writer import GroupCommitWriter, Row
 from scheduler.logs.abc import LogConsumer, LogProducer, LogRecord, PartitionLag, TaskLog
 from scheduler.partitioning import partition_for
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, partitions INTEGER NOT NULL)
-    WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS partitions (
-    topic TEXT NOT NULL, partition INTEGER NOT NULL,
-    start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS records (
-    topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
-    key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition, offset)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS offsets (
-    topic TEXT NOT NULL, grp TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
-    PRIMARY KEY (topic, grp, partition)) WITHOUT ROWID;
-"""
-
-_MAX_BATCH = 20_000
-"""Records per write transaction; bounds how long one transaction holds the database."""
-_RETENTION_INTERVAL_S = 30.0
 _PLACEMENT_CACHE = 100_000
-_INSERT = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)"
-
-
-_TailRecord = tuple[int, bytes, bytes, int]
+_FILE_CHECK_S = 0.025
+"""How often a blocked `poll` looks for records of other processes (see `catch_up`)."""
+_TailRecord = tuple[int, bytes | None, bytes | None, int]
 
 
 @dataclass(slots=True)
 class _Partition:
-    """What the log knows about one partition; guarded by `EmbeddedTaskLog.cond`."""
+    """What this process knows about one partition; guarded by `EmbeddedTaskLog.cond`."""
 
     start: int
     """The log start: the lowest offset still stored."""
     end: int
-    """The offset the next record will get (only committed records count)."""
+    """The offset after the last record seen committed; the file may be ahead (`catch_up`)."""
     tail: deque[_TailRecord] = field(default_factory=deque)
     """The newest records, consecutive and ending at `end`, as (offset, key, value, timestamp).
 
-    Plain tuples of atoms, not LogRecords: the garbage collector stops tracking such tuples, so
-    a large tail does not make every collection slower (measurably so for producers)."""
+    Records below the tail are read from the file. Plain tuples of atoms, not LogRecords: the
+    garbage collector stops tracking such tuples, so a large tail does not make every
+    collection slower (measurably so for producers)."""
 
-
-_Pending = tuple[int, bytes, bytes, int, "Future[int]"]
+    def take(self, records: Iterable[_TailRecord]) -> None:
+        """Append committed records, skipping those already here; a gap empties the tail."""
+        tail = self.tail
+        for record in records:
+            offset = record[0]
+            if offset == self.end:
+                tail.append(record)
+                self.end = offset + 1
+            elif offset > self.end:  # records in between are in the file
+                tail.clear()
+                tail.append(record)
+                self.end = offset + 1
 
 
 class EmbeddedTaskLog(TaskLog):
@@ -103,36 +101,38 @@ class EmbeddedTaskLog(TaskLog):
         """Guards the partitions and the group state; `poll` waits on it for records and moves."""
         self.partitions: list[_Partition] = []
         self.groups = GroupCoordinator(self)
+        self.file_check_s: float | None = None if path is None else _FILE_CHECK_S
+        """How often a blocked `poll` calls `catch_up`; None when no other process can write."""
         self._tail_records = tail_records
-        self._max_buffered = max_buffered
-        self._db_lock = threading.Lock()
-        self._db = sqlite3.connect(
-            path or ":memory:", isolation_level=None, check_same_thread=False
+        self.db_lock = threading.Lock()
+        self.db = connect(path, synchronous)
+        """The connection that writes (the writer thread, commits, members); under `db_lock`."""
+        self.db.executescript(SCHEMA)
+        if path is None:  # a second connection to ":memory:" would be another database
+            self._reader, self._read_lock = self.db, self.db_lock
+        else:
+            self._reader, self._read_lock = connect(path, synchronous), threading.Lock()
+        self._data_version = self._reader.execute("PRAGMA data_version").fetchone()[0]
+        self.members = MemberTable(
+            topic=topic,
+            path=path,
+            db=self.db,
+            db_lock=self.db_lock,
+            reader=self._reader,
+            read_lock=self._read_lock,
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-        self._db.execute("PRAGMA busy_timeout=30000")
-        self._db.executescript(_SCHEMA)
-        self._pending: list[_Pending] = []
-        self._pending_cond = threading.Condition()
+        self._writer = GroupCommitWriter(self, max_buffered=max_buffered)
         self._placement: dict[bytes, int] = {}
         """Partition per key: murmur2 in Python costs more than the rest of `send`."""
-        self._queued = 0
-        """Records queued since start; the writer's `_resolved` catches up with it."""
-        self._resolved = 0
-        self._resolved_cond = threading.Condition()
-        self._writer: threading.Thread | None = None
         self._closed = False
         self._load_topic()
 
     # -- topic -----------------------------------------------------------------------------
 
     def _load_topic(self) -> None:
-        rows = self._db.execute(
-            "SELECT partition, start_offset, end_offset FROM partitions WHERE topic = ?"
-            " ORDER BY partition",
-            (self.topic,),
-        ).fetchall()
+        with self._read_lock:
+            cursor = self._reader.execute(PARTITIONS + " ORDER BY partition", (self.topic,))
+            rows = cursor.fetchall()
         per_partition = max(256, self._tail_records // max(1, len(rows)))
         with self.cond:
             self.partitions = [
@@ -142,23 +142,29 @@ class EmbeddedTaskLog(TaskLog):
     def ensure_topic(self, partitions: int) -> int:
         if partitions < 1:
             raise ConfigurationError(f"a topic needs at least one partition, got {partitions}")
-        with self._db_lock:
-            row = self._db.execute(
-                "SELECT partitions FROM topics WHERE name = ?", (self.topic,)
-            ).fetchone()
-            if row is not None:
-                return int(row[0])
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("INSERT INTO topics VALUES (?, ?)", (self.topic, partitions))
-            self._db.executemany(
-                "INSERT INTO partitions VALUES (?, ?, 0, 0)",
-                [(self.topic, p) for p in range(partitions)],
-            )
-            self._db.execute("COMMIT")
-        self._load_topic()
-        return partitions
+        with self.db_lock:
+            self.db.execute("BEGIN IMMEDIATE")  # before the check: another process may create it
+            try:
+                row = self.db.execute(
+                    "SELECT partitions FROM topics WHERE name = ?", (self.topic,)
+                ).fetchone()
+                if row is None:
+                    self.db.execute("INSERT INTO topics VALUES (?, ?)", (self.topic, partitions))
+                    self.db.executemany(
+                        "INSERT INTO partitions VALUES (?, ?, 0, 0)",
+                        [(self.topic, p) for p in range(partitions)],
+                    )
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        if not self.partitions:
+            self._load_topic()
+        return partitions if row is None else int(row[0])
 
     def partition_count(self) -> int:
+        if not self.partitions:
+            self._load_topic()  # another process may have created the topic since
         with self.cond:
             count = len(self.partitions)
         if not count:
@@ -182,100 +188,25 @@ class EmbeddedTaskLog(TaskLog):
             if len(self._placement) >= _PLACEMENT_CACHE:
                 self._placement.clear()
             partition = self._placement[key] = partition_for(key, len(self.partitions))
-        item = (partition, key, value, time.time_ns() // 1_000_000, future)
-        with self._pending_cond:
-            if self._closed:
-                raise BackendUnavailableError(f"embedded log {self.topic!r} is closed")
-            while len(self._pending) >= self._max_buffered:
-                self._pending_cond.wait()
-            self._pending.append(item)
-            self._queued += 1
-            if len(self._pending) == 1:
-                self._pending_cond.notify_all()
-            if self._writer is None:
-                self._writer = threading.Thread(
-                    target=self._write_loop, name=f"embedded-log-writer-{self.topic}", daemon=True
-                )
-                self._writer.start()
+        self._writer.append((partition, key, value, time.time_ns() // 1_000_000, future))
         return future
 
-    def _write_loop(self) -> None:
-        next_retention = time.monotonic() + _RETENTION_INTERVAL_S
-        while True:
-            with self._pending_cond:
-                while not self._pending and not self._closed:
-                    self._pending_cond.wait(max(0.0, next_retention - time.monotonic()))
-                    if time.monotonic() >= next_retention:
-                        break
-                if self._closed and not self._pending:
-                    return
-                batch = self._pending[:_MAX_BATCH]
-                del self._pending[:_MAX_BATCH]
-                self._pending_cond.notify_all()
-            if batch:
-                self._write_batch(batch)
-            if time.monotonic() >= next_retention:
-                next_retention = time.monotonic() + _RETENTION_INTERVAL_S
-                self.apply_retention()
+    def wait_written(self, timeout: float) -> int:
+        """Wait until every record queued so far is resolved; return how many are not yet."""
+        return self._writer.wait_written(timeout)
 
-    def _write_batch(self, batch: list[_Pending]) -> None:
-        with self.cond:
-            ends = [partition.end for partition in self.partitions]
-        rows = []
-        for partition, key, value, timestamp, _ in batch:
-            rows.append((self.topic, partition, ends[partition], key, value, timestamp))
-            ends[partition] += 1
-        touched = {row[1] for row in rows}
-        try:
-            with self._db_lock:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    self._db.executemany(_INSERT, rows)
-                    self._db.executemany(
-                        "UPDATE partitions SET end_offset = ? WHERE topic = ? AND partition = ?",
-                        [(ends[p], self.topic, p) for p in touched],
-                    )
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-        except Exception as error:  # the writer thread must survive to fail these futures
-            failure = BackendUnavailableError(f"embedded log {self.path!r}: {error}")
-            for *_, future in batch:
-                future.set_exception(failure)
-            self._count_resolved(len(batch))
-            return
+    def took_written(self, rows: list[Row]) -> None:
+        """The writer committed these rows: add them to the tails and wake the polls."""
         with self.cond:
             partitions = self.partitions
             for row in rows:
-                partitions[row[1]].tail.append(row[2:])
-            for p in touched:
-                self.partitions[p].end = ends[p]
+                state = partitions[row[1]]
+                if row[2] == state.end:  # the usual case, inlined: it runs for every record
+                    state.tail.append(row[2:])
+                    state.end += 1
+                else:
+                    state.take([row[2:]])
             self.cond.notify_all()
-        for partition, *_, future in batch:
-            future.set_result(partition)
-        self._count_resolved(len(batch))
-
-    def _count_resolved(self, count: int) -> None:
-        with self._resolved_cond:
-            self._resolved += count
-            self._resolved_cond.notify_all()
-
-    def wait_written(self, timeout: float) -> int:
-        """Wait until every record queued so far is resolved; return how many are not yet.
-
-        Futures resolve in queue order (one writer, FIFO), so a count is enough to wait on.
-        """
-        with self._pending_cond:
-            target = self._queued
-        deadline = time.monotonic() + timeout
-        with self._resolved_cond:
-            while self._resolved < target:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._resolved_cond.wait(remaining)
-            return max(0, target - self._resolved)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -295,13 +226,53 @@ class EmbeddedTaskLog(TaskLog):
             return [LogRecord(partition, *record) for record in fresh]
         if limit <= 0:
             return []
-        with self._db_lock:
-            rows = self._db.execute(
-                "SELECT offset, key, value, timestamp_ms FROM records"
-                " WHERE topic = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?",
-                (self.topic, partition, offset, limit),
-            ).fetchall()
+        with self._read_lock:
+            cursor = self._reader.execute(RECORDS, (self.topic, partition, offset, limit))
+            rows = cursor.fetchall()
         return [LogRecord(partition, o, k, v, ts) for o, k, v, ts in rows]
+
+    def catch_up(self) -> bool:
+        """Take in what other processes committed since the last look; True if a tail grew.
+
+        SQLite cannot notify another process of a commit, so a consumer with nothing new in
+        memory calls this, and a blocked `poll` every `file_check_s`. `PRAGMA data_version`
+        changes only when another connection committed, so the usual answer costs one
+        statement. Our own writer's commits change it too (it is another connection); they
+        are in memory already, so those checks find nothing to do.
+        """
+        if self.path is None:
+            return False
+        with self._read_lock:
+            version = self._reader.execute("PRAGMA data_version").fetchone()[0]
+            if version == self._data_version:
+                return False
+            self._data_version = version
+            stored = self._reader.execute(PARTITIONS, (self.topic,)).fetchall()
+            with self.cond:
+                if len(stored) != len(self.partitions):
+                    return False  # the topic was created since; `_load_topic` reads it whole
+                behind = []
+                for p, start, end in stored:
+                    state = self.partitions[p]
+                    state.start = max(state.start, start)
+                    if end > state.end:
+                        behind.append((p, state.end, end, state.tail.maxlen or 0))
+            gaps = {
+                p: self._reader.execute(RECORDS, (self.topic, p, mine, end - mine)).fetchall()
+                for p, mine, end, room in behind
+                if end - mine <= room
+            }
+        if not behind:
+            return False
+        with self.cond:
+            for p, _, end, _ in behind:
+                state = self.partitions[p]
+                state.take(gaps.get(p, ()))
+                if state.end < end:  # too many to keep (or deleted meanwhile): read the file
+                    state.tail.clear()
+                    state.end = end
+            self.cond.notify_all()
+        return True
 
     # -- committed offsets -----------------------------------------------------------------
 
@@ -309,16 +280,16 @@ class EmbeddedTaskLog(TaskLog):
         """Store committed offsets durably (one transaction) before returning."""
         rows = [(self.topic, group_id, p, o) for p, o in offsets.items()]
         try:
-            with self._db_lock:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany("INSERT OR REPLACE INTO offsets VALUES (?, ?, ?, ?)", rows)
-                self._db.execute("COMMIT")
+            with self.db_lock:
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.executemany("INSERT OR REPLACE INTO offsets VALUES (?, ?, ?, ?)", rows)
+                self.db.execute("COMMIT")
         except sqlite3.Error as error:
             raise BackendUnavailableError(f"embedded log {self.path!r}: {error}") from error
 
     def committed(self, group_id: str, partitions: Collection[int]) -> dict[int, int | None]:
-        with self._db_lock:
-            rows = self._db.execute(
+        with self._read_lock:
+            rows = self._reader.execute(
                 "SELECT partition, offset FROM offsets WHERE topic = ? AND grp = ?",
                 (self.topic, group_id),
             ).fetchall()
@@ -327,8 +298,8 @@ class EmbeddedTaskLog(TaskLog):
 
     def apply_retention(self) -> None:
         """Delete records below the lowest offset every group committed, per partition."""
-        with self._db_lock:
-            rows = self._db.execute(
+        with self.db_lock:
+            rows = self.db.execute(
                 "SELECT partition, min(offset) FROM offsets WHERE topic = ? GROUP BY partition",
                 (self.topic,),
             ).fetchall()
@@ -339,20 +310,22 @@ class EmbeddedTaskLog(TaskLog):
                 moved.append((partition, lowest))
             if not moved:
                 return
-            self._db.execute("BEGIN IMMEDIATE")
+            self.db.execute("BEGIN IMMEDIATE")
             for partition, lowest in moved:
-                self._db.execute(
+                self.db.execute(
                     "DELETE FROM records WHERE topic = ? AND partition = ? AND offset < ?",
                     (self.topic, partition, lowest),
                 )
-                self._db.execute(
-                    "UPDATE partitions SET start_offset = ? WHERE topic = ? AND partition = ?",
+                self.db.execute(
+                    "UPDATE partitions SET start_offset = max(start_offset, ?)"
+                    " WHERE topic = ? AND partition = ?",
                     (lowest, self.topic, partition),
                 )
-            self._db.execute("COMMIT")
+            self.db.execute("COMMIT")
         with self.cond:
             for partition, lowest in moved:
-                self.partitions[partition].start = lowest
+                state = self.partitions[partition]
+                state.start = max(state.start, lowest)
 
     # -- consumers and admin ---------------------------------------------------------------
 
@@ -361,24 +334,30 @@ class EmbeddedTaskLog(TaskLog):
         return EmbeddedConsumer(self, group_id, client_id)
 
     def describe_group(self, group_id: str) -> list[PartitionLag]:
+        """From the file, so that any process sees the worker's commits and everyone's records."""
         count = self.partition_count()
         committed = self.committed(group_id, range(count))
-        owners = self.groups.owners(group_id)
+        with self._read_lock:
+            stored = self._reader.execute(PARTITIONS, (self.topic,)).fetchall()
+        ends = {p: end for p, _, end in stored}
+        owners = self.members.foreign_owners(group_id)
+        owners.update(self.groups.owners(group_id))  # this process's members, exactly
         with self.cond:
-            ends = [partition.end for partition in self.partitions]
+            for p, state in enumerate(self.partitions):
+                ends[p] = max(ends.get(p, 0), state.end)
         return [PartitionLag(p, committed[p], ends[p], owners.get(p)) for p in range(count)]
 
     def close(self) -> None:
-        with self._pending_cond:
-            if self._closed:
-                return
-            self._closed = True
-            self._pending_cond.notify_all()
-            writer = self._writer
-        if writer is not None:
-            writer.join()
-        with self._db_lock:
-            self._db.close()
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.close()
+        self.groups.forget_all()
+        with self.db_lock:
+            self.db.close()
+        if self._reader is not self.db:
+            with self._read_lock:
+                self._reader.close()
 
 
 class EmbeddedProducer(LogProducer):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from scheduler.partitioning import partition_for
 
 
@@ -70,11 +68,6 @@ def test_an_enqueued_task_is_listed_as_pending_once_a_worker_stored_it(script, w
     assert running.wait(timeout=30) == 0
 
 
-@pytest.mark.xfail(
-    reason="the embedded log keeps partition ends in memory, so a running worker does not see "
-    "records another process (the CLI) appended; waits on a cross-process embedded log",
-    strict=False,
-)
 def test_a_task_enqueued_while_the_worker_runs_is_stored(script, worker, embedded):
     running = worker()
     assert wait_until(lambda: script("group", "status", "--json").returncode == 0)

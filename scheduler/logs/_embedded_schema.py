@@ -1,0 +1,43 @@
+"""The embedded log's file: its tables, and how every connection to it is opened."""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, partitions INTEGER NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS partitions (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL,
+    start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
+    key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition, offset)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS offsets (
+    topic TEXT NOT NULL, grp TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, grp, partition)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS members (
+    topic TEXT NOT NULL, grp TEXT NOT NULL, member TEXT NOT NULL, client_id TEXT NOT NULL,
+    pid INTEGER NOT NULL, partitions TEXT NOT NULL, heartbeat_ms INTEGER NOT NULL,
+    PRIMARY KEY (topic, grp, member)) WITHOUT ROWID;
+"""
+
+PARTITIONS = "SELECT partition, start_offset, end_offset FROM partitions WHERE topic = ?"
+RECORDS = (
+    "SELECT offset, key, value, timestamp_ms FROM records"
+    " WHERE topic = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?"
+)
+
+
+def connect(path: str | None, synchronous: str) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), shareable between threads.
+
+    The busy timeout makes a writer wait for another process's transaction instead of failing.
+    """
+    db = sqlite3.connect(path or ":memory:", isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+    db.execute("PRAGMA busy_timeout=30000")
+    return db
