@@ -28,6 +28,7 @@ from scheduler.codec import Command, MalformedRecordError, decode
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
+from scheduler.errors import SchedulerError
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
 from scheduler.stores.abc import TaskStore
@@ -165,6 +166,10 @@ class Worker:
                 records = consumer.poll(self.settings.poll_max_records, timeout=0.2)
                 if records:
                     self._process(consumer, records)
+        except SchedulerError as error:
+            # Ours, with a message that says what to do: no traceback for the operator.
+            logger.error("worker stopped: %s", error)
+            self.fatal_error = error
         except BaseException as error:
             logger.exception("worker poll loop failed")
             self.fatal_error = error
