@@ -53,7 +53,22 @@ class KafkaLogProducer(LogProducer):
         future: Future[int] = Future()
         # Running futures cannot be cancelled: a record once handed to Kafka cannot be taken back.
         future.set_running_or_notify_cancel()
-        on_delivery = functools.partial(self._delivered, future)
+        self._produce(key, value, functools.partial(self._delivered, future))
+        self._last_send = time.monotonic()
+        return future
+
+    def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
+        """One delivery callback shared by the batch: no future per record."""
+        if self._closed.is_set():
+            raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
+        batch = BatchFuture(len(records))
+        on_delivery = functools.partial(self._delivered_in_batch, batch)
+        for key, value in records:
+            self._produce(key, value, on_delivery)
+        self._last_send = time.monotonic()
+        return batch.future
+
+    def _produce(self, key: bytes, value: bytes, on_delivery: Any) -> None:
         while True:
             try:
                 self._producer.produce(self._topic, value=value, key=key, on_delivery=on_delivery)
@@ -64,28 +79,6 @@ class KafkaLogProducer(LogProducer):
         self._sends += 1
         if not self._sends % _POLL_EVERY:
             self._producer.poll(0)
-        self._last_send = time.monotonic()
-        return future
-
-    def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
-        """One delivery callback shared by the batch: no future per record."""
-        if self._closed.is_set():
-            raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
-        batch = BatchFuture(len(records))
-        on_delivery = functools.partial(self._delivered_in_batch, batch)
-        produce, topic = self._producer.produce, self._topic
-        for key, value in records:
-            while True:
-                try:
-                    produce(topic, value=value, key=key, on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    self._producer.poll(_POLL_INTERVAL_S)
-            self._sends += 1
-            if not self._sends % _POLL_EVERY:
-                self._producer.poll(0)
-        self._last_send = time.monotonic()
-        return batch.future
 
     def flush(self, timeout: float) -> int:
         return int(self._producer.flush(timeout))
