@@ -29,7 +29,7 @@ FORMAT_VERSION = 1
 
 # One decoder for the process: json.loads with options builds a new one per call.
 _DECODER = json.JSONDecoder()
-_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring_ascii
 
 
 class Op(enum.StrEnum):
@@ -79,7 +79,7 @@ def decode(value: bytes | None) -> Command:
     if message.get("v") != FORMAT_VERSION:
         raise MalformedRecordError(f"unsupported format version {message.get('v')!r}")
     try:
-        op = Op(message.get("op"))
+        op = Op(str(message.get("op")))
         ordering_id = check_key_part("ordering_id", message.get("oid"))
         uniqueness_key = check_key_part("uniqueness_key", message.get("uk"))
     except ValueError as error:

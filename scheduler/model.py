@@ -83,6 +83,7 @@ class TaskKey:
     """The due time, in milliseconds since the epoch (UTC)."""
     uniqueness_key: str
     """Tells apart tasks of one ordering id due at the same millisecond."""
+    _hash: int
 
     def __init__(self, ordering_id: str, scheduled_time: datetime, uniqueness_key: str) -> None:
         self._set(

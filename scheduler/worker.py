@@ -248,7 +248,7 @@ class Worker:
             logger.exception("error while stopping the worker")
         finally:
             if self._topic is not None:
-                self._topic.actor_ref.stop()  # type: ignore[attr-defined]
+                self._topic.actor_ref.stop()
             if self._service is not None:
                 self._service.shutdown(wait=False)
             if self._timers is not None:

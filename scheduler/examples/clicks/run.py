@@ -158,7 +158,7 @@ def main(
     ) as scheduler:
         hourly = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[:-1]
         for task in hourly:
-            executor.validate(task)
+            spark.validate(task)
         scheduler.client.schedule_tasks(hourly).result(timeout=30)
         print(f"Enqueued {len(hourly)} hourly tasks; running them...")
         report_progress(scheduler, hourly, settings.partitions, timeout_s)
@@ -166,7 +166,7 @@ def main(
         # start too early (another run is rewriting an hour), it fails with the missing hours and
         # the engine retries it with backoff.
         rollup = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[-1]
-        executor.validate(rollup)
+        spark.validate(rollup)
         scheduler.client.schedule_task(rollup).result(timeout=30)
         print("Enqueued the daily rollup; running it...")
         report_progress(scheduler, [rollup], settings.partitions, timeout_s)
