@@ -69,7 +69,11 @@ class Worker:
         self._topic: pykka.ActorProxy | None = None
         self._timers: TimerService | None = None
         self._service: TaskExecutorService | None = None
-        self._committed: dict[int, int] = {}
+        # Per partition, the offset up to which records are in the store (where a rewind
+        # resumes), and the offsets stored but not yet committed (a commit can fail during a
+        # rebalance; it is retried with the next batch, and at worst records are read again).
+        self._persisted: dict[int, int] = {}
+        self._to_commit: dict[int, int] = {}
         self.fatal_error: BaseException | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -143,16 +147,26 @@ class Worker:
         logger.info("assigned partitions %s", partitions)
         self.topic.assign(partitions).get()
         for partition in partitions:
-            self._committed.pop(partition, None)
+            self._persisted.pop(partition, None)
+            self._to_commit.pop(partition, None)
         self._started.set()
 
     def on_revoked(self, partitions: list[int]) -> None:
         logger.info("revoked partitions %s; letting their running tasks finish", partitions)
+        assert self._consumer is not None
+        self._commit(self._consumer, only=partitions)  # the last chance to commit them
+        self._forget(partitions)
         self.topic.revoke(partitions, self.settings.shutdown_deadline_s, "partition revoked").get()
 
     def on_lost(self, partitions: list[int]) -> None:
         logger.warning("lost partitions %s; cancelling their running tasks", partitions)
+        self._forget(partitions)
         self.topic.revoke(partitions, 0.0, "partition lost").get()
+
+    def _forget(self, partitions: list[int]) -> None:
+        for partition in partitions:
+            self._persisted.pop(partition, None)
+            self._to_commit.pop(partition, None)
 
     # -- the poll loop ------------------------------------------------------------------------
 
@@ -204,9 +218,33 @@ class Worker:
                     extra={"partition": partition},
                 )
                 self._rewinds.put(partition)
-        if commit:
-            consumer.commit(commit)
-            self._committed.update(commit)
+        self._persisted.update(commit)
+        self._to_commit.update(commit)
+        self._commit(consumer)
+
+    def _commit(self, consumer: LogConsumer, only: list[int] | None = None) -> None:
+        """Commit stored offsets; a failure is logged and retried with the next batch."""
+        wanted = (
+            self._to_commit
+            if only is None
+            else {p: o for p, o in self._to_commit.items() if p in only}
+        )
+        if not wanted:
+            return
+        offsets = dict(wanted)
+        try:
+            consumer.commit(offsets, wait=only is not None)
+        except SchedulerError as error:
+            logger.warning(
+                "could not commit offsets %s (%s); they are stored, the commit is retried with "
+                "the next batch and at worst the records are read again",
+                offsets,
+                error,
+            )
+            return
+        for partition, offset in offsets.items():
+            if self._to_commit.get(partition) == offset:
+                del self._to_commit[partition]
 
     def _apply_rewinds(self, consumer: LogConsumer) -> None:
         partitions = set()
@@ -217,7 +255,7 @@ class Worker:
                 break
         owned = consumer.assignment()
         for partition in partitions & owned:
-            offset = self._committed.get(partition)
+            offset = self._persisted.get(partition)
             if offset is None:
                 offset = consumer.committed([partition]).get(partition) or 0
             consumer.seek(partition, offset)

@@ -13,6 +13,10 @@ import pykka
 
 from scheduler.actors.context import PartitionContext
 
+#: The longest an actor waits for another's answer. Past it, something below (a store call) is
+#: hung: the waiting actor fails, which restarts the partition instead of stalling it for ever.
+ASK_TIMEOUT_S = 300.0
+
 
 class PartitionActor(pykka.ThreadingActor):
     """A pykka actor of one partition's tree."""

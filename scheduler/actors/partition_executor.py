@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.base import PartitionActor
+from scheduler.actors.base import ASK_TIMEOUT_S, PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.clock import monotonic_at, now_ms
@@ -56,7 +56,7 @@ class PartitionExecutor(PartitionActor):
     def execute(self, items: list[ScheduledTask]) -> None:
         """Queue due tasks; start the head of every idle queue they touch."""
         unchecked = [item.key for item in items if not item.checked]
-        statuses = self._tracker.fetch(unchecked).get() if unchecked else {}
+        statuses = self._tracker.fetch(unchecked).get(timeout=ASK_TIMEOUT_S) if unchecked else {}
         touched: dict[str, OrderingExecutor] = {}
         already_final: list[TaskKey] = []
         for item in items:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pykka
 
+from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_executor import PartitionExecutor
@@ -48,7 +49,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
             ctx, self._persistence, self._scheduler, self._executor
         )
         self._controller = controller_ref.proxy()
-        self._executor.attach_controller(self._controller).get()
+        self._executor.attach_controller(self._controller).get(timeout=ASK_TIMEOUT_S)
         # Stop order: the ones that feed work in first, the tracker (which flushes) last.
         self.refs = [controller_ref, persistence_ref, scheduler_ref, executor_ref, tracker_ref]
 
@@ -56,10 +57,14 @@ class PartitionSupervisor(pykka.ThreadingActor):
         return self._persistence
 
     def counts(self) -> PartitionCounts:
-        scheduled, due_held = self._scheduler.counts().get()
-        executing, running = self._executor.counts().get()
+        scheduled, due_held = self._scheduler.counts().get(timeout=ASK_TIMEOUT_S)
+        executing, running = self._executor.counts().get(timeout=ASK_TIMEOUT_S)
         return PartitionCounts(
-            scheduled, due_held, executing, running, self._tracker.unflushed().get()
+            scheduled,
+            due_held,
+            executing,
+            running,
+            self._tracker.unflushed().get(timeout=ASK_TIMEOUT_S),
         )
 
     def is_idle(self, horizon_ms: int | None = None) -> bool:

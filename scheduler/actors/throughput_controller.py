@@ -11,7 +11,7 @@ from __future__ import annotations
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.base import PartitionActor
+from scheduler.actors.base import ASK_TIMEOUT_S, PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.engine.clock import now_ms
 from scheduler.engine.timers import TimerHandle
@@ -47,13 +47,15 @@ class ThroughputController(PartitionActor):
             return
         settings = self.ctx.settings
         bound = settings.max_in_flight_per_partition
-        held, _ = self._scheduler.counts().get()
-        executing, _ = self._executor.counts().get()
+        held, _ = self._scheduler.counts().get(timeout=ASK_TIMEOUT_S)
+        executing, _ = self._executor.counts().get(timeout=ASK_TIMEOUT_S)
         in_flight = held + executing
         room = bound - in_flight
         # Small top-ups while a backlog drains would mean a store query per handful of tasks.
         if room > 0 and (not self.backlogged or room >= bound // 2):
-            loaded = self._persistence.load(now_ms() + settings.lookahead_ms, room).get()
+            loaded = self._persistence.load(now_ms() + settings.lookahead_ms, room).get(
+                timeout=ASK_TIMEOUT_S
+            )
             self.backlogged = not loaded.exhausted
             in_flight += loaded.count
         if self.backlogged:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,11 @@ from scheduler.executors.abc import Executor
 from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger(__name__)
+
+#: Upper bound of the delay before restarting a partition that keeps failing.
+MAX_RESTART_BACKOFF_S = 30.0
+#: A partition that ran this long without failing is restarted after the base delay again.
+STABLE_AFTER_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,8 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.generations: dict[int, int] = {}
         self.failures: list[PartitionFailure] = []
         self.restarting: set[int] = set()
+        self.streaks: dict[int, int] = {}
+        self.started_at: dict[int, float] = {}
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -151,10 +159,14 @@ class TopicSupervisor(pykka.ThreadingActor):
         )
         self.revoke([partition], deadline_s=0.0, reason="partition restarting after a failure")
         self.restarting.add(partition)
+        # A partition that keeps failing (its store is down) backs off exponentially, up to
+        # MAX_RESTART_BACKOFF_S; one that ran for a while starts from the base delay again.
+        if time.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
+            self.streaks[partition] = 0
+        streak = self.streaks[partition] = self.streaks.get(partition, 0) + 1
+        delay = min(MAX_RESTART_BACKOFF_S, self.settings.restart_backoff_s * 2 ** (streak - 1))
         me = self._me
-        self.timers.call_later(
-            self.settings.restart_backoff_s, lambda: me.restart.defer(partition, generation)
-        )
+        self.timers.call_later(delay, lambda: me.restart.defer(partition, generation))
 
     def restart(self, partition: int, failed_generation: int) -> None:
         if partition not in self.restarting or partition in self.trees:
@@ -168,6 +180,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         return list(self.failures)
 
     def _start(self, partition: int) -> None:
+        self.started_at[partition] = time.monotonic()
         generation = self.generations.get(partition, 0) + 1
         self.generations[partition] = generation
         me = self._me

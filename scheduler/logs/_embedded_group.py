@@ -245,7 +245,7 @@ class EmbeddedConsumer(LogConsumer):
         self._positions[partition] = position
         return position
 
-    def commit(self, offsets: Mapping[int, int]) -> None:
+    def commit(self, offsets: Mapping[int, int], *, wait: bool = True) -> None:
         if offsets:
             self._log.commit(self._group_id, offsets)
 

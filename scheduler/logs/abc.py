@@ -123,8 +123,13 @@ class LogConsumer(ABC):
         """
 
     @abstractmethod
-    def commit(self, offsets: Mapping[int, int]) -> None:
-        """Synchronously commit, per partition, the next offset to read."""
+    def commit(self, offsets: Mapping[int, int], *, wait: bool = True) -> None:
+        """Commit, per partition, the next offset to read.
+
+        With `wait` (the default) it returns once the commit is durable, or raises. Without, it
+        only starts the commit (Kafka: an asynchronous commit whose failure is logged): for the
+        routine commit after each batch, where a lost commit only means records read again.
+        """
 
     @abstractmethod
     def committed(self, partitions: Collection[int]) -> dict[int, int | None]:

@@ -140,10 +140,18 @@ class KafkaLogConsumer(LogConsumer):
 
     # -- offsets -----------------------------------------------------------------------------
 
-    def commit(self, offsets: Mapping[int, int]) -> None:
+    def commit(self, offsets: Mapping[int, int], *, wait: bool = True) -> None:
         if not offsets:
             return
         wanted = [TopicPartition(self._topic, p, o) for p, o in offsets.items()]
+        if not wait:
+            # A synchronous commit can block for good while the broker restarts
+            # (confluent-kafka-python #1801); the routine commit must never stall the poll loop.
+            try:
+                self._consumer.commit(offsets=wanted, asynchronous=True)
+            except KafkaException as exc:
+                logger.warning("could not start committing offsets %s: %s", dict(offsets), exc)
+            return
         deadline = time.monotonic() + self._timeout
         while True:
             error = self._try_commit(wanted)

@@ -7,6 +7,7 @@ here (and in `cassandra.py`) and nowhere else in the product.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -44,6 +45,9 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     OperationTimedOut,
     NoHostAvailable,
 )
+
+#: The longest wait for any one request beyond its own timeout (see `Runner._bounded`).
+_HANG_LIMIT_S = 30.0
 
 Params = Sequence[Any]
 Item = tuple[Any, Params | None]
@@ -197,15 +201,31 @@ class Runner:
         so that a failed page is retried too)."""
 
         def attempt() -> Any:
-            if timeout is None:
-                result = self.session.execute(statement, params)
-            else:
-                result = self.session.execute(statement, params, timeout=timeout)
+            result = self._bounded(statement, params, timeout)
             return list(result) if rows else result
 
         return call_with_retries(
             attempt, policy=self._policy, transient=TRANSIENT, describe=self._describe(what)
         )
+
+    def _bounded(self, statement: Any, params: Params | None, timeout: float | None) -> Any:
+        """`session.execute`, but never waiting longer than the request timeout allows.
+
+        The driver's own timer should end every request; right after a node restart it was seen
+        not to, leaving a partition's actor waiting for ever. So the wait is bounded here too, and
+        a request that outlives it counts as a timeout (transient: retried).
+        """
+        if timeout is None:
+            future = self.session.execute_async(statement, params)
+            limit = _HANG_LIMIT_S
+        else:
+            future = self.session.execute_async(statement, params, timeout=timeout)
+            limit = timeout * 2 + _HANG_LIMIT_S
+        answered = threading.Event()
+        future.add_callbacks(lambda _: answered.set(), lambda _: answered.set())
+        if not answered.wait(limit):
+            raise OperationTimedOut(f"no answer within {limit:.0f}s")
+        return future.result()
 
     def many(self, items: Sequence[Item], what: str) -> list[list[tuple[Any, ...]]]:
         """Execute statements concurrently (at most `concurrency` in flight); rows of each, in
