@@ -1,0 +1,129 @@
+"""Bad input and bad configuration against the real servers: garbage on the topic is set aside,
+a changed partition count is refused, and unreachable servers are named at start."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from scheduler.fleet import LoadGenerator, read_history
+from scheduler.partitioning import partition_for
+from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
+
+GARBAGE = [b"\x00\xff not json at all", b'{"op": "schedule"}', b"", b"[1, 2, 3]"]
+"""What another producer might write: bytes, JSON missing fields, nothing, the wrong shape."""
+
+
+def test_a_malformed_record_is_logged_and_skipped_and_its_partition_keeps_going(
+    fleet: Fleet,
+) -> None:
+    from confluent_kafka import Producer
+
+    worker = fleet.worker("w1")
+    worker.wait_until_owning(START_TIMEOUT_S, at_least=PARTITIONS)
+    client = fleet.client()
+    before = LoadGenerator(
+        client, ordering_ids=1, rate_per_s=50, duration_s=1, lead_ms=300, prefix="bad"
+    ).start()
+    accepted = before.join()
+    ordering_id = accepted[0][0]
+    partition = partition_for(ordering_id.encode(), PARTITIONS)
+
+    raw = Producer({"bootstrap.servers": fleet.bootstrap, "acks": "all"})
+    for value in GARBAGE:
+        raw.produce(fleet.topic, key=ordering_id.encode(), value=value, partition=partition)
+    raw.produce(fleet.topic, key=None, value=None, partition=partition)  # a tombstone
+    assert raw.flush(30) == 0
+
+    # Due later than every task before the garbage, so the ordering id's keys still increase.
+    after = LoadGenerator(
+        client, ordering_ids=1, rate_per_s=50, duration_s=1, lead_ms=300, prefix="bad"
+    ).start()
+    accepted += after.join()
+    report = fleet.wait_until_executed(accepted, timeout=60)
+
+    def lag() -> int | None:
+        rows = {row.partition: row for row in fleet.log.describe_group(fleet.group_id)}
+        row = rows[partition]
+        return None if row.committed is None else row.end - row.committed
+
+    drained = wait_for(lambda: lag() == 0, 30)
+    set_aside = [
+        line for line in worker.output().splitlines() if "malformed record at partition" in line
+    ]
+    print(
+        f"\n[malformed] {report.summary()}; {len(set_aside)} records set aside on partition "
+        f"{partition}, lag drained {drained}"
+    )
+    assert report.missing == [] and report.order_violations == []
+    assert len(set_aside) == len(GARBAGE) + 1, worker.output()[-3000:]
+    assert all(f"partition {partition} " in line for line in set_aside)
+    assert drained, "the partition's offsets should move past the garbage"
+    assert worker.alive
+    assert "Traceback" not in worker.output()
+    assert len(read_history(fleet.record)) == report.attempts
+
+
+def failed_start(fleet: Fleet, name: str, timeout: float = 120, **overrides: str) -> str:
+    """Start a worker that must refuse to run; its output."""
+    worker = fleet.worker(name, **overrides)
+    try:
+        code = worker.process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        pytest.fail(f"worker {name} kept running:\n{worker.output()[-3000:]}")
+    worker.wait(1)
+    output = worker.output()
+    assert code != 0, output
+    assert "Traceback" not in output, output
+    return output
+
+
+def error_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, output
+    return lines[0]
+
+
+def test_a_worker_refuses_a_partition_count_that_differs_from_the_topic_or_the_store(
+    fleet: Fleet,
+) -> None:
+    first = fleet.worker("w1")
+    first.wait_until_owning(START_TIMEOUT_S)
+    assert first.stop(60) == 0
+
+    changed = str(PARTITIONS + 4)
+    topic_error = error_line(failed_start(fleet, "w2", partitions=changed))
+    print(f"\n[partition count] {topic_error}")
+    assert f"has {PARTITIONS} partitions" in topic_error
+    assert f"SCHEDULER_PARTITIONS={changed}" in topic_error
+
+    other_topic = f"{fleet.topic}-other"
+    try:
+        store_error = error_line(failed_start(fleet, "w3", partitions=changed, topic=other_topic))
+    finally:
+        from scheduler.logs.kafka import KafkaTaskLog
+
+        KafkaTaskLog(bootstrap_servers=fleet.bootstrap, topic=other_topic).delete_topic()
+    print(f"[partition count] {store_error}")
+    assert f"partitioned into {PARTITIONS} partitions" in store_error
+    assert f"SCHEDULER_PARTITIONS={changed}" in store_error
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("SCHEDULER_KAFKA_BOOTSTRAP", "127.0.0.1:1"), ("SCHEDULER_CASSANDRA_HOSTS", "127.0.0.1:1")],
+)
+def test_an_unreachable_server_at_start_is_named_in_one_line(
+    fleet: Fleet, setting: str, value: str
+) -> None:
+    started = time.monotonic()
+    output = failed_start(fleet, "w1", **{setting: value})
+    line = error_line(output)
+    print(f"\n[unreachable] after {time.monotonic() - started:.1f} s: {line}")
+    assert "127.0.0.1:1" in line
+    assert setting in line

@@ -1,0 +1,98 @@
+"""The Cassandra node or the Kafka broker restarts under load: workers wait and retry, producers
+back-pressure, and every task the log acknowledged still runs, in order.
+
+These restart the servers the project's launcher started (`scheduler services up`), so other
+test sessions on the machine see the outage too.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from scheduler.fleet import HistoryReport, LoadGenerator, read_history
+from tests.distributed.conftest import START_TIMEOUT_S, Fleet, now_ms, some_sleep
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
+
+RATE_PER_S = 100
+AFTER_RESTART_S = 6.0
+"""Load kept up after the server is back, to see new work flow again."""
+
+
+def restartable(name: str) -> None:
+    from scheduler.services import launcher
+
+    if launcher.status(name).pid is None:
+        pytest.skip(f"{name} was not started by this checkout's launcher, so it cannot restart it")
+
+
+def restart_under_load(fleet: Fleet, name: str) -> tuple[HistoryReport, LoadGenerator, int, int]:
+    """Two workers under load; restart `name`; wait for the backlog. Returns the report, the
+    load, and when the restart began and ended (epoch ms)."""
+    from scheduler.services import launcher
+
+    restartable(name)
+    workers = [fleet.worker("w1"), fleet.worker("w2")]
+    for worker in workers:
+        worker.wait_until_owning(START_TIMEOUT_S)
+    load = LoadGenerator(
+        fleet.client(),
+        ordering_ids=20,
+        rate_per_s=RATE_PER_S,
+        duration_s=180,
+        lead_ms=1000,
+        data=some_sleep(),
+    ).start()
+    time.sleep(5)
+    began = now_ms()
+    status = launcher.restart(name)
+    back = now_ms()
+    assert status.healthy, status.detail
+    for worker in workers:
+        assert worker.alive, f"{worker.name} died:\n{worker.output()[-3000:]}"
+    time.sleep(AFTER_RESTART_S)
+    load.stop()
+    accepted = load.join(timeout=180)
+    report = fleet.wait_until_executed(accepted, timeout=150)
+    for worker in workers:
+        assert worker.alive, f"{worker.name} died:\n{worker.output()[-3000:]}"
+    return report, load, began, back
+
+
+def drained_after(fleet: Fleet, report: HistoryReport, back_ms: int) -> float:
+    """Seconds from the server's return until every task due before it had run."""
+    ends = [
+        e.end_ms
+        for e in read_history(fleet.record)
+        if e.ok and e.end_ms is not None and e.scheduled_ms < back_ms
+    ]
+    return (max(ends) - back_ms) / 1000 if ends else 0.0
+
+
+def check(report: HistoryReport) -> None:
+    assert report.missing == [], report.missing[:10]
+    assert report.order_violations == [], report.order_violations[:5]
+    assert report.concurrent_violations == [], report.concurrent_violations[:5]
+
+
+def test_a_cassandra_restart_under_load_loses_no_task(fleet: Fleet) -> None:
+    report, load, began, back = restart_under_load(fleet, "cassandra")
+    print(
+        f"\n[cassandra restart] {report.summary()}; down for {(back - began) / 1000:.1f} s, "
+        f"backlog drained {drained_after(fleet, report, back):.1f} s after it was back"
+    )
+    check(report)
+    assert load.failed == [], "Kafka was up: every send should have been acknowledged"
+
+
+def test_a_kafka_restart_under_load_loses_no_accepted_task(fleet: Fleet) -> None:
+    report, load, began, back = restart_under_load(fleet, "kafka")
+    print(
+        f"\n[kafka restart] {report.summary()}; down for {(back - began) / 1000:.1f} s, "
+        f"sends failed {len(load.failed)} of {load.sent}, "
+        f"backlog drained {drained_after(fleet, report, back):.1f} s after it was back"
+    )
+    check(report)
+    assert report.accepted > 0.9 * load.sent
