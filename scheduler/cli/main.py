@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "settings": "scheduler.cli.settings_cmd:settings",
     "example": "scheduler.cli.example:example",
     "services": "scheduler.cli.services:services",
+    "bench": "scheduler.cli.bench:bench",
 }
 """Subcommand name -> `module:attribute` of its click command."""
 

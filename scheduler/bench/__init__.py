@@ -1,0 +1,1 @@
+"""`scheduler bench`: one module per scenario, each with `run(options) -> ScenarioResult`."""

@@ -1,0 +1,201 @@
+"""enqueue: `schedule_task` throughput against the raw client of the log, same bytes.
+
+* Kafka: `SchedulerClient.schedule_task` (one future per task, all awaited), the bulk path
+  `schedule_tasks` (one future per chunk of 1,000), and raw confluent-kafka `produce` of the same
+  keys and values with the adapter's producer settings and a per-record delivery callback,
+  flushed at the end.
+* Embedded: the same two client paths on the embedded log, against raw `executemany` INSERTs of
+  the same keys and values into a table shaped like the log's `records` table, in transactions of
+  1,000 rows, WAL with synchronous=NORMAL (the log's own durability setting).
+
+A rate is tasks over the wall time from the first call to the last acknowledgement.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+from uuid import uuid4
+
+from scheduler.bench.common import (
+    DISTRIBUTED,
+    EMBEDDED,
+    BenchOptions,
+    ScenarioResult,
+    Stopwatch,
+    alternate,
+    rate,
+)
+from scheduler.bench.workers import PARTITIONS, backend
+from scheduler.codec import Op, encode
+from scheduler.model import Task, from_epoch_ms
+
+CHUNK = 1000
+ORDERING_IDS = 1000
+
+
+def make_tasks(count: int, *, due_ms: int, prefix: str = "bench") -> list[Task]:
+    """`count` no-op tasks over `ORDERING_IDS` ordering ids, all due at `due_ms` (+ 1 ms each
+    per id, so every id's tasks are in key order)."""
+    return [
+        Task(
+            f"{prefix}-{n % ORDERING_IDS:04d}",
+            from_epoch_ms(due_ms + n // ORDERING_IDS),
+            f"{n:09d}",
+            {},
+        )
+        for n in range(count)
+    ]
+
+
+def records_of(tasks: list[Task]) -> list[tuple[bytes, bytes]]:
+    """The (key, value) pairs `schedule_task` writes for these tasks."""
+    return [(t.ordering_id.encode(), encode(Op.SCHEDULE, t.key, b"{}")) for t in tasks]
+
+
+def one_by_one(client: Any, tasks: list[Task]) -> dict[str, float]:
+    with Stopwatch() as watch:
+        futures = [client.schedule_task(task) for task in tasks]
+        for future in futures:
+            future.result(300)
+    return {"tasks_per_s": rate(len(tasks), watch.seconds)}
+
+
+def in_bulk(client: Any, tasks: list[Task]) -> dict[str, float]:
+    with Stopwatch() as watch:
+        futures = [client.schedule_tasks(tasks[n : n + CHUNK]) for n in range(0, len(tasks), CHUNK)]
+        for future in futures:
+            future.result(300)
+    return {"tasks_per_s": rate(len(tasks), watch.seconds)}
+
+
+def raw_kafka(bootstrap: str, topic: str) -> Callable[[list[tuple[bytes, bytes]]], dict]:
+    from confluent_kafka import Producer
+
+    from scheduler.logs.kafka_config import PRODUCER_DEFAULTS
+
+    producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap})
+    failures: list[Any] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is not None:
+            failures.append(error)
+
+    def run(records: list[tuple[bytes, bytes]]) -> dict[str, float]:
+        with Stopwatch() as watch:
+            for n, (key, value) in enumerate(records):
+                while True:
+                    try:
+                        producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                if not n % 64:
+                    producer.poll(0)
+            producer.flush(300)
+        if failures:
+            raise RuntimeError(f"raw produce failed: {failures[0]}")
+        return {"tasks_per_s": rate(len(records), watch.seconds)}
+
+    return run
+
+
+def raw_sqlite(path: str, records: list[tuple[bytes, bytes]]) -> dict[str, float]:
+    from scheduler.partitioning import partition_for
+
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS records (topic TEXT NOT NULL, partition INTEGER NOT NULL,"
+        " offset INTEGER NOT NULL, key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL,"
+        " PRIMARY KEY (topic, partition, offset)) WITHOUT ROWID"
+    )
+    ends = [0] * PARTITIONS
+    with Stopwatch() as watch:
+        for start in range(0, len(records), CHUNK):
+            rows = []
+            for key, value in records[start : start + CHUNK]:
+                partition = partition_for(key, PARTITIONS)
+                rows.append(("t", partition, ends[partition], key, value, 0))
+                ends[partition] += 1
+            db.execute("BEGIN")
+            db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
+            db.execute("COMMIT")
+    db.close()
+    return {"tasks_per_s": rate(len(records), watch.seconds)}
+
+
+def run(options: BenchOptions) -> ScenarioResult:
+    from scheduler.bench.common import now_ms
+    from scheduler.client import SchedulerClient
+
+    count = options.pick(50_000, 2_000)
+    result = ScenarioResult("enqueue", details={"tasks": count, "chunk": CHUNK})
+    due = now_ms() + 3_600_000  # nobody runs them: no worker is started
+    tasks = make_tasks(count, due_ms=due)
+    records = records_of(tasks)
+    if options.wants(EMBEDDED):
+        from scheduler.logs.embedded import EmbeddedTaskLog
+
+        def embedded(
+            path: Callable[[Any], dict[str, float]],
+        ) -> Callable[[], dict[str, float]]:
+            def side() -> dict[str, float]:
+                directory = options.scratch / f"enqueue-{uuid4().hex[:8]}"
+                directory.mkdir(parents=True)
+                log = EmbeddedTaskLog(path=str(directory / "log.db"))
+                log.ensure_topic(PARTITIONS)
+                client = SchedulerClient(log=log)
+                try:
+                    return path(client)
+                finally:
+                    client.close()
+                    log.close()
+
+            return side
+
+        def sqlite_side() -> dict[str, float]:
+            directory = options.scratch / f"enqueue-raw-{uuid4().hex[:8]}"
+            directory.mkdir(parents=True)
+            return raw_sqlite(str(directory / "raw.db"), records)
+
+        sides = {
+            "schedule_task": embedded(lambda c: one_by_one(c, tasks)),
+            "schedule_tasks (bulk)": embedded(lambda c: in_bulk(c, tasks)),
+            "raw sqlite executemany": sqlite_side,
+        }
+        _report(result, EMBEDDED, alternate(sides, options.repeat), "raw sqlite executemany")
+    if options.wants(DISTRIBUTED):
+        with backend(DISTRIBUTED, options, "enqueue") as run_:
+            client = SchedulerClient(log=run_.log)
+            raw = raw_kafka(options.settings.kafka_bootstrap, run_.log.topic)
+            sides = {
+                "schedule_task": lambda: one_by_one(client, tasks),
+                "schedule_tasks (bulk)": lambda: in_bulk(client, tasks),
+                "raw produce + callback": lambda: raw(records),
+            }
+            try:
+                measured = alternate(sides, options.repeat)
+            finally:
+                client.close()
+        _report(result, DISTRIBUTED, measured, "raw produce + callback")
+    result.notes.append(
+        "ratio = side / raw; issue 3's target is schedule_task >= 0.5 of raw Kafka produce"
+    )
+    return result
+
+
+def _report(
+    result: ScenarioResult, backend_name: str, measured: dict[str, dict[str, Any]], raw: str
+) -> None:
+    baseline = measured[raw]["tasks_per_s"]
+    for side, values in measured.items():
+        result.add(
+            backend=backend_name,
+            side=side,
+            tasks_per_s=values["tasks_per_s"],
+            ratio_to_raw=values["tasks_per_s"] / baseline,
+        )
+    result.details[backend_name] = measured

@@ -1,0 +1,220 @@
+"""`scheduler bench`: the engine's speed and memory, side by side with raw Kafka, raw Cassandra,
+raw SQLite and APScheduler, on your own setup.
+
+Each scenario is a subcommand that prints a table and writes `<out>/<scenario>.json`; `all` runs
+them in turn and then `plot`. Kafka and Cassandra are used only with `--backends
+kafka-cassandra`, at the addresses of the usual settings (SCHEDULER_KAFKA_BOOTSTRAP,
+SCHEDULER_CASSANDRA_HOSTS, ...). docs/benchmarks.md says what each scenario measures.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from scheduler.cli.context import CliState, pass_state
+
+SCENARIOS: dict[str, str] = {
+    "enqueue": "schedule_task vs raw Kafka produce / raw SQLite inserts",
+    "persist": "Kafka->Cassandra persistence vs raw cassandra-driver writes",
+    "execute": "end-to-end no-op tasks/s, one and two workers",
+    "lag": "firing lag p50/p99/max at 25/50/90 % of the measured maximum rate",
+    "backlog": "1,000,000 overdue tasks drained by a worker process: rate and peak RSS",
+    "rebalance": "pause of moved and unmoved partitions when a worker joins and leaves",
+    "spark": "Spark launch overhead: shared session vs spark-submit per task",
+    "peer": "the same timer workload on APScheduler 3 (memory, SQLAlchemy/SQLite) vs embedded",
+}
+"""Scenario name -> one line of help; the module is `scheduler.bench.<name>`."""
+
+DISTRIBUTED_ONLY = ("persist", "rebalance")
+
+
+def _common(function: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--size", type=click.IntRange(1), help="Tasks (rows, runs) per repetition."),
+        click.option(
+            "--repeat",
+            type=click.IntRange(1),
+            default=3,
+            show_default=True,
+            help="Repetitions of each side; medians are reported.",
+        ),
+        click.option("--smoke", is_flag=True, help="Tiny sizes, to check that it works (CI)."),
+        click.option(
+            "--out",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("bench-results"),
+            show_default=True,
+            help="Directory of the JSON results.",
+        ),
+        click.option(
+            "--backends",
+            default="embedded",
+            show_default=True,
+            help="Comma-separated: embedded, kafka-cassandra.",
+        ),
+        click.option(
+            "--keep-scratch",
+            is_flag=True,
+            help="Keep the data directories and worker logs (kept anyway when a scenario fails).",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _options(
+    state: CliState,
+    size: int | None,
+    repeat: int,
+    smoke: bool,
+    out: Path,
+    backends: str,
+    keep_scratch: bool,
+) -> Any:
+    from scheduler.bench.common import BACKENDS, BenchOptions
+
+    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
+    unknown = [b for b in chosen if b not in BACKENDS]
+    if unknown or not chosen:
+        raise click.BadParameter(
+            f"{','.join(unknown) or backends!r}: use {' and/or '.join(BACKENDS)}",
+            param_hint="--backends",
+        )
+    scratch = Path(tempfile.mkdtemp(prefix="scheduler-bench-"))
+    _clean_up_on_success(scratch, keep_scratch)
+    return BenchOptions(
+        size=size,
+        repeat=1 if smoke else repeat,
+        smoke=smoke,
+        out=out,
+        backends=chosen,
+        settings=state.settings(),
+        scratch=scratch,
+    )
+
+
+def _clean_up_on_success(scratch: Path, keep: bool) -> None:
+    """Remove the scratch directory when the command ends well (a backlog run leaves GBs)."""
+    ctx = click.get_current_context()
+
+    def clean_up() -> None:
+        failed = sys.exc_info()[0] is not None or ctx.meta.get("bench_failed")
+        if keep or failed:
+            click.echo(f"scratch (data, worker logs) kept in {scratch}", err=True)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    ctx.call_on_close(clean_up)
+
+
+def _run(name: str, options: Any) -> None:
+    from scheduler.bench.common import write_result
+
+    module = importlib.import_module(f"scheduler.bench.{name}")
+    started = time.monotonic()
+    click.echo(f"-- {name}: {SCENARIOS[name]} (backends {','.join(options.backends)})")
+    result = module.run(options)
+    result.details["wall_s"] = round(time.monotonic() - started, 1)
+    write_result(result, options)
+
+
+@click.group()
+def bench() -> None:
+    """Measure throughput, firing lag and memory, against raw clients and a peer scheduler.
+
+    \b
+    Examples:
+      scheduler bench all --smoke                      # does it work? (seconds)
+      scheduler bench execute --size 50000 --repeat 5
+      scheduler bench all --backends embedded,kafka-cassandra --out bench-results
+      scheduler bench plot --out bench-results --to docs/benchmarks
+    """
+
+
+def _scenario(name: str) -> click.Command:
+    @_common
+    @pass_state
+    def command(state: CliState, **kwargs: Any) -> None:
+        options = _options(state, **kwargs)
+        if name in DISTRIBUTED_ONLY and "kafka-cassandra" not in options.backends:
+            click.echo(f"-- {name}: needs --backends kafka-cassandra; skipped")
+            return
+        _run(name, options)
+
+    command.__doc__ = SCENARIOS[name] + "."
+    return click.command(name)(command)
+
+
+for _name in SCENARIOS:
+    bench.add_command(_scenario(_name))
+
+
+@bench.command("all")
+@_common
+@click.option("--skip", default="", help="Comma-separated scenarios not to run.")
+@click.option(
+    "--plot-to",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also draw the plots into this directory.",
+)
+@pass_state
+def run_all(state: CliState, skip: str, plot_to: Path | None, **kwargs: Any) -> None:
+    """Every scenario in turn (those needing Kafka/Cassandra only with those backends)."""
+    options = _options(state, **kwargs)
+    skipped = {s.strip() for s in skip.split(",") if s.strip()}
+    failed: list[str] = []
+    for name in SCENARIOS:
+        if name in skipped:
+            continue
+        if name in DISTRIBUTED_ONLY and "kafka-cassandra" not in options.backends:
+            click.echo(f"-- {name}: needs --backends kafka-cassandra; skipped")
+            continue
+        try:
+            _run(name, options)
+        except Exception as error:  # the other scenarios' numbers are still worth having
+            logging.getLogger(__name__).exception("scenario %s failed", name)
+            click.secho(f"-- {name} failed: {type(error).__name__}: {error}", err=True, fg="red")
+            failed.append(name)
+    if plot_to is not None:
+        from scheduler.bench.plot import plot_all
+
+        for path in plot_all(options.out, plot_to):
+            click.echo(f"plot -> {path}")
+    if failed:
+        click.get_current_context().meta["bench_failed"] = True
+        raise click.ClickException(f"scenarios failed: {', '.join(failed)}")
+
+
+@bench.command("plot")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-results"),
+    show_default=True,
+    help="Where the JSON results are.",
+)
+@click.option(
+    "--to",
+    "to",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("docs/benchmarks"),
+    show_default=True,
+    help="Where PNGs go.",
+)
+def plot(out: Path, to: Path) -> None:
+    """Draw the JSON results as PNGs (throughput bars, lag against rate, RSS)."""
+    from scheduler.bench.plot import plot_all
+
+    for path in plot_all(out, to):
+        click.echo(f"plot -> {path}")

@@ -1,0 +1,121 @@
+"""`scheduler bench` at smoke sizes, through the installed console script, as users run it.
+
+Benchmarks are not tests: these only prove that every scenario runs and writes a JSON result
+whose numbers are sane (positive rates, p99 >= p50). The measured values are meaningless at
+these sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = shutil.which("scheduler", path=str(Path(sys.executable).parent)) or "scheduler"
+EMBEDDED_SCENARIOS = ("enqueue", "execute", "lag", "backlog")
+DISTRIBUTED_SCENARIOS = ("enqueue", "persist", "execute", "lag", "backlog", "rebalance")
+
+
+def run_bench(out: Path, *args: str, env: dict[str, str] | None = None, timeout: float) -> str:
+    completed = subprocess.run(
+        [SCRIPT, "--log-level", "WARNING", "bench", *args, "--smoke", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=out.parent,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-5000:]
+    return completed.stdout
+
+
+def check_sane(document: dict[str, Any]) -> None:
+    """Every rate is positive and every p99 is at least its p50."""
+    assert document["rows"], f"{document['scenario']}: no rows"
+    for row in document["rows"]:
+        for name, value in row.items():
+            if isinstance(value, float) and math.isnan(value):
+                continue
+            if name.endswith("_per_s") and value is not None:
+                assert value > 0, f"{document['scenario']}: {name}={value} in {row}"
+        for prefix in ("", "lag_"):
+            p50, p99 = row.get(f"{prefix}p50_ms"), row.get(f"{prefix}p99_ms")
+            if p50 is not None and p99 is not None:
+                assert p99 >= p50, f"{document['scenario']}: p99 {p99} < p50 {p50} in {row}"
+
+
+def results(out: Path, scenarios: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    documents = {}
+    for name in scenarios:
+        path = out / f"{name}.json"
+        assert path.is_file(), f"{name}.json was not written"
+        documents[name] = json.loads(path.read_text(encoding="utf-8"))
+        check_sane(documents[name])
+    return documents
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_every_embedded_scenario_writes_sane_json(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    output = run_bench(out, "all", "--skip", "spark,peer", timeout=110)
+    documents = results(out, EMBEDDED_SCENARIOS)
+    assert "needs --backends kafka-cassandra; skipped" in output
+    assert documents["backlog"]["rows"][0]["rss_peak_mb"] > 0
+    plots = tmp_path / "plots"
+    run_plot = subprocess.run(
+        [SCRIPT, "bench", "plot", "--out", str(out), "--to", str(plots)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run_plot.returncode == 0, run_plot.stderr
+    assert {p.name for p in plots.glob("*.png")} >= {"enqueue.png", "execute.png", "lag.png"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_peer_scenario_compares_apscheduler_with_embedded(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    run_bench(out, "peer", timeout=110)
+    sides = [row["side"] for row in results(out, ("peer",))["peer"]["rows"]]
+    assert len(sides) == 3 and any("APScheduler" in side for side in sides)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.timeout(150)
+def test_spark_scenario_measures_the_shared_session(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    run_bench(out, "spark", timeout=140)
+    rows = results(out, ("spark",))["spark"]["rows"]
+    assert rows[0]["median_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.kafka
+@pytest.mark.cassandra
+@pytest.mark.timeout(240)
+def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
+    from tests.servers import cassandra_contact, kafka_bootstrap
+
+    hosts, port = cassandra_contact()
+    env = {
+        "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
+        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
+        "SCHEDULER_CASSANDRA_PORT": str(port),
+    }
+    out = tmp_path / "results"
+    run_bench(
+        out, "all", "--backends", "kafka-cassandra", "--skip", "spark,peer", env=env, timeout=230
+    )
+    documents = results(out, DISTRIBUTED_SCENARIOS)
+    rebalance = {row["change"]: row for row in documents["rebalance"]["rows"]}
+    assert rebalance["join"]["moved"] > 0
