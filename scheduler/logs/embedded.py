@@ -32,16 +32,24 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs._embedded_group import EmbeddedConsumer, GroupCoordinator
 from scheduler.logs._embedded_members import MemberTable
 from scheduler.logs._embedded_schema import PARTITIONS, RECORDS, SCHEMA, connect
 from scheduler.logs._embedded_writer import GroupCommitWriter, Row
-from scheduler.logs.abc import LogConsumer, LogProducer, LogRecord, PartitionLag, TaskLog
+from scheduler.logs.abc import (
+    BatchFuture,
+    LogConsumer,
+    LogProducer,
+    LogRecord,
+    PartitionLag,
+    TaskLog,
+)
 from scheduler.partitioning import partition_for
 
 _PLACEMENT_CACHE = 100_000
@@ -180,9 +188,14 @@ class EmbeddedTaskLog(TaskLog):
         self.partition_count()
         return EmbeddedProducer(self)
 
-    def append(self, key: bytes, value: bytes) -> Future[int]:
-        """Queue a record for the writer thread; blocks while the buffer is full."""
-        future: Future[int] = Future()
+    def append(self, key: bytes, value: bytes, future: Any = None) -> Future[int]:
+        """Queue a record for the writer thread; blocks while the buffer is full.
+
+        `future` is anything with `set_result`/`set_exception` (a batch's shared sink);
+        a new Future by default.
+        """
+        if future is None:
+            future = Future()
         partition = self._placement.get(key)
         if partition is None:
             if len(self._placement) >= _PLACEMENT_CACHE:
@@ -369,8 +382,31 @@ class EmbeddedProducer(LogProducer):
     def send(self, key: bytes, value: bytes) -> Future[int]:
         return self._log.append(key, value)
 
+    def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
+        """Queue the whole batch behind one sink: no future per record."""
+        batch = BatchFuture(len(records))
+        sink = _BatchSink(batch)
+        for key, value in records:
+            self._log.append(key, value, sink)
+        return batch.future
+
     def flush(self, timeout: float) -> int:
         return self._log.wait_written(timeout)
 
     def close(self) -> None:
         self.flush(timeout=60.0)
+
+
+class _BatchSink:
+    """Stands in for every record's future in a batch: each resolution counts one delivery."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: BatchFuture) -> None:
+        self.batch = batch
+
+    def set_result(self, partition: int) -> None:
+        self.batch.delivered()
+
+    def set_exception(self, error: BaseException) -> None:
+        self.batch.delivered(error)
