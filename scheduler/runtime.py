@@ -190,15 +190,15 @@ def partition_count_check(log: TaskLog, store: TaskStore, partitions: int) -> in
     first time. A task's partition is `murmur2(ordering_id) % count`, so running with another
     count would look for tasks where they are not: refuse, saying which count to use.
     """
-    actual = topic_partition_check(log, partitions)
+    # The store first: a mismatch must be refused before a topic is created with a wrong count.
     stored = int(store.claim_meta(PARTITION_COUNT_META, str(partitions)))
     if stored != partitions:
         raise PartitionCountMismatchError(
             f"the task store holds data partitioned into {stored} partitions but "
-            f"{env_name('partitions')}={partitions} (and topic {log.topic!r} has {actual}); "
-            f"set {env_name('partitions')}={stored} and recreate the topic with {stored} "
-            "partitions, or start over with an empty store"
+            f"{env_name('partitions')}={partitions}; set {env_name('partitions')}={stored}, "
+            "or start over with an empty store (a new data_dir or keyspace) and a new topic"
         )
+    topic_partition_check(log, partitions)
     return partitions
 
 

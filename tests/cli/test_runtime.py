@@ -27,7 +27,7 @@ def test_a_changed_partition_count_is_refused_naming_both_counts(embedded, monke
     try:
         assert partition_count_check(log, store, 4) == 4
         with pytest.raises(
-            PartitionCountMismatchError, match=r"has 4 partitions but SCHEDULER_PARTITIONS=8"
+            PartitionCountMismatchError, match=r"4 partitions but SCHEDULER_PARTITIONS=8"
         ):
             partition_count_check(log, store, 8)
     finally:

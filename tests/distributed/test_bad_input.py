@@ -11,6 +11,7 @@ import pytest
 from scheduler.fleet import LoadGenerator, read_history
 from scheduler.partitioning import partition_for
 from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, wait_for
+from tests.servers import cassandra_contact
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
@@ -83,6 +84,17 @@ def failed_start(fleet: Fleet, name: str, timeout: float = 120, **overrides: str
     return output
 
 
+def drop_keyspace(fleet: Fleet, keyspace: str) -> None:
+    from scheduler.stores.cassandra import CassandraTaskStore
+
+    hosts, port = cassandra_contact()
+    store = CassandraTaskStore(hosts=hosts, port=port, keyspace=keyspace, consistency="ONE")
+    try:
+        store.drop_keyspace()
+    finally:
+        store.close()
+
+
 def error_line(output: str) -> str:
     lines = [line for line in output.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, output
@@ -97,7 +109,14 @@ def test_a_worker_refuses_a_partition_count_that_differs_from_the_topic_or_the_s
     assert first.stop(60) == 0
 
     changed = str(PARTITIONS + 4)
-    topic_error = error_line(failed_start(fleet, "w2", partitions=changed))
+    # A fresh keyspace on the old topic: the topic's count is what refuses it.
+    fresh_keyspace = f"{fleet.keyspace}_fresh"
+    try:
+        topic_error = error_line(
+            failed_start(fleet, "w2", partitions=changed, cassandra_keyspace=fresh_keyspace)
+        )
+    finally:
+        drop_keyspace(fleet, fresh_keyspace)
     print(f"\n[partition count] {topic_error}")
     assert f"has {PARTITIONS} partitions" in topic_error
     assert f"SCHEDULER_PARTITIONS={changed}" in topic_error
