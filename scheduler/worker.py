@@ -105,15 +105,22 @@ class Worker:
     def run_until_signalled(self) -> None:
         """Start, then block until SIGTERM or SIGINT, then stop gracefully."""
 
+        received: list[int] = []
+
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            logger.info("received %s, stopping gracefully", signal.Signals(signum).name)
-            self._stop.set()
+            # Only note it: a handler runs between two bytecodes of the main thread, which may
+            # hold the very lock (an Event's, the logging module's) that set() or a log call
+            # would take; a second SIGTERM arriving there deadlocked the stop.
+            received.append(signum)
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.start()
-            while not self._stopped.wait(0.5):
-                pass
+            while not self._stopped.wait(0.2):
+                if received and not self._stop.is_set():
+                    name = signal.Signals(received[0]).name
+                    logger.info("received %s, stopping gracefully", name)
+                    self._stop.set()
         finally:
             self.stop()
             for sig, handler in previous.items():

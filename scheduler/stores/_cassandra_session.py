@@ -28,7 +28,11 @@ from cassandra.cluster import (
     Session,
 )
 from cassandra.concurrent import execute_concurrent
-from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.policies import (
+    DCAwareRoundRobinPolicy,
+    ExponentialReconnectionPolicy,
+    TokenAwarePolicy,
+)
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, tuple_factory
 
 from scheduler.errors import ConfigurationError
@@ -47,7 +51,7 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )
 
 #: The longest wait for any one request beyond its own timeout (see `Runner._bounded`).
-_HANG_LIMIT_S = 30.0
+_HANG_LIMIT_S = 5.0
 
 Params = Sequence[Any]
 Item = tuple[Any, Params | None]
@@ -111,6 +115,9 @@ def open_runner(
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=connect_timeout_s,
             control_connection_timeout=connect_timeout_s,
+            # The default waits up to 10 minutes between reconnection attempts to a node that
+            # went down; a restarted node must be used again within seconds.
+            reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
         )
         try:
             return cluster, cluster.connect()
