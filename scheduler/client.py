@@ -45,9 +45,7 @@ class SchedulerClient:
             data = self._check(task)
         except Exception as error:  # reported through the future, as promised
             return _failed(error)
-        future = self._send(Op.SCHEDULE, task.key, data)
-        future.add_done_callback(_count_enqueued)
-        return future
+        return self._send(Op.SCHEDULE, task.key, data, on_durable=_count_one)
 
     def _check(self, task: Task) -> bytes:
         """The task's encoded data, or the `TaskRejected` error that refuses it."""
@@ -107,11 +105,22 @@ class SchedulerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _send(self, op: Op, key: TaskKey, data: bytes = b"{}") -> Future[int]:
+    def _send(
+        self,
+        op: Op,
+        key: TaskKey,
+        data: bytes = b"{}",
+        on_durable: Callable[[], object] | None = None,
+    ) -> Future[int]:
         try:
-            return self._producer.send(key.ordering_id.encode("utf-8"), encode(op, key, data))
+            return self._producer.send(
+                key.ordering_id.encode("utf-8"), encode(op, key, data), on_durable=on_durable
+            )
         except Exception as error:
             return _failed(error)
+
+
+_count_one = metrics.ENQUEUED.inc
 
 
 def _count_enqueued(future: Future[int]) -> None:

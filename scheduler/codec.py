@@ -53,12 +53,15 @@ class Command:
     """The task (its data is empty for cancel and drop)."""
 
 
+_OP_BYTES = {op: op.value.encode() for op in Op}
+
+
 def encode(op: Op, key: TaskKey, data_json: bytes = b"{}") -> bytes:
     """The record value for `op` on `key`; `data_json` is already-encoded task data."""
     # Assembled by hand: a dict through json.dumps costs several times more, on the hot path.
     return b'{"v":%d,"op":"%s","oid":%s,"at":%d,"uk":%s,"data":%s}' % (
         FORMAT_VERSION,
-        op.value.encode(),
+        _OP_BYTES[op],
         _quote(key.ordering_id).encode(),
         key.scheduled_ms,
         _quote(key.uniqueness_key).encode(),

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from json import encoder as _json_encoder
 from typing import Any
 
 from scheduler.errors import InvalidTaskKeyError, NaiveDatetimeError, TaskDataError
@@ -213,15 +214,41 @@ class Task:
         return f"Task({self.key!r}, data={dict(self.data)!r})"
 
 
-# Reused: json.dumps with options builds a new encoder on every call.
+# Compact JSON, no NaN. Built once: `json.dumps` and `JSONEncoder.encode` build a new C encoder
+# on every call, which cost more than the rest of `schedule_task` together. Without circular
+# checks (markers=None) it is reusable; a circular structure raises RecursionError instead.
 _DATA_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_C_MAKE_ENCODER: Any = getattr(_json_encoder, "c_make_encoder", None)
+_ENCODE_DATA = (
+    None
+    if _C_MAKE_ENCODER is None
+    else _C_MAKE_ENCODER(
+        # markers, default, encoder, indent, key and item separators, sort_keys, skipkeys,
+        # allow_nan: JSONEncoder.iterencode's arguments, minus the circular check.
+        None,
+        _DATA_ENCODER.default,
+        _json_encoder.encode_basestring_ascii,
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        False,
+    )
+)
+
+
+def _to_json(data: Mapping[str, Any]) -> str:
+    if _ENCODE_DATA is not None:
+        return "".join(_ENCODE_DATA(data, 0))
+    return _DATA_ENCODER.encode(data)
 
 
 def encode_data(data: Mapping[str, Any], *, max_bytes: int) -> bytes:
     """Serialise task data as compact JSON, or raise `TaskDataError` saying why it cannot be."""
     try:
-        encoded = _DATA_ENCODER.encode(data).encode("utf-8")
-    except (TypeError, ValueError) as error:
+        encoded = _to_json(data).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as error:
         raise TaskDataError(
             f"task data cannot be serialised as JSON ({error}); use only dicts, lists, strings, "
             "numbers, booleans and None"

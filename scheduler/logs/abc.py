@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
@@ -79,13 +79,17 @@ class LogProducer(ABC):
     """Appends records to the log. Thread-safe: many threads may send at once."""
 
     @abstractmethod
-    def send(self, key: bytes, value: bytes) -> Future[int]:
+    def send(
+        self, key: bytes, value: bytes, *, on_durable: Callable[[], object] | None = None
+    ) -> Future[int]:
         """Append a record to the partition of `key`.
 
         The future resolves to the record's partition once the record is durable (Kafka:
         acknowledged by all in-sync replicas), and fails with `BackendUnavailableError` if it
-        could not be made durable. `send` itself may block briefly when the producer's buffer is
-        full (backpressure) but never drops a record silently.
+        could not be made durable. `on_durable` runs first, on the thread that learnt of it (a
+        metric's increment: cheaper than a done-callback, which would build the future's lock).
+        `send` itself may block briefly when the producer's buffer is full (backpressure) but
+        never drops a record silently.
         """
 
     def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:

@@ -32,12 +32,13 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs._embedded_group import EmbeddedConsumer, GroupCoordinator
 from scheduler.logs._embedded_members import MemberTable
 from scheduler.logs._embedded_schema import PARTITIONS, RECORDS, SCHEMA, connect
@@ -192,10 +193,10 @@ class EmbeddedTaskLog(TaskLog):
         """Queue a record for the writer thread; blocks while the buffer is full.
 
         `future` is anything with `set_result`/`set_exception` (a batch's shared sink);
-        a new Future by default.
+        a new `DeliveryFuture` by default.
         """
         if future is None:
-            future = Future()
+            future = DeliveryFuture()
         partition = self._placement.get(key)
         if partition is None:
             if len(self._placement) >= _PLACEMENT_CACHE:
@@ -379,8 +380,10 @@ class EmbeddedProducer(LogProducer):
     def __init__(self, log: EmbeddedTaskLog) -> None:
         self._log = log
 
-    def send(self, key: bytes, value: bytes) -> Future[int]:
-        return self._log.append(key, value)
+    def send(
+        self, key: bytes, value: bytes, *, on_durable: Callable[[], object] | None = None
+    ) -> Future[int]:
+        return self._log.append(key, value, DeliveryFuture(on_durable))
 
     def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
         """Queue the whole batch behind one sink: no future per record."""

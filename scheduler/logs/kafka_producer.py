@@ -13,13 +13,14 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
 from scheduler.errors import BackendUnavailableError
+from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer
 from scheduler.logs.kafka_config import logger, unavailable
 
@@ -47,13 +48,13 @@ class KafkaLogProducer(LogProducer):
         )
         self._poller.start()
 
-    def send(self, key: bytes, value: bytes) -> Future[int]:
+    def send(
+        self, key: bytes, value: bytes, *, on_durable: Callable[[], object] | None = None
+    ) -> Future[int]:
         if self._closed.is_set():
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
-        future: Future[int] = Future()
-        # Running futures cannot be cancelled: a record once handed to Kafka cannot be taken back.
-        future.set_running_or_notify_cancel()
-        self._produce(key, value, functools.partial(self._delivered, future))
+        future = _RecordDelivery(self, on_durable)
+        self._produce(key, value, future)
         self._last_send = time.monotonic()
         return future
 
@@ -102,27 +103,15 @@ class KafkaLogProducer(LogProducer):
             self._closed.set()
         self._poller.join()
 
-    def _delivered(self, future: Future[int], error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            future.set_result(int(message.partition() or 0))
-        else:
-            future.set_exception(
-                unavailable(
-                    f"making a record durable on topic {self._topic!r}", error, self._bootstrap
-                )
-            )
+    def failure(self, error: KafkaError) -> BackendUnavailableError:
+        return unavailable(
+            f"making a record durable on topic {self._topic!r}", error, self._bootstrap
+        )
 
     def _delivered_in_batch(
         self, batch: BatchFuture, error: KafkaError | None, message: Message
     ) -> None:
-        if error is None:
-            batch.delivered()
-        else:
-            batch.delivered(
-                unavailable(
-                    f"making a record durable on topic {self._topic!r}", error, self._bootstrap
-                )
-            )
+        batch.delivered(None if error is None else self.failure(error))
 
     def _poll_until_closed(self) -> None:
         while not self._closed.is_set():
@@ -130,3 +119,19 @@ class KafkaLogProducer(LogProducer):
                 self._producer.poll(_POLL_INTERVAL_S)
             else:
                 time.sleep(_IDLE_AFTER_S)
+
+
+class _RecordDelivery(DeliveryFuture):
+    """One record's future, and its own delivery callback: no callback object per record."""
+
+    __slots__ = ("_sender",)
+
+    def __init__(self, producer: KafkaLogProducer, on_success: Callable[[], object] | None) -> None:
+        super().__init__(on_success)
+        self._sender = producer
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.set_result(message.partition() or 0)
+        else:
+            self.set_exception(self._sender.failure(error))
