@@ -23,6 +23,8 @@ class ScheduledTask:
     """A retry's earliest start; None for a first attempt."""
     checked: bool = False
     """True once its status row was consulted, so it is known not to be final."""
+    checked_ms: int = 0
+    """When that status was read: a key that finished after it must not run again."""
 
     @property
     def key(self) -> TaskKey:

@@ -26,6 +26,11 @@ from scheduler.model import TaskKey, TaskState, TaskStatus
 #: The reason given to attempts cancelled because an operator cancelled their task.
 ADMIN_CANCEL = "cancelled by an operator"
 
+#: How long a finished key is remembered, to refuse a copy whose status was read before it
+#: finished (that read and the start are normally milliseconds apart), and how many at most.
+FINISHED_MEMORY_MS = 10_000
+FINISHED_MEMORY_MAX = 100_000
+
 
 class PartitionExecutor(PartitionActor):
     """Queues due tasks per ordering id and starts each queue's head on the pool."""
@@ -36,6 +41,7 @@ class PartitionExecutor(PartitionActor):
         self._controller: pykka.ActorProxy | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
+        self.finished_at: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
         self.held = 0
         self.notify_below: int | None = None
         self.draining = False
@@ -59,7 +65,12 @@ class PartitionExecutor(PartitionActor):
         statuses = self._tracker.fetch(unchecked).get(timeout=ASK_TIMEOUT_S) if unchecked else {}
         touched: dict[str, OrderingExecutor] = {}
         already_final: list[TaskKey] = []
+        finished_at = self.finished_at
         for item in items:
+            finished_ms = finished_at.get(item.key)
+            if finished_ms is not None and finished_ms >= item.checked_ms:
+                already_final.append(item.key)  # finished after its status was read
+                continue
             status = statuses.get(item.key)
             if status is not None:
                 if status.state.is_final:
@@ -73,6 +84,12 @@ class PartitionExecutor(PartitionActor):
                 queue = self.queues[item.task.ordering_id] = OrderingExecutor(item.task.ordering_id)
             if item.key in self.running:
                 continue  # rewritten while running: this run uses the data it started with
+            queued = queue.entries.get(item.key)
+            if queued is not None and queued.attempts > item.attempts:
+                # Rewritten while waiting to retry: new data, same attempt count and backoff.
+                item = ScheduledTask(
+                    item.task, queued.attempts, queued.next_attempt_ms, True, item.checked_ms
+                )
             if queue.offer(item):
                 self.held += 1
             touched[queue.ordering_id] = queue
@@ -114,7 +131,8 @@ class PartitionExecutor(PartitionActor):
         attempt = TaskExecutor(item, partition=self.ctx.partition, report=self._report)
         queue.running = attempt
         self.running[item.key] = attempt
-        self.idle.clear()
+        if self.idle.is_set():  # Event.clear takes its lock: not once per task
+            self.idle.clear()
         settings = self.ctx.settings
         attempt.start(
             self.ctx.executor, self.ctx.executor_service, self.ctx.timers, settings.task_timeout_s
@@ -181,6 +199,7 @@ class PartitionExecutor(PartitionActor):
             metrics.EXECUTED.inc()
             status = TaskStatus(key, TaskState.SUCCEEDED, outcome.attempt, updated_ms=now)
             self.held -= 1
+            self._remember_finished(key, now)
         elif outcome.cancelled == ADMIN_CANCEL:
             self.held -= 1  # its CANCELLED status was written when the command arrived
         elif outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
@@ -209,8 +228,19 @@ class PartitionExecutor(PartitionActor):
                 key, TaskState.FAILED, outcome.attempt, outcome.error, None, now, item.task.data
             )
             self.held -= 1
+            self._remember_finished(key, now)
         self._pump(queue)
         return status
+
+    def _remember_finished(self, key: TaskKey, now: int) -> None:
+        finished_at = self.finished_at
+        finished_at[key] = now
+        finished_at.move_to_end(key)  # oldest first
+        oldest_kept = now - FINISHED_MEMORY_MS
+        while len(finished_at) > FINISHED_MEMORY_MAX or (
+            finished_at and next(iter(finished_at.values())) < oldest_kept
+        ):
+            finished_at.popitem(last=False)
 
     # -- control ------------------------------------------------------------------------------
 

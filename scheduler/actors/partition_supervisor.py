@@ -43,7 +43,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         self._executor = executor_ref.proxy()
         scheduler_ref = PartitionScheduler.start(ctx, self._executor)
         self._scheduler = scheduler_ref.proxy()
-        persistence_ref = TaskPersistence.start(ctx, self._scheduler)
+        persistence_ref = TaskPersistence.start(ctx, self._scheduler, self._tracker)
         self._persistence = persistence_ref.proxy()
         controller_ref = ThroughputController.start(
             ctx, self._persistence, self._scheduler, self._executor

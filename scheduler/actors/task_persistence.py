@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.base import PartitionActor
+from scheduler.actors.base import ASK_TIMEOUT_S, PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import ScheduledTask, TasksLoaded
 from scheduler.codec import Command, Op
@@ -34,9 +34,12 @@ def window_end(until_ms: int) -> ScheduleCursor:
 class TaskPersistence(PartitionActor):
     """Single writer of a partition's schedule rows."""
 
-    def __init__(self, ctx: PartitionContext, scheduler: pykka.ActorProxy) -> None:
+    def __init__(
+        self, ctx: PartitionContext, scheduler: pykka.ActorProxy, tracker: pykka.ActorProxy
+    ) -> None:
         super().__init__(ctx)
         self._scheduler = scheduler
+        self._tracker = tracker
         self.checkpoint: ScheduleCursor | None = None
 
     def persist(self, commands: Sequence[Command]) -> int:
@@ -60,9 +63,35 @@ class TaskPersistence(PartitionActor):
         checkpoint = self.checkpoint
         if checkpoint is None:
             return
-        behind = [ScheduledTask(task) for task in tasks if task.key.cursor <= checkpoint]
+        behind = [task for task in tasks if task.key.cursor <= checkpoint]
         if behind:
-            self._scheduler.schedule.defer(behind)
+            self._push(behind)
+
+    def _push(self, tasks: list[Task]) -> None:
+        """Hand tasks behind the checkpoint to the scheduler, with their status rows read now.
+
+        Read here rather than when they fall due, so that a due task starts without a store
+        read; the tracker answers from its unflushed changes first. A key that finishes between
+        this read and its start is caught by the executor (`checked_ms`)."""
+        checked_ms = now_ms()
+        statuses = self._tracker.fetch([task.key for task in tasks]).get(timeout=ASK_TIMEOUT_S)
+        handed, final = [], []
+        for task in tasks:
+            status = statuses.get(task.key)
+            if status is None:
+                handed.append(ScheduledTask(task, checked=True, checked_ms=checked_ms))
+            elif status.state.is_final:
+                final.append(task.key)  # a completed key never runs again
+            else:
+                handed.append(
+                    ScheduledTask(
+                        task, status.attempts, status.next_attempt_ms, True, checked_ms
+                    )
+                )
+        if final:
+            self.ctx.store.delete_tasks(self.ctx.partition, final)
+        if handed:
+            self._scheduler.schedule.defer(handed)
 
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
@@ -88,6 +117,7 @@ class TaskPersistence(PartitionActor):
     def load(self, until_ms: int, limit: int) -> TasksLoaded:
         """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
         store, partition = self.ctx.store, self.ctx.partition
+        checked_ms = now_ms()
         rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)
         exhausted = len(rows) < limit
         if rows and not exhausted:
@@ -108,6 +138,7 @@ class TaskPersistence(PartitionActor):
                     attempts=status.attempts if status else 0,
                     next_attempt_ms=status.next_attempt_ms if status else None,
                     checked=True,
+                    checked_ms=checked_ms,
                 )
             )
         if leftovers:

@@ -59,7 +59,7 @@ class TaskExecutor:
         error: str | None = None
         permanent = False
         try:
-            if not context.cancelled.is_set():
+            if not context.is_cancelled:
                 self.report(AttemptStarted(context.key, context.attempt, now_ms()))
                 executor(context.task, context)
         except BaseException as failure:  # an executor's failure is data here, whatever it is

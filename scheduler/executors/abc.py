@@ -24,7 +24,7 @@ from scheduler.model import Task, TaskKey
 class ExecutionContext:
     """What an executor knows about the attempt it is running."""
 
-    __slots__ = ("_callbacks", "_lock", "attempt", "cancelled", "partition", "reason", "task")
+    __slots__ = ("_callbacks", "_event", "_lock", "attempt", "partition", "reason", "task")
 
     def __init__(self, task: Task, *, attempt: int, partition: int) -> None:
         self.task = task
@@ -33,12 +33,28 @@ class ExecutionContext:
         """1 for the first attempt, 2 for the first retry, and so on."""
         self.partition = partition
         """The log partition the task belongs to."""
-        self.cancelled = threading.Event()
-        """Set when the attempt must stop; long-running executors should check it."""
         self.reason: str | None = None
         """Why the attempt was cancelled, once it was."""
+        # The event is built only if an executor asks for it: a short task never does, and one
+        # Event (a Condition and a lock) per attempt was a tenth of the engine's time per task.
+        self._event: threading.Event | None = None
         self._callbacks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the attempt must stop; long-running executors should check or wait on it."""
+        with self._lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self.reason is not None:
+                    self._event.set()
+            return self._event
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether the attempt was cancelled (cheaper than `cancelled.is_set()`)."""
+        return self.reason is not None
 
     @property
     def key(self) -> TaskKey:
@@ -56,7 +72,7 @@ class ExecutionContext:
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Run `callback` when the attempt is cancelled (at once if it already was)."""
         with self._lock:
-            if not self.cancelled.is_set():
+            if self.reason is None:
                 self._callbacks.append(callback)
                 return
         callback()
@@ -64,16 +80,17 @@ class ExecutionContext:
     def cancel(self, reason: str) -> None:
         """Cancel the attempt (called by the engine)."""
         with self._lock:
-            if self.cancelled.is_set():
+            if self.reason is not None:
                 return
             self.reason = reason
-            self.cancelled.set()
+            if self._event is not None:
+                self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback()
 
     def raise_if_cancelled(self) -> None:
-        if self.cancelled.is_set():
+        if self.reason is not None:
             raise TaskCancelledError(f"task {self.key} was cancelled: {self.reason}")
 
 

@@ -202,7 +202,7 @@ class SparkExecutor:
         try:
             job(spark, context)
         except Exception as error:
-            if context.cancelled.is_set():
+            if context.is_cancelled:
                 raise TaskCancelledError(
                     f"task {task.key} was cancelled ({context.reason}) while running Spark job "
                     f"{job_name}"

@@ -207,6 +207,16 @@ def test_fetch_statuses_omits_keys_without_a_row(task_store: TaskStore) -> None:
     assert task_store.fetch_statuses(0, []) == {}
 
 
+def test_fetch_statuses_finds_the_few_known_keys_among_many(task_store: TaskStore) -> None:
+    keys = [TaskKey.from_ms(f"o{n % 7}", BASE_MS + n * 997, f"u{n}") for n in range(1_234)]
+    known = keys[::100]  # spread over buckets and over the adapters' look-up chunks
+    task_store.record_statuses(0, [TaskStatus(key, TaskState.SUCCEEDED, 1) for key in known])
+
+    found = task_store.fetch_statuses(0, keys + known)  # duplicates are harmless
+
+    assert found == {key: TaskStatus(key, TaskState.SUCCEEDED, 1) for key in known}
+
+
 def test_delete_statuses_forgets_them(task_store: TaskStore) -> None:
     key = TaskKey.from_ms("a", BASE_MS, "u")
     task_store.record_statuses(0, [TaskStatus(key, TaskState.FAILED, 3, data={})])

@@ -7,6 +7,9 @@ import threading
 import pytest
 
 from scheduler import Task, TaskState
+from scheduler.actors.messages import ScheduledTask
+from scheduler.actors.partition_executor import PartitionExecutor
+from scheduler.engine.clock import now_ms
 from scheduler.engine.settings import EngineSettings, RetryPolicy
 from scheduler.partitioning import partition_for
 from scheduler.testing import TEST_SETTINGS, embedded_engine
@@ -105,6 +108,28 @@ def test_a_completed_key_never_runs_again(data_dir):
         engine.join()
         assert status_of(engine, task.key).state is TaskState.SUCCEEDED
     assert recorder.keys() == [task.key]
+
+
+def test_a_copy_whose_status_was_read_before_its_key_finished_does_not_run(data_dir):
+    # The race the executor guards against: a rewrite of a key is pushed with a status read
+    # (nothing final yet) and the key finishes before the copy reaches the executor.
+    recorder = Recorder()
+    with embedded_engine(recorder, data_dir=data_dir) as engine:
+        read_before = now_ms()
+        task = Task("o", soon(), "raced")
+        enqueue_all(engine, [task])
+        engine.join()
+        partition = partition_for(b"o", 4)
+        tree = engine.worker.topic.trees.get()[partition]
+        refs = tree.supervisor.proxy().refs.get()
+        executor = next(ref for ref in refs if ref.actor_class is PartitionExecutor).proxy()
+        executor.execute([ScheduledTask(task, checked=True, checked_ms=read_before)]).get()
+        engine.join()
+        assert recorder.keys() == [task.key]
+        # Control: a copy read after the finish is not refused by that guard.
+        executor.execute([ScheduledTask(task, checked=True, checked_ms=now_ms() + 1)]).get()
+        engine.join()
+    assert recorder.keys() == [task.key, task.key]
 
 
 def test_failed_attempts_are_retried_with_backoff_then_marked_failed(data_dir):

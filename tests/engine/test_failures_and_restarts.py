@@ -62,8 +62,8 @@ def test_tasks_in_flight_in_a_dead_partition_are_reloaded_not_lost(data_dir):
 
     ids = ids_on_partition(1, 30)
     with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
-        # The executor's completion lookup dies while a burst sits in the partition's mailboxes.
-        flaky[0].fail_next("fetch_statuses", partition=1, times=2)
+        # The tracker's status write dies while a burst sits in the partition's mailboxes.
+        flaky[0].fail_next("record_statuses", partition=1, times=2)
         tasks = [Task(oid, soon(k), f"k{k}") for oid in ids for k in range(5)]
         enqueue_all(engine, tasks)
         engine.join(raise_failures=False)
