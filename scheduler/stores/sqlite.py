@@ -30,6 +30,7 @@ from typing import Any
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
+from scheduler.stores._group_commit import GroupCommit
 from scheduler.stores.abc import TaskStore, TaskView
 
 _SCHEMA = """
@@ -101,6 +102,7 @@ class SqliteTaskStore(TaskStore):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._group = GroupCommit(self._write, self._unavailable)
         self._next_purge = 0.0
         self._closed = True
 
@@ -162,6 +164,9 @@ class SqliteTaskStore(TaskStore):
             except sqlite3.OperationalError as error:
                 raise BackendUnavailableError(f"task store {self.path!r}: {error}") from error
 
+    def _unavailable(self, error: sqlite3.Error) -> BackendUnavailableError:
+        return BackendUnavailableError(f"task store {self.path!r}: {error}")
+
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         try:
             return self._connection().execute(sql, params).fetchall()
@@ -187,12 +192,15 @@ class SqliteTaskStore(TaskStore):
     def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         rows = [(*self._key_row(partition, task.key), dumps(task.data)) for task in tasks]
-        with self._write() as connection:
-            connection.executemany(
-                "INSERT INTO schedule VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT DO UPDATE SET data = excluded.data",
-                rows,
-            )
+        self._group.run(
+            [
+                (
+                    "INSERT INTO schedule VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT DO UPDATE SET data = excluded.data",
+                    rows,
+                )
+            ]
+        )
 
     def load_tasks(
         self, partition: int, after: ScheduleCursor | None, until_ms: int, limit: int
@@ -212,8 +220,7 @@ class SqliteTaskStore(TaskStore):
 
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
-        with self._write() as connection:
-            connection.executemany(f"DELETE FROM schedule WHERE {_KEY_WHERE}", rows)
+        self._group.run([(f"DELETE FROM schedule WHERE {_KEY_WHERE}", rows)])
 
     # -- status rows -----------------------------------------------------------------------
 
@@ -238,11 +245,12 @@ class SqliteTaskStore(TaskStore):
             )
             if status.state.is_final:
                 finished.append(key_row)
-        with self._write() as connection:
-            connection.executemany(
-                "INSERT OR REPLACE INTO status VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-            )
-            connection.executemany(f"DELETE FROM schedule WHERE {_KEY_WHERE}", finished)
+        self._group.run(
+            [
+                ("INSERT OR REPLACE INTO status VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows),
+                (f"DELETE FROM schedule WHERE {_KEY_WHERE}", finished),
+            ]
+        )
         self._purge_expired()
 
     def fetch_statuses(
@@ -272,8 +280,7 @@ class SqliteTaskStore(TaskStore):
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
-        with self._write() as connection:
-            connection.executemany(f"DELETE FROM status WHERE {_KEY_WHERE}", rows)
+        self._group.run([(f"DELETE FROM status WHERE {_KEY_WHERE}", rows)])
 
     def _purge_expired(self) -> None:
         """Delete expired status rows, at most once a minute (reads already skip them)."""

@@ -1,0 +1,93 @@
+"""Group commit for the SQLite store: concurrent writers share one transaction.
+
+Every partition has its own TaskPersistence and TaskCompletionTracker, and each writes its batch
+as soon as it has one: with 16 partitions that was hundreds of small transactions a second, each
+rewriting the same index pages into the WAL, one after the other behind the single write lock.
+Here a writer that finds the lock busy queues its statements and waits; whoever holds the lock
+commits everything queued in one transaction, each caller's statements inside a savepoint so
+that one caller's failure is that caller's alone, and then hands the lead to the first writer
+still waiting. Callers keep their synchronous contract: `run` returns once their rows are
+committed, or raises.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+Statement = tuple[str, Sequence[Sequence[Any]]]
+"""An `executemany` call: SQL and its rows."""
+
+
+class _Writer:
+    __slots__ = ("error", "finished", "statements", "wake")
+
+    def __init__(self, statements: list[Statement]) -> None:
+        self.statements = statements
+        self.wake = threading.Event()
+        self.finished = False
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Runs statement lists from many threads, several per transaction."""
+
+    def __init__(
+        self,
+        transaction: Callable[[], AbstractContextManager[sqlite3.Connection]],
+        wrap_error: Callable[[sqlite3.Error], BaseException],
+    ) -> None:
+        self._transaction = transaction
+        self._wrap_error = wrap_error
+        self._lock = threading.Lock()
+        self._queued: list[_Writer] = []
+        self._leading = False
+
+    def run(self, statements: list[Statement]) -> None:
+        """Execute `statements` durably (in one savepoint); raise what made them fail."""
+        writer = _Writer(statements)
+        with self._lock:
+            self._queued.append(writer)
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            writer.wake.wait()  # woken when committed, or to lead the next group
+        if not writer.finished:
+            self._lead()
+        if writer.error is not None:
+            raise writer.error
+
+    def _lead(self) -> None:
+        with self._lock:
+            group, self._queued = self._queued, []
+        try:
+            self._commit(group)
+        finally:
+            for writer in group:
+                writer.finished = True
+                writer.wake.set()
+            with self._lock:
+                if self._queued:
+                    self._queued[0].wake.set()  # not finished: it leads the next group
+                else:
+                    self._leading = False
+
+    def _commit(self, group: list[_Writer]) -> None:
+        try:
+            with self._transaction() as connection:
+                for writer in group:
+                    connection.execute("SAVEPOINT writer")
+                    try:
+                        for sql, rows in writer.statements:
+                            connection.executemany(sql, rows)
+                    except sqlite3.Error as error:
+                        connection.execute("ROLLBACK TO writer")
+                        writer.error = self._wrap_error(error)
+                    connection.execute("RELEASE writer")
+        except BaseException as error:  # the commit itself failed: nobody's rows are in
+            for writer in group:
+                if writer.error is None:
+                    writer.error = error
