@@ -74,6 +74,10 @@ class Worker:
         # rebalance; it is retried with the next batch, and at worst records are read again).
         self._persisted: dict[int, int] = {}
         self._to_commit: dict[int, int] = {}
+        # Partitions some of whose records past `_persisted` were dropped (no tree to take them,
+        # or a failed persist): nothing later of theirs may be stored or committed, or the rewind
+        # would resume after the dropped records and lose them. Cleared by the rewind's seek.
+        self._gaps: set[int] = set()
         self.fatal_error: BaseException | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -153,9 +157,7 @@ class Worker:
     def on_assigned(self, partitions: list[int]) -> None:
         logger.info("assigned partitions %s", partitions)
         self.topic.assign(partitions).get()
-        for partition in partitions:
-            self._persisted.pop(partition, None)
-            self._to_commit.pop(partition, None)
+        self._forget(partitions)
         self._started.set()
 
     def on_revoked(self, partitions: list[int]) -> None:
@@ -174,6 +176,7 @@ class Worker:
         for partition in partitions:
             self._persisted.pop(partition, None)
             self._to_commit.pop(partition, None)
+            self._gaps.discard(partition)
 
     # -- the poll loop ------------------------------------------------------------------------
 
@@ -201,6 +204,8 @@ class Worker:
         batches: dict[int, list[Command]] = defaultdict(list)
         last_offsets: dict[int, int] = {}
         for record in records:
+            if record.partition in self._gaps:
+                continue  # re-read from `_persisted` once the rewind is applied
             last_offsets[record.partition] = record.offset
             try:
                 batches[record.partition].append(decode(record.value))
@@ -211,7 +216,10 @@ class Worker:
         for partition, last in last_offsets.items():
             future = futures.get(partition)
             if partition in batches and future is None:
-                continue  # not ours any more, or restarting: it will be re-read
+                # Not ours any more, or restarting: the restart asks for a rewind, and until it
+                # is applied no later record of the partition may pass these.
+                self._gaps.add(partition)
+                continue
             try:
                 if future is not None:
                     future.get(timeout=PERSIST_TIMEOUT_S)
@@ -224,6 +232,7 @@ class Worker:
                     error,
                     extra={"partition": partition},
                 )
+                self._gaps.add(partition)
                 self._rewinds.put(partition)
         self._persisted.update(commit)
         self._to_commit.update(commit)
@@ -261,6 +270,7 @@ class Worker:
             except queue.Empty:
                 break
         owned = consumer.assignment()
+        self._gaps -= partitions
         for partition in partitions & owned:
             offset = self._persisted.get(partition)
             if offset is None:

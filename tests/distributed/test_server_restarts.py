@@ -77,11 +77,6 @@ def check(report: HistoryReport) -> None:
     assert report.concurrent_violations == [], report.concurrent_violations[:5]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known open bug: in about one run of three, partitions stay idle after the Cassandra "
-    "node comes back (no store error, no execution); see the closing note of issue 3",
-)
 def test_a_cassandra_restart_under_load_loses_no_task(fleet: Fleet) -> None:
     report, load, began, back = restart_under_load(fleet, "cassandra")
     print(

@@ -1,0 +1,92 @@
+"""The poll loop's offsets when a partition's tree restarts: records dropped while it had no tree
+are re-read, never skipped by a later batch. No servers: a fake consumer and TopicSupervisor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from scheduler.codec import Op, encode
+from scheduler.logs.abc import LogRecord
+from scheduler.model import TaskKey
+from scheduler.worker import Worker
+
+PARTITION = 7
+
+
+class Done:
+    """A resolved pykka future, as far as the worker uses one."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self, timeout: float | None = None) -> Any:
+        return self.value
+
+
+class FakeTopic:
+    """`TopicSupervisor.persist`: no future for a partition without a tree (restarting)."""
+
+    def __init__(self) -> None:
+        self.has_tree = True
+        self.stored: list[int] = []
+
+    def persist(self, batches: Mapping[int, Sequence[object]]) -> Done:
+        if not self.has_tree:
+            return Done({})
+        for partition, commands in batches.items():
+            self.stored += [partition] * len(commands)
+        return Done({partition: Done(len(commands)) for partition, commands in batches.items()})
+
+
+class FakeConsumer:
+    def __init__(self) -> None:
+        self.commits: list[dict[int, int]] = []
+        self.seeks: list[tuple[int, int]] = []
+
+    def commit(self, offsets: Mapping[int, int], *, wait: bool = True) -> None:
+        self.commits.append(dict(offsets))
+
+    def assignment(self) -> set[int]:
+        return {PARTITION}
+
+    def committed(self, partitions: Iterable[int]) -> dict[int, int | None]:
+        return {partition: 0 for partition in partitions}
+
+    def seek(self, partition: int, offset: int) -> None:
+        self.seeks.append((partition, offset))
+
+
+def records(offsets: Iterable[int]) -> list[LogRecord]:
+    def value(offset: int) -> bytes:
+        return encode(Op.SCHEDULE, TaskKey.from_ms("a", 1_000 + offset, "u"))
+
+    return [LogRecord(PARTITION, offset, b"a", value(offset), 0) for offset in offsets]
+
+
+def worker_with(topic: FakeTopic) -> Worker:
+    worker = Worker(log=None, store=None, executor=None)  # type: ignore[arg-type]
+    worker._topic = topic  # type: ignore[assignment]
+    return worker
+
+
+def test_a_batch_polled_before_the_restart_cannot_skip_records_dropped_while_restarting() -> None:
+    topic, consumer = FakeTopic(), FakeConsumer()
+    worker = worker_with(topic)
+    worker._process(consumer, records(range(0, 10)))  # stored: a rewind resumes at 10
+    topic.has_tree = False  # the partition failed, its restart is pending
+    worker._process(consumer, records(range(10, 15)))  # dropped
+    # The restart builds a new tree and asks for a rewind while the next batch, polled before
+    # the rewind could be applied, is on its way to that new tree.
+    topic.has_tree = True
+    worker._rewinds.put(PARTITION)
+    worker._process(consumer, records(range(15, 20)))
+    worker._apply_rewinds(consumer)
+
+    assert consumer.seeks == [(PARTITION, 10)]
+    assert max(commit[PARTITION] for commit in consumer.commits) == 10
+    assert len(topic.stored) == 10
+
+    worker._process(consumer, records(range(10, 20)))  # re-read after the seek
+    assert consumer.commits[-1] == {PARTITION: 20}
+    assert len(topic.stored) == 20
