@@ -29,8 +29,10 @@ from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger(__name__)
 
-#: Upper bound of the delay before restarting a partition that keeps failing.
-MAX_RESTART_BACKOFF_S = 30.0
+#: Upper bound of the delay before restarting a partition that keeps failing. It is also how
+#: long a partition may sit idle after its store comes back, so it stays short; a failed restart
+#: costs a few log lines, not work.
+MAX_RESTART_BACKOFF_S = 5.0
 #: A partition that ran this long without failing is restarted after the base delay again.
 STABLE_AFTER_S = 60.0
 
