@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-Statement = tuple[str, Sequence[Sequence[Any]]]
-"""An `executemany` call: SQL and its rows."""
+Statement = tuple[str, Sequence[Any]]
+"""One `execute` call: SQL and its parameters."""
 
 
 class _Writer:
@@ -81,8 +81,8 @@ class GroupCommit:
                 for writer in group:
                     connection.execute("SAVEPOINT writer")
                     try:
-                        for sql, rows in writer.statements:
-                            connection.executemany(sql, rows)
+                        for sql, params in writer.statements:
+                            connection.execute(sql, params)
                     except sqlite3.Error as error:
                         connection.execute("ROLLBACK TO writer")
                         writer.error = self._wrap_error(error)

@@ -30,7 +30,7 @@ from typing import Any
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
-from scheduler.stores._group_commit import GroupCommit
+from scheduler.stores._group_commit import GroupCommit, Statement
 from scheduler.stores.abc import TaskStore, TaskView
 
 _SCHEMA = """
@@ -102,6 +102,7 @@ class SqliteTaskStore(TaskStore):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._writer: sqlite3.Connection | None = None
         self._group = GroupCommit(self._write, self._unavailable)
         self._next_purge = 0.0
         self._closed = True
@@ -121,38 +122,53 @@ class SqliteTaskStore(TaskStore):
         for connection in connections:
             connection.close()
         self._local = threading.local()
+        with self._write_lock:
+            self._writer = None
 
     def _connection(self) -> sqlite3.Connection:
+        """This thread's connection, for reads."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is not None:
-            return connection
+        if connection is None:
+            connection = self._local.connection = self._connect(cache_kib=_READ_CACHE_KIB)
+        return connection
+
+    def _connect(self, *, cache_kib: int) -> sqlite3.Connection:
         if self._closed:
             raise BackendUnavailableError(f"task store {self.path!r} is closed; call open() first")
         try:
             # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE in _write).
             connection = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=30.0,
+                cached_statements=1024,  # the chunked statements come in many lengths
             )
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute(f"PRAGMA synchronous={self._synchronous}")
             connection.execute("PRAGMA busy_timeout=30000")
-            # Status look-ups walk a table of every task finished within the retention: a page
-            # cache of 64 MiB per connection (instead of 2) keeps its upper levels in memory.
-            connection.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+            connection.execute(f"PRAGMA cache_size=-{cache_kib}")
         except sqlite3.Error as error:
             raise BackendUnavailableError(
                 f"cannot open task store {self.path!r}: {error}"
             ) from error
-        self._local.connection = connection
         with self._connections_lock:
             self._connections.append(connection)
         return connection
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; IMMEDIATE so that it never fails upgrading a read lock."""
-        connection = self._connection()
+        """One write transaction; IMMEDIATE so that it never fails upgrading a read lock.
+
+        Every write goes through one connection. SQLite drops a connection's page cache whenever
+        another connection has committed since its last transaction, so with a connection per
+        actor thread each write began by re-reading its index pages; the single writer's cache
+        stays warm (measured: persisting a batch took 74 ms on average with one per thread).
+        """
         with self._write_lock:
+            connection = self._writer
+            if connection is None:
+                connection = self._writer = self._connect(cache_kib=_WRITE_CACHE_KIB)
             try:
                 connection.execute("BEGIN IMMEDIATE")
                 try:
@@ -192,15 +208,7 @@ class SqliteTaskStore(TaskStore):
     def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         rows = [(*self._key_row(partition, task.key), dumps(task.data)) for task in tasks]
-        self._group.run(
-            [
-                (
-                    "INSERT INTO schedule VALUES (?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT DO UPDATE SET data = excluded.data",
-                    rows,
-                )
-            ]
-        )
+        self._group.run(_many_rows("INSERT INTO schedule VALUES", rows, _UPSERT_DATA))
 
     def load_tasks(
         self, partition: int, after: ScheduleCursor | None, until_ms: int, limit: int
@@ -220,7 +228,7 @@ class SqliteTaskStore(TaskStore):
 
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
-        self._group.run([(f"DELETE FROM schedule WHERE {_KEY_WHERE}", rows)])
+        self._group.run(_many_keys("DELETE FROM schedule WHERE", rows))
 
     # -- status rows -----------------------------------------------------------------------
 
@@ -246,10 +254,8 @@ class SqliteTaskStore(TaskStore):
             if status.state.is_final:
                 finished.append(key_row)
         self._group.run(
-            [
-                ("INSERT OR REPLACE INTO status VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows),
-                (f"DELETE FROM schedule WHERE {_KEY_WHERE}", finished),
-            ]
+            _many_rows("INSERT OR REPLACE INTO status VALUES", rows)
+            + _many_keys("DELETE FROM schedule WHERE", finished)
         )
         self._purge_expired()
 
@@ -280,7 +286,7 @@ class SqliteTaskStore(TaskStore):
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
-        self._group.run([(f"DELETE FROM status WHERE {_KEY_WHERE}", rows)])
+        self._group.run(_many_keys("DELETE FROM status WHERE", rows))
 
     def _purge_expired(self) -> None:
         """Delete expired status rows, at most once a minute (reads already skip them)."""
@@ -351,7 +357,50 @@ class SqliteTaskStore(TaskStore):
         return int(rows[0][0])
 
 
-_CACHE_KIB = 64 * 1024
+# -- statements over many rows ------------------------------------------------------------------
+#
+# Writes use one statement per chunk of rows (multi-row VALUES; an OR of primary keys, which
+# SQLite answers with one index search per term) rather than `executemany`. `executemany` gives
+# up the GIL and takes it back around every row, and with the worker's other threads running,
+# taking it back is a wait: measured with three busy threads, 300-900 us a row instead of ~140
+# for a single statement.
+
+_CHUNK_ROWS = 256
+_UPSERT_DATA = " ON CONFLICT DO UPDATE SET data = excluded.data"
+
+
+@functools.lru_cache(maxsize=1024)
+def _values_sql(head: str, width: int, count: int, tail: str) -> str:
+    row = "(" + ",".join("?" * width) + ")"
+    return f"{head} {','.join([row] * count)}{tail}"
+
+
+@functools.lru_cache(maxsize=512)
+def _keys_sql(head: str, count: int) -> str:
+    return f"{head} " + " OR ".join([f"({_KEY_WHERE})"] * count)
+
+
+def _many_rows(head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> list[Statement]:
+    statements: list[Statement] = []
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        chunk = rows[start : start + _CHUNK_ROWS]
+        params = [value for row in chunk for value in row]
+        statements.append((_values_sql(head, len(chunk[0]), len(chunk), tail), params))
+    return statements
+
+
+def _many_keys(head: str, keys: Sequence[Sequence[Any]]) -> list[Statement]:
+    statements: list[Statement] = []
+    for start in range(0, len(keys), _CHUNK_ROWS):
+        chunk = keys[start : start + _CHUNK_ROWS]
+        params = [value for key in chunk for value in key]
+        statements.append((_keys_sql(head, len(chunk)), params))
+    return statements
+
+
+_WRITE_CACHE_KIB = 64 * 1024
+"""The writer's page cache: the upper levels of every table and index stay in memory."""
+_READ_CACHE_KIB = 8 * 1024
 
 _FETCH_CHUNK = 500
 """Keys per status look-up statement (4 parameters each, far under SQLite's limit)."""

@@ -58,7 +58,7 @@ def test_every_concurrent_writer_is_committed_in_fewer_transactions(db: Database
     def write(w: int) -> None:
         start.wait()
         for n in range(per_writer):
-            group.run([(INSERT, [(w * 1000 + n, w)])])
+            group.run([(INSERT, (w * 1000 + n, w))])
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
     for thread in threads:
@@ -72,14 +72,14 @@ def test_every_concurrent_writer_is_committed_in_fewer_transactions(db: Database
 
 def test_a_failing_writer_gets_its_error_and_the_others_commit(db: Database) -> None:
     group = GroupCommit(db.transaction, wrap)
-    group.run([(INSERT, [(1, 0)])])
+    group.run([(INSERT, (1, 0))])
     # Hold the transaction so that both writers below queue into one group.
     db.lock.acquire()
     errors: dict[str, BaseException | None] = {}
 
     def write(name: str, rows: list[tuple[int, int]]) -> None:
         try:
-            group.run([(INSERT, rows)])
+            group.run([(INSERT, row) for row in rows])
             errors[name] = None
         except BaseException as error:
             errors[name] = error
@@ -102,7 +102,7 @@ def test_a_failed_commit_fails_every_writer_in_the_group(db: Database) -> None:
     group = GroupCommit(db.transaction, wrap)
     db.fail_commit = True
     with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
-        group.run([(INSERT, [(1, 0)])])
+        group.run([(INSERT, (1, 0))])
     db.fail_commit = False
-    group.run([(INSERT, [(2, 0)])])  # the lead was handed back: later writers still commit
+    group.run([(INSERT, (2, 0))])  # the lead was handed back: later writers still commit
     assert db.rows() == [(2, 0)]
