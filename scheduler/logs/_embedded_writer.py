@@ -15,6 +15,7 @@ import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from scheduler._sqlbatch import many_rows
 from scheduler.errors import BackendUnavailableError
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 MAX_BATCH = 20_000
 """Records per write transaction; bounds how long one transaction holds the database."""
 RETENTION_INTERVAL_S = 30.0
-_INSERT = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT = "INSERT INTO records VALUES"
 _ENDS = "SELECT partition, end_offset FROM partitions WHERE topic = ?"
 _SET_END = "UPDATE partitions SET end_offset = ? WHERE topic = ? AND partition = ?"
 
@@ -127,7 +128,8 @@ class GroupCommitWriter:
                         offset = ends[partition]
                         rows.append((topic, partition, offset, key, value, timestamp))
                         ends[partition] = offset + 1
-                    db.executemany(_INSERT, rows)
+                    for sql, params in many_rows(_INSERT, rows):
+                        db.execute(sql, params)
                     touched = {row[1] for row in rows}
                     db.executemany(_SET_END, [(ends[p], topic, p) for p in touched])
                     db.execute("COMMIT")

@@ -25,7 +25,7 @@ Statement = tuple[str, Sequence[Any]]
 class _Writer:
     __slots__ = ("error", "finished", "statements", "wake")
 
-    def __init__(self, statements: list[Statement]) -> None:
+    def __init__(self, statements: Sequence[Statement]) -> None:
         self.statements = statements
         self.wake = threading.Event()
         self.finished = False
@@ -46,7 +46,7 @@ class GroupCommit:
         self._queued: list[_Writer] = []
         self._leading = False
 
-    def run(self, statements: list[Statement]) -> None:
+    def run(self, statements: Sequence[Statement]) -> None:
         """Execute `statements` durably (in one savepoint); raise what made them fail."""
         writer = _Writer(statements)
         with self._lock:

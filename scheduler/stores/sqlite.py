@@ -28,9 +28,11 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from scheduler._sqlbatch import many_keys as _many_keys_of
+from scheduler._sqlbatch import many_rows
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
-from scheduler.stores._group_commit import GroupCommit, Statement
+from scheduler.stores._group_commit import GroupCommit
 from scheduler.stores.abc import TaskStore, TaskView
 
 _SCHEMA = """
@@ -208,7 +210,7 @@ class SqliteTaskStore(TaskStore):
     def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         rows = [(*self._key_row(partition, task.key), dumps(task.data)) for task in tasks]
-        self._group.run(_many_rows("INSERT INTO schedule VALUES", rows, _UPSERT_DATA))
+        self._group.run(many_rows("INSERT INTO schedule VALUES", rows, _UPSERT_DATA))
 
     def load_tasks(
         self, partition: int, after: ScheduleCursor | None, until_ms: int, limit: int
@@ -254,7 +256,7 @@ class SqliteTaskStore(TaskStore):
             if status.state.is_final:
                 finished.append(key_row)
         self._group.run(
-            _many_rows("INSERT OR REPLACE INTO status VALUES", rows)
+            many_rows("INSERT OR REPLACE INTO status VALUES", rows)
             + _many_keys("DELETE FROM schedule WHERE", finished)
         )
         self._purge_expired()
@@ -357,45 +359,12 @@ class SqliteTaskStore(TaskStore):
         return int(rows[0][0])
 
 
-# -- statements over many rows ------------------------------------------------------------------
-#
-# Writes use one statement per chunk of rows (multi-row VALUES; an OR of primary keys, which
-# SQLite answers with one index search per term) rather than `executemany`. `executemany` gives
-# up the GIL and takes it back around every row, and with the worker's other threads running,
-# taking it back is a wait: measured with three busy threads, 300-900 us a row instead of ~140
-# for a single statement.
-
-_CHUNK_ROWS = 256
 _UPSERT_DATA = " ON CONFLICT DO UPDATE SET data = excluded.data"
 
 
-@functools.lru_cache(maxsize=1024)
-def _values_sql(head: str, width: int, count: int, tail: str) -> str:
-    row = "(" + ",".join("?" * width) + ")"
-    return f"{head} {','.join([row] * count)}{tail}"
-
-
-@functools.lru_cache(maxsize=512)
-def _keys_sql(head: str, count: int) -> str:
-    return f"{head} " + " OR ".join([f"({_KEY_WHERE})"] * count)
-
-
-def _many_rows(head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> list[Statement]:
-    statements: list[Statement] = []
-    for start in range(0, len(rows), _CHUNK_ROWS):
-        chunk = rows[start : start + _CHUNK_ROWS]
-        params = [value for row in chunk for value in row]
-        statements.append((_values_sql(head, len(chunk[0]), len(chunk), tail), params))
-    return statements
-
-
-def _many_keys(head: str, keys: Sequence[Sequence[Any]]) -> list[Statement]:
-    statements: list[Statement] = []
-    for start in range(0, len(keys), _CHUNK_ROWS):
-        chunk = keys[start : start + _CHUNK_ROWS]
-        params = [value for key in chunk for value in key]
-        statements.append((_keys_sql(head, len(chunk)), params))
-    return statements
+def _many_keys(head: str, keys: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
+    """`head` (a DELETE ... WHERE) over these primary keys, in as few statements as can be."""
+    return _many_keys_of(head, _KEY_WHERE, keys)
 
 
 _WRITE_CACHE_KIB = 64 * 1024

@@ -1,0 +1,54 @@
+"""Statements over many rows for the embedded SQLite log and store.
+
+Both write in batches, and both do it with one statement per chunk of rows (a multi-row VALUES,
+or an OR of primary keys, which SQLite answers with one index search per term) rather than with
+`executemany`. `executemany` gives up the GIL and takes it back around every row; in a worker,
+where dozens of actor threads want the GIL, taking it back is a wait. Measured with three busy
+Python threads beside the writer: 300-900 us a row through `executemany`, ~140 us through one
+statement (and 4-15 us a row either way with nobody else running).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+CHUNK_ROWS = 256
+"""Rows per statement: 12 columns x 256 stays far under SQLite's 32,766 parameters."""
+
+Statement = tuple[str, list[Any]]
+"""SQL and its parameters, for one `execute`."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _values_sql(head: str, width: int, count: int, tail: str) -> str:
+    row = "(" + ",".join("?" * width) + ")"
+    return f"{head} {','.join([row] * count)}{tail}"
+
+
+@functools.lru_cache(maxsize=512)
+def _or_sql(head: str, match: str, count: int) -> str:
+    return f"{head} " + " OR ".join([f"({match})"] * count)
+
+
+def many_rows(head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> list[Statement]:
+    """`head VALUES`-style statements inserting `rows`: `head` ends before the VALUES list
+    (`INSERT INTO t VALUES`), `tail` follows it (an ON CONFLICT clause)."""
+    statements: list[Statement] = []
+    for start in range(0, len(rows), CHUNK_ROWS):
+        chunk = rows[start : start + CHUNK_ROWS]
+        params = [value for row in chunk for value in row]
+        statements.append((_values_sql(head, len(chunk[0]), len(chunk), tail), params))
+    return statements
+
+
+def many_keys(head: str, match: str, keys: Sequence[Sequence[Any]]) -> list[Statement]:
+    """`head` (`DELETE FROM t WHERE`) for every key, `match` being one key's condition with
+    one `?` per key column (`a = ? AND b = ?`)."""
+    statements: list[Statement] = []
+    for start in range(0, len(keys), CHUNK_ROWS):
+        chunk = keys[start : start + CHUNK_ROWS]
+        params = [value for key in chunk for value in key]
+        statements.append((_or_sql(head, match, len(chunk)), params))
+    return statements
