@@ -4,11 +4,15 @@ Status changes are buffered for a few milliseconds and written in one batch: a t
 and SUCCEEDED usually land in the same flush and collapse into one write. Losing a buffer in a
 crash is safe: the task's schedule row is still there and it runs again (at-least-once).
 Look-ups consult the buffer before the store, so a completion is visible before it is flushed.
+The buffer (`UnflushedStatuses`) is the one piece of state shared across the tree: the tracker
+writes it, TaskPersistence reads it when it pushes tasks, so that persisting a batch never
+waits in the tracker's mailbox behind a flush.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import threading
+from collections.abc import Collection, Iterable, Sequence
 
 import pykka
 
@@ -16,17 +20,62 @@ from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.engine.timers import TimerHandle
 from scheduler.model import TaskKey, TaskStatus
+from scheduler.stores.abc import TaskStore
 
 #: Flush at once when this many status changes are waiting, whatever the timer says.
 FLUSH_AT = 2000
 
 
+class UnflushedStatuses:
+    """Status changes recorded but not yet in the store; thread-safe.
+
+    Entries leave only after the store has them, so a reader that looks here first and in the
+    store second never misses a change made before it looked.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[TaskKey, TaskStatus] = {}
+
+    def put(self, statuses: Iterable[TaskStatus]) -> int:
+        """Add changes (a later status of a key replaces an earlier); returns how many wait."""
+        with self._lock:
+            for status in statuses:
+                self._pending[status.key] = status
+            return len(self._pending)
+
+    def waiting(self) -> list[TaskStatus]:
+        with self._lock:
+            return list(self._pending.values())
+
+    def written(self, statuses: Iterable[TaskStatus]) -> None:
+        """These are in the store now (those replaced meanwhile stay)."""
+        with self._lock:
+            for status in statuses:
+                if self._pending.get(status.key) is status:
+                    del self._pending[status.key]
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def lookup(
+        self, store: TaskStore, partition: int, keys: Collection[TaskKey]
+    ) -> dict[TaskKey, TaskStatus]:
+        """Status of these keys: unflushed changes first, then the store."""
+        with self._lock:
+            found = {key: self._pending[key] for key in keys if key in self._pending}
+        missing = [key for key in keys if key not in found]
+        if missing:
+            found.update(store.fetch_statuses(partition, missing))
+        return found
+
+
 class TaskCompletionTracker(PartitionActor):
     """Buffers and writes status rows; answers whether tasks already reached a final state."""
 
-    def __init__(self, ctx: PartitionContext) -> None:
+    def __init__(self, ctx: PartitionContext, unflushed: UnflushedStatuses) -> None:
         super().__init__(ctx)
-        self.pending: dict[TaskKey, TaskStatus] = {}
+        self.unflushed_statuses = unflushed
         self.timer: TimerHandle | None = None
         self._me: pykka.ActorProxy | None = None
 
@@ -35,10 +84,7 @@ class TaskCompletionTracker(PartitionActor):
 
     def record(self, statuses: Sequence[TaskStatus]) -> None:
         """Queue status rows for the next flush (a later status of a key replaces an earlier)."""
-        pending = self.pending
-        for status in statuses:
-            pending[status.key] = status
-        if len(pending) >= FLUSH_AT:
+        if self.unflushed_statuses.put(statuses) >= FLUSH_AT:
             self.flush()
         elif self.timer is None:
             me = self._me
@@ -52,25 +98,21 @@ class TaskCompletionTracker(PartitionActor):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.pending:
-            batch = list(self.pending.values())
+        batch = self.unflushed_statuses.waiting()
+        if batch:
             self.ctx.store.record_statuses(self.ctx.partition, batch)
-            self.pending.clear()
+            self.unflushed_statuses.written(batch)
 
     def fetch(self, keys: Collection[TaskKey]) -> dict[TaskKey, TaskStatus]:
         """Status of these keys: buffered changes first, then the store."""
-        found = {key: self.pending[key] for key in keys if key in self.pending}
-        missing = [key for key in keys if key not in found]
-        if missing:
-            found.update(self.ctx.store.fetch_statuses(self.ctx.partition, missing))
-        return found
+        return self.unflushed_statuses.lookup(self.ctx.store, self.ctx.partition, keys)
 
     def discard(self, keys: Collection[TaskKey]) -> None:
         """Remove schedule rows of keys that are already final (a completed key enqueued again)."""
         self.ctx.store.delete_tasks(self.ctx.partition, keys)
 
     def unflushed(self) -> int:
-        return len(self.pending)
+        return len(self.unflushed_statuses)
 
     def on_stop(self) -> None:
         self.flush()

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.base import ASK_TIMEOUT_S, PartitionActor
+from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import ScheduledTask, TasksLoaded
+from scheduler.actors.task_completion_tracker import UnflushedStatuses
 from scheduler.codec import Command, Op
 from scheduler.engine.clock import now_ms
 from scheduler.model import ScheduleCursor, Task, TaskState, TaskStatus
@@ -35,11 +36,11 @@ class TaskPersistence(PartitionActor):
     """Single writer of a partition's schedule rows."""
 
     def __init__(
-        self, ctx: PartitionContext, scheduler: pykka.ActorProxy, tracker: pykka.ActorProxy
+        self, ctx: PartitionContext, scheduler: pykka.ActorProxy, unflushed: UnflushedStatuses
     ) -> None:
         super().__init__(ctx)
         self._scheduler = scheduler
-        self._tracker = tracker
+        self._unflushed = unflushed
         self.checkpoint: ScheduleCursor | None = None
 
     def persist(self, commands: Sequence[Command]) -> int:
@@ -71,10 +72,11 @@ class TaskPersistence(PartitionActor):
         """Hand tasks behind the checkpoint to the scheduler, with their status rows read now.
 
         Read here rather than when they fall due, so that a due task starts without a store
-        read; the tracker answers from its unflushed changes first. A key that finishes between
-        this read and its start is caught by the executor (`checked_ms`)."""
+        read; the tracker's unflushed changes come first. A key that finishes between this read
+        and its start is caught by the executor (`checked_ms`)."""
         checked_ms = now_ms()
-        statuses = self._tracker.fetch([task.key for task in tasks]).get(timeout=ASK_TIMEOUT_S)
+        keys = [task.key for task in tasks]
+        statuses = self._unflushed.lookup(self.ctx.store, self.ctx.partition, keys)
         handed, final = [], []
         for task in tasks:
             status = statuses.get(task.key)
