@@ -87,13 +87,16 @@ def plot_all(out: Path, to: Path) -> list[Path]:
     if (doc := _load(out, "lag")) is not None:
         figure, axes = plt.subplots(figsize=(7, 4))
         for backend in dict.fromkeys(row["backend"] for row in doc["rows"]):
-            rows = [row for row in doc["rows"] if row["backend"] == backend]
+            rows = sorted(
+                (row for row in doc["rows"] if row["backend"] == backend),
+                key=lambda row: row["offered_per_s"],
+            )
             rates = [row["offered_per_s"] for row in rows]
             for metric, style in (("p50_ms", "o-"), ("p99_ms", "s--"), ("max_ms", "^:")):
                 axes.plot(
                     rates, [row[metric] for row in rows], style, label=f"{backend} {metric[:-3]}"
                 )
-        axes.set_xlabel("offered rate, tasks/s (25/50/90 % of the measured maximum)")
+        axes.set_xlabel("offered rate, tasks/s (25/50/90 % of the measured maximum, and 2,500)")
         axes.set_ylabel("firing lag, ms")
         axes.set_yscale("log")
         axes.axhline(50, color="grey", linewidth=0.8)

@@ -369,7 +369,8 @@ def _many_keys(head: str, keys: Sequence[Sequence[Any]]) -> list[tuple[str, list
 
 _WRITE_CACHE_KIB = 64 * 1024
 """The writer's page cache: the upper levels of every table and index stay in memory."""
-_READ_CACHE_KIB = 8 * 1024
+_READ_CACHE_KIB = 2 * 1024
+"""SQLite's default: a reader's cache is dropped whenever the writer commits."""
 
 _FETCH_CHUNK = 500
 """Keys per status look-up statement (4 parameters each, far under SQLite's limit)."""
