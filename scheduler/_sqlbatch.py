@@ -15,19 +15,36 @@ from collections.abc import Sequence
 from typing import Any
 
 CHUNK_ROWS = 256
-"""Rows per statement: 12 columns x 256 stays far under SQLite's 32,766 parameters."""
+"""Most rows per statement: 12 columns x 256 stays far under SQLite's 32,766 parameters."""
+
+_SIZES = tuple(CHUNK_ROWS >> shift for shift in range(CHUNK_ROWS.bit_length()))
+"""Statement sizes used: 256, 128, ..., 1. A batch of n rows is cut into chunks of these sizes
+(n's binary digits), so a connection prepares at most nine statements of each kind; a prepared
+statement over 256 rows is large, and one per possible length kept a worker's cache at
+hundreds of megabytes."""
+
+
+def chunks(items: Sequence[Any]) -> list[Sequence[Any]]:
+    """`items` cut into consecutive chunks of the sizes in `_SIZES`, largest first."""
+    chunks = []
+    start = 0
+    for size in _SIZES:
+        while len(items) - start >= size:
+            chunks.append(items[start : start + size])
+            start += size
+    return chunks
 
 Statement = tuple[str, list[Any]]
 """SQL and its parameters, for one `execute`."""
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=128)
 def _values_sql(head: str, width: int, count: int, tail: str) -> str:
     row = "(" + ",".join("?" * width) + ")"
     return f"{head} {','.join([row] * count)}{tail}"
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=128)
 def _or_sql(head: str, match: str, count: int) -> str:
     return f"{head} " + " OR ".join([f"({match})"] * count)
 
@@ -36,8 +53,7 @@ def many_rows(head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> list[
     """`head VALUES`-style statements inserting `rows`: `head` ends before the VALUES list
     (`INSERT INTO t VALUES`), `tail` follows it (an ON CONFLICT clause)."""
     statements: list[Statement] = []
-    for start in range(0, len(rows), CHUNK_ROWS):
-        chunk = rows[start : start + CHUNK_ROWS]
+    for chunk in chunks(rows):
         params = [value for row in chunk for value in row]
         statements.append((_values_sql(head, len(chunk[0]), len(chunk), tail), params))
     return statements
@@ -47,8 +63,7 @@ def many_keys(head: str, match: str, keys: Sequence[Sequence[Any]]) -> list[Stat
     """`head` (`DELETE FROM t WHERE`) for every key, `match` being one key's condition with
     one `?` per key column (`a = ? AND b = ?`)."""
     statements: list[Statement] = []
-    for start in range(0, len(keys), CHUNK_ROWS):
-        chunk = keys[start : start + CHUNK_ROWS]
+    for chunk in chunks(keys):
         params = [value for key in chunk for value in key]
         statements.append((_or_sql(head, match, len(chunk)), params))
     return statements

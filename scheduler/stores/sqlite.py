@@ -28,8 +28,8 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from scheduler._sqlbatch import chunks, many_rows
 from scheduler._sqlbatch import many_keys as _many_keys_of
-from scheduler._sqlbatch import many_rows
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores._group_commit import GroupCommit
@@ -144,7 +144,7 @@ class SqliteTaskStore(TaskStore):
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=30.0,
-                cached_statements=1024,  # the chunked statements come in many lengths
+                cached_statements=256,  # the chunked writes use up to 9 sizes per statement
             )
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute(f"PRAGMA synchronous={self._synchronous}")
@@ -266,13 +266,11 @@ class SqliteTaskStore(TaskStore):
     ) -> dict[TaskKey, TaskStatus]:
         # One statement per chunk: the keys as a VALUES table joined on the primary key. A query
         # per key cost more than the rest of a task's trip through the engine.
-        keys = list(keys)
         now = _now_ms()
         connection = self._connection()
         found: dict[TaskKey, TaskStatus] = {}
         try:
-            for start in range(0, len(keys), _FETCH_CHUNK):
-                chunk = keys[start : start + _FETCH_CHUNK]
+            for chunk in chunks(list(keys)):
                 params: list[Any] = []
                 for key in chunk:
                     ms = key.scheduled_ms
@@ -372,11 +370,7 @@ _WRITE_CACHE_KIB = 64 * 1024
 _READ_CACHE_KIB = 2 * 1024
 """SQLite's default: a reader's cache is dropped whenever the writer commits."""
 
-_FETCH_CHUNK = 500
-"""Keys per status look-up statement (4 parameters each, far under SQLite's limit)."""
-
-
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _fetch_sql(count: int) -> str:
     values = ",".join(["(?,?,?,?)"] * count)
     return (
