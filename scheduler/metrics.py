@@ -14,6 +14,10 @@ EXECUTED = Counter("scheduler_tasks_executed_total", "Task attempts that succeed
 FAILED = Counter("scheduler_tasks_failed_total", "Tasks that failed their last attempt (FAILED).")
 RETRIED = Counter("scheduler_tasks_retried_total", "Failed attempts that will be retried.")
 CANCELLED = Counter("scheduler_tasks_cancelled_total", "Tasks cancelled before they completed.")
+SPILLED = Counter(
+    "scheduler_tasks_spilled_total",
+    "Tasks persisted behind the read checkpoint but left for a later load (in-flight bound).",
+)
 MALFORMED = Counter("scheduler_records_malformed_total", "Log records set aside as malformed.")
 IN_FLIGHT = Gauge("scheduler_tasks_in_flight", "Tasks held in memory by owned partitions.")
 RUNNING = Gauge("scheduler_tasks_running", "Executor calls running now.")

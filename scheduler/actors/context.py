@@ -14,6 +14,27 @@ from scheduler.executors.abc import Executor
 from scheduler.stores.abc import TaskStore
 
 
+class HeldCounts:
+    """The tasks a partition's PartitionScheduler and PartitionExecutor hold, as last published.
+
+    TaskPersistence reads it to keep pushed tasks under the in-flight bound without asking the
+    two actors (an ask per persisted batch delayed the poll loop). Each field has one writer
+    and is a plain int, so a reader sees a recent value, never a torn one.
+    """
+
+    __slots__ = ("executing", "scheduled")
+
+    def __init__(self) -> None:
+        self.scheduled = 0
+        """Held by the PartitionScheduler (not yet due)."""
+        self.executing = 0
+        """Held by the PartitionExecutor (queued, running or waiting to retry)."""
+
+    @property
+    def total(self) -> int:
+        return self.scheduled + self.executing
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionContext:
     """Constructor arguments common to a partition's actors."""
@@ -36,6 +57,8 @@ class PartitionContext:
     """Called with (partition, generation, error) when an actor of the tree dies."""
     rng: random.Random = field(default_factory=random.Random)
     """Jitter source (seedable in tests)."""
+    held: HeldCounts = field(default_factory=HeldCounts)
+    """What the tree's scheduler and executor hold (shared; see `HeldCounts`)."""
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

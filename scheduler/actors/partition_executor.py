@@ -97,6 +97,7 @@ class PartitionExecutor(PartitionActor):
             self._tracker.discard.defer(already_final)
         for queue in touched.values():
             self._pump(queue)
+        self.ctx.held.executing = self.held
 
     def cancel(self, keys: Iterable[TaskKey]) -> None:
         """An operator cancelled these tasks (their CANCELLED status is already written)."""
@@ -109,6 +110,7 @@ class PartitionExecutor(PartitionActor):
                 self._pump(queue)
             elif key in self.running:
                 self.running[key].cancel(ADMIN_CANCEL)
+        self.ctx.held.executing = self.held
 
     # -- starting attempts ----------------------------------------------------------------------
 
@@ -182,6 +184,7 @@ class PartitionExecutor(PartitionActor):
                 statuses.append(status)
         if statuses:
             self._tracker.record.defer(statuses)
+        self.ctx.held.executing = self.held
         if not self.running:
             self.idle.set()
         if self.notify_below is not None and self.held <= self.notify_below:

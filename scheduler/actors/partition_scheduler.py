@@ -55,10 +55,12 @@ class PartitionScheduler(PartitionActor):
         if due:
             self._executor.execute.defer(due)
         self._arm()
+        self.ctx.held.scheduled = len(self.held)
 
     def cancel(self, keys: Iterable[TaskKey]) -> None:
         """Forget these tasks; those already dispatched are cancelled by the executor."""
         dispatched = [key for key in keys if self.held.pop(key, None) is None]
+        self.ctx.held.scheduled = len(self.held)
         if dispatched:
             self._executor.cancel.defer(dispatched)
 
@@ -79,6 +81,7 @@ class PartitionScheduler(PartitionActor):
         if due:
             self._executor.execute.defer(due)
         self._arm()
+        self.ctx.held.scheduled = len(self.held)
 
     def _arm(self) -> None:
         heap = self.heap

@@ -58,6 +58,11 @@ class UnflushedStatuses:
     def __len__(self) -> int:
         return len(self._pending)
 
+    def peek(self, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
+        """The unflushed changes of these keys only."""
+        with self._lock:
+            return {key: self._pending[key] for key in keys if key in self._pending}
+
     def lookup(
         self, store: TaskStore, partition: int, keys: Collection[TaskKey]
     ) -> dict[TaskKey, TaskStatus]:

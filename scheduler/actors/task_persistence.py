@@ -74,6 +74,17 @@ class TaskPersistence(PartitionActor):
         Read here rather than when they fall due, so that a due task starts without a store
         read; the tracker's unflushed changes come first. A key that finishes between this read
         and its start is caught by the executor (`checked_ms`)."""
+        if self.ctx.held.total + len(tasks) > self.ctx.settings.max_in_flight_per_partition:
+            # Over the in-flight bound (a backlog arriving faster than it runs): leave them in
+            # the store and move the checkpoint back before them, so that the controller loads
+            # them when there is room. Rows between there and the old checkpoint that were
+            # handed already are read again; the scheduler and executor take a known key as an
+            # overwrite, and `load` sees finishes not yet flushed.
+            first_ms = min(task.key.scheduled_ms for task in tasks)
+            assert self.checkpoint is not None
+            self.checkpoint = min(self.checkpoint, window_end(first_ms - 1))
+            metrics.SPILLED.inc(len(tasks))
+            return
         checked_ms = now_ms()
         keys = [task.key for task in tasks]
         statuses = self._unflushed.lookup(self.ctx.store, self.ctx.partition, keys)
@@ -128,8 +139,9 @@ class TaskPersistence(PartitionActor):
             self.checkpoint = max(self.checkpoint or window_end(until_ms), window_end(until_ms))
         handed: list[ScheduledTask] = []
         leftovers = []
+        unflushed = self._unflushed.peek(row.task.key for row in rows)
         for row in rows:
-            status = row.status
+            status = unflushed.get(row.task.key, row.status)
             if status is not None and status.state.is_final:
                 # The crash window between a final status and the row's deletion: finish the job.
                 leftovers.append(row.task.key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from scheduler import Task, TaskState
@@ -140,3 +141,26 @@ def test_a_revoked_partition_lets_running_tasks_finish_then_cancels_them(data_di
             second.stop(30)
     assert moved and moved != set(range(PARTITIONS))
     assert {cancelled[key] for key in moved_keys} == {"partition revoked"}
+
+
+def test_tasks_pushed_past_the_in_flight_bound_wait_in_the_store_then_all_run(data_dir):
+    # A burst of due tasks arriving faster than they run must not pile up in memory: pushes
+    # beyond the bound stay in the store and are loaded as room frees up.
+    recorder = Recorder()
+    recorder.block = lambda task: True
+    settings = replace(TEST_SETTINGS, max_in_flight_per_partition=20, pool_size=2)
+    ids = ids_on_partition(1, 400)
+    far = datetime.now(UTC) + timedelta(days=1)
+    with embedded_engine(recorder, data_dir=data_dir, settings=settings) as engine:
+        enqueue_all(engine, [Task(ids[0], soon(), "first")])
+        while not recorder.keys():  # loaded and running: the checkpoint is ahead of now
+            threading.Event().wait(0.01)
+        tasks = [Task(oid, soon(), "burst") for oid in ids[1:]]
+        enqueue_all(engine, tasks)
+        while len(engine.store.load_tasks(1, None, int(far.timestamp() * 1000), 1000)) < 400:
+            threading.Event().wait(0.01)  # all persisted (and pushed, or left in the store)
+        counts = engine.worker.topic.counts().get()[1]
+        assert counts.scheduled + counts.executing <= 40, counts
+        recorder.release.set()
+        engine.join()
+    assert set(recorder.keys()) >= {task.key for task in tasks}
