@@ -54,7 +54,14 @@ class KafkaLogProducer(LogProducer):
         if self._closed.is_set():
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         future = _RecordDelivery(self, on_durable)
-        self._produce(key, value, future)
+        try:  # the common case inline: this is most of `schedule_task`'s own cost
+            self._producer.produce(self._topic, value, key, on_delivery=future)
+        except BufferError:
+            self._produce(key, value, future)  # waits for room
+        else:
+            self._sends += 1
+            if not self._sends % _POLL_EVERY:
+                self._producer.poll(0)
         self._last_send = time.monotonic()
         return future
 
@@ -127,7 +134,7 @@ class _RecordDelivery(DeliveryFuture):
     __slots__ = ("_sender",)
 
     def __init__(self, producer: KafkaLogProducer, on_success: Callable[[], object] | None) -> None:
-        super().__init__(on_success)
+        DeliveryFuture.__init__(self, on_success)
         self._sender = producer
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
