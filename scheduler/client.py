@@ -43,14 +43,9 @@ class SchedulerClient:
         """
         try:
             data = self._check(task)
-            key = task.key
-            return self._producer.send(
-                key.ordering_id.encode("utf-8"),
-                encode(Op.SCHEDULE, key, data),
-                on_durable=_count_one,
-            )
         except Exception as error:  # reported through the future, as promised
             return _failed(error)
+        return self._send(Op.SCHEDULE, task.key, data, on_durable=_count_one)
 
     def _check(self, task: Task) -> bytes:
         """The task's encoded data, or the `TaskRejected` error that refuses it."""

@@ -21,10 +21,9 @@ class ScheduledTask:
     """Attempts already started (from the status row after a reload)."""
     next_attempt_ms: int | None = None
     """A retry's earliest start; None for a first attempt."""
-    checked: bool = False
-    """True once its status row was consulted, so it is known not to be final."""
     checked_ms: int = 0
-    """When that status was read: a key that finished after it must not run again."""
+    """When its status row was read (it was not final then): a key that finished after that
+    must not run again."""
 
     @property
     def key(self) -> TaskKey:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.base import ASK_TIMEOUT_S, PartitionActor
+from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.clock import monotonic_at, now_ms
@@ -60,9 +60,10 @@ class PartitionExecutor(PartitionActor):
     # -- incoming tasks -----------------------------------------------------------------------
 
     def execute(self, items: list[ScheduledTask]) -> None:
-        """Queue due tasks; start the head of every idle queue they touch."""
-        unchecked = [item.key for item in items if not item.checked]
-        statuses = self._tracker.fetch(unchecked).get(timeout=ASK_TIMEOUT_S) if unchecked else {}
+        """Queue due tasks; start the head of every idle queue they touch.
+
+        Their status rows were read when they were loaded or pushed (TaskPersistence), so
+        nothing is read here; only a finish since that read is caught (`checked_ms`)."""
         touched: dict[str, OrderingExecutor] = {}
         already_final: list[TaskKey] = []
         finished_at = self.finished_at
@@ -71,14 +72,6 @@ class PartitionExecutor(PartitionActor):
             if finished_ms is not None and finished_ms >= item.checked_ms:
                 already_final.append(item.key)  # finished after its status was read
                 continue
-            status = statuses.get(item.key)
-            if status is not None:
-                if status.state.is_final:
-                    already_final.append(item.key)  # a completed key never runs again
-                    continue
-                item = ScheduledTask(
-                    item.task, status.attempts, status.next_attempt_ms, checked=True
-                )
             queue = self.queues.get(item.task.ordering_id)
             if queue is None:
                 queue = self.queues[item.task.ordering_id] = OrderingExecutor(item.task.ordering_id)
@@ -88,7 +81,7 @@ class PartitionExecutor(PartitionActor):
             if queued is not None and queued.attempts > item.attempts:
                 # Rewritten while waiting to retry: new data, same attempt count and backoff.
                 item = ScheduledTask(
-                    item.task, queued.attempts, queued.next_attempt_ms, True, item.checked_ms
+                    item.task, queued.attempts, queued.next_attempt_ms, item.checked_ms
                 )
             if queue.offer(item):
                 self.held += 1
@@ -218,7 +211,7 @@ class PartitionExecutor(PartitionActor):
                 delay,
                 outcome.error,
             )
-            queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, checked=True))
+            queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, now))
             status = TaskStatus(
                 key, TaskState.RETRYING, outcome.attempt, outcome.error, next_ms, now
             )

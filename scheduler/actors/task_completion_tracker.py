@@ -67,8 +67,7 @@ class UnflushedStatuses:
         self, store: TaskStore, partition: int, keys: Collection[TaskKey]
     ) -> dict[TaskKey, TaskStatus]:
         """Status of these keys: unflushed changes first, then the store."""
-        with self._lock:
-            found = {key: self._pending[key] for key in keys if key in self._pending}
+        found = self.peek(keys)
         missing = [key for key in keys if key not in found]
         if missing:
             found.update(store.fetch_statuses(partition, missing))
@@ -76,7 +75,8 @@ class UnflushedStatuses:
 
 
 class TaskCompletionTracker(PartitionActor):
-    """Buffers and writes status rows; answers whether tasks already reached a final state."""
+    """Buffers and writes status rows; its buffer tells TaskPersistence of finishes not yet
+    written."""
 
     def __init__(self, ctx: PartitionContext, unflushed: UnflushedStatuses) -> None:
         super().__init__(ctx)
@@ -107,10 +107,6 @@ class TaskCompletionTracker(PartitionActor):
         if batch:
             self.ctx.store.record_statuses(self.ctx.partition, batch)
             self.unflushed_statuses.written(batch)
-
-    def fetch(self, keys: Collection[TaskKey]) -> dict[TaskKey, TaskStatus]:
-        """Status of these keys: buffered changes first, then the store."""
-        return self.unflushed_statuses.lookup(self.ctx.store, self.ctx.partition, keys)
 
     def discard(self, keys: Collection[TaskKey]) -> None:
         """Remove schedule rows of keys that are already final (a completed key enqueued again)."""

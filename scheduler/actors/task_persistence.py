@@ -92,14 +92,12 @@ class TaskPersistence(PartitionActor):
         for task in tasks:
             status = statuses.get(task.key)
             if status is None:
-                handed.append(ScheduledTask(task, checked=True, checked_ms=checked_ms))
+                handed.append(ScheduledTask(task, checked_ms=checked_ms))
             elif status.state.is_final:
                 final.append(task.key)  # a completed key never runs again
             else:
                 handed.append(
-                    ScheduledTask(
-                        task, status.attempts, status.next_attempt_ms, True, checked_ms
-                    )
+                    ScheduledTask(task, status.attempts, status.next_attempt_ms, checked_ms)
                 )
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
@@ -151,7 +149,6 @@ class TaskPersistence(PartitionActor):
                     row.task,
                     attempts=status.attempts if status else 0,
                     next_attempt_ms=status.next_attempt_ms if status else None,
-                    checked=True,
                     checked_ms=checked_ms,
                 )
             )

@@ -106,7 +106,7 @@ def run(options: BenchOptions) -> ScenarioResult:
             before = idle_rss(kind, options)
             measured = drain(kind, options, count)
         except Exception as error:  # a server restarted under us: keep the other backend's
-            result.notes.append(f"{kind} failed: {type(error).__name__}: {str(error)[:300]}")
+            result.backend_failed(kind, error)
             continue
         measured["idle_rss_mb"] = before
         result.details[kind] = measured

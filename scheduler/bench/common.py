@@ -191,6 +191,11 @@ class ScenarioResult:
     def add(self, **row: Any) -> None:
         self.rows.append(row)
 
+    def backend_failed(self, backend: str, error: BaseException) -> None:
+        """Note a backend that could not be measured (a server restarted under us), so that
+        the scenario still reports the other backend."""
+        self.notes.append(f"{backend} failed: {type(error).__name__}: {str(error)[:300]}")
+
 
 def environment() -> dict[str, Any]:
     """Where and when the numbers were taken."""

@@ -101,7 +101,7 @@ def run(options: BenchOptions) -> ScenarioResult:
         try:
             measured = measure(kind, options, count)
         except Exception as error:  # a server restarted under us: keep the other backend's
-            result.notes.append(f"{kind} failed: {type(error).__name__}: {str(error)[:300]}")
+            result.backend_failed(kind, error)
             continue
         result.details[kind] = measured
         for side, values in measured.items():

@@ -96,7 +96,7 @@ def run(options: BenchOptions) -> ScenarioResult:
         try:
             maximum, measured = measure(kind, options)
         except Exception as error:  # a server restarted under us: keep the other backend's
-            result.notes.append(f"{kind} failed: {type(error).__name__}: {str(error)[:300]}")
+            result.backend_failed(kind, error)
             continue
         result.details[kind] = {"max_tasks_per_s": maximum, "levels": measured}
         for level, values in measured.items():

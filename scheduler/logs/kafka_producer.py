@@ -54,14 +54,7 @@ class KafkaLogProducer(LogProducer):
         if self._closed.is_set():
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         future = _RecordDelivery(self, on_durable)
-        try:  # the common case inline: this is most of `schedule_task`'s own cost
-            self._producer.produce(self._topic, value, key, on_delivery=future)
-        except BufferError:
-            self._produce(key, value, future)  # waits for room
-        else:
-            self._sends += 1
-            if not self._sends % _POLL_EVERY:
-                self._producer.poll(0)
+        self._produce(key, value, future)
         self._last_send = time.monotonic()
         return future
 

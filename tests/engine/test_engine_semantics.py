@@ -123,11 +123,11 @@ def test_a_copy_whose_status_was_read_before_its_key_finished_does_not_run(data_
         tree = engine.worker.topic.trees.get()[partition]
         refs = tree.supervisor.proxy().refs.get()
         executor = next(ref for ref in refs if ref.actor_class is PartitionExecutor).proxy()
-        executor.execute([ScheduledTask(task, checked=True, checked_ms=read_before)]).get()
+        executor.execute([ScheduledTask(task, checked_ms=read_before)]).get()
         engine.join()
         assert recorder.keys() == [task.key]
         # Control: a copy read after the finish is not refused by that guard.
-        executor.execute([ScheduledTask(task, checked=True, checked_ms=now_ms() + 1)]).get()
+        executor.execute([ScheduledTask(task, checked_ms=now_ms() + 1)]).get()
         engine.join()
     assert recorder.keys() == [task.key, task.key]
 
