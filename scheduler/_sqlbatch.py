@@ -34,6 +34,7 @@ def chunks(items: Sequence[Any]) -> list[Sequence[Any]]:
             start += size
     return chunks
 
+
 Statement = tuple[str, list[Any]]
 """SQL and its parameters, for one `execute`."""
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from time import time_ns as _time_ns
 
 from scheduler import metrics
-from scheduler.codec import Op, encode
+from scheduler.codec import Op, encode, encode_schedule
 from scheduler.engine.clock import now_ms
 from scheduler.errors import TaskInPastError
 from scheduler.logs.abc import LogProducer, TaskLog
-from scheduler.model import Task, TaskKey, encode_data
+from scheduler.model import Task, TaskKey
 
 DEFAULT_MAX_DATA_BYTES = 256 * 1024
 
@@ -42,25 +43,26 @@ class SchedulerClient:
         never runs again.
         """
         try:
-            data = self._check(task)
+            value = self._record(task)
+            return self._producer.send(
+                task.key.ordering_id.encode("utf-8"), value, on_durable=_count_one
+            )
         except Exception as error:  # reported through the future, as promised
             return _failed(error)
-        return self._send(Op.SCHEDULE, task.key, data, on_durable=_count_one)
 
-    def _check(self, task: Task) -> bytes:
-        """The task's encoded data, or the `TaskRejected` error that refuses it."""
-        data = encode_data(task.data, max_bytes=self.max_data_bytes)
-        oldest_ms = now_ms() - self.grace_window_ms
-        if task.scheduled_ms < oldest_ms:
-            late_s = (oldest_ms + self.grace_window_ms - task.scheduled_ms) / 1000
+    def _record(self, task: Task) -> bytes:
+        """The record that schedules `task`, or the `TaskRejected` error that refuses it."""
+        key = task.key
+        if key.scheduled_ms < _time_ns() // 1_000_000 - self.grace_window_ms:
+            late_s = (now_ms() - key.scheduled_ms) / 1000
             raise TaskInPastError(
-                f"task {task.key!r} is scheduled {late_s:.1f}s in the past, more than the "
+                f"task {key!r} is scheduled {late_s:.1f}s in the past, more than the "
                 f"grace window of {self.grace_window_ms / 1000:g}s; schedule it for now or "
                 "later (tasks within the window run as soon as possible)"
             )
         if self.validate is not None:
             self.validate(task)
-        return data
+        return encode_schedule(key, task.data, max_data_bytes=self.max_data_bytes)
 
     def schedule_tasks(self, tasks: Iterable[Task]) -> Future[int]:
         """Schedule many tasks at once, for bulk producers (a backfill, a migration).
@@ -71,10 +73,7 @@ class SchedulerClient:
         been written then: enqueuing them again is safe, since a key overwrites itself).
         """
         try:
-            records = [
-                (task.key.ordering_id.encode("utf-8"), encode(Op.SCHEDULE, task.key, data))
-                for task, data in ((task, self._check(task)) for task in tasks)
-            ]
+            records = [(task.key.ordering_id.encode("utf-8"), self._record(task)) for task in tasks]
             future = self._producer.send_many(records)
         except Exception as error:
             return _failed(error)
@@ -120,12 +119,12 @@ class SchedulerClient:
             return _failed(error)
 
 
-_count_one = metrics.ENQUEUED.inc
+_count_one = metrics.ENQUEUED.tick
 
 
 def _count_enqueued(future: Future[int]) -> None:
     if future.exception() is None:
-        metrics.ENQUEUED.inc()
+        metrics.ENQUEUED.add(future.result())
 
 
 def _failed(error: BaseException) -> Future[int]:

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.model import Task, TaskKey, check_key_part
+import orjson
+
+from scheduler.model import Task, TaskKey, check_key_part, encode_data
 
 FORMAT_VERSION = 1
 
@@ -67,6 +70,41 @@ def encode(op: Op, key: TaskKey, data_json: bytes = b"{}") -> bytes:
         _quote(key.uniqueness_key).encode(),
         data_json,
     )
+
+
+_dumps = orjson.dumps
+# Dates and dataclasses are refused, as the standard library refuses them, rather than written in
+# a form that does not read back as what was given.
+_DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def encode_schedule(key: TaskKey, data: Mapping[str, Any], *, max_data_bytes: int) -> bytes:
+    """The `schedule` record value for a task, or the `TaskDataError` that refuses its data.
+
+    The same bytes as `encode(Op.SCHEDULE, key, encode_data(data, ...))` up to JSON spelling, in
+    one orjson call: the two-step form cost a third of `schedule_task`. orjson differs from the
+    standard library's checks in a few corners (it writes NaN as null, refuses non-string keys),
+    so any record those could concern (a `null` in non-empty data, an orjson error, a size near
+    the limit) is checked the two-step way too, which gives exactly the old answer: accepted or a
+    clear error.
+    """
+    try:
+        value = _dumps(
+            {
+                "v": FORMAT_VERSION,
+                "op": "schedule",
+                "oid": key.ordering_id,
+                "at": key.scheduled_ms,
+                "uk": key.uniqueness_key,
+                "data": data,
+            },
+            option=_DUMPS_OPTIONS,
+        )
+    except orjson.JSONEncodeError:
+        return encode(Op.SCHEDULE, key, encode_data(data, max_bytes=max_data_bytes))
+    if len(value) > max_data_bytes or (data and b"null" in value):
+        encode_data(data, max_bytes=max_data_bytes)  # raises if the data is not acceptable
+    return value
 
 
 def decode(value: bytes | None) -> Command:

@@ -6,9 +6,48 @@ every worker in a process shares them; the CLI serves them with `--metrics-port`
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import itertools
+import threading
+from collections.abc import Iterator
 
-ENQUEUED = Counter("scheduler_tasks_enqueued_total", "Tasks accepted by schedule_task.")
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+
+class TickCounter(Collector):
+    """A Prometheus counter for per-record paths, counted one at a time by `tick()`.
+
+    `Counter.inc` takes a lock and costs about a microsecond, as much as encoding the record it
+    counts. `tick` is `next` on an `itertools.count`: one C call, atomic under the GIL, no lock.
+    The value is read only when Prometheus scrapes. `add` counts many at once (a bulk call).
+    """
+
+    def __init__(
+        self, name: str, documentation: str, *, registry: CollectorRegistry = REGISTRY
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._ticks = itertools.count(1)
+        self.tick = self._ticks.__next__
+        self._added = 0
+        self._add_lock = threading.Lock()
+        registry.register(self)
+
+    def add(self, amount: int) -> None:
+        with self._add_lock:
+            self._added += amount
+
+    @property
+    def value(self) -> int:
+        # An itertools.count shows its next value only in its repr, `count(N)`; N - 1 were ticked.
+        return int(repr(self._ticks)[6:-1]) - 1 + self._added
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self._name, self._documentation, value=self.value)
+
+
+ENQUEUED = TickCounter("scheduler_tasks_enqueued", "Tasks accepted by schedule_task.")
 PERSISTED = Counter("scheduler_tasks_persisted_total", "Tasks written to the store by workers.")
 EXECUTED = Counter("scheduler_tasks_executed_total", "Task attempts that succeeded.")
 FAILED = Counter("scheduler_tasks_failed_total", "Tasks that failed their last attempt (FAILED).")

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from scheduler.codec import FORMAT_VERSION, MalformedRecordError, Op, decode, encode
-from scheduler.model import TaskKey
+from scheduler.codec import (
+    FORMAT_VERSION,
+    MalformedRecordError,
+    Op,
+    decode,
+    encode,
+    encode_schedule,
+)
+from scheduler.errors import TaskDataError
+from scheduler.model import TaskKey, encode_data
 
 KEY = TaskKey.from_ms("schedule:daily-étl", 1_767_225_600_123, "run-1")
 
@@ -68,3 +79,55 @@ def _record(**changes: object) -> bytes:
 def test_malformed_records_are_refused_with_the_reason(value: bytes | None, reason: str) -> None:
     with pytest.raises(MalformedRecordError, match=reason):
         decode(value)
+
+
+# JSON-shaped task data, including the corners where orjson and the standard library differ:
+# NaN and infinities, non-string keys, integers past 64 bits, non-ASCII text, nulls.
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=8)
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=6) | st.integers(-3, 3), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_data = st.dictionaries(st.text(max_size=6) | st.integers(-3, 3), _values, max_size=4)
+
+
+def _two_step(data: dict, max_data_bytes: int) -> bytes | type[Exception]:
+    try:
+        return encode(Op.SCHEDULE, KEY, encode_data(data, max_bytes=max_data_bytes))
+    except TaskDataError:
+        return TaskDataError
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=_data, max_data_bytes=st.sampled_from([20, 200, 100_000]))
+def test_the_one_call_schedule_encoding_accepts_and_refuses_what_the_two_step_one_does(
+    data: dict, max_data_bytes: int
+) -> None:
+    expected = _two_step(data, max_data_bytes)
+    try:
+        value = encode_schedule(KEY, data, max_data_bytes=max_data_bytes)
+    except TaskDataError:
+        assert expected is TaskDataError
+        return
+    assert expected is not TaskDataError
+    assert json.loads(value) == json.loads(expected)  # type: ignore[arg-type]
+
+
+def test_schedule_encoding_refuses_nan_the_fast_encoder_would_write_as_null() -> None:
+    with pytest.raises(TaskDataError, match="cannot be serialised as JSON"):
+        encode_schedule(KEY, {"ratio": float("nan")}, max_data_bytes=1000)
+
+
+def test_schedule_encoding_refuses_dates_rather_than_writing_a_string() -> None:
+    with pytest.raises(TaskDataError, match="cannot be serialised as JSON"):
+        encode_schedule(KEY, {"at": datetime.now(UTC)}, max_data_bytes=1000)

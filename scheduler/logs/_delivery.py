@@ -73,6 +73,28 @@ class DeliveryFuture(Future[int]):
         if not self._finish_unobserved(None, exception):
             super().set_exception(exception)
 
+    def _resolve(self, result: int) -> None:
+        """Resolve from the one delivery report a record gets: the per-record fast path.
+
+        No lock: the state is written before the condition is looked at, and an observer creates
+        the condition before it looks at the state, so at least one of the two sees the other
+        (the GIL orders them). Only for a caller that finishes each future exactly once.
+        """
+        if self._on_success is not None:
+            self._on_success()  # before any waiter wakes, so a caller sees it counted
+        self._result = result
+        self._state = FINISHED
+        if self._cond is not None:
+            self._wake_observers()
+
+    def _wake_observers(self) -> None:
+        """What `Future.set_result` does after writing the state: waiters, then callbacks."""
+        with self._condition:
+            for waiter in self._waiters:
+                waiter.add_result(self)
+            self._condition.notify_all()
+        self._invoke_callbacks()  # type: ignore[attr-defined]
+
     def _finish_unobserved(self, result: Any, exception: BaseException | None) -> bool:
         """Finish without a condition if nobody has asked for one yet; False if somebody has."""
         if self._cond is not None:
@@ -103,4 +125,3 @@ class DeliveryFuture(Future[int]):
         if self._state == FINISHED:
             return self._exception
         return super().exception(timeout)
-

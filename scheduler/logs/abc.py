@@ -20,6 +20,7 @@ wrapper and the embedded adapter is a faithful miniature:
 
 from __future__ import annotations
 
+import itertools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -198,29 +199,34 @@ class TaskLog(ABC):
 class BatchFuture:
     """Resolves one future once `expected` deliveries succeeded, or fails it on the first error.
 
-    `delivered` may be called from any thread (Kafka's delivery reports, a writer thread).
+    `delivered` may be called from any thread (Kafka's delivery reports, a writer thread). A
+    success is counted by `next` on an `itertools.count`, one C call and atomic under the GIL: it
+    runs once per record of a bulk call, where a lock per record cost as much as the record.
     """
 
     def __init__(self, expected: int) -> None:
         self.future: Future[int] = Future()
         self.future.set_running_or_notify_cancel()
         self._expected = expected
-        self._left = expected
-        self._lock = threading.Lock()
+        self._successes = itertools.count(1)
+        self._finish_lock = threading.Lock()
         if expected == 0:
             self.future.set_result(0)
 
     def delivered(self, error: BaseException | None = None) -> None:
-        with self._lock:
+        if error is not None:
+            self._finish(error)
+        elif next(self._successes) == self._expected:
+            self._finish(None)
+
+    def _finish(self, error: BaseException | None) -> None:
+        with self._finish_lock:  # the last success and a failure may race; the first one wins
             if self.future.done():
                 return
             if error is not None:
                 self.future.set_exception(error)
-                return
-            self._left -= 1
-            if self._left:
-                return
-        self.future.set_result(self._expected)
+            else:
+                self.future.set_result(self._expected)
 
 
 def _all_of(futures: list[Future[int]]) -> Future[int]:

@@ -10,7 +10,6 @@ resolve on whichever thread polled, so their done-callbacks must be quick.
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,10 +25,12 @@ from scheduler.logs.kafka_config import logger, unavailable
 
 _POLL_INTERVAL_S = 0.05
 _IDLE_AFTER_S = 0.005
-"""How long after the last `send` the background thread starts serving delivery reports."""
+"""How long without a `send` before the background thread starts serving delivery reports."""
 _POLL_EVERY = 64
 """Senders serve delivery reports every this many sends (each `poll` is a GIL round trip)."""
 _CLOSE_FLUSH_S = 30.0
+_ANY_PARTITION = -1
+"""librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner chooses."""
 
 
 class KafkaLogProducer(LogProducer):
@@ -40,8 +41,14 @@ class KafkaLogProducer(LogProducer):
         self._bootstrap = str(config.get("bootstrap.servers", ""))
         self._producer = Producer(config)
         self._closed = threading.Event()
-        self._last_send = 0.0
+        self._open = True
+        """False once closing starts: a plain flag, read on every send."""
         self._sends = 0
+        # One future class per producer: a record's future finds its producer through its class,
+        # one field less to fill for every record.
+        self._future_type = type(
+            "_RecordDelivery", (_RecordDelivery,), {"__slots__": (), "_sender": self}
+        )
         self._close_lock = threading.Lock()
         self._poller = threading.Thread(
             target=self._poll_until_closed, name=f"kafka-producer-{topic}", daemon=True
@@ -51,35 +58,48 @@ class KafkaLogProducer(LogProducer):
     def send(
         self, key: bytes, value: bytes, *, on_durable: Callable[[], object] | None = None
     ) -> Future[int]:
-        if self._closed.is_set():
+        if not self._open:
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
-        future = _RecordDelivery(self, on_durable)
-        self._produce(key, value, future)
-        self._last_send = time.monotonic()
+        future = self._future_type(on_durable)
+        self._produce(key, value, future.delivered)
         return future
 
     def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
         """One delivery callback shared by the batch: no future per record."""
-        if self._closed.is_set():
+        if not self._open:
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         batch = BatchFuture(len(records))
-        on_delivery = functools.partial(self._delivered_in_batch, batch)
+        delivered, failure = batch.delivered, self.failure
+
+        def on_delivery(error: KafkaError | None, message: Message) -> None:
+            delivered(None if error is None else failure(error))
+
         for key, value in records:
             self._produce(key, value, on_delivery)
-        self._last_send = time.monotonic()
         return batch.future
 
     def _produce(self, key: bytes, value: bytes, on_delivery: Any) -> None:
-        while True:
-            try:
-                self._producer.produce(self._topic, value=value, key=key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                # The local queue is full: serve deliveries until there is room, never drop.
-                self._producer.poll(_POLL_INTERVAL_S)
+        try:
+            # Positional (topic, value, key, partition, on_delivery): keyword arguments cost a
+            # dict per call. Partition -1 is librdkafka's "unassigned": the partitioner picks.
+            self._producer.produce(self._topic, value, key, _ANY_PARTITION, on_delivery)
+        except BufferError:
+            self._produce_when_room(key, value, on_delivery)
+        # Not atomic across sending threads, and need not be: it paces polls and tells the
+        # background thread that somebody is sending.
         self._sends += 1
         if not self._sends % _POLL_EVERY:
             self._producer.poll(0)
+
+    def _produce_when_room(self, key: bytes, value: bytes, on_delivery: Any) -> None:
+        """The local queue is full: serve deliveries until there is room, never drop."""
+        while True:
+            self._producer.poll(_POLL_INTERVAL_S)
+            try:
+                self._producer.produce(self._topic, value, key, _ANY_PARTITION, on_delivery)
+                return
+            except BufferError:
+                continue
 
     def flush(self, timeout: float) -> int:
         return int(self._producer.flush(timeout))
@@ -88,6 +108,7 @@ class KafkaLogProducer(LogProducer):
         with self._close_lock:
             if self._closed.is_set():
                 return
+            self._open = False
             remaining = self._producer.flush(_CLOSE_FLUSH_S)
             if remaining:
                 # Fail the futures of what could not be delivered instead of leaving them
@@ -108,30 +129,25 @@ class KafkaLogProducer(LogProducer):
             f"making a record durable on topic {self._topic!r}", error, self._bootstrap
         )
 
-    def _delivered_in_batch(
-        self, batch: BatchFuture, error: KafkaError | None, message: Message
-    ) -> None:
-        batch.delivered(None if error is None else self.failure(error))
-
     def _poll_until_closed(self) -> None:
+        sends_seen = -1
         while not self._closed.is_set():
-            if time.monotonic() - self._last_send > _IDLE_AFTER_S:
+            if self._sends == sends_seen:  # nobody sent for a while: serve the reports here
                 self._producer.poll(_POLL_INTERVAL_S)
             else:
+                sends_seen = self._sends
                 time.sleep(_IDLE_AFTER_S)
 
 
 class _RecordDelivery(DeliveryFuture):
-    """One record's future, and its own delivery callback: no callback object per record."""
+    """One record's future; its `delivered` method is the record's delivery report callback."""
 
-    __slots__ = ("_sender",)
+    __slots__ = ()
+    _sender: KafkaLogProducer
+    """Set on each producer's subclass."""
 
-    def __init__(self, producer: KafkaLogProducer, on_success: Callable[[], object] | None) -> None:
-        DeliveryFuture.__init__(self, on_success)
-        self._sender = producer
-
-    def __call__(self, error: KafkaError | None, message: Message) -> None:
+    def delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
-            self.set_result(message.partition() or 0)
+            self._resolve(message.partition() or 0)
         else:
             self.set_exception(self._sender.failure(error))

@@ -371,6 +371,7 @@ drain peaked at 615 MB RSS instead of ~120 (`scheduler bench backlog`)."""
 _READ_CACHE_KIB = 2 * 1024
 """SQLite's default too: a reader's cache is dropped whenever the writer commits."""
 
+
 @functools.lru_cache(maxsize=16)
 def _fetch_sql(count: int) -> str:
     values = ",".join(["(?,?,?,?)"] * count)

@@ -8,6 +8,15 @@ from concurrent.futures import FIRST_COMPLETED, InvalidStateError, as_completed,
 import pytest
 
 from scheduler.logs._delivery import DeliveryFuture
+from scheduler.logs.abc import BatchFuture
+
+# Both ways a future is resolved: `set_result` (Future's own, under a lock) and `_resolve`, the
+# lock-free path the Kafka producer's delivery reports take.
+RESOLVERS = {
+    "set_result": DeliveryFuture.set_result,
+    "_resolve": DeliveryFuture._resolve,
+}
+resolvers = pytest.mark.parametrize("resolve", RESOLVERS.values(), ids=list(RESOLVERS))
 
 
 def test_a_future_resolved_before_anyone_looked_answers_at_once() -> None:
@@ -27,14 +36,15 @@ def test_a_failed_future_raises_its_error() -> None:
     assert isinstance(future.exception(), RuntimeError)
 
 
-def test_a_waiting_thread_wakes_when_another_thread_resolves_it() -> None:
+@resolvers
+def test_a_waiting_thread_wakes_when_another_thread_resolves_it(resolve) -> None:
     future = DeliveryFuture()
     results: list[int] = []
     waiter = threading.Thread(target=lambda: results.append(future.result(10)))
     waiter.start()
     while future._cond is None:  # the waiter has asked for the condition
         threading.Event().wait(0.001)
-    future.set_result(7)
+    resolve(future, 7)
     waiter.join(10)
     assert results == [7]
 
@@ -47,19 +57,21 @@ def test_a_pending_future_times_out_and_cannot_be_cancelled() -> None:
     assert future.running()
 
 
-def test_callbacks_registered_before_resolution_run_once_on_resolution() -> None:
+@resolvers
+def test_callbacks_registered_before_resolution_run_once_on_resolution(resolve) -> None:
     future = DeliveryFuture()
     seen: list[int] = []
     future.add_done_callback(lambda done: seen.append(done.result()))
     assert seen == []
-    future.set_result(1)
+    resolve(future, 1)
     assert seen == [1]
 
 
-def test_on_success_runs_before_waiters_wake_and_not_on_failure() -> None:
+@resolvers
+def test_on_success_runs_before_waiters_wake_and_not_on_failure(resolve) -> None:
     counted: list[str] = []
     ok = DeliveryFuture(on_success=lambda: counted.append("ok"))
-    ok.set_result(0)
+    resolve(ok, 0)
     failed = DeliveryFuture(on_success=lambda: counted.append("failed"))
     failed.set_exception(RuntimeError("x"))
     assert counted == ["ok"]
@@ -74,31 +86,70 @@ def test_resolving_twice_is_an_error() -> None:
             future.set_result(2)
 
 
-def test_wait_and_as_completed_see_every_future() -> None:
+@resolvers
+def test_wait_and_as_completed_see_every_future(resolve) -> None:
     futures = [DeliveryFuture() for _ in range(4)]
-    futures[0].set_result(0)
+    resolve(futures[0], 0)
     done, pending = wait(futures, timeout=0, return_when=FIRST_COMPLETED)
     assert done == {futures[0]} and len(pending) == 3
-    resolver = threading.Timer(0.05, lambda: [f.set_result(n) for n, f in enumerate(futures[1:])])
+    resolver = threading.Timer(0.05, lambda: [resolve(f, n) for n, f in enumerate(futures[1:])])
     resolver.start()
     assert sorted(f.result() for f in as_completed(futures, timeout=10)) == [0, 0, 1, 2]
     resolver.join()
 
 
-def test_racing_waiters_and_resolvers_never_lose_a_wake_up() -> None:
+@resolvers
+def test_racing_waiters_and_resolvers_never_lose_a_wake_up(resolve) -> None:
     futures = [DeliveryFuture() for _ in range(2000)]
     results: list[int] = []
+    called_back: list[int] = []
 
-    def resolve() -> None:
+    def resolve_all() -> None:
         for n, future in enumerate(futures):
-            future.set_result(n)
+            resolve(future, n)
 
     def consume() -> None:
-        results.extend(future.result(10) for future in futures)
+        for n, future in enumerate(futures):
+            if n % 3 == 0:  # some register a callback instead of blocking
+                future.add_done_callback(lambda done: called_back.append(done.result()))
+            results.append(future.result(10))
 
-    threads = [threading.Thread(target=resolve), threading.Thread(target=consume)]
+    threads = [threading.Thread(target=resolve_all), threading.Thread(target=consume)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
     assert results == list(range(2000))
+    assert sorted(called_back) == list(range(0, 2000, 3))
+
+
+def test_a_bulk_future_resolves_to_the_count_once_every_record_is_delivered() -> None:
+    batch = BatchFuture(3)
+    batch.delivered()
+    batch.delivered()
+    assert not batch.future.done()
+    batch.delivered()
+    assert batch.future.result(0) == 3
+
+
+def test_a_bulk_future_fails_with_the_first_error_even_if_the_rest_succeed() -> None:
+    batch = BatchFuture(3)
+    batch.delivered(RuntimeError("first"))
+    batch.delivered()
+    batch.delivered(RuntimeError("second"))
+    batch.delivered()
+    with pytest.raises(RuntimeError, match="first"):
+        batch.future.result(0)
+
+
+def test_a_bulk_future_counts_deliveries_from_racing_threads() -> None:
+    batch = BatchFuture(40_000)
+    threads = [
+        threading.Thread(target=lambda: [batch.delivered() for _ in range(10_000)])
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert batch.future.result(0) == 40_000

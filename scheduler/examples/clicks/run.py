@@ -136,9 +136,7 @@ def main(
     day = (datetime.now(UTC) - timedelta(days=1)).date()
     print(f"Example pipeline: clicks of {day}, data and output in {root}")
     print("Starting Spark and generating input if missing (the first time takes a while)...")
-    generate_if_missing(
-        root / "data", day, spark=spark.session(), events_per_hour=events_per_hour
-    )
+    generate_if_missing(root / "data", day, spark=spark.session(), events_per_hour=events_per_hour)
     engine = settings.engine_settings()
     retry = engine.retry
     if retry.max_attempts < 10:
