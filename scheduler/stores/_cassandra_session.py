@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +29,6 @@ from cassandra.cluster import (
     NoHostAvailable,
     Session,
 )
-from cassandra.concurrent import execute_concurrent
 from cassandra.policies import (
     DCAwareRoundRobinPolicy,
     ExponentialReconnectionPolicy,
@@ -55,7 +56,7 @@ _HANG_LIMIT_S = 5.0
 
 Params = Sequence[Any]
 Item = tuple[Any, Params | None]
-"""A statement (prepared or batch) and its parameters, as `execute_concurrent` takes them."""
+"""A statement (prepared or batch) and its parameters, as `Session.execute_async` takes them."""
 
 #: Single-partition batches stay under Cassandra's batch_size_warn_threshold (5 KiB by default,
 #: counted on the mutation, so the estimate of the values below leaves room for overhead).
@@ -224,7 +225,7 @@ class Runner:
         """
         if timeout is None:
             future = self.session.execute_async(statement, params)
-            limit = _HANG_LIMIT_S
+            limit = self._default_limit()
         else:
             future = self.session.execute_async(statement, params, timeout=timeout)
             limit = timeout * 2 + _HANG_LIMIT_S
@@ -233,6 +234,10 @@ class Runner:
         if not answered.wait(limit):
             raise OperationTimedOut(f"no answer within {limit:.0f}s")
         return future.result()
+
+    def _default_limit(self) -> float:
+        """How long a request sent with the session's default timeout may go unanswered."""
+        return float(self.session.default_timeout or 0) + _HANG_LIMIT_S
 
     def many(self, items: Sequence[Item], what: str) -> list[list[tuple[Any, ...]]]:
         """Execute statements concurrently (at most `concurrency` in flight); rows of each, in
@@ -243,23 +248,20 @@ class Runner:
 
         def attempt() -> None:
             nonlocal pending
-            outcomes = execute_concurrent(
-                self.session,
-                [items[i] for i in pending],
-                concurrency=self._concurrency,
-                raise_on_first_error=False,
+            round_ = _Round(
+                self.session, items, concurrency=self._concurrency, limit=self._default_limit()
             )
+            outcomes = round_.run(pending)
             failed: list[int] = []
             first: BaseException | None = None
-            for index, (ok, outcome) in zip(pending, outcomes, strict=True):
-                if ok:
+            for index in pending:
+                outcome = outcomes[index]
+                if not isinstance(outcome, BaseException):
                     try:
                         results[index] = list(outcome)
                         continue
                     except TRANSIENT as error:  # a later page failed
                         outcome = error
-                if not isinstance(outcome, TRANSIENT):
-                    raise outcome
                 failed.append(index)
                 first = first or outcome
             pending = failed
@@ -271,6 +273,103 @@ class Runner:
                 attempt, policy=self._policy, transient=TRANSIENT, describe=self._describe(what)
             )
         return results
+
+
+class _Round:
+    """One attempt of `Runner.many`: sends items, at most `concurrency` at a time, and keeps the
+    first page (a ResultSet) or the transient error of each.
+
+    `execute_concurrent` waits for every answer without any limit of its own, so one request
+    whose driver timer never fires hangs the caller (see `Runner._bounded`). Here each request
+    is given up after `limit` and counts as `OperationTimedOut`; its slot goes to the next item.
+    As in `execute_concurrent`, an answer's callback (on the driver's event-loop thread) sends the
+    next item itself: waking the calling thread for every answer halved the worker's
+    persistence rate. The caller wakes when every item is settled, or to expire requests.
+    """
+
+    def __init__(
+        self, session: Session, items: Sequence[Item], *, concurrency: int, limit: float
+    ) -> None:
+        self._session = session
+        self._items = items
+        self._concurrency = concurrency
+        self._limit = limit
+        self._lock = threading.Condition()
+        # All below are guarded by _lock. In flight: index -> deadline, in sending order, so the
+        # first entry is always the next to expire.
+        self._waiting: deque[int] = deque()
+        self._in_flight: dict[int, float] = {}
+        self._outcomes: dict[int, Any] = {}
+        self._fatal: BaseException | None = None
+        self._sending = False
+        """True while this thread is in `_send_while_room`: an answer's callback that fires at
+        once (the driver calls it inside `add_callbacks` if the answer is there) leaves the
+        sending to that loop instead of recursing into it once per item."""
+
+    def run(self, indices: Sequence[int]) -> dict[int, Any]:
+        """The outcome of each of `indices`. After a non-transient error nothing more is sent,
+        and it is raised once the requests in flight are settled, so that a caller who reacts
+        to it never finds this call's requests still running beside its own."""
+        with self._lock:
+            self._waiting.extend(indices)
+            self._send_while_room()
+            while self._in_flight:
+                earliest = next(iter(self._in_flight.values()))
+                self._lock.wait(max(0.0, earliest - time.monotonic()))
+                self._expire(time.monotonic())
+                self._send_while_room()
+        if self._fatal is not None:
+            raise self._fatal
+        return self._outcomes
+
+    def _send_while_room(self) -> None:
+        """Under the lock: send waiting items while there is room and no fatal error."""
+        self._sending = True
+        try:
+            while (
+                self._waiting and self._fatal is None and len(self._in_flight) < self._concurrency
+            ):
+                self._send(self._waiting.popleft())
+        finally:
+            self._sending = False
+
+    def _send(self, index: int) -> None:
+        statement, params = self._items[index]
+        try:
+            future = self._session.execute_async(statement, params)
+        except Exception as error:  # parameters that do not bind, a session shut down
+            self._settle(index, error)
+            return
+        self._in_flight[index] = time.monotonic() + self._limit
+        # The condition's lock is re-entrant: a callback that fires at once runs on this thread.
+        args = (index, future)
+        future.add_callbacks(self._answered, self._answered, callback_args=args, errback_args=args)
+
+    def _answered(self, _: Any, index: int, future: Any) -> None:
+        with self._lock:
+            if self._in_flight.pop(index, None) is None:
+                return  # expired already; or a later page of a result the caller reads
+            try:
+                self._settle(index, future.result())
+            except Exception as error:
+                self._settle(index, error)
+            if not self._sending:
+                self._send_while_room()
+            if not self._in_flight:
+                self._lock.notify()
+
+    def _expire(self, now: float) -> None:
+        for index, deadline in list(self._in_flight.items()):
+            if deadline > now:
+                break
+            del self._in_flight[index]
+            self._settle(index, OperationTimedOut(f"no answer within {self._limit:g}s"))
+
+    def _settle(self, index: int, outcome: Any) -> None:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, TRANSIENT):
+            self._fatal = self._fatal or outcome
+        else:
+            self._outcomes[index] = outcome
 
 
 def apply_schema(run: Runner, ddl: Sequence[str], *, timeout: float) -> None:
