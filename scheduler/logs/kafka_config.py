@@ -32,6 +32,11 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     # A few ms of batching multiplies throughput; firing precision is not affected by enqueueing.
     "linger.ms": 5,
     "compression.type": "lz4",
+    # A restarted broker first reports its partitions without a leader. Once in seven broker
+    # restarts under load (tests/distributed/test_server_restarts.py) a producer then held its
+    # records for minutes, probably until librdkafka's periodic metadata refresh (5 min by
+    # default). Refreshing every 10 s bounds such a stall, for one request per producer.
+    "topic.metadata.refresh.interval.ms": 10_000,
 }
 
 CONSUMER_DEFAULTS: dict[str, Any] = {
