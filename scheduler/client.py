@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from time import time_ns as _time_ns
 
 from scheduler import metrics
 from scheduler.codec import Op, encode, encode_schedule
@@ -53,7 +52,7 @@ class SchedulerClient:
     def _record(self, task: Task) -> bytes:
         """The record that schedules `task`, or the `TaskRejected` error that refuses it."""
         key = task.key
-        if key.scheduled_ms < _time_ns() // 1_000_000 - self.grace_window_ms:
+        if key.scheduled_ms < now_ms() - self.grace_window_ms:
             late_s = (now_ms() - key.scheduled_ms) / 1000
             raise TaskInPastError(
                 f"task {key!r} is scheduled {late_s:.1f}s in the past, more than the "
