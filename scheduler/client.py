@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from time import time_ns as _time_ns
 
 from scheduler import metrics
 from scheduler.codec import Op, encode, encode_schedule
@@ -27,10 +28,11 @@ class SchedulerClient:
         validate: Callable[[Task], None] | None = None,
     ) -> None:
         self.log = log
-        self.grace_window_ms = int(grace_window_s * 1000)
+        self._grace_window_ns = int(grace_window_s * 1000) * 1_000_000
         self.max_data_bytes = max_data_bytes
         self.validate = validate
         self._producer: LogProducer = log.producer()
+        self._send_counted = self._producer.sender(on_durable=_count_one)
 
     def schedule_task(self, task: Task) -> Future[int]:
         """Have `task` run at its scheduled time.
@@ -41,27 +43,40 @@ class SchedulerClient:
         task whose key is already pending replaces it; a key that already reached a final state
         never runs again.
         """
+        # `_record`, inlined: this is the per-task path, and a Python call is a tenth of its cost
+        # (so is `now_ms`'s: the check is done in nanoseconds, straight off the clock).
         try:
-            value = self._record(task)
-            return self._producer.send(
-                task.key.ordering_id.encode("utf-8"), value, on_durable=_count_one
-            )
+            key = task.key
+            if key.scheduled_ms * 1_000_000 < _time_ns() - self._grace_window_ns:
+                raise self._in_the_past(key)
+            if self.validate is not None:
+                self.validate(task)
+            value = encode_schedule(key, task.data, max_data_bytes=self.max_data_bytes)
+            return self._send_counted(key.ordering_id.encode(), value)
         except Exception as error:  # reported through the future, as promised
             return _failed(error)
 
     def _record(self, task: Task) -> bytes:
         """The record that schedules `task`, or the `TaskRejected` error that refuses it."""
         key = task.key
-        if key.scheduled_ms < now_ms() - self.grace_window_ms:
-            late_s = (now_ms() - key.scheduled_ms) / 1000
-            raise TaskInPastError(
-                f"task {key!r} is scheduled {late_s:.1f}s in the past, more than the "
-                f"grace window of {self.grace_window_ms / 1000:g}s; schedule it for now or "
-                "later (tasks within the window run as soon as possible)"
-            )
+        if key.scheduled_ms * 1_000_000 < _time_ns() - self._grace_window_ns:
+            raise self._in_the_past(key)
         if self.validate is not None:
             self.validate(task)
         return encode_schedule(key, task.data, max_data_bytes=self.max_data_bytes)
+
+    @property
+    def grace_window_ms(self) -> int:
+        """How far in the past a task may be scheduled (it then runs at once); older is refused."""
+        return self._grace_window_ns // 1_000_000
+
+    def _in_the_past(self, key: TaskKey) -> TaskInPastError:
+        late_s = (now_ms() - key.scheduled_ms) / 1000
+        return TaskInPastError(
+            f"task {key!r} is scheduled {late_s:.1f}s in the past, more than the grace window "
+            f"of {self.grace_window_ms / 1000:g}s; schedule it for now or later (tasks within "
+            "the window run as soon as possible)"
+        )
 
     def schedule_tasks(self, tasks: Iterable[Task]) -> Future[int]:
         """Schedule many tasks at once, for bulk producers (a backfill, a migration).

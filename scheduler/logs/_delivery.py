@@ -30,21 +30,15 @@ _LAZY = threading.Lock()
 class DeliveryFuture(Future[int]):
     """A running future whose condition exists only once somebody waits on it."""
 
-    # Slots keep Future's instance dict from ever being built: one object per future, not two.
-    __slots__ = (
-        "_cond",
-        "_done_callbacks",
-        "_exception",
-        "_on_success",
-        "_result",
-        "_state",
-        "_waiters",
-    )
+    # Slots keep Future's instance dict from being built for a future nobody waits on: one
+    # small object per record (the garbage collector walks every pending one, again and again
+    # while a caller holds many: measured, its size sets most of their cost). `_waiters` and
+    # `_done_callbacks` are only touched under the condition, so they are made with it, in the
+    # instance dict of the few futures somebody waits on.
+    __slots__ = ("_cond", "_exception", "_on_success", "_result", "_state")
 
     def __init__(self, on_success: Callable[[], object] | None = None) -> None:
         # Future.__init__ is skipped on purpose: it builds the condition this class defers.
-        # `_waiters` and `_done_callbacks` are only touched under the condition, so they are
-        # made with it: fewer objects for the garbage collector to walk per pending future.
         self._cond: threading.Condition | None = None
         self._state = RUNNING
         self._result: Any = None

@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 
@@ -92,6 +93,14 @@ class LogProducer(ABC):
         `send` itself may block briefly when the producer's buffer is full (backpressure) but
         never drops a record silently.
         """
+
+    def sender(
+        self, on_durable: Callable[[], object] | None = None
+    ) -> Callable[[bytes, bytes], Future[int]]:
+        """`send` with `on_durable` fixed, for a caller that sends every record the same way
+        (`schedule_task`). Adapters may return a function specialised for it; this default
+        binds `send`."""
+        return partial(self.send, on_durable=on_durable)
 
     def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
         """Append many (key, value) records; one future resolves, to their count, once every one

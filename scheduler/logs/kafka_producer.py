@@ -10,10 +10,12 @@ resolve on whichever thread polled, so their done-callbacks must be quick.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -29,6 +31,7 @@ _IDLE_AFTER_S = 0.005
 _POLL_EVERY = 64
 """Senders serve delivery reports every this many sends (each `poll` is a GIL round trip)."""
 _CLOSE_FLUSH_S = 30.0
+_MAX_SENDERS = 64
 _ANY_PARTITION = -1
 """librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner chooses."""
 
@@ -43,12 +46,11 @@ class KafkaLogProducer(LogProducer):
         self._closed = threading.Event()
         self._open = True
         """False once closing starts: a plain flag, read on every send."""
-        self._sends = 0
-        # One future class per producer: a record's future finds its producer through its class,
-        # one field less to fill for every record.
-        self._future_type = type(
-            "_RecordDelivery", (_RecordDelivery,), {"__slots__": (), "_sender": self}
-        )
+        self._sends = itertools.count(1)
+        """Paces the senders' polls; its repr tells the background thread that somebody sent."""
+        self._senders: dict[Callable[[], object] | None, Callable[[bytes, bytes], Future[int]]] = {}
+        """`sender`s by their `on_durable`, for `send`: making one builds a class. Callers pass a
+        few long-lived callbacks; past `_MAX_SENDERS` distinct ones, `send` stops keeping them."""
         self._close_lock = threading.Lock()
         self._poller = threading.Thread(
             target=self._poll_until_closed, name=f"kafka-producer-{topic}", daemon=True
@@ -58,11 +60,49 @@ class KafkaLogProducer(LogProducer):
     def send(
         self, key: bytes, value: bytes, *, on_durable: Callable[[], object] | None = None
     ) -> Future[int]:
-        if not self._open:
-            raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
-        future = self._future_type(on_durable)
-        self._produce(key, value, future.delivered)
-        return future
+        send = self._senders.get(on_durable)
+        if send is None:
+            send = self.sender(on_durable)
+            if len(self._senders) < _MAX_SENDERS:
+                self._senders[on_durable] = send
+        return send(key, value)
+
+    def sender(
+        self, on_durable: Callable[[], object] | None = None
+    ) -> Callable[[bytes, bytes], Future[int]]:
+        """A `send` for records that all share `on_durable`: `schedule_task`'s path, where the
+        Python work per record costs more than librdkafka's. Everything a record's future needs
+        but its state lives on a class made here once (the producer, `on_durable`), and the future
+        itself is the record's delivery callback, so a send allocates one object."""
+        future_type = type(
+            "_RecordDelivery",
+            (_RecordDelivery,),
+            # staticmethod: a plain function on a class would be bound to the future.
+            {
+                "__slots__": (),
+                "_sender": self,
+                "_on_success": None if on_durable is None else staticmethod(on_durable),
+            },
+        )
+        produce, poll, topic = self._producer.produce, self._producer.poll, self._topic
+        produce_when_room, sends = self._produce_when_room, self._sends
+
+        def send(key: bytes, value: bytes) -> Future[int]:
+            if not self._open:
+                raise BackendUnavailableError(f"the producer for topic {topic!r} is closed")
+            future = future_type()
+            try:
+                # Positional (topic, value, key, partition, on_delivery): keyword arguments cost
+                # a dict per call. Partition -1 is librdkafka's "unassigned": the partitioner picks.
+                produce(topic, value, key, _ANY_PARTITION, future)
+            except BufferError:
+                produce_when_room(key, value, future)
+            # Serve ready delivery reports now and then, while this thread holds the GIL anyway.
+            if not next(sends) % _POLL_EVERY:
+                poll(0)
+            return future
+
+        return send
 
     def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
         """One delivery callback shared by the batch: no future per record."""
@@ -80,15 +120,10 @@ class KafkaLogProducer(LogProducer):
 
     def _produce(self, key: bytes, value: bytes, on_delivery: Any) -> None:
         try:
-            # Positional (topic, value, key, partition, on_delivery): keyword arguments cost a
-            # dict per call. Partition -1 is librdkafka's "unassigned": the partitioner picks.
             self._producer.produce(self._topic, value, key, _ANY_PARTITION, on_delivery)
         except BufferError:
             self._produce_when_room(key, value, on_delivery)
-        # Not atomic across sending threads, and need not be: it paces polls and tells the
-        # background thread that somebody is sending.
-        self._sends += 1
-        if not self._sends % _POLL_EVERY:
+        if not next(self._sends) % _POLL_EVERY:
             self._producer.poll(0)
 
     def _produce_when_room(self, key: bytes, value: bytes, on_delivery: Any) -> None:
@@ -130,24 +165,39 @@ class KafkaLogProducer(LogProducer):
         )
 
     def _poll_until_closed(self) -> None:
-        sends_seen = -1
+        sends_seen = ""
         while not self._closed.is_set():
-            if self._sends == sends_seen:  # nobody sent for a while: serve the reports here
+            # An itertools.count shows how far it got only in its repr, `count(N)`.
+            sends = repr(self._sends)
+            if sends == sends_seen:  # nobody sent for a while: serve the reports here
                 self._producer.poll(_POLL_INTERVAL_S)
             else:
-                sends_seen = self._sends
+                sends_seen = sends
                 time.sleep(_IDLE_AFTER_S)
 
 
 class _RecordDelivery(DeliveryFuture):
-    """One record's future; its `delivered` method is the record's delivery report callback."""
+    """One record's future, and the record's delivery report callback (`__call__`)."""
 
     __slots__ = ()
     _sender: KafkaLogProducer
-    """Set on each producer's subclass."""
+    """Set on each `sender`'s subclass, and so is `_on_success`: a class attribute there, which
+    shadows DeliveryFuture's slot of that name, so inherited methods find it without a field
+    per record."""
 
-    def delivered(self, error: KafkaError | None, message: Message) -> None:
+    def __init__(self) -> None:
+        # DeliveryFuture.__init__ less `_on_success`, which is on the class.
+        self._cond = self._exception = self._result = None
+        self._state = RUNNING
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
-            self._resolve(message.partition() or 0)
+            # DeliveryFuture._resolve, inlined: this runs once per record.
+            if self._on_success is not None:
+                self._on_success()  # before any waiter wakes, so a caller sees it counted
+            self._result = message.partition()
+            self._state = FINISHED
+            if self._cond is not None:
+                self._wake_observers()
         else:
             self.set_exception(self._sender.failure(error))

@@ -94,6 +94,26 @@ def test_send_future_resolves_with_the_partition(task_log: TaskLog) -> None:
     assert future.result(timeout=30) == partition_for(b"order-1", LOG_PARTITIONS)
 
 
+def test_on_durable_runs_once_per_durable_record_before_its_future_resolves(
+    task_log: TaskLog,
+) -> None:
+    producer = task_log.producer()
+    counted: list[str] = []
+    send = producer.sender(on_durable=lambda: counted.append("sender"))
+    futures = [send(f"order-{i}".encode(), b"value") for i in range(20)]
+    futures.append(producer.send(b"order-x", b"value", on_durable=lambda: counted.append("send")))
+    futures.append(producer.send(b"order-y", b"value"))  # no callback: nothing counted
+
+    futures[0].result(timeout=30)
+    assert counted, "the first future resolved before its record was counted"
+    assert [f.result(timeout=30) for f in futures[:20]] == [
+        partition_for(f"order-{i}".encode(), LOG_PARTITIONS) for i in range(20)
+    ]
+    futures[-1].result(timeout=30)
+    assert sorted(counted) == ["send"] + ["sender"] * 20
+    producer.close()
+
+
 def test_send_many_resolves_once_every_record_is_durable_and_keeps_key_order(
     task_log: TaskLog,
 ) -> None:
