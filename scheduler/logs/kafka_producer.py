@@ -52,6 +52,8 @@ class KafkaLogProducer(LogProducer):
         """`sender`s by their `on_durable`, for `send`: making one builds a class. Callers pass a
         few long-lived callbacks; past `_MAX_SENDERS` distinct ones, `send` stops keeping them."""
         self._close_lock = threading.Lock()
+        self._serving = threading.Lock()
+        """Held by a thread serving delivery reports while it waits on a future."""
         self._poller = threading.Thread(
             target=self._poll_until_closed, name=f"kafka-producer-{topic}", daemon=True
         )
@@ -164,6 +166,26 @@ class KafkaLogProducer(LogProducer):
             f"making a record durable on topic {self._topic!r}", error, self._bootstrap
         )
 
+    def serve_until_done(self, future: Future[int], timeout: float | None) -> None:
+        """Serve delivery reports on the calling thread until `future` is done or `timeout`
+        passes: a thread that waits for a record's acknowledgement may as well fetch it, rather
+        than sleep until the background thread notices that sending stopped (up to
+        `_IDLE_AFTER_S` later). One thread serves at a time; others, and a thread already inside
+        a delivery callback, wait as usual."""
+        if not self._serving.acquire(blocking=False):
+            return
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not future.done():
+                wait = _POLL_INTERVAL_S
+                if deadline is not None:
+                    wait = min(wait, deadline - time.monotonic())
+                    if wait <= 0:
+                        return
+                self._producer.poll(wait)
+        finally:
+            self._serving.release()
+
     def _poll_until_closed(self) -> None:
         sends_seen = ""
         while not self._closed.is_set():
@@ -201,3 +223,19 @@ class _RecordDelivery(DeliveryFuture):
                 self._wake_observers()
         else:
             self.set_exception(self._sender.failure(error))
+
+    def result(self, timeout: float | None = None) -> int:
+        if self._state != FINISHED:
+            timeout = self._serve(timeout)
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state != FINISHED:
+            timeout = self._serve(timeout)
+        return super().exception(timeout)
+
+    def _serve(self, timeout: float | None) -> float | None:
+        """Serve delivery reports until done or `timeout`; what is left of `timeout`."""
+        started = time.monotonic()
+        self._sender.serve_until_done(self, timeout)
+        return None if timeout is None else max(0.0, timeout - (time.monotonic() - started))

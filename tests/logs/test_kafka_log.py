@@ -13,7 +13,8 @@ import pytest
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs.abc import LogConsumer, LogRecord
-from scheduler.logs.kafka import KafkaTaskLog
+from scheduler.logs.kafka import KafkaLogProducer, KafkaTaskLog
+from scheduler.logs.kafka_config import PRODUCER_DEFAULTS, logger
 from scheduler.partitioning import partition_for
 from tests.servers import kafka_bootstrap
 
@@ -152,6 +153,37 @@ def test_a_full_send_queue_blocks_senders_instead_of_dropping_records() -> None:
     finally:
         log.delete_topic()
         log.close()
+
+
+@pytest.mark.kafka
+def test_a_thread_waiting_on_a_future_serves_the_delivery_reports_itself(
+    kafka_log: KafkaTaskLog,
+) -> None:
+    producer = kafka_log.producer()
+    producer.send(key_for(0), b"{}").result(30)  # connected, idempotence id acquired
+    assert isinstance(producer, KafkaLogProducer)
+    producer._closed.set()  # the background thread that serves reports stops
+    producer._poller.join(5)
+    futures = [producer.send(key_for(p), b"{}") for p in range(PARTITIONS)]
+
+    assert [f.result(timeout=30) for f in futures] == list(range(PARTITIONS))
+    assert producer.send(key_for(1), b"{}").exception(timeout=30) is None
+
+
+def test_waiting_on_an_undeliverable_record_keeps_to_the_timeout() -> None:
+    producer = KafkaLogProducer(
+        config={**PRODUCER_DEFAULTS, "bootstrap.servers": "127.0.0.1:1", "logger": logger},
+        topic="nowhere",
+    )
+    future = producer.send(b"k", b"{}")
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        future.result(timeout=0.5)
+    waited = time.monotonic() - started
+    assert 0.5 <= waited < 0.9, waited  # serving reports and then waiting: one timeout, not two
+    producer._producer.purge()
+    producer.close()
+    assert isinstance(future.exception(timeout=5), BackendUnavailableError)
 
 
 @pytest.mark.kafka
