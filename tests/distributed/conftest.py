@@ -102,7 +102,13 @@ class Fleet:
             RECORD_ENV: str(self.record),
         }
         self.workers: list[WorkerProcess] = []
-        self._log = KafkaTaskLog(bootstrap_servers=self.bootstrap, topic=self.topic)
+        self.producer_stats: str | None = None
+        """librdkafka's latest statistics (JSON) of the client's producer, every 2 s."""
+        self._log = KafkaTaskLog(
+            bootstrap_servers=self.bootstrap,
+            topic=self.topic,
+            producer_config={"statistics.interval.ms": 2000, "stats_cb": self._note_stats},
+        )
         self._client: SchedulerClient | None = None
 
     @property
@@ -116,6 +122,9 @@ class Fleet:
         process = WorkerProcess(env, name=name, log_path=self.directory / f"{name}.log")
         self.workers.append(process)
         return process
+
+    def _note_stats(self, stats: str) -> None:
+        self.producer_stats = stats
 
     def client(self) -> SchedulerClient:
         """A producer on the fleet's topic (created by the first worker)."""

@@ -7,6 +7,7 @@ test sessions on the machine see the outage too.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -115,11 +116,6 @@ def test_a_cassandra_restart_under_load_loses_no_task(fleet: Fleet) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open bug (issue 3): after a short broker restart (6-9 s) the producer sometimes keeps "
-    "most records unacknowledged for minutes; no accepted task is lost, but the ack ratio fails",
-)
 def test_a_kafka_restart_under_load_loses_no_accepted_task(fleet: Fleet) -> None:
     report, load, began, back = restart_under_load(fleet, "kafka")
     print(
@@ -128,4 +124,42 @@ def test_a_kafka_restart_under_load_loses_no_accepted_task(fleet: Fleet) -> None
         f"backlog drained {drained_after(fleet, report, back):.1f} s after it was back"
     )
     check(report)
-    assert report.accepted > 0.9 * load.sent
+    if report.accepted <= 0.9 * load.sent:
+        # The known stall (docs/kafka.md, "Known issue"): seen only in full CI runs, never
+        # reproduced alone. Nothing accepted was lost (checked above, strictly); what is open is
+        # the producer's recovery, so say where librdkafka holds the records and mark it.
+        pytest.xfail(
+            f"producer stall after the broker restart (issue 3): {load.sent - report.accepted} "
+            f"of {load.sent} sends unacknowledged after 180 s; librdkafka's last statistics: "
+            f"{where_unacknowledged(fleet.producer_stats)}"
+        )
+
+
+def where_unacknowledged(stats: str | None) -> str:
+    """The parts of librdkafka's statistics that say where unacknowledged records sit."""
+    if stats is None:
+        return "none received"
+    snapshot = json.loads(stats)
+    brokers = {
+        name: {k: broker.get(k) for k in ("state", "stateage", "outbuf_cnt", "waitresp_cnt")}
+        for name, broker in snapshot.get("brokers", {}).items()
+    }
+    queued = {
+        f"{topic}[{number}]": {
+            k: partition.get(k)
+            for k in ("leader", "broker", "msgq_cnt", "xmit_msgq_cnt", "msgs_inflight")
+        }
+        for topic, entry in snapshot.get("topics", {}).items()
+        for number, partition in entry.get("partitions", {}).items()
+        if partition.get("msgq_cnt")
+        or partition.get("xmit_msgq_cnt")
+        or partition.get("msgs_inflight")
+    }
+    return json.dumps(
+        {
+            "msg_cnt": snapshot.get("msg_cnt"),
+            "eos": snapshot.get("eos"),
+            "brokers": brokers,
+            "partitions_holding_records": queued,
+        }
+    )
