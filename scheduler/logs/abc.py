@@ -213,8 +213,8 @@ class BatchFuture:
     runs once per record of a bulk call, where a lock per record cost as much as the record.
     """
 
-    def __init__(self, expected: int) -> None:
-        self.future: Future[int] = Future()
+    def __init__(self, expected: int, future: Future[int] | None = None) -> None:
+        self.future: Future[int] = Future() if future is None else future
         self.future.set_running_or_notify_cancel()
         self._expected = expected
         self._successes = itertools.count(1)
