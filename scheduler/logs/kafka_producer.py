@@ -211,7 +211,10 @@ class _ServedWhileAwaited(Future[int]):
     _sender: KafkaLogProducer
 
     def result(self, timeout: float | None = None) -> int:
-        if not self.done():
+        if self._state == FINISHED:
+            if self._exception is None:  # the common case, answered here: one call, not three
+                return self._result  # type: ignore[return-value]
+        else:
             timeout = self._serve(timeout)
         return super().result(timeout)
 
