@@ -43,22 +43,16 @@ class SchedulerClient:
         task whose key is already pending replaces it; a key that already reached a final state
         never runs again.
         """
-        # `_record`, inlined: this is the per-task path, and a Python call is a tenth of its cost
-        # (so is `now_ms`'s: the check is done in nanoseconds, straight off the clock).
         try:
-            key = task.key
-            if key.scheduled_ms * 1_000_000 < _time_ns() - self._grace_window_ns:
-                raise self._in_the_past(key)
-            if self.validate is not None:
-                self.validate(task)
-            value = encode_schedule(key, task.data, max_data_bytes=self.max_data_bytes)
-            return self._send_counted(key.ordering_id.encode(), value)
+            value = self._record(task)
+            return self._send_counted(task.key.ordering_id.encode(), value)
         except Exception as error:  # reported through the future, as promised
             return _failed(error)
 
     def _record(self, task: Task) -> bytes:
         """The record that schedules `task`, or the `TaskRejected` error that refuses it."""
         key = task.key
+        # In nanoseconds straight off the clock: `now_ms()` would be a Python call per task.
         if key.scheduled_ms * 1_000_000 < _time_ns() - self._grace_window_ns:
             raise self._in_the_past(key)
         if self.validate is not None:

@@ -15,6 +15,14 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 
+def ticked(counter: itertools.count[int]) -> int:
+    """How many values `counter` (an `itertools.count(1)`) has given so far.
+
+    A count shows its next value only in its repr, `count(N)`: N - 1 were given.
+    """
+    return int(repr(counter)[6:-1]) - 1
+
+
 class TickCounter(Collector):
     """A Prometheus counter for per-record paths, counted one at a time by `tick()`.
 
@@ -40,8 +48,7 @@ class TickCounter(Collector):
 
     @property
     def value(self) -> int:
-        # An itertools.count shows its next value only in its repr, `count(N)`; N - 1 were ticked.
-        return int(repr(self._ticks)[6:-1]) - 1 + self._added
+        return ticked(self._ticks) + self._added
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         yield CounterMetricFamily(self._name, self._documentation, value=self.value)

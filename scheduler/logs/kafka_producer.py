@@ -24,6 +24,7 @@ from scheduler.errors import BackendUnavailableError
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer
 from scheduler.logs.kafka_config import logger, unavailable
+from scheduler.metrics import ticked
 
 _POLL_INTERVAL_S = 0.05
 _IDLE_AFTER_S = 0.005
@@ -191,8 +192,7 @@ class KafkaLogProducer(LogProducer):
     def _poll_until_closed(self) -> None:
         sends_seen = -1
         while not self._closed.is_set():
-            # An itertools.count shows how far it got only in its repr, `count(N)`.
-            sends = int(repr(self._sends)[6:-1])
+            sends = ticked(self._sends)
             if sends == sends_seen:  # nobody sent for a while: serve the reports here
                 self._producer.poll(_POLL_INTERVAL_S)
                 continue
@@ -254,12 +254,6 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
-            # DeliveryFuture._resolve, inlined: this runs once per record.
-            if self._on_success is not None:
-                self._on_success()  # before any waiter wakes, so a caller sees it counted
-            self._result = message.partition()
-            self._state = FINISHED
-            if self._cond is not None:
-                self._wake_observers()
+            self._resolve(message.partition() or 0)
         else:
             self.set_exception(self._sender.failure(error))
