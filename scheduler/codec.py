@@ -78,7 +78,7 @@ _dumps = orjson.dumps
 _DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
-def encode_schedule(key: TaskKey, data: Mapping[str, Any], *, max_data_bytes: int) -> bytes:
+def encode_schedule(key: TaskKey, data: Mapping[str, Any], max_data_bytes: int) -> bytes:
     """The `schedule` record value for a task, or the `TaskDataError` that refuses its data.
 
     The same bytes as `encode(Op.SCHEDULE, key, encode_data(data, ...))` up to JSON spelling, in

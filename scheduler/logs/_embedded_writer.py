@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from scheduler._sqlbatch import many_rows
 from scheduler.errors import BackendUnavailableError
+from scheduler.logs.abc import RecordKey
 
 if TYPE_CHECKING:
     from scheduler.logs.embedded import EmbeddedTaskLog
@@ -28,8 +29,9 @@ _INSERT = "INSERT INTO records VALUES"
 _ENDS = "SELECT partition, end_offset FROM partitions WHERE topic = ?"
 _SET_END = "UPDATE partitions SET end_offset = ? WHERE topic = ? AND partition = ?"
 
-Pending = tuple[int, bytes, bytes, int, "Future[int]"]
-"""A queued record: (partition, key, value, timestamp_ms, future)."""
+Pending = tuple[int, RecordKey, bytes, int, "Future[int]"]
+"""A queued record: (partition, key, value, timestamp_ms, future); a str key is encoded here, on
+the writer's thread, rather than on the sender's."""
 Row = tuple[str, int, int, bytes, bytes, int]
 """A written record as inserted: (topic, partition, offset, key, value, timestamp_ms)."""
 
@@ -126,6 +128,8 @@ class GroupCommitWriter:
                     ends = dict(db.execute(_ENDS, (topic,)).fetchall())
                     for partition, key, value, timestamp, _ in batch:
                         offset = ends[partition]
+                        if isinstance(key, str):
+                            key = key.encode()
                         rows.append((topic, partition, offset, key, value, timestamp))
                         ends[partition] = offset + 1
                     for sql, params in many_rows(_INSERT, rows):

@@ -29,6 +29,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
+RecordKey = bytes | str
+"""A key to send: bytes, or a `str` that the log writes as its UTF-8 bytes (as confluent-kafka
+does, in C: `schedule_task` saves a Python `encode` per task). Records read back have bytes keys."""
+
+Sender = Callable[[RecordKey, bytes], "Future[int]"]
+"""What `LogProducer.sender` returns: `send` for one kind of record."""
+
 
 @dataclass(frozen=True, slots=True)
 class LogRecord:
@@ -82,9 +89,9 @@ class LogProducer(ABC):
 
     @abstractmethod
     def send(
-        self, key: bytes, value: bytes, *, on_durable: Callable[[], object] | None = None
+        self, key: RecordKey, value: bytes, *, on_durable: Callable[[], object] | None = None
     ) -> Future[int]:
-        """Append a record to the partition of `key`.
+        """Append a record to the partition of `key` (a `str` key is written as its UTF-8).
 
         The future resolves to the record's partition once the record is durable (Kafka:
         acknowledged by all in-sync replicas), and fails with `BackendUnavailableError` if it
@@ -94,15 +101,13 @@ class LogProducer(ABC):
         never drops a record silently.
         """
 
-    def sender(
-        self, on_durable: Callable[[], object] | None = None
-    ) -> Callable[[bytes, bytes], Future[int]]:
+    def sender(self, on_durable: Callable[[], object] | None = None) -> Sender:
         """`send` with `on_durable` fixed, for a caller that sends every record the same way
         (`schedule_task`). Adapters may return a function specialised for it; this default
         binds `send`."""
         return partial(self.send, on_durable=on_durable)
 
-    def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
+    def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
         """Append many (key, value) records; one future resolves, to their count, once every one
         of them is durable, or fails with the first error.
 

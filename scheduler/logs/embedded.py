@@ -49,6 +49,7 @@ from scheduler.logs.abc import (
     LogProducer,
     LogRecord,
     PartitionLag,
+    RecordKey,
     TaskLog,
 )
 from scheduler.partitioning import partition_for
@@ -131,7 +132,7 @@ class EmbeddedTaskLog(TaskLog):
             read_lock=self._read_lock,
         )
         self._writer = GroupCommitWriter(self, max_buffered=max_buffered)
-        self._placement: dict[bytes, int] = {}
+        self._placement: dict[RecordKey, int] = {}
         """Partition per key: murmur2 in Python costs more than the rest of `send`."""
         self._closed = False
         self._load_topic()
@@ -189,7 +190,7 @@ class EmbeddedTaskLog(TaskLog):
         self.partition_count()
         return EmbeddedProducer(self)
 
-    def append(self, key: bytes, value: bytes, future: Any = None) -> Future[int]:
+    def append(self, key: RecordKey, value: bytes, future: Any = None) -> Future[int]:
         """Queue a record for the writer thread; blocks while the buffer is full.
 
         `future` is anything with `set_result`/`set_exception` (a batch's shared sink);
@@ -201,7 +202,8 @@ class EmbeddedTaskLog(TaskLog):
         if partition is None:
             if len(self._placement) >= _PLACEMENT_CACHE:
                 self._placement.clear()
-            partition = self._placement[key] = partition_for(key, len(self.partitions))
+            encoded = key.encode() if isinstance(key, str) else key
+            partition = self._placement[key] = partition_for(encoded, len(self.partitions))
         self._writer.append((partition, key, value, time.time_ns() // 1_000_000, future))
         return future
 
@@ -381,11 +383,11 @@ class EmbeddedProducer(LogProducer):
         self._log = log
 
     def send(
-        self, key: bytes, value: bytes, *, on_durable: Callable[[], object] | None = None
+        self, key: RecordKey, value: bytes, *, on_durable: Callable[[], object] | None = None
     ) -> Future[int]:
         return self._log.append(key, value, DeliveryFuture(on_durable))
 
-    def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
+    def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
         """Queue the whole batch behind one sink: no future per record."""
         batch = BatchFuture(len(records))
         sink = _BatchSink(batch)

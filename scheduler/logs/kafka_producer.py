@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from scheduler.errors import BackendUnavailableError
 from scheduler.logs._delivery import DeliveryFuture
-from scheduler.logs.abc import BatchFuture, LogProducer
+from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
 from scheduler.logs.kafka_config import logger, unavailable
 from scheduler.metrics import ticked
 
@@ -51,7 +51,7 @@ class KafkaLogProducer(LogProducer):
         """False once closing starts: a plain flag, read on every send."""
         self._sends = itertools.count(1)
         """Paces the senders' polls; its repr tells the background thread that somebody sent."""
-        self._senders: dict[Callable[[], object] | None, Callable[[bytes, bytes], Future[int]]] = {}
+        self._senders: dict[Callable[[], object] | None, Sender] = {}
         """`sender`s by their `on_durable`, for `send`: making one builds a class. Callers pass a
         few long-lived callbacks; past `_MAX_SENDERS` distinct ones, `send` stops keeping them."""
         self._close_lock = threading.Lock()
@@ -63,7 +63,7 @@ class KafkaLogProducer(LogProducer):
         self._poller.start()
 
     def send(
-        self, key: bytes, value: bytes, *, on_durable: Callable[[], object] | None = None
+        self, key: RecordKey, value: bytes, *, on_durable: Callable[[], object] | None = None
     ) -> Future[int]:
         send = self._senders.get(on_durable)
         if send is None:
@@ -72,9 +72,7 @@ class KafkaLogProducer(LogProducer):
                 self._senders[on_durable] = send
         return send(key, value)
 
-    def sender(
-        self, on_durable: Callable[[], object] | None = None
-    ) -> Callable[[bytes, bytes], Future[int]]:
+    def sender(self, on_durable: Callable[[], object] | None = None) -> Sender:
         """A `send` for records that all share `on_durable`: `schedule_task`'s path, where the
         Python work per record costs more than librdkafka's. Everything a record's future needs
         but its state lives on a class made here once (the producer, `on_durable`), and the future
@@ -92,7 +90,7 @@ class KafkaLogProducer(LogProducer):
         produce, poll, topic = self._producer.produce, self._producer.poll, self._topic
         produce_when_room, sends = self._produce_when_room, self._sends
 
-        def send(key: bytes, value: bytes) -> Future[int]:
+        def send(key: RecordKey, value: bytes) -> Future[int]:
             if not self._open:
                 raise BackendUnavailableError(f"the producer for topic {topic!r} is closed")
             future = future_type()
@@ -109,7 +107,7 @@ class KafkaLogProducer(LogProducer):
 
         return send
 
-    def send_many(self, records: Sequence[tuple[bytes, bytes]]) -> Future[int]:
+    def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
         """One delivery callback shared by the batch: no future per record."""
         if not self._open:
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
@@ -123,7 +121,7 @@ class KafkaLogProducer(LogProducer):
             self._produce(key, value, on_delivery)
         return batch.future
 
-    def _produce(self, key: bytes, value: bytes, on_delivery: Any) -> None:
+    def _produce(self, key: RecordKey, value: bytes, on_delivery: Any) -> None:
         try:
             self._producer.produce(self._topic, value, key, _ANY_PARTITION, on_delivery)
         except BufferError:
@@ -131,7 +129,7 @@ class KafkaLogProducer(LogProducer):
         if not next(self._sends) % _POLL_EVERY:
             self._producer.poll(0)
 
-    def _produce_when_room(self, key: bytes, value: bytes, on_delivery: Any) -> None:
+    def _produce_when_room(self, key: RecordKey, value: bytes, on_delivery: Any) -> None:
         """The local queue is full: serve deliveries until there is room, never drop."""
         while True:
             self._producer.poll(_POLL_INTERVAL_S)

@@ -79,7 +79,7 @@ def test_a_task_enqueued_while_the_worker_runs_is_stored(script, worker, embedde
         listed = script("tasks", "list", "--ordering-id", "orders-late", "--json")
         return bool(json.loads(listed.stdout or "[]"))
 
-    assert running.poll() is None
+    assert running.poll() is None, f"the worker exited: {running.communicate()[1]}"
     assert wait_until(stored, timeout=15)
 
 

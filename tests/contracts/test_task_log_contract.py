@@ -149,6 +149,33 @@ def test_keys_land_on_kafkas_murmur2_partition(task_log: TaskLog) -> None:
     consumer.close()
 
 
+def test_a_str_key_is_written_as_its_utf8_bytes(task_log: TaskLog) -> None:
+    keys = [f"ordering-{i}-é" for i in range(20)]
+    producer = task_log.producer()
+    send = producer.sender()
+    futures = [send(key, b"by sender") for key in keys]
+    futures.append(producer.send(keys[0], b"by send"))
+    futures.append(producer.send_many([(keys[1], b"by send_many")]))
+    expected = [partition_for(key.encode(), LOG_PARTITIONS) for key in keys]
+    assert [f.result(timeout=30) for f in futures[:20]] == expected
+    assert futures[20].result(timeout=30) == expected[0]
+    assert futures[21].result(timeout=30) == 1
+    records: list[LogRecord] = []
+    consumer, _ = joined(task_log, group(), records=records)
+
+    poll_until([consumer], lambda got: len(got) >= len(futures), records=records)
+
+    written = {(r.key, r.partition) for r in records}
+    assert written == {(key.encode(), partition_for(key.encode(), LOG_PARTITIONS)) for key in keys}
+    values_of = {key: [r.value for r in records if r.key == key.encode()] for key in keys[:2]}
+    assert values_of == {
+        keys[0]: [b"by sender", b"by send"],
+        keys[1]: [b"by sender", b"by send_many"],
+    }
+    consumer.close()
+    producer.close()
+
+
 def test_records_of_a_partition_come_back_in_offset_order(task_log: TaskLog) -> None:
     pairs = [(b"same-key" if i % 2 else f"k{i}".encode(), str(i).encode()) for i in range(60)]
     send_all(task_log, pairs)
