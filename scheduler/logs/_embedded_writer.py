@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from scheduler._sqlbatch import many_rows
 from scheduler.errors import BackendUnavailableError
-from scheduler.logs.abc import RecordKey
+from scheduler.logs.abc import RecordKey, key_bytes
 
 if TYPE_CHECKING:
     from scheduler.logs.embedded import EmbeddedTaskLog
@@ -128,9 +128,7 @@ class GroupCommitWriter:
                     ends = dict(db.execute(_ENDS, (topic,)).fetchall())
                     for partition, key, value, timestamp, _ in batch:
                         offset = ends[partition]
-                        if isinstance(key, str):
-                            key = key.encode()
-                        rows.append((topic, partition, offset, key, value, timestamp))
+                        rows.append((topic, partition, offset, key_bytes(key), value, timestamp))
                         ends[partition] = offset + 1
                     for sql, params in many_rows(_INSERT, rows):
                         db.execute(sql, params)

@@ -33,6 +33,12 @@ RecordKey = bytes | str
 """A key to send: bytes, or a `str` that the log writes as its UTF-8 bytes (as confluent-kafka
 does, in C: `schedule_task` saves a Python `encode` per task). Records read back have bytes keys."""
 
+
+def key_bytes(key: RecordKey) -> bytes:
+    """The bytes a `RecordKey` is written as."""
+    return key.encode() if isinstance(key, str) else key
+
+
 Sender = Callable[[RecordKey, bytes], "Future[int]"]
 """What `LogProducer.sender` returns: `send` for one kind of record."""
 

@@ -51,6 +51,7 @@ from scheduler.logs.abc import (
     PartitionLag,
     RecordKey,
     TaskLog,
+    key_bytes,
 )
 from scheduler.partitioning import partition_for
 
@@ -202,8 +203,7 @@ class EmbeddedTaskLog(TaskLog):
         if partition is None:
             if len(self._placement) >= _PLACEMENT_CACHE:
                 self._placement.clear()
-            encoded = key.encode() if isinstance(key, str) else key
-            partition = self._placement[key] = partition_for(encoded, len(self.partitions))
+            partition = self._placement[key] = partition_for(key_bytes(key), len(self.partitions))
         self._writer.append((partition, key, value, time.time_ns() // 1_000_000, future))
         return future
 
