@@ -178,9 +178,11 @@ def test_waiting_on_an_undeliverable_record_keeps_to_the_timeout() -> None:
     future = producer.send(b"k", b"{}")
     started = time.monotonic()
     with pytest.raises(TimeoutError):
-        future.result(timeout=0.5)
+        future.result(timeout=1.0)
     waited = time.monotonic() - started
-    assert 0.5 <= waited < 0.9, waited  # serving reports and then waiting: one timeout, not two
+    # Serving reports and then waiting must add up to one timeout, not two; the margin below two
+    # is wide so that a loaded machine's late wake-ups do not fail it.
+    assert 1.0 <= waited < 1.8, waited
     producer._producer.purge()
     producer.close()
     assert isinstance(future.exception(timeout=5), BackendUnavailableError)
