@@ -19,4 +19,4 @@ if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then
 fi
 
 .venv/bin/ruff check scheduler tests
-.venv/bin/python -m pytest -q -rfEs --strict-markers "$@"
+.venv/bin/python -m pytest -q -rfEsxX --strict-markers "$@"
