@@ -102,12 +102,22 @@ def cassandra_contact(settings: Settings) -> tuple[list[str], int]:
     hosts: list[str] = []
     ports: set[int] = set()
     for item in settings.cassandra_hosts:
-        host, sep, port = item.rpartition(":")
-        if sep and port.isdigit() and "]" not in port:
-            hosts.append(host.strip("[]"))
-            ports.add(int(port))
+        # host, host:port, [v6]:port; a bare IPv6 address (two colons or more) has no port.
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        elif item.count(":") == 1:
+            host, _, port = item.partition(":")
         else:
-            hosts.append(item.strip("[]"))
+            host, port = item, ""
+        if port and not port.isdigit():
+            raise ConfigurationError(
+                f"{env_name('cassandra_hosts')} entry {item!r} has port {port!r}, not a number; "
+                "write host or host:port, such as 127.0.0.1:9042"
+            )
+        hosts.append(host)
+        if port:
+            ports.add(int(port))
     if len(ports) > 1:
         raise ConfigurationError(
             f"{env_name('cassandra_hosts')} names several ports {sorted(ports)}; "

@@ -10,7 +10,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from cassandra import (
@@ -20,6 +21,7 @@ from cassandra import (
     ProtocolVersion,
     ReadTimeout,
     Unavailable,
+    UnresolvableContactPoints,
     WriteTimeout,
 )
 from cassandra.cluster import (
@@ -121,22 +123,65 @@ def open_runner(
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
         )
         try:
-            return cluster, cluster.connect()
+            with _driver_quiet_on_this_thread():
+                return cluster, cluster.connect()
         except BaseException:
             cluster.shutdown()
             raise
 
     def describe(error: BaseException) -> str:
         return (
-            f"cannot reach Cassandra at {target} ({error}); point SCHEDULER_CASSANDRA_HOSTS at "
-            "a running node (host or host:port, comma-separated), or run "
-            "`scheduler services up` to start a local one"
+            f"cannot reach Cassandra at {target} ({_why(error)}); point "
+            "SCHEDULER_CASSANDRA_HOSTS at a running node (host or host:port, comma-separated), "
+            "or run `scheduler services up` to start a local one"
         )
 
+    # A host name that does not resolve is retried too: DNS may not know a new node yet.
     cluster, session = call_with_retries(
-        attempt, policy=policy, transient=TRANSIENT, describe=describe
+        attempt,
+        policy=policy,
+        transient=(*TRANSIENT, UnresolvableContactPoints),
+        describe=describe,
     )
     return cluster, Runner(session, target=target, concurrency=concurrency, policy=policy)
+
+
+def _why(error: BaseException) -> str:
+    """What went wrong with each node, rather than NoHostAvailable's nested tuple repr."""
+    if isinstance(error, NoHostAvailable) and error.errors:
+        return "; ".join(f"{host}: {cause}" for host, cause in error.errors.items())
+    if isinstance(error, UnresolvableContactPoints):
+        return "no host name resolves to an address"
+    return str(error)
+
+
+class _OtherThreadsOnly(logging.Filter):
+    """Drops the records one thread logs: see `_driver_quiet_on_this_thread`."""
+
+    def __init__(self, thread: int) -> None:
+        super().__init__()
+        self.thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread
+
+
+@contextmanager
+def _driver_quiet_on_this_thread() -> Iterator[None]:
+    """Silence the driver's own log lines while this thread connects.
+
+    A failed `Cluster.connect` logs a WARNING and an ERROR (with the whole NoHostAvailable) per
+    attempt, from the connecting thread, before the product's one error that names the address
+    and the setting: ten lines of noise on the way to the line that matters. Records from the
+    driver's other threads (a running store's reconnections) still go through.
+    """
+    driver = logging.getLogger("cassandra.cluster")
+    quiet = _OtherThreadsOnly(threading.get_ident())
+    driver.addFilter(quiet)
+    try:
+        yield
+    finally:
+        driver.removeFilter(quiet)
 
 
 def partition_batches(statement: PreparedStatement, rows: Sequence[Params]) -> list[Item]:

@@ -65,6 +65,17 @@ def test_cassandra_hosts_with_ports_give_one_port(monkeypatch):
         cassandra_contact(load_settings())
 
 
+def test_cassandra_hosts_in_ipv6_forms_and_a_bad_port(monkeypatch):
+    monkeypatch.delenv("SCHEDULER_CASSANDRA_PORT", raising=False)
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_HOSTS", "[::1]:9043,[fe80::2]")
+    assert cassandra_contact(load_settings()) == (["::1", "fe80::2"], 9043)
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_HOSTS", "::1")
+    assert cassandra_contact(load_settings()) == (["::1"], 9042)
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_HOSTS", "127.0.0.1:abc")
+    with pytest.raises(ConfigurationError, match=r"SCHEDULER_CASSANDRA_HOSTS.*'abc', not a number"):
+        cassandra_contact(load_settings())
+
+
 def test_json_logs_carry_the_extra_fields():
     stream = io.StringIO()
     configure_logging("INFO", "json", stream=stream)
