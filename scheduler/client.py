@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from datetime import timedelta
 from time import time_ns as _time_ns
 
 from scheduler import metrics
@@ -73,8 +74,11 @@ class SchedulerClient:
 
     def _in_the_past(self, key: TaskKey) -> TaskInPastError:
         late_s = (now_ms() - key.scheduled_ms) / 1000
+        # Seconds for a near miss; days and h:mm:ss for a date typed wrong by years.
+        late = f"{late_s:.1f}s" if late_s < 60 else str(timedelta(seconds=round(late_s)))
         return TaskInPastError(
-            f"task {key!r} is scheduled {late_s:.1f}s in the past, more than the grace window "
+            f"task {key} (due {key.scheduled_time.isoformat(timespec='seconds')}) is scheduled "
+            f"{late} in the past, more than the grace window "
             f"of {self.grace_window_ms / 1000:g}s; schedule it for now or later (tasks within "
             "the window run as soon as possible)"
         )

@@ -25,8 +25,8 @@ ACK_TIMEOUT_S = 60.0
     "--at",
     "at",
     metavar="TIME",
-    help="When to run, ISO 8601 with a time zone: 2026-01-31T14:00:00Z or "
-    "2026-01-31T15:00:00+01:00 (or epoch milliseconds).",
+    help="When to run, ISO 8601 with a time zone: 2027-01-31T14:00:00Z or "
+    "2027-01-31T15:00:00+01:00 (or epoch milliseconds).",
 )
 @click.option(
     "--in", "delay", metavar="DURATION", help="When to run, from now: 30s, 5m, 1h30m, 2d."
@@ -65,7 +65,7 @@ def enqueue(
     \b
     Examples:
       scheduler enqueue orders-42 --in 5m --data '{"job": "my.jobs:daily", "args": {}}'
-      scheduler enqueue orders-42 --at 2026-01-31T14:00:00Z --key daily-2026-01-31
+      scheduler enqueue orders-42 --at 2027-01-31T14:00:00Z --key daily-2027-01-31
     """
     from scheduler.client import SchedulerClient
     from scheduler.model import Task

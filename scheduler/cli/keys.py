@@ -33,7 +33,7 @@ def parse_time(value: str, option: str) -> datetime:
     except ValueError:
         raise click.BadParameter(
             f"{value!r} is not a time; use ISO 8601 with a time zone such as "
-            "2026-01-31T14:00:00Z or 2026-01-31T15:00:00+01:00, or epoch milliseconds",
+            "2027-01-31T14:00:00Z or 2027-01-31T15:00:00+01:00, or epoch milliseconds",
             param_hint=option,
         ) from None
     if moment.tzinfo is None or moment.utcoffset() is None:
