@@ -155,17 +155,6 @@ def _why(error: BaseException) -> str:
     return str(error)
 
 
-class _OtherThreadsOnly(logging.Filter):
-    """Drops the records one thread logs: see `_driver_quiet_on_this_thread`."""
-
-    def __init__(self, thread: int) -> None:
-        super().__init__()
-        self.thread = thread
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread != self.thread
-
-
 @contextmanager
 def _driver_quiet_on_this_thread() -> Iterator[None]:
     """Silence the driver's own log lines while this thread connects.
@@ -176,7 +165,11 @@ def _driver_quiet_on_this_thread() -> Iterator[None]:
     driver's other threads (a running store's reconnections) still go through.
     """
     driver = logging.getLogger("cassandra.cluster")
-    quiet = _OtherThreadsOnly(threading.get_ident())
+    this_thread = threading.get_ident()
+
+    def quiet(record: logging.LogRecord) -> bool:
+        return record.thread != this_thread
+
     driver.addFilter(quiet)
     try:
         yield
