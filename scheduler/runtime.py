@@ -126,16 +126,19 @@ def cassandra_contact(settings: Settings) -> tuple[list[str], int]:
     return hosts, ports.pop() if ports else settings.cassandra_port
 
 
-def build_executor(settings: Settings) -> Executor:
+def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor:
     """The executor named by `settings.executor`: a built-in or a `package.module:callable`.
 
     `auto` (the default) routes each task by its data's `"executor"` key to the built-in
     executors (`spark` when the key is absent). A class is instantiated without arguments; any
-    other callable is the executor itself.
+    other callable is the executor itself. Errors name the setting as `set_by` (the CLI passes
+    `--executor` or the settings file's key when the value came from there), else as its
+    environment variable.
     """
     name = settings.executor
+    setting = f"{set_by or env_name('executor')}={name!r}"
     if name not in BUILT_IN_EXECUTORS:
-        return _import_executor(name)
+        return _import_executor(name, setting)
     registry = importlib.import_module("scheduler.executors.registry")
     try:
         if name == "auto":
@@ -147,9 +150,7 @@ def build_executor(settings: Settings) -> Executor:
             return registry.RoutingExecutor(routes, default="spark")
         return registry.build_executor(name, **_executor_options(settings, name))
     except (ImportError, UnknownExecutorError) as error:
-        raise ConfigurationError(
-            f"{env_name('executor')}={name!r} cannot be built: {error}"
-        ) from error
+        raise ConfigurationError(f"{setting} cannot be built: {error}") from error
 
 
 def _executor_options(settings: Settings, name: str) -> dict[str, Any]:
@@ -170,9 +171,8 @@ def _executor_options(settings: Settings, name: str) -> dict[str, Any]:
     return {}
 
 
-def _import_executor(path: str) -> Executor:
+def _import_executor(path: str, setting: str) -> Executor:
     module_name, _, attribute = path.partition(":")
-    setting = f"{env_name('executor')}={path!r}"
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:

@@ -162,17 +162,41 @@ def _describe(
     name = str(loc[0])
     if name not in Settings.model_fields:  # unknown --option passed by code, not by a user
         return f"{name}: {reason}"
+    where = where_set(name, path, in_file, given)
     if name in given:
-        where, value = f"--{name.replace('_', '-')}", given[name]
+        value = given[name]
     elif (raw := _env_value(name)) is not None:
-        where, value = env_name(name), raw
+        value = raw
     elif name in in_file:
-        where, value = f"settings file {str(path)!r}: {name}", in_file[name]
+        value = in_file[name]
     else:
-        where, value = name, detail.get("input")
+        value = detail.get("input")
     if detail["type"] == "literal_error":
         return f"{where}={value!r} is not one of: {accepted(name).removeprefix('one of: ')}"
     return f"{where}={value!r} is invalid ({reason[:1].lower()}{reason[1:]}); use {accepted(name)}"
+
+
+def where_set(
+    name: str, path: Path | None, in_file: Mapping[str, Any], given: Mapping[str, Any]
+) -> str:
+    """How an error names the place a setting's value came from, the way the user wrote it:
+    `--executor`, `SCHEDULER_EXECUTOR`, `settings file 'x.toml': executor`, or the bare name
+    for a default. Same precedence as `load_settings`: options, environment, file."""
+    if name in given:
+        return f"--{name.replace('_', '-')}"
+    if _env_value(name) is not None:
+        return env_name(name)
+    if name in in_file:
+        return f"settings file {str(path)!r}: {name}"
+    return name
+
+
+def origin(name: str, config: Path | str | None, overrides: Mapping[str, Any]) -> str:
+    """`where_set` for a subcommand, from its `--config` and options."""
+    path = Path(config) if config else _env_config()
+    in_file = read_toml(path) if path else {}
+    given = {key: value for key, value in overrides.items() if value is not None}
+    return where_set(name, path, in_file, given)
 
 
 def _unknown_key(key: str) -> str:

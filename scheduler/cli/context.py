@@ -47,6 +47,13 @@ class CliState:
                 click.secho(f"warning: {warning}", err=True, fg="yellow")
         return self._settings
 
+    def origin(self, name: str) -> str:
+        """How errors should name where setting `name` came from (`--executor`, the variable,
+        the settings file's key), so that the user fixes the value where they wrote it."""
+        from scheduler.cli.config import origin
+
+        return origin(name, self.config, self.overrides)
+
 
 def pass_state(function: F) -> F:
     """Give a command the `CliState` (a fresh one when the command runs outside the group)."""

@@ -75,7 +75,7 @@ def enqueue(
     data = _data(data_json, data_file)
     settings = state.settings()
     task = Task(ordering_id, when, uniqueness_key or str(uuid.uuid4()), data)
-    executor = build_executor(settings)
+    executor = build_executor(settings, set_by=state.origin("executor"))
     log = build_log(settings)
     try:
         partitions = topic_partition_check(log, settings.partitions)

@@ -48,7 +48,7 @@ def worker(
 
     settings = state.settings(executor=executor, metrics_port=metrics_port, client_id=client_id)
     with ExitStack() as stack:
-        task_executor = build_executor(settings)
+        task_executor = build_executor(settings, set_by=state.origin("executor"))
         stop = getattr(task_executor, "stop", None)
         if callable(stop):
             stack.callback(stop)

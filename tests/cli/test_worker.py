@@ -7,6 +7,8 @@ import socket
 import time
 import urllib.request
 
+import pytest
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -37,10 +39,28 @@ def test_the_worker_says_where_it_runs_serves_metrics_and_stops_on_sigterm(
     assert "stopped" in out
 
 
-def test_an_executor_that_cannot_be_imported_is_named(script, embedded, monkeypatch):
-    monkeypatch.setenv("SCHEDULER_EXECUTOR", "no_such_package.jobs:run")
-    result = script("worker")
+@pytest.mark.parametrize("given_by", ["environment", "option", "settings file"])
+def test_an_executor_that_cannot_be_imported_is_named_where_it_was_set(
+    script, embedded, monkeypatch, tmp_path, given_by
+):
+    """The error names the value where the user wrote it, so they know what to fix."""
+    monkeypatch.delenv("SCHEDULER_EXECUTOR", raising=False)
+    path = "no_such_package.jobs:run"
+    args = ["worker"]
+    if given_by == "environment":
+        monkeypatch.setenv("SCHEDULER_EXECUTOR", path)
+        named = "SCHEDULER_EXECUTOR"
+    elif given_by == "option":
+        args += ["--executor", path]
+        named = "--executor"
+    else:
+        config = tmp_path / "scheduler.toml"
+        config.write_text(f'executor = "{path}"\n')
+        args = ["--config", str(config), *args]
+        named = f"settings file {str(config)!r}: executor"
+    result = script(*args)
     assert result.returncode == 2
-    assert "SCHEDULER_EXECUTOR='no_such_package.jobs:run'" in result.stderr
-    assert "cannot import module" in result.stderr
+    assert f"{named}='no_such_package.jobs:run': cannot import module" in result.stderr
     assert "Traceback" not in result.stderr
+    if given_by != "environment":
+        assert "SCHEDULER_EXECUTOR" not in result.stderr
