@@ -45,6 +45,8 @@ class BenchOptions:
     """`scheduler.settings.Settings`: Kafka and Cassandra addresses (SCHEDULER_*)."""
     scratch: Path
     """Where scenarios put their data directories and worker logs."""
+    data_bytes: int = 0
+    """enqueue: characters of text in each task's data (0: empty data, the smallest record)."""
 
     def pick(self, default: int, smoke: int) -> int:
         """The size to use: `--size`, else the smoke or the full default."""

@@ -49,7 +49,7 @@ from scheduler.bench.common import (
 )
 from scheduler.bench.workers import PARTITIONS, backend
 from scheduler.codec import Op, encode
-from scheduler.model import Task, from_epoch_ms
+from scheduler.model import Task, encode_data, from_epoch_ms
 
 CHUNK = 1000
 ORDERING_IDS = 1000
@@ -58,15 +58,18 @@ STREAMING = f"schedule_task, {IN_FLIGHT:,} in flight"
 WARM_UP = 2000
 
 
-def make_tasks(count: int, *, due_ms: int, prefix: str = "bench") -> list[Task]:
+def make_tasks(
+    count: int, *, due_ms: int, prefix: str = "bench", data_bytes: int = 0
+) -> list[Task]:
     """`count` no-op tasks over `ORDERING_IDS` ordering ids, all due at `due_ms` (+ 1 ms each
-    per id, so every id's tasks are in key order)."""
+    per id, so every id's tasks are in key order); with `data_bytes`, each task's data holds
+    that many characters of text, its own copy (as tasks a producer builds one by one)."""
     return [
         Task(
             f"{prefix}-{n % ORDERING_IDS:04d}",
             from_epoch_ms(due_ms + n // ORDERING_IDS),
             f"{n:09d}",
-            {},
+            {"text": f"{n:09d}".ljust(data_bytes, "x")} if data_bytes else {},
         )
         for n in range(count)
     ]
@@ -74,7 +77,13 @@ def make_tasks(count: int, *, due_ms: int, prefix: str = "bench") -> list[Task]:
 
 def records_of(tasks: list[Task]) -> list[tuple[bytes, bytes]]:
     """The (key, value) pairs `schedule_task` writes for these tasks."""
-    return [(t.ordering_id.encode(), encode(Op.SCHEDULE, t.key, b"{}")) for t in tasks]
+    return [
+        (t.ordering_id.encode(), encode(Op.SCHEDULE, t.key, encode_data(t.data, max_bytes=_ANY)))
+        for t in tasks
+    ]
+
+
+_ANY = 1 << 30
 
 
 def one_by_one(client: Any, tasks: list[Task]) -> dict[str, float]:
@@ -180,10 +189,13 @@ def run(options: BenchOptions) -> ScenarioResult:
     from scheduler.client import SchedulerClient
 
     count = options.pick(200_000, 2_000)
-    result = ScenarioResult("enqueue", details={"tasks": count, "chunk": CHUNK})
+    result = ScenarioResult(
+        "enqueue", details={"tasks": count, "chunk": CHUNK, "data_bytes": options.data_bytes}
+    )
     due = now_ms() + 3_600_000  # nobody runs them: no worker is started
-    tasks = make_tasks(count, due_ms=due)
+    tasks = make_tasks(count, due_ms=due, data_bytes=options.data_bytes)
     records = records_of(tasks)
+    result.details["record_bytes"] = round(sum(len(v) for _, v in records) / len(records))
     if options.wants(EMBEDDED):
         from scheduler.logs.embedded import EmbeddedTaskLog
 
@@ -240,6 +252,10 @@ def run(options: BenchOptions) -> ScenarioResult:
             finally:
                 client.close()
         _report(result, DISTRIBUTED, measured, "raw produce + callback")
+    result.notes.append(
+        f"records of {result.details['record_bytes']} bytes on average "
+        f"(task data of {options.data_bytes} characters; --data-bytes)"
+    )
     result.notes.append(
         "ratio = median over rounds of side / raw in the same round; issue 3's target is "
         "schedule_task >= 0.5 of raw Kafka produce"

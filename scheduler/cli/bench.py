@@ -81,6 +81,7 @@ def _options(
     out: Path,
     backends: str,
     keep_scratch: bool,
+    data_bytes: int = 0,
 ) -> Any:
     from scheduler.bench.common import BACKENDS, BenchOptions
 
@@ -101,6 +102,7 @@ def _options(
         backends=chosen,
         settings=state.settings(),
         scratch=scratch,
+        data_bytes=data_bytes,
     )
 
 
@@ -153,7 +155,19 @@ def _scenario(name: str) -> click.Command:
         _run(name, options)
 
     command.__doc__ = SCENARIOS[name] + "."
+    if name == "enqueue":
+        command = _DATA_BYTES(command)
     return click.command(name)(command)
+
+
+_DATA_BYTES = click.option(
+    "--data-bytes",
+    type=click.IntRange(0, 200_000),
+    default=0,
+    show_default=True,
+    help="Characters of text in each task's data: measures records of your tasks' size "
+    "(0: empty data, the smallest record).",
+)
 
 
 for _name in SCENARIOS:

@@ -121,3 +121,22 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     # A smoke run proves the command measures something; on a loaded machine the join's moved
     # partitions may not run inside the short window, so either change moving some is enough.
     assert rebalance["join"]["moved"] + rebalance["leave"]["moved"] > 0
+
+
+def test_enqueue_compares_records_of_the_size_asked_for(tmp_path: Path) -> None:
+    """`--data-bytes` gives every task that much text, and the raw side the very same bytes."""
+    from scheduler.bench.enqueue import make_tasks, records_of
+    from scheduler.codec import encode_schedule
+
+    tasks = make_tasks(3, due_ms=1_800_000_000_000, data_bytes=500)
+    assert [len(task.data["text"]) for task in tasks] == [500, 500, 500]
+    assert len({task.data["text"] for task in tasks}) == 3  # each task its own text
+    written = [encode_schedule(task.key, task.data, 1 << 20) for task in tasks]
+    assert [value for _, value in records_of(tasks)] == written
+
+    out = tmp_path / "results"
+    output = run_bench(out, "enqueue", "--data-bytes", "500", timeout=110)
+    document = results(out, ("enqueue",))["enqueue"]
+    assert document["details"]["data_bytes"] == 500
+    assert document["details"]["record_bytes"] == len(written[0])
+    assert f"records of {len(written[0])} bytes" in output
