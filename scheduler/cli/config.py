@@ -162,41 +162,35 @@ def _describe(
     name = str(loc[0])
     if name not in Settings.model_fields:  # unknown --option passed by code, not by a user
         return f"{name}: {reason}"
-    where = where_set(name, path, in_file, given)
-    if name in given:
-        value = given[name]
-    elif (raw := _env_value(name)) is not None:
-        value = raw
-    elif name in in_file:
-        value = in_file[name]
-    else:
-        value = detail.get("input")
+    where, value = _set_at(name, path, in_file, given) or (name, detail.get("input"))
     if detail["type"] == "literal_error":
         return f"{where}={value!r} is not one of: {accepted(name).removeprefix('one of: ')}"
     return f"{where}={value!r} is invalid ({reason[:1].lower()}{reason[1:]}); use {accepted(name)}"
 
 
-def where_set(
+def _set_at(
     name: str, path: Path | None, in_file: Mapping[str, Any], given: Mapping[str, Any]
-) -> str:
-    """How an error names the place a setting's value came from, the way the user wrote it:
-    `--executor`, `SCHEDULER_EXECUTOR`, `settings file 'x.toml': executor`, or the bare name
-    for a default. Same precedence as `load_settings`: options, environment, file."""
+) -> tuple[str, Any] | None:
+    """Where the user set `name`, named as they wrote it (`--executor`, `SCHEDULER_EXECUTOR`,
+    `settings file 'x.toml': executor`), and the value written there; None if it is the
+    default. Same precedence as `load_settings`: options, environment, file."""
     if name in given:
-        return f"--{name.replace('_', '-')}"
-    if _env_value(name) is not None:
-        return env_name(name)
+        return f"--{name.replace('_', '-')}", given[name]
+    if (raw := _env_value(name)) is not None:
+        return env_name(name), raw
     if name in in_file:
-        return f"settings file {str(path)!r}: {name}"
-    return name
+        return f"settings file {str(path)!r}: {name}", in_file[name]
+    return None
 
 
 def origin(name: str, config: Path | str | None, overrides: Mapping[str, Any]) -> str:
-    """`where_set` for a subcommand, from its `--config` and options."""
+    """How an error should name setting `name` for a subcommand with this `--config` and these
+    options: where its value was written, or the bare name for a default."""
     path = Path(config) if config else _env_config()
     in_file = read_toml(path) if path else {}
     given = {key: value for key, value in overrides.items() if value is not None}
-    return where_set(name, path, in_file, given)
+    found = _set_at(name, path, in_file, given)
+    return found[0] if found else name
 
 
 def _unknown_key(key: str) -> str:
