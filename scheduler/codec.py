@@ -122,6 +122,10 @@ def decode(value: bytes | None) -> Command:
         message: Any = _DECODER.decode(value.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise MalformedRecordError(f"record value is not JSON: {error}") from error
+    except RecursionError:
+        # Arrays or objects nested thousands deep: the parser gives up. Not caught, this
+        # stopped the worker, and the next one stopped at the same record.
+        raise MalformedRecordError("record value is nested too deeply to decode") from None
     if not isinstance(message, dict):
         raise MalformedRecordError("record value is not a JSON object")
     if message.get("v") != FORMAT_VERSION:

@@ -74,6 +74,7 @@ def _record(**changes: object) -> bytes:
         (_record(at=True), "'at'"),
         (_record(at=1.5), "'at'"),
         (_record(data=[1]), "'data'"),
+        (b'{"v": 1, "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
     ],
 )
 def test_malformed_records_are_refused_with_the_reason(value: bytes | None, reason: str) -> None:

@@ -15,8 +15,15 @@ from tests.servers import cassandra_contact
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
-GARBAGE = [b"\x00\xff not json at all", b'{"op": "schedule"}', b"", b"[1, 2, 3]"]
-"""What another producer might write: bytes, JSON missing fields, nothing, the wrong shape."""
+GARBAGE = [
+    b"\x00\xff not json at all",
+    b'{"op": "schedule"}',
+    b"",
+    b"[1, 2, 3]",
+    b"[" * 50_000 + b"]" * 50_000,
+]
+"""What another producer might write: bytes, JSON missing fields, nothing, the wrong shape,
+JSON nested deeper than a parser goes (it once stopped the worker)."""
 
 
 def test_a_malformed_record_is_logged_and_skipped_and_its_partition_keeps_going(
