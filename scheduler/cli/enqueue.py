@@ -132,6 +132,11 @@ def _data(data_json: str | None, data_file: Path | None) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise TaskDataError(f"{source} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise TaskDataError(
+            f"{source} is nested too deeply to read as JSON; task data must be a JSON object "
+            "of ordinary depth"
+        ) from None
     if not isinstance(data, dict):
         raise TaskDataError(
             f'{source} must be a JSON object such as {{"job": "..."}}, got {type(data).__name__}'

@@ -27,6 +27,15 @@ def test_data_must_be_a_json_object(run, embedded):
     assert "must be a JSON object" in run("enqueue", "o", "--data", "[1, 2]").output
 
 
+def test_data_nested_too_deeply_is_refused_with_a_clear_error(run, embedded, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    result = run("enqueue", "o", "--data-file", str(deep))
+    assert result.exit_code == 2
+    assert "--data-file is nested too deeply" in result.output
+    assert "enqueued" not in result.output
+
+
 def test_at_and_in_together_are_refused(run, embedded):
     result = run("enqueue", "o", "--at", "2030-01-01T00:00:00Z", "--in", "5m")
     assert result.exit_code == 2 and "not both" in result.output
