@@ -27,7 +27,14 @@ from typing import Any
 
 import orjson
 
-from scheduler.model import Task, TaskKey, check_key_part, encode_data
+from scheduler.model import (
+    EARLIEST_MS,
+    LATEST_MS,
+    Task,
+    TaskKey,
+    check_key_part,
+    encode_data,
+)
 
 FORMAT_VERSION = 1
 
@@ -139,6 +146,13 @@ def decode(value: bytes | None) -> Command:
     scheduled_ms = message.get("at")
     if not isinstance(scheduled_ms, int) or isinstance(scheduled_ms, bool):
         raise MalformedRecordError(f"'at' must be epoch milliseconds, got {scheduled_ms!r}")
+    if not EARLIEST_MS <= scheduled_ms <= LATEST_MS:
+        # Past 64 bits the store cannot hold it, and the partition would retry the batch
+        # forever; beyond year 9999 no datetime can show it. `schedule_task` never writes one.
+        raise MalformedRecordError(
+            f"'at' must be epoch milliseconds of a date in years 1 to 9999 "
+            f"({EARLIEST_MS} to {LATEST_MS}), got {scheduled_ms}"
+        )
     data = message.get("data", {})
     if not isinstance(data, dict):
         raise MalformedRecordError(f"'data' must be a JSON object, got {type(data).__name__}")

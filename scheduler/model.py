@@ -51,6 +51,10 @@ def from_epoch_ms(ms: int) -> datetime:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EARLIEST_MS = to_epoch_ms(datetime.min.replace(tzinfo=UTC))
+"""The first millisecond a task may be scheduled at (0001-01-01): what a datetime can say."""
+LATEST_MS = to_epoch_ms(datetime.max.replace(tzinfo=UTC))
+"""The last millisecond a task may be scheduled at (9999-12-31)."""
 
 
 def check_key_part(name: str, value: object) -> str:

@@ -45,6 +45,12 @@ def test_encoded_records_are_plain_json_any_client_can_write() -> None:
     }
 
 
+@pytest.mark.parametrize("moment", [datetime.min, datetime.max])
+def test_the_first_and_last_dates_a_task_can_have_decode(moment: datetime) -> None:
+    key = TaskKey("a", moment.replace(tzinfo=UTC), "u")
+    assert decode(encode(Op.SCHEDULE, key)).task.key == key
+
+
 def test_a_record_without_data_decodes_with_empty_data() -> None:
     value = json.dumps({"v": 1, "op": "cancel", "oid": "a", "at": 5, "uk": "u"}).encode()
 
@@ -73,6 +79,9 @@ def _record(**changes: object) -> bytes:
         (_record(at="soon"), "'at'"),
         (_record(at=True), "'at'"),
         (_record(at=1.5), "'at'"),
+        (_record(at=10**30), "years 1 to 9999"),
+        (_record(at=253_402_300_800_000), "years 1 to 9999"),  # 10000-01-01
+        (_record(at=-62_135_596_800_001), "years 1 to 9999"),  # just before 0001-01-01
         (_record(data=[1]), "'data'"),
         (b'{"v": 1, "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
     ],

@@ -21,9 +21,11 @@ GARBAGE = [
     b"",
     b"[1, 2, 3]",
     b"[" * 50_000 + b"]" * 50_000,
+    b'{"v": 1, "op": "schedule", "oid": "x", "at": 100000000000000000000000000, "uk": "u"}',
 ]
 """What another producer might write: bytes, JSON missing fields, nothing, the wrong shape,
-JSON nested deeper than a parser goes (it once stopped the worker)."""
+JSON nested deeper than a parser goes (it once stopped the worker), a due time no store can
+hold (its batch was once retried forever)."""
 
 
 def test_a_malformed_record_is_logged_and_skipped_and_its_partition_keeps_going(

@@ -1,0 +1,50 @@
+"""Records another producer wrote to the log that are not scheduler messages: each is set aside
+(logged with its partition and offset) and the partition goes on with the records after it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from scheduler import Task
+from scheduler.partitioning import partition_for
+from scheduler.testing import embedded_engine
+from tests.engine.helpers import Recorder, soon
+
+PARTITIONS = 4
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"\x00\xff not json",
+        b'{"op": "schedule"}',
+        b"[" * 50_000 + b"]" * 50_000,  # deeper than the parser goes: it stopped the worker
+        # A due time past 64 bits: the store cannot hold it, and the batch was retried forever.
+        b'{"v":1,"op":"schedule","oid":"acct","at":1000000000000000000000000000000,"uk":"u"}',
+        b'{"v":1,"op":"schedule","oid":"acct","at":253402300800000,"uk":"u"}',  # year 10000
+    ],
+    ids=["bytes", "missing-fields", "nested-too-deep", "at-past-64-bits", "at-year-10000"],
+)
+def test_a_malformed_record_is_set_aside_and_its_partition_goes_on(
+    data_dir, caplog, value: bytes
+) -> None:
+    recorder = Recorder()
+    before, after = Task("acct", soon(), "before"), Task("acct", soon(50), "after")
+    partition = partition_for(b"acct", PARTITIONS)
+    caplog.set_level(logging.ERROR, logger="scheduler.worker")
+    with embedded_engine(recorder, data_dir=data_dir, partitions=PARTITIONS) as engine:
+        engine.client.schedule_task(before).result(10)
+        producer = engine.client.log.producer()
+        try:
+            producer.send(b"acct", value).result(10)
+        finally:
+            producer.close()
+        engine.client.schedule_task(after).result(10)
+        engine.join()
+        assert engine.worker.fatal_error is None
+    assert recorder.keys() == [before.key, after.key]
+    set_aside = [r.getMessage() for r in caplog.records if "malformed record" in r.getMessage()]
+    assert len(set_aside) == 1, set_aside
+    assert f"malformed record at partition {partition} " in set_aside[0]
