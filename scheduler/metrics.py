@@ -65,6 +65,10 @@ SPILLED = Counter(
     "Tasks persisted behind the read checkpoint but left for a later load (in-flight bound).",
 )
 MALFORMED = Counter("scheduler_records_malformed_total", "Log records set aside as malformed.")
+MISROUTED = Counter(
+    "scheduler_records_misrouted_total",
+    "Tasks read from a partition other than their ordering id's (a producer not using murmur2).",
+)
 IN_FLIGHT = Gauge("scheduler_tasks_in_flight", "Tasks held in memory by owned partitions.")
 RUNNING = Gauge("scheduler_tasks_running", "Executor calls running now.")
 PARTITIONS_OWNED = Gauge("scheduler_partitions_owned", "Log partitions this process owns.")

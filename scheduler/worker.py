@@ -31,12 +31,17 @@ from scheduler.engine.timers import TimerService
 from scheduler.errors import SchedulerError
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
+from scheduler.partitioning import partition_for
 from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger(__name__)
 
 #: How long one persist may take before the worker treats the partition as stuck.
 PERSIST_TIMEOUT_S = 120.0
+_HOMES_CACHED = 100_000
+"""Ordering ids whose partition is remembered; past that the cache starts again."""
+_MISROUTED_LOG_EVERY = 1000
+"""A partition's first misrouted record is logged, then one in this many."""
 
 
 class Worker:
@@ -78,6 +83,11 @@ class Worker:
         # or a failed persist): nothing later of theirs may be stored or committed, or the rewind
         # would resume after the dropped records and lose them. Cleared by the rewind's seek.
         self._gaps: set[int] = set()
+        # Each ordering id's partition under Kafka's default partitioner, to notice records
+        # another producer put elsewhere (`_misrouted`); hashing in Python costs a microsecond.
+        self._partition_count: int | None = None
+        self._homes: dict[str, int] = {}
+        self._misrouted_counts: dict[int, int] = defaultdict(int)
         self.fatal_error: BaseException | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -96,6 +106,10 @@ class Worker:
             rng=self.rng,
         ).proxy()
         self._consumer = self.log.consumer(self.group_id, client_id=self.client_id)
+        try:
+            self._partition_count = self.log.partition_count()
+        except SchedulerError as error:  # no topic yet: records are not checked for their home
+            logger.warning("cannot check records' partitions: %s", error)
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
         self._thread.start()
         logger.info("worker %s started in group %s", self.client_id, self.group_id)
@@ -208,9 +222,13 @@ class Worker:
                 continue  # re-read from `_persisted` once the rewind is applied
             last_offsets[record.partition] = record.offset
             try:
-                batches[record.partition].append(decode(record.value))
+                command = decode(record.value)
             except MalformedRecordError as error:
                 self._set_aside(record, error)
+                continue
+            if self._home(command.task.key.ordering_id) not in (record.partition, None):
+                self._misrouted(record, command)
+            batches[record.partition].append(command)
         futures = self.topic.persist(dict(batches)).get()
         commit: dict[int, int] = {}
         for partition, last in last_offsets.items():
@@ -290,6 +308,42 @@ class Worker:
             (record.value or b"")[:500],
             extra={"partition": record.partition, "offset": record.offset},
         )
+
+    def _home(self, ordering_id: str) -> int | None:
+        """The partition `schedule_task` sends `ordering_id` to (None if the count is unknown)."""
+        home = self._homes.get(ordering_id)
+        if home is None and self._partition_count is not None:
+            if len(self._homes) >= _HOMES_CACHED:
+                self._homes.clear()
+            home = partition_for(ordering_id.encode(), self._partition_count)
+            self._homes[ordering_id] = home
+        return home
+
+    def _misrouted(self, record: LogRecord, command: Command) -> None:
+        """A valid task on a partition other than its ordering id's: its producer does not use
+        Kafka's default partitioner. It is kept and runs (dropping it would lose a task its
+        producer saw accepted), but said loudly: it is ordered only with the other records of
+        the partition it is on, and lookups by key (`scheduler tasks show`, cancel, retry) go
+        to its ordering id's partition and do not find it."""
+        metrics.MISROUTED.inc()
+        count = self._misrouted_counts[record.partition] = (
+            self._misrouted_counts[record.partition] + 1
+        )
+        if count == 1 or count % _MISROUTED_LOG_EVERY == 0:
+            logger.warning(
+                "record at partition %d offset %d is for ordering id %r, whose partition is %d "
+                "(%d such records on partition %d so far): its producer does not partition by "
+                "Kafka's default murmur2 hash of the key, so the task runs out of order with its "
+                "ordering id's other tasks and lookups by key do not find it; key records by "
+                "ordering id and use murmur2 (librdkafka clients: partitioner=murmur2_random)",
+                record.partition,
+                record.offset,
+                command.task.key.ordering_id,
+                self._home(command.task.key.ordering_id),
+                count,
+                record.partition,
+                extra={"partition": record.partition, "offset": record.offset},
+            )
 
     def _shutdown(self, consumer: LogConsumer) -> None:
         try:

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.fleet import LoadGenerator, read_history
 from scheduler.partitioning import partition_for
-from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, wait_for
+from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, now_ms, wait_for
 from tests.servers import cassandra_contact
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
@@ -76,6 +76,37 @@ def test_a_malformed_record_is_logged_and_skipped_and_its_partition_keeps_going(
     assert worker.alive
     assert "Traceback" not in worker.output()
     assert len(read_history(fleet.record)) == report.attempts
+
+
+def test_tasks_from_a_producer_with_librdkafkas_default_partitioner_run_and_are_reported(
+    fleet: Fleet,
+) -> None:
+    """Another team's producer, any librdkafka client with default settings: keyed by ordering
+    id, but hashed with CRC32, not Kafka's murmur2. Its tasks are valid, so they run; the
+    worker says that they sit on other partitions than their ordering ids'."""
+    from confluent_kafka import Producer
+
+    worker = fleet.worker("w1")
+    worker.wait_until_owning(START_TIMEOUT_S, at_least=PARTITIONS)
+    due_ms = now_ms() + 1000
+    accepted = [(f"team-{n}", due_ms, "from-elsewhere") for n in range(20)]
+    raw = Producer({"bootstrap.servers": fleet.bootstrap, "acks": "all"})  # CRC32 by default
+    for oid, at, uk in accepted:
+        value = b'{"v":1,"op":"schedule","oid":"%s","at":%d,"uk":"%s"}' % (
+            oid.encode(),
+            at,
+            uk.encode(),
+        )
+        raw.produce(fleet.topic, key=oid.encode(), value=value)
+    assert raw.flush(30) == 0
+
+    report = fleet.wait_until_executed(accepted, timeout=60)
+    reported = [line for line in worker.output().splitlines() if "whose partition is" in line]
+    print(f"\n[librdkafka default partitioner] {report.summary()}; {len(reported)} warnings")
+    assert report.missing == []
+    assert reported, worker.output()[-3000:]  # CRC32 and murmur2 disagree on most of 20 keys
+    assert all("murmur2" in line for line in reported)
+    assert worker.alive and "Traceback" not in worker.output()
 
 
 def failed_start(fleet: Fleet, name: str, timeout: float = 120, **overrides: str) -> str:

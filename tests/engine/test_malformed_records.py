@@ -48,3 +48,41 @@ def test_a_malformed_record_is_set_aside_and_its_partition_goes_on(
     set_aside = [r.getMessage() for r in caplog.records if "malformed record" in r.getMessage()]
     assert len(set_aside) == 1, set_aside
     assert f"malformed record at partition {partition} " in set_aside[0]
+
+
+def test_a_task_on_another_partition_than_its_ordering_ids_runs_and_is_reported(
+    data_dir, caplog
+) -> None:
+    """Another producer keyed it differently, or hashed the key with CRC32 (librdkafka's
+    default): the task is valid, so it runs, and the worker says why it may run out of order."""
+    from scheduler import metrics
+
+    recorder = Recorder()
+    home = partition_for(b"acct", PARTITIONS)
+    stray_key = next(
+        k for k in (f"k{i}".encode() for i in range(100)) if partition_for(k, PARTITIONS) != home
+    )
+    elsewhere = partition_for(stray_key, PARTITIONS)
+    due_ms = int(soon().timestamp() * 1000)
+    before = metrics.MISROUTED._value.get()
+    caplog.set_level(logging.WARNING, logger="scheduler.worker")
+    with embedded_engine(recorder, data_dir=data_dir, partitions=PARTITIONS) as engine:
+        engine.client.schedule_task(Task("acct", soon(), "routed")).result(10)
+        producer = engine.client.log.producer()
+        try:
+            for n in range(2):
+                value = b'{"v":1,"op":"schedule","oid":"acct","at":%d,"uk":"stray-%d"}' % (
+                    due_ms,
+                    n,
+                )
+                producer.send(stray_key, value).result(10)
+        finally:
+            producer.close()
+        engine.join()
+    assert sorted(key.uniqueness_key for key in recorder.keys()) == ["routed", "stray-0", "stray-1"]
+    warnings = [r.getMessage() for r in caplog.records if "whose partition is" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # the first of a partition, then one in a thousand
+    assert f"at partition {elsewhere} " in warnings[0]
+    assert f"ordering id 'acct', whose partition is {home} " in warnings[0]
+    assert "murmur2" in warnings[0]
+    assert metrics.MISROUTED._value.get() - before == 2
