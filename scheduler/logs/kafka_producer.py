@@ -18,12 +18,12 @@ from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from scheduler.errors import BackendUnavailableError
+from scheduler.errors import BackendUnavailableError, SchedulerError, TaskDataError
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
-from scheduler.logs.kafka_config import logger, unavailable
+from scheduler.logs.kafka_config import kafka_error, logger, unavailable
 from scheduler.metrics import ticked
 
 _POLL_INTERVAL_S = 0.05
@@ -100,6 +100,8 @@ class KafkaLogProducer(LogProducer):
                 produce(topic, value, key, _ANY_PARTITION, future)
             except BufferError:
                 produce_when_room(key, value, future)
+            except KafkaException as exc:  # refused before sending: too large, mostly
+                raise self.refused(exc, len(value)) from None
             # Serve ready delivery reports now and then, while this thread holds the GIL anyway.
             if not next(sends) % _POLL_EVERY:
                 poll(0)
@@ -115,7 +117,7 @@ class KafkaLogProducer(LogProducer):
         delivered, failure = batch.delivered, self.failure
 
         def on_delivery(error: KafkaError | None, message: Message) -> None:
-            delivered(None if error is None else failure(error))
+            delivered(None if error is None else failure(error, message))
 
         for key, value in records:
             self._produce(key, value, on_delivery)
@@ -126,6 +128,8 @@ class KafkaLogProducer(LogProducer):
             self._producer.produce(self._topic, value, key, _ANY_PARTITION, on_delivery)
         except BufferError:
             self._produce_when_room(key, value, on_delivery)
+        except KafkaException as exc:
+            raise self.refused(exc, len(value)) from None
         if not next(self._sends) % _POLL_EVERY:
             self._producer.poll(0)
 
@@ -162,9 +166,31 @@ class KafkaLogProducer(LogProducer):
             self._closed.set()
         self._poller.join()
 
-    def failure(self, error: KafkaError) -> BackendUnavailableError:
+    def failure(self, error: KafkaError, message: Message | None = None) -> SchedulerError:
+        """Why a record was not acknowledged, from its delivery report."""
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            size = None if message is None else len(message.value() or b"")
+            return self._too_large(error, size)
         return unavailable(
             f"making a record durable on topic {self._topic!r}", error, self._bootstrap
+        )
+
+    def refused(self, exc: KafkaException, size: int) -> Exception:
+        """Why `produce` refused a record outright (librdkafka's own checks)."""
+        error = kafka_error(exc)
+        if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            return self._too_large(error, size)
+        return exc
+
+    def _too_large(self, error: KafkaError, size: int | None) -> TaskDataError:
+        # A deployment that raised max_data_bytes past Kafka's limits: the task is refused
+        # for its size, not because Kafka is down, and the error says which limits to move.
+        record = "the record" if size is None else f"the record of {size:,} bytes"
+        return TaskDataError(
+            f"{record} is larger than Kafka accepts on topic {self._topic!r} ({error.str()}); "
+            "keep task data smaller (setting max_data_bytes refuses it before sending), or "
+            "raise the producer's message.max.bytes (SCHEDULER_KAFKA_CONFIG) and the topic's "
+            "max.message.bytes together"
         )
 
     def serve_until_done(self, future: Future[int], timeout: float | None) -> None:
@@ -254,4 +280,4 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
         if error is None:
             self._resolve(message.partition() or 0)
         else:
-            self.set_exception(self._sender.failure(error))
+            self.set_exception(self._sender.failure(error, message))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import secrets
 import threading
 import time
 import uuid
@@ -335,6 +336,50 @@ def test_partitions_taken_away_after_a_stalled_poll_loop_are_reported_lost() -> 
         poll_until(consumer, lambda _: consumer.assignment() == {0, 1})  # and it rejoins
         assert [kind for kind, _, _ in listener.events] == ["assigned", "lost", "assigned"]
         consumer.close()
+    finally:
+        log.delete_topic()
+        log.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    "refused_by",
+    ["producer", "broker"],
+    ids=["over the producer's message.max.bytes", "over the broker's limit"],
+)
+def test_a_record_larger_than_kafka_accepts_is_refused_as_task_data(refused_by: str) -> None:
+    """A deployment that raised max_data_bytes past Kafka's limits: the task is refused for its
+    size, saying which limits to move, not reported as Kafka being unavailable."""
+    from datetime import UTC, datetime, timedelta
+
+    from scheduler.client import SchedulerClient
+    from scheduler.errors import TaskDataError
+    from scheduler.model import Task
+
+    # The broker's default limit is about 1 MB; a producer allowed 5 MB sends it and is refused.
+    config = {"message.max.bytes": 5_000_000} if refused_by == "broker" else {}
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=f"test-{uuid.uuid4().hex}",
+        producer_config=config,
+    )
+    try:
+        log.ensure_topic(PARTITIONS)
+        client = SchedulerClient(log=log, max_data_bytes=10_000_000)
+        due = datetime.now(UTC) + timedelta(hours=1)
+        # Random text: a batch is compressed before the broker checks its size.
+        big = Task("big", due, "u", {"blob": secrets.token_urlsafe(1_500_000)})
+        small = Task("small", due, "u", {})
+        errors = [
+            client.schedule_task(big).exception(60),
+            client.schedule_tasks([small, big]).exception(60),
+        ]
+        for error in errors:
+            assert isinstance(error, TaskDataError), repr(error)
+            assert "larger than Kafka accepts" in str(error)
+            assert "max.message.bytes" in str(error)
+        assert client.schedule_task(small).result(60) >= 0  # the producer goes on working
+        client.close()
     finally:
         log.delete_topic()
         log.close()
