@@ -94,6 +94,13 @@ class Worker:
 
     def start(self) -> None:
         """Join the group and start working on a background thread."""
+        # The consumer first: one its configuration refuses must fail before any thread of
+        # ours exists, or the actors and timers left running would keep the process alive.
+        self._consumer = self.log.consumer(self.group_id, client_id=self.client_id)
+        try:
+            self._partition_count = self.log.partition_count()
+        except Exception as error:  # best effort: without it, records' partitions go unchecked
+            logger.warning("cannot check records' partitions: %s", error)
         self._timers = TimerService()
         self._service = TaskExecutorService(self.settings.pool_size)
         self._topic = TopicSupervisor.start(
@@ -105,11 +112,6 @@ class Worker:
             request_rewind=self._rewinds.put,
             rng=self.rng,
         ).proxy()
-        self._consumer = self.log.consumer(self.group_id, client_id=self.client_id)
-        try:
-            self._partition_count = self.log.partition_count()
-        except SchedulerError as error:  # no topic yet: records are not checked for their home
-            logger.warning("cannot check records' partitions: %s", error)
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
         self._thread.start()
         logger.info("worker %s started in group %s", self.client_id, self.group_id)

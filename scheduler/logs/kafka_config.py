@@ -12,9 +12,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
-from scheduler.errors import BackendUnavailableError
+from scheduler.errors import BackendUnavailableError, ConfigurationError
 
 logger = logging.getLogger("scheduler.logs.kafka")
 """librdkafka's own log lines go here instead of to stderr."""
@@ -66,6 +66,18 @@ def unavailable(
     """A `BackendUnavailableError` that names the brokers and carries Kafka's own words."""
     text = error.str() if isinstance(error, KafkaError) else str(error)
     return BackendUnavailableError(f"{what} on Kafka at {bootstrap!r} failed: {text}")
+
+
+def config_refused(client: str, exc: KafkaException) -> ConfigurationError:
+    """librdkafka refused to build a client from its configuration: a key or value of the
+    caller's own settings, since the defaults here are known good."""
+    error = kafka_error(exc)
+    text = error.str() if error is not None else str(exc)
+    return ConfigurationError(
+        f"librdkafka refused the Kafka {client} configuration: {text}; fix the extra settings "
+        f"in SCHEDULER_KAFKA_CONFIG (KafkaTaskLog's {client}_config), whose keys and values are "
+        "librdkafka's: https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
+    )
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:

@@ -32,7 +32,7 @@ from confluent_kafka import (
 
 from scheduler.errors import SchedulerError
 from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
-from scheduler.logs.kafka_config import kafka_error, logger, unavailable
+from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
 
 _COMMIT_RETRY_S = 0.1
 _TRANSIENT = frozenset(
@@ -59,7 +59,10 @@ class KafkaLogConsumer(LogConsumer):
         self._timeout = request_timeout_s
         strategy = str(config.get("partition.assignment.strategy", ""))
         self._cooperative = "cooperative" in strategy
-        self._consumer = Consumer(config)
+        try:
+            self._consumer = Consumer(config)
+        except KafkaException as exc:
+            raise config_refused("consumer", exc) from None
         self._listener: RebalanceListener | None = None
         self._assigned: set[int] = set()
         self._arriving: set[int] = set()

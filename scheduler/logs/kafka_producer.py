@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from scheduler.errors import BackendUnavailableError, SchedulerError, TaskDataError
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
-from scheduler.logs.kafka_config import kafka_error, logger, unavailable
+from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
 from scheduler.metrics import ticked
 
 _POLL_INTERVAL_S = 0.05
@@ -45,7 +45,10 @@ class KafkaLogProducer(LogProducer):
     def __init__(self, *, config: dict[str, Any], topic: str) -> None:
         self._topic = topic
         self._bootstrap = str(config.get("bootstrap.servers", ""))
-        self._producer = Producer(config)
+        try:
+            self._producer = Producer(config)
+        except KafkaException as exc:
+            raise config_refused("producer", exc) from None
         self._closed = threading.Event()
         self._open = True
         """False once closing starts: a plain flag, read on every send."""

@@ -141,6 +141,13 @@ def error_line(output: str) -> str:
     return lines[0]
 
 
+def test_a_kafka_setting_librdkafka_refuses_stops_the_worker_with_one_line(fleet: Fleet) -> None:
+    line = error_line(failed_start(fleet, "w1", kafka_config="session.timeout.ms=soon"))
+    print(f"\n[kafka config] {line}")
+    assert "librdkafka refused the Kafka consumer configuration" in line
+    assert "session.timeout.ms" in line and "SCHEDULER_KAFKA_CONFIG" in line
+
+
 def test_a_worker_refuses_a_partition_count_that_differs_from_the_topic_or_the_store(
     fleet: Fleet,
 ) -> None:

@@ -383,3 +383,34 @@ def test_a_record_larger_than_kafka_accepts_is_refused_as_task_data(refused_by: 
     finally:
         log.delete_topic()
         log.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    ("client", "config", "named"),
+    [
+        ("producer", {"foo.bar": "1"}, 'No such configuration property: "foo.bar"'),
+        ("producer", {"acks": "0"}, "`acks` must be set to `all`"),
+        ("consumer", {"session.timeout.ms": "soon"}, "session.timeout.ms"),
+    ],
+)
+def test_a_client_configuration_librdkafka_refuses_is_a_configuration_error(
+    client: str, config: dict[str, str], named: str
+) -> None:
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=f"test-{uuid.uuid4().hex}",
+        **{f"{client}_config": config},  # type: ignore[arg-type]
+    )
+    try:
+        with pytest.raises(ConfigurationError) as refused:
+            if client == "producer":
+                log.producer()
+            else:
+                log.consumer("g", client_id="c")
+        message = str(refused.value)
+        assert named in message
+        assert f"librdkafka refused the Kafka {client} configuration" in message
+        assert "SCHEDULER_KAFKA_CONFIG" in message
+    finally:
+        log.close()
