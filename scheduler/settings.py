@@ -159,9 +159,10 @@ class Settings(BaseSettings):
     kafka_replication_factor: Positive = 1
     """Replication factor of the task topic when the product creates it."""
     kafka_config: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
-    """Extra librdkafka settings for producers and consumers (security, tuning) as
-    `key=value,key=value`, JSON or a TOML table. `settings show` masks values of keys that
-    contain `password`, `secret` or `token`."""
+    """Extra librdkafka settings for producers, consumers and the admin client (security,
+    tuning) as `key=value,key=value`, JSON or a TOML table; they win over the product's
+    defaults. A key or value librdkafka refuses fails at start with its reason. `settings show`
+    masks values of keys that contain `password`, `secret` or `token`."""
 
     # -- cassandra -------------------------------------------------------------------------
     cassandra_hosts: CommaList = ["127.0.0.1"]

@@ -10,6 +10,7 @@ This is the only place that imports confluent-kafka, so the embedded mode never 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -24,6 +25,7 @@ from scheduler.logs.kafka_config import (
     BOOTSTRAP_SETTING,
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    config_refused,
     kafka_error,
     logger,
     merged,
@@ -60,7 +62,15 @@ class KafkaTaskLog(TaskLog):
         self._producer_config = dict(producer_config or {})
         self._consumer_config = dict(consumer_config or {})
         self._timeout = request_timeout_s
-        self._admin = AdminClient(merged({}, {"bootstrap.servers": bootstrap_servers}, None))
+        # The caller's settings apply to the admin client too: a secured cluster (SASL, TLS)
+        # admits no client without them, and a wrong one should fail here, not in the first send.
+        # librdkafka's admin client is a producer underneath, so the producer's settings fit.
+        try:
+            self._admin = AdminClient(
+                merged({}, {"bootstrap.servers": bootstrap_servers}, self._producer_config)
+            )
+        except KafkaException as exc:
+            raise config_refused("producer", exc) from None
         self._check_reachable()
 
     # -- clients -----------------------------------------------------------------------------
@@ -176,12 +186,36 @@ class KafkaTaskLog(TaskLog):
         try:
             self._admin.list_topics(timeout=self._timeout)
         except KafkaException as exc:
+            why = exc.args[0].str() if kafka_error(exc) else str(exc)
+            first_failure = next(iter(self._connection_failures()), None)
+            if first_failure is not None:
+                why = f"{why}; first connection failure: {first_failure}"
             raise BackendUnavailableError(
-                f"cannot reach Kafka at {self._bootstrap!r} within {self._timeout:g} s "
-                f"({exc.args[0].str() if kafka_error(exc) else exc}). Point "
-                f"{BOOTSTRAP_SETTING} at a running broker, or run `scheduler services up` to "
-                "start a local one."
+                f"cannot reach Kafka at {self._bootstrap!r} within {self._timeout:g} s ({why}). "
+                f"Point {BOOTSTRAP_SETTING} at a running broker, or run `scheduler services up` "
+                "to start a local one."
+                + (
+                    " If it is running, check the security settings in SCHEDULER_KAFKA_CONFIG."
+                    if self._producer_config
+                    else ""
+                )
             ) from exc
+
+    def _connection_failures(self) -> list[str]:
+        """Why librdkafka's connections failed, from its queued log lines (an admin client's
+        are delivered only by `poll`). Taken instead of logged: a TLS or SASL mismatch fails
+        every few milliseconds, and the error should say why once, not in 200 lines."""
+        lines: list[str] = []
+        keep = _Collect(lines)
+        propagate, logger.propagate = logger.propagate, False
+        logger.addHandler(keep)
+        try:
+            self._admin.poll(0)
+        finally:
+            logger.removeHandler(keep)
+            logger.propagate = propagate
+        # "FAIL [rdkafka#producer-1] [thrd:...]: ssl://host:9092/bootstrap: SSL handshake failed"
+        return [line.split("]: ", 1)[-1] for line in lines if line.startswith("FAIL ")]
 
     def _metadata(self) -> ClusterMetadata:
         try:
@@ -220,3 +254,14 @@ class KafkaTaskLog(TaskLog):
             return future.result(timeout=self._timeout + 1)
         except KafkaException as exc:
             raise unavailable(what, exc, self._bootstrap) from exc
+
+
+class _Collect(logging.Handler):
+    """Keeps the messages of the log records it is given."""
+
+    def __init__(self, into: list[str]) -> None:
+        super().__init__()
+        self._into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._into.append(record.getMessage())

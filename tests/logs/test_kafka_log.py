@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 import threading
 import time
@@ -78,6 +79,24 @@ def test_an_unreachable_broker_is_named_with_the_setting_and_the_command_that_st
     assert "127.0.0.1:1" in message
     assert "SCHEDULER_KAFKA_BOOTSTRAP" in message
     assert "scheduler services up" in message
+    assert "Connection refused" in message  # librdkafka's own reason, from its log lines
+
+
+@pytest.mark.kafka
+def test_security_settings_the_broker_does_not_speak_fail_at_once_saying_why(caplog) -> None:
+    """TLS against a plaintext listener: the admin client uses the caller's settings, so the
+    log fails when built, with librdkafka's reason once instead of a hang and 200 log lines."""
+    caplog.set_level(logging.DEBUG, logger="scheduler.logs.kafka")
+    with pytest.raises(BackendUnavailableError) as raised:
+        KafkaTaskLog(
+            bootstrap_servers=kafka_bootstrap(),
+            producer_config={"security.protocol": "SSL"},
+            request_timeout_s=2,
+        )
+    message = str(raised.value)
+    assert "SSL handshake failed" in message
+    assert "SCHEDULER_KAFKA_CONFIG" in message
+    assert not [r for r in caplog.records if "SSL handshake failed" in r.getMessage()]
 
 
 @pytest.mark.kafka
@@ -397,20 +416,22 @@ def test_a_record_larger_than_kafka_accepts_is_refused_as_task_data(refused_by: 
 def test_a_client_configuration_librdkafka_refuses_is_a_configuration_error(
     client: str, config: dict[str, str], named: str
 ) -> None:
-    log = KafkaTaskLog(
-        bootstrap_servers=kafka_bootstrap(),
-        topic=f"test-{uuid.uuid4().hex}",
-        **{f"{client}_config": config},  # type: ignore[arg-type]
-    )
-    try:
-        with pytest.raises(ConfigurationError) as refused:
-            if client == "producer":
-                log.producer()
-            else:
-                log.consumer("g", client_id="c")
-        message = str(refused.value)
-        assert named in message
-        assert f"librdkafka refused the Kafka {client} configuration" in message
-        assert "SCHEDULER_KAFKA_CONFIG" in message
-    finally:
+    """Refused when the log is built (its admin client takes the producer's settings) or when
+    the client is; either way a one-line configuration error, never librdkafka's exception."""
+    log: KafkaTaskLog | None = None
+    with pytest.raises(ConfigurationError) as refused:
+        log = KafkaTaskLog(
+            bootstrap_servers=kafka_bootstrap(),
+            topic=f"test-{uuid.uuid4().hex}",
+            **{f"{client}_config": config},  # type: ignore[arg-type]
+        )
+        if client == "producer":
+            log.producer()
+        else:
+            log.consumer("g", client_id="c")
+    if log is not None:
         log.close()
+    message = str(refused.value)
+    assert named in message
+    assert f"librdkafka refused the Kafka {client} configuration" in message
+    assert "SCHEDULER_KAFKA_CONFIG" in message
