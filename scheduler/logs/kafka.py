@@ -70,7 +70,7 @@ class KafkaTaskLog(TaskLog):
                 merged({}, {"bootstrap.servers": bootstrap_servers}, self._producer_config)
             )
         except KafkaException as exc:
-            raise config_refused("producer", exc) from None
+            raise config_refused("admin client", exc, "producer_config") from None
         self._check_reachable()
 
     # -- clients -----------------------------------------------------------------------------

@@ -68,14 +68,14 @@ def unavailable(
     return BackendUnavailableError(f"{what} on Kafka at {bootstrap!r} failed: {text}")
 
 
-def config_refused(client: str, exc: KafkaException) -> ConfigurationError:
-    """librdkafka refused to build a client from its configuration: a key or value of the
-    caller's own settings, since the defaults here are known good."""
+def config_refused(client: str, exc: KafkaException, given_as: str) -> ConfigurationError:
+    """librdkafka refused to build a `client` from its configuration: a key or value of the
+    caller's own settings (`given_as`), since the defaults here are known good."""
     error = kafka_error(exc)
     text = error.str() if error is not None else str(exc)
     return ConfigurationError(
         f"librdkafka refused the Kafka {client} configuration: {text}; fix the extra settings "
-        f"in SCHEDULER_KAFKA_CONFIG (KafkaTaskLog's {client}_config), whose keys and values are "
+        f"in SCHEDULER_KAFKA_CONFIG (KafkaTaskLog's {given_as}), whose keys and values are "
         "librdkafka's: https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
     )
 

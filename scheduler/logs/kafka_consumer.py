@@ -62,7 +62,7 @@ class KafkaLogConsumer(LogConsumer):
         try:
             self._consumer = Consumer(config)
         except KafkaException as exc:
-            raise config_refused("consumer", exc) from None
+            raise config_refused("consumer", exc, "consumer_config") from None
         self._listener: RebalanceListener | None = None
         self._assigned: set[int] = set()
         self._arriving: set[int] = set()

@@ -48,7 +48,7 @@ class KafkaLogProducer(LogProducer):
         try:
             self._producer = Producer(config)
         except KafkaException as exc:
-            raise config_refused("producer", exc) from None
+            raise config_refused("producer", exc, "producer_config") from None
         self._closed = threading.Event()
         self._open = True
         """False once closing starts: a plain flag, read on every send."""

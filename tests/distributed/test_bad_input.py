@@ -144,7 +144,8 @@ def error_line(output: str) -> str:
 def test_a_kafka_setting_librdkafka_refuses_stops_the_worker_with_one_line(fleet: Fleet) -> None:
     line = error_line(failed_start(fleet, "w1", kafka_config="session.timeout.ms=soon"))
     print(f"\n[kafka config] {line}")
-    assert "librdkafka refused the Kafka consumer configuration" in line
+    # SCHEDULER_KAFKA_CONFIG reaches every client: the first one built refuses it.
+    assert "librdkafka refused the Kafka" in line
     assert "session.timeout.ms" in line and "SCHEDULER_KAFKA_CONFIG" in line
 
 

@@ -406,15 +406,15 @@ def test_a_record_larger_than_kafka_accepts_is_refused_as_task_data(refused_by: 
 
 @pytest.mark.kafka
 @pytest.mark.parametrize(
-    ("client", "config", "named"),
+    ("client", "config", "refused_by", "named"),
     [
-        ("producer", {"foo.bar": "1"}, 'No such configuration property: "foo.bar"'),
-        ("producer", {"acks": "0"}, "`acks` must be set to `all`"),
-        ("consumer", {"session.timeout.ms": "soon"}, "session.timeout.ms"),
+        ("producer", {"foo.bar": "1"}, "admin client", 'No such configuration property: "foo.bar"'),
+        ("producer", {"acks": "0"}, "producer", "`acks` must be set to `all`"),
+        ("consumer", {"session.timeout.ms": "soon"}, "consumer", "session.timeout.ms"),
     ],
 )
 def test_a_client_configuration_librdkafka_refuses_is_a_configuration_error(
-    client: str, config: dict[str, str], named: str
+    client: str, config: dict[str, str], refused_by: str, named: str
 ) -> None:
     """Refused when the log is built (its admin client takes the producer's settings) or when
     the client is; either way a one-line configuration error, never librdkafka's exception."""
@@ -433,5 +433,5 @@ def test_a_client_configuration_librdkafka_refuses_is_a_configuration_error(
         log.close()
     message = str(refused.value)
     assert named in message
-    assert f"librdkafka refused the Kafka {client} configuration" in message
-    assert "SCHEDULER_KAFKA_CONFIG" in message
+    assert f"librdkafka refused the Kafka {refused_by} configuration" in message
+    assert f"SCHEDULER_KAFKA_CONFIG (KafkaTaskLog's {client}_config)" in message
