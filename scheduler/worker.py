@@ -228,8 +228,9 @@ class Worker:
             except MalformedRecordError as error:
                 self._set_aside(record, error)
                 continue
-            if self._home(command.task.key.ordering_id) not in (record.partition, None):
-                self._misrouted(record, command)
+            home = self._home(command.task.key.ordering_id)
+            if home is not None and home != record.partition:
+                self._misrouted(record, command, home)
             batches[record.partition].append(command)
         futures = self.topic.persist(dict(batches)).get()
         commit: dict[int, int] = {}
@@ -321,16 +322,15 @@ class Worker:
             self._homes[ordering_id] = home
         return home
 
-    def _misrouted(self, record: LogRecord, command: Command) -> None:
+    def _misrouted(self, record: LogRecord, command: Command, home: int) -> None:
         """A valid task on a partition other than its ordering id's: its producer does not use
         Kafka's default partitioner. It is kept and runs (dropping it would lose a task its
         producer saw accepted), but said loudly: it is ordered only with the other records of
         the partition it is on, and lookups by key (`scheduler tasks show`, cancel, retry) go
         to its ordering id's partition and do not find it."""
         metrics.MISROUTED.inc()
-        count = self._misrouted_counts[record.partition] = (
-            self._misrouted_counts[record.partition] + 1
-        )
+        self._misrouted_counts[record.partition] += 1
+        count = self._misrouted_counts[record.partition]
         if count == 1 or count % _MISROUTED_LOG_EVERY == 0:
             logger.warning(
                 "record at partition %d offset %d is for ordering id %r, whose partition is %d "
@@ -341,7 +341,7 @@ class Worker:
                 record.partition,
                 record.offset,
                 command.task.key.ordering_id,
-                self._home(command.task.key.ordering_id),
+                home,
                 count,
                 record.partition,
                 extra={"partition": record.partition, "offset": record.offset},

@@ -10,10 +10,10 @@ This is the only place that imports confluent-kafka, so the embedded mode never 
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
+from logging.handlers import BufferingHandler
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -29,6 +29,7 @@ from scheduler.logs.kafka_config import (
     kafka_error,
     logger,
     merged,
+    reason,
     unavailable,
 )
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
@@ -186,7 +187,7 @@ class KafkaTaskLog(TaskLog):
         try:
             self._admin.list_topics(timeout=self._timeout)
         except KafkaException as exc:
-            why = exc.args[0].str() if kafka_error(exc) else str(exc)
+            why = reason(exc)
             first_failure = next(iter(self._connection_failures()), None)
             if first_failure is not None:
                 why = f"{why}; first connection failure: {first_failure}"
@@ -205,8 +206,7 @@ class KafkaTaskLog(TaskLog):
         """Why librdkafka's connections failed, from its queued log lines (an admin client's
         are delivered only by `poll`). Taken instead of logged: a TLS or SASL mismatch fails
         every few milliseconds, and the error should say why once, not in 200 lines."""
-        lines: list[str] = []
-        keep = _Collect(lines)
+        keep = BufferingHandler(capacity=1 << 20)
         propagate, logger.propagate = logger.propagate, False
         logger.addHandler(keep)
         try:
@@ -214,6 +214,7 @@ class KafkaTaskLog(TaskLog):
         finally:
             logger.removeHandler(keep)
             logger.propagate = propagate
+        lines = [record.getMessage() for record in keep.buffer]
         # "FAIL [rdkafka#producer-1] [thrd:...]: ssl://host:9092/bootstrap: SSL handshake failed"
         return [line.split("]: ", 1)[-1] for line in lines if line.startswith("FAIL ")]
 
@@ -254,14 +255,3 @@ class KafkaTaskLog(TaskLog):
             return future.result(timeout=self._timeout + 1)
         except KafkaException as exc:
             raise unavailable(what, exc, self._bootstrap) from exc
-
-
-class _Collect(logging.Handler):
-    """Keeps the messages of the log records it is given."""
-
-    def __init__(self, into: list[str]) -> None:
-        super().__init__()
-        self._into = into
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._into.append(record.getMessage())

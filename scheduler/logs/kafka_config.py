@@ -71,13 +71,17 @@ def unavailable(
 def config_refused(client: str, exc: KafkaException, given_as: str) -> ConfigurationError:
     """librdkafka refused to build a `client` from its configuration: a key or value of the
     caller's own settings (`given_as`), since the defaults here are known good."""
-    error = kafka_error(exc)
-    text = error.str() if error is not None else str(exc)
     return ConfigurationError(
-        f"librdkafka refused the Kafka {client} configuration: {text}; fix the extra settings "
-        f"in SCHEDULER_KAFKA_CONFIG (KafkaTaskLog's {given_as}), whose keys and values are "
-        "librdkafka's: https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
+        f"librdkafka refused the Kafka {client} configuration: {reason(exc)}; fix the extra "
+        f"settings in SCHEDULER_KAFKA_CONFIG (KafkaTaskLog's {given_as}), whose keys and values "
+        "are librdkafka's: https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
     )
+
+
+def reason(exc: BaseException) -> str:
+    """librdkafka's words for a `KafkaException` (not its `KafkaError{code=...}` repr)."""
+    error = kafka_error(exc)
+    return error.str() if error is not None else str(exc)
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:
