@@ -77,6 +77,11 @@ class Server(abc.ABC):
         """Every port the server binds; all must be free before it starts."""
 
     @property
+    def distribution(self) -> str:
+        """Name of the jar cache (``<state dir>/cache/<distribution>``) the server runs from."""
+        return self.name
+
+    @property
     def address(self) -> str:
         return f"{HOST}:{self.port}"
 

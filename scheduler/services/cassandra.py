@@ -13,6 +13,7 @@ from pathlib import Path
 from scheduler.services.base import HOST, Server, ServerPaths, classpath, env_port
 from scheduler.services.errors import ServiceError
 from scheduler.services.maven import Artifact
+from scheduler.services.tls import STORE_PASSWORD, TlsFiles
 
 CASSANDRA_VERSION = "5.0.9"
 
@@ -108,10 +109,7 @@ commitlog_sync: periodic
 commitlog_sync_period: 10000ms
 commitlog_segment_size: 8MiB
 commitlog_disk_access_mode: legacy
-authenticator:
-  class_name: AllowAllAuthenticator
-authorizer:
-  class_name: AllowAllAuthorizer
+{self.security_yaml(paths)}
 # Tests drop and truncate keyspaces all the time; snapshots would only fill the disk.
 auto_snapshot: false
 hinted_handoff_enabled: false
@@ -131,6 +129,14 @@ memtable_offheap_space: 128MiB
 tombstone_failure_threshold: 1000000
 batch_size_fail_threshold: 500KiB
 """
+
+    def security_yaml(self, paths: ServerPaths) -> str:
+        """Who may connect, and how: anybody, in plain text."""
+        return """\
+authenticator:
+  class_name: AllowAllAuthenticator
+authorizer:
+  class_name: AllowAllAuthorizer"""
 
     def configure(self, java: str, paths: ServerPaths, jars: list[Path]) -> None:
         (paths.conf / "cassandra.yaml").write_text(self.yaml(paths))
@@ -179,6 +185,7 @@ batch_size_fail_threshold: 500KiB
             f"-Dcassandra.logdir={paths.logs}",
             f"-Dlogback.configurationFile={paths.conf / 'logback.xml'}",
             "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+            *self.extra_properties(),
             # Skip fsync for system tables: a test node's durability is worth less than speed.
             "-Dcassandra.unsafesystem=true",
             f"-Djava.io.tmpdir={paths.root / 'tmp'}",
@@ -186,6 +193,14 @@ batch_size_fail_threshold: 500KiB
             classpath(jars),
             self.main_class,
         ]
+
+    def extra_properties(self) -> list[str]:
+        """More -D flags of this kind of node."""
+        return []
+
+    def connect_options(self) -> dict[str, object]:
+        """cassandra-driver `Cluster` arguments the health check needs to get in."""
+        return {}
 
     def check(self, timeout: float) -> None:
         """Connect with cassandra-driver and read the release version from system.local."""
@@ -202,6 +217,7 @@ batch_size_fail_threshold: 500KiB
             connect_timeout=timeout,
             control_connection_timeout=timeout,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            **self.connect_options(),  # type: ignore[arg-type]
         )
         # The driver logs every failed attempt at WARNING/ERROR; while polling that is noise.
         quiet = logging.getLogger("cassandra")
@@ -217,3 +233,61 @@ batch_size_fail_threshold: 500KiB
             quiet.setLevel(level)
         if row is None:
             raise ServiceError(f"Cassandra at {self.address} returned no system.local row")
+
+
+SUPERUSER = ("cassandra", "cassandra")
+"""The role a new node with PasswordAuthenticator creates: the way in to create other roles."""
+
+
+class SecuredCassandra(Cassandra):
+    """A second local node as production clusters run: roles with passwords, permissions, and
+    client connections only over TLS with a client certificate (mutual TLS).
+
+    For tests of the product's Cassandra security settings; `scheduler services up
+    --secured-cassandra` starts it beside the plain node, on its own ports. Its certificates are
+    made on first start (`scheduler.services.tls`) under ``<state dir>/cassandra-secured/tls``.
+    """
+
+    name = "cassandra-secured"
+    distribution = "cassandra"  # the same jars as the plain node
+
+    def __init__(self, tls_root: Path) -> None:
+        self._port = env_port("SCHEDULER_SERVICES_CASSANDRA_SECURED_PORT", 9142)
+        self._storage_port = env_port("SCHEDULER_SERVICES_CASSANDRA_SECURED_STORAGE_PORT", 7100)
+        self.tls = TlsFiles(tls_root)
+
+    def security_yaml(self, paths: ServerPaths) -> str:
+        return f"""\
+authenticator:
+  class_name: PasswordAuthenticator
+authorizer:
+  class_name: CassandraAuthorizer
+role_manager:
+  class_name: CassandraRoleManager
+client_encryption_options:
+  enabled: true
+  optional: false
+  keystore: {self.tls.node_keystore}
+  keystore_password: {STORE_PASSWORD}
+  truststore: {self.tls.node_truststore}
+  truststore_password: {STORE_PASSWORD}
+  store_type: PKCS12
+  require_client_auth: true"""
+
+    def configure(self, java: str, paths: ServerPaths, jars: list[Path]) -> None:
+        self.tls.make(java)
+        super().configure(java, paths, jars)
+
+    def extra_properties(self) -> list[str]:
+        # The default superuser role is made 10 s after startup unless told otherwise; the
+        # health check logs in with it, so every start would wait those 10 s.
+        return ["-Dcassandra.superuser_setup_delay_ms=0"]
+
+    def connect_options(self) -> dict[str, object]:
+        import ssl
+
+        from cassandra.auth import PlainTextAuthProvider
+
+        context = ssl.create_default_context(cafile=str(self.tls.ca))
+        context.load_cert_chain(str(self.tls.client_cert), str(self.tls.client_key))
+        return {"auth_provider": PlainTextAuthProvider(*SUPERUSER), "ssl_context": context}

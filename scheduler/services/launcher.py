@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scheduler.services.base import HOST, Server, ServerPaths
-from scheduler.services.cassandra import Cassandra
+from scheduler.services.cassandra import Cassandra, SecuredCassandra
 from scheduler.services.errors import ServiceError
 from scheduler.services.kafka import Kafka
 from scheduler.services.maven import resolve
@@ -31,6 +31,9 @@ from scheduler.services.process import (
 )
 
 SERVERS: tuple[str, ...] = ("kafka", "cassandra")
+"""What `up` starts by default: the servers the product's tests and local runs talk to."""
+SECURED_CASSANDRA = "cassandra-secured"
+ALL_SERVERS = (*SERVERS, SECURED_CASSANDRA)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,9 @@ def server(name: str) -> Server:
         return Kafka()
     if name == "cassandra":
         return Cassandra()
-    raise ServiceError(f"unknown server {name!r}: choose one of {', '.join(SERVERS)}")
+    if name == SECURED_CASSANDRA:
+        return SecuredCassandra(state_dir() / SECURED_CASSANDRA / "tls")
+    raise ServiceError(f"unknown server {name!r}: choose one of {', '.join(ALL_SERVERS)}")
 
 
 def _paths(srv: Server) -> ServerPaths:
@@ -125,7 +130,7 @@ def start(name: str) -> ServerStatus:
                     "at it with SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS."
                 )
             java = require_java17()
-            jars = resolve(name, srv.artifacts(), paths.cache)
+            jars = resolve(srv.distribution, srv.artifacts(), paths.cache)
             paths.make()
             (paths.root / "tmp").mkdir(exist_ok=True)
             srv.configure(java, paths, jars)

@@ -148,3 +148,42 @@ def test_a_java_other_than_17_is_refused_with_a_hint(
 
     with pytest.raises(ServiceError, match=r"Java 21.*need Java 17.*SCHEDULER_SERVICES_JAVA"):
         require_java17()
+
+
+def test_the_secured_nodes_certificates_chain_to_their_ca_and_are_kept(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from scheduler.services.tls import TlsFiles
+
+    files = TlsFiles(tmp_path / "tls")
+    files.make(require_java17())
+    openssl = shutil.which("openssl")
+    assert openssl is not None
+    for cert, purpose in (
+        (files.client_cert, "sslclient"),
+        (tmp_path / "tls/node.pem", "sslserver"),
+    ):
+        verified = subprocess.run(
+            [openssl, "verify", "-purpose", purpose, "-CAfile", files.ca, cert],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert verified.returncode == 0, verified.stderr
+    made = {path: path.stat().st_mtime_ns for path in (files.ca, files.node_keystore)}
+    files.make(require_java17())  # a second start keeps them: clients hold the CA file
+    assert {path: path.stat().st_mtime_ns for path in made} == made
+
+
+@pytest.mark.cassandra
+def test_status_lists_the_secured_node_only_while_it_runs() -> None:
+    from click.testing import CliRunner
+
+    from scheduler.cli.main import cli
+    from tests.servers import secured_cassandra
+
+    secured_cassandra()  # started for the session (stopped at its end if it started it)
+    shown = CliRunner().invoke(cli, ["services", "status"])
+    assert "cassandra-secured" in shown.output
+    assert "127.0.0.1:9142" in shown.output

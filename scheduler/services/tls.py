@@ -1,0 +1,133 @@
+"""Test certificates for the secured local Cassandra: a private CA, a node and a client certificate.
+
+Made with the `openssl` and `keytool` command-line tools (both present wherever the launcher's
+Java is), once per state dir, and kept: a client's CA file stays valid across node restarts.
+The node gets a PKCS12 keystore and truststore (what Cassandra's default SSL context factory
+reads); the client gets PEM files, what Python's `ssl` module reads.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from scheduler.services.errors import ServiceError
+
+STORE_PASSWORD = "scheduler-local"
+"""Password of the node's keystore and truststore. These files guard a loopback test node."""
+_DAYS = "3650"
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Where the certificates of one secured server live (``<server dir>/tls``)."""
+
+    root: Path
+
+    @property
+    def ca(self) -> Path:
+        """The CA certificate (PEM): what a client trusts."""
+        return self.root / "ca.pem"
+
+    @property
+    def client_cert(self) -> Path:
+        return self.root / "client.pem"
+
+    @property
+    def client_key(self) -> Path:
+        return self.root / "client.key"
+
+    @property
+    def node_keystore(self) -> Path:
+        return self.root / "node.p12"
+
+    @property
+    def node_truststore(self) -> Path:
+        return self.root / "truststore.p12"
+
+    def make(self, java: str) -> None:
+        """Create whatever is missing; files that exist are kept."""
+        made = (
+            self.ca,
+            self.client_cert,
+            self.client_key,
+            self.node_keystore,
+            self.node_truststore,
+        )
+        if all(path.is_file() for path in made):
+            return
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            raise ServiceError(
+                "the secured Cassandra needs the `openssl` command to make its test "
+                "certificates; install OpenSSL (Debian: apt-get install openssl)"
+            )
+        keytool = str(Path(java).with_name("keytool"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        ca_key = self.root / "ca.key"
+        node_key, node_cert = self.root / "node.key", self.root / "node.pem"
+        _run(
+            [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", _DAYS],
+            ["-keyout", ca_key, "-out", self.ca, "-subj", "/CN=scheduler local test CA"],
+            ["-addext", "basicConstraints=critical,CA:TRUE"],
+            ["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+        )
+        # The node's certificate names 127.0.0.1: cassandra-driver reaches nodes at the IP
+        # addresses they advertise (a host name is resolved first), and checks the name there.
+        self._signed(
+            openssl,
+            ca_key,
+            node_key,
+            node_cert,
+            "/CN=127.0.0.1",
+            "serverAuth",
+            "subjectAltName=IP:127.0.0.1",
+        )
+        self._signed(
+            openssl, ca_key, self.client_key, self.client_cert, "/CN=scheduler", "clientAuth"
+        )
+        _run(
+            [openssl, "pkcs12", "-export", "-name", "node", "-in", node_cert],
+            ["-inkey", node_key, "-certfile", self.ca, "-out", self.node_keystore],
+            ["-passout", f"pass:{STORE_PASSWORD}"],
+        )
+        self.node_truststore.unlink(missing_ok=True)  # keytool refuses to overwrite an alias
+        _run(
+            [keytool, "-importcert", "-noprompt", "-alias", "ca", "-file", self.ca],
+            ["-keystore", self.node_truststore, "-storetype", "PKCS12"],
+            ["-storepass", STORE_PASSWORD],
+        )
+
+    def _signed(
+        self,
+        openssl: str,
+        ca_key: Path,
+        key: Path,
+        cert: Path,
+        subject: str,
+        usage: str,
+        *extensions: str,
+    ) -> None:
+        request = cert.with_suffix(".csr")
+        extfile = cert.with_suffix(".ext")
+        extfile.write_text("\n".join([f"extendedKeyUsage={usage}", *extensions]) + "\n")
+        _run(
+            [openssl, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key],
+            ["-out", request, "-subj", subject],
+        )
+        _run(
+            [openssl, "x509", "-req", "-in", request, "-CA", self.ca, "-CAkey", ca_key],
+            ["-CAcreateserial", "-days", _DAYS, "-extfile", extfile, "-out", cert],
+        )
+
+
+def _run(*parts: list[str | Path]) -> None:
+    argv = [str(item) for part in parts for item in part]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ServiceError(
+            f"making the test certificates failed: {' '.join(argv[:3])} ... exited "
+            f"{done.returncode}: {(done.stderr or done.stdout).strip()[-600:]}"
+        )
