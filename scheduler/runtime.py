@@ -73,6 +73,7 @@ def build_store(settings: Settings) -> TaskStore:
             consistency=settings.cassandra_consistency,
             local_dc=settings.cassandra_local_dc,
             status_retention_s=settings.status_retention_s,
+            **cassandra_security(settings),
         )
     from scheduler.stores.sqlite import SqliteTaskStore
 
@@ -95,6 +96,25 @@ def cassandra_replication(settings: Settings) -> dict[str, Any]:
     if settings.cassandra_replication_strategy == "NetworkTopologyStrategy":
         return {"class": "NetworkTopologyStrategy", **settings.cassandra_datacenters}
     return {"class": "SimpleStrategy", "replication_factor": settings.cassandra_replication_factor}
+
+
+def cassandra_security(settings: Settings) -> dict[str, Any]:
+    """The store's `credentials` and `tls` arguments from the settings."""
+    from scheduler.stores.cassandra_security import Credentials, TlsOptions
+
+    security: dict[str, Any] = {}
+    if settings.cassandra_username is not None and settings.cassandra_password is not None:
+        security["credentials"] = Credentials(
+            settings.cassandra_username, settings.cassandra_password
+        )
+    if settings.cassandra_tls_on:
+        security["tls"] = TlsOptions(
+            ca_file=settings.cassandra_tls_ca_file,
+            cert_file=settings.cassandra_tls_cert_file,
+            key_file=settings.cassandra_tls_key_file,
+            check_hostname=settings.cassandra_tls_check_hostname,
+        )
+    return security
 
 
 def cassandra_contact(settings: Settings) -> tuple[list[str], int]:

@@ -73,6 +73,8 @@ def _case(transform: str) -> BeforeValidator:
 
 
 EmptyIsNone = BeforeValidator(_none_if_empty)
+EmptyOnlyIsNone = BeforeValidator(lambda v: None if v == "" else v)
+"""For values where "none" may be meant literally (a password)."""
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(_comma_list)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Positive = Annotated[int, Field(ge=1)]
@@ -186,6 +188,25 @@ class Settings(BaseSettings):
     """Consistency level of reads and writes."""
     cassandra_local_dc: Annotated[str | None, EmptyIsNone] = None
     """The datacenter this process is in, for DC-aware routing (default: the driver's choice)."""
+    cassandra_username: Annotated[str | None, EmptyOnlyIsNone] = None
+    """Role to log in as, where the nodes check passwords (PasswordAuthenticator); set
+    `cassandra_password` with it."""
+    cassandra_password: Annotated[str | None, EmptyOnlyIsNone] = None
+    """Password of `cassandra_username`. `settings show` masks it."""
+    cassandra_tls: bool = False
+    """Connect to the nodes over TLS (their client_encryption_options). Setting any
+    `cassandra_tls_*_file` turns it on too."""
+    cassandra_tls_ca_file: Annotated[Path | None, EmptyOnlyIsNone] = None
+    """PEM certificates of the CAs that signed the nodes' certificates (default: the system's
+    trusted CAs)."""
+    cassandra_tls_cert_file: Annotated[Path | None, EmptyOnlyIsNone] = None
+    """This client's certificate chain (PEM), for nodes that require client certificates
+    (require_client_auth); set `cassandra_tls_key_file` with it."""
+    cassandra_tls_key_file: Annotated[Path | None, EmptyOnlyIsNone] = None
+    """The unencrypted PEM private key of `cassandra_tls_cert_file`."""
+    cassandra_tls_check_hostname: bool = True
+    """Require each node's certificate to name the address it is reached at (its IP address
+    or the host name given in `cassandra_hosts`)."""
 
     # -- spark -----------------------------------------------------------------------------
     spark_master: Annotated[str, Field(min_length=1)] = "local[*]"
@@ -237,6 +258,16 @@ class Settings(BaseSettings):
                 f"{env_name('retry_base_delay_s')}={self.retry_base_delay_s}; raise the maximum "
                 "or lower the base delay"
             )
+        for given, missing in (
+            ("cassandra_username", "cassandra_password"),
+            ("cassandra_password", "cassandra_username"),
+            ("cassandra_tls_cert_file", "cassandra_tls_key_file"),
+            ("cassandra_tls_key_file", "cassandra_tls_cert_file"),
+        ):
+            if getattr(self, given) is not None and getattr(self, missing) is None:
+                raise ValueError(
+                    f"{env_name(given)} is set but {env_name(missing)} is not; set both, or neither"
+                )
         nts = self.cassandra_replication_strategy == "NetworkTopologyStrategy"
         if nts and not self.cassandra_datacenters:
             raise ValueError(
@@ -250,6 +281,12 @@ class Settings(BaseSettings):
                 "remove the datacenters"
             )
         return self
+
+    @property
+    def cassandra_tls_on(self) -> bool:
+        """TLS to Cassandra: asked for, or implied by a certificate file."""
+        files = (self.cassandra_tls_ca_file, self.cassandra_tls_cert_file)
+        return self.cassandra_tls or any(path is not None for path in files)
 
     @classmethod
     def settings_customise_sources(

@@ -8,6 +8,9 @@ Resolution order, for each server separately:
 3. The project's own launcher (``scheduler services up``), which fetches the servers from Maven
    Central and reuses ones that are already running.
 
+The secured Cassandra node (password logins, mutual TLS) always comes from the launcher: it
+needs certificates and a cassandra.yaml of its own, which the launcher writes.
+
 Nothing here skips: a test marked ``kafka``/``cassandra`` that cannot get its server must fail
 loudly, otherwise CI would go green without ever touching Kafka or Cassandra.
 """
@@ -18,7 +21,12 @@ import atexit
 import functools
 import os
 import socket
+from dataclasses import dataclass
 from typing import Any
+from uuid import uuid4
+
+from scheduler.services.tls import TlsFiles
+from scheduler.stores.cassandra_security import Credentials, TlsOptions
 
 CASSANDRA_DEFAULT_PORT = 9042
 
@@ -127,3 +135,88 @@ def _docker_available(timeout: float = 1.0) -> bool:
             return b" 200 " in sock.recv(64)
     except (OSError, ValueError):
         return False
+
+
+@dataclass(frozen=True)
+class SecuredNode:
+    """The launcher's second Cassandra node: password logins, mutual TLS (see
+    `scheduler.services.cassandra.SecuredCassandra`)."""
+
+    hosts: list[str]
+    port: int
+    tls: TlsFiles
+    superuser: tuple[str, str]
+
+    def tls_options(self, **overrides: Any) -> TlsOptions:
+        """What a client that does everything right uses; `overrides` replace fields."""
+        options = {
+            "ca_file": self.tls.ca,
+            "cert_file": self.tls.client_cert,
+            "key_file": self.tls.client_key,
+        }
+        return TlsOptions(**{**options, **overrides})
+
+    def settings_env(self, credentials: Credentials) -> dict[str, str]:
+        """The `SCHEDULER_CASSANDRA_*` variables of a process that connects with `credentials`."""
+        return {
+            "SCHEDULER_CASSANDRA_HOSTS": ",".join(f"{host}:{self.port}" for host in self.hosts),
+            "SCHEDULER_CASSANDRA_USERNAME": credentials.username,
+            "SCHEDULER_CASSANDRA_PASSWORD": credentials.password,
+            "SCHEDULER_CASSANDRA_TLS_CA_FILE": str(self.tls.ca),
+            "SCHEDULER_CASSANDRA_TLS_CERT_FILE": str(self.tls.client_cert),
+            "SCHEDULER_CASSANDRA_TLS_KEY_FILE": str(self.tls.client_key),
+        }
+
+
+@functools.cache
+def secured_cassandra() -> SecuredNode:
+    """The secured node, from the launcher (started for this session unless already running;
+    stopped at exit if this session started it: it is only needed by a few tests)."""
+    from scheduler.services import launcher
+    from scheduler.services.cassandra import SUPERUSER, SecuredCassandra
+
+    name = launcher.SECURED_CASSANDRA
+    was_running = launcher.status(name).pid is not None
+    try:
+        status = launcher.start(name)
+    except Exception as exc:
+        raise RuntimeError(
+            f"no secured Cassandra for the tests: `scheduler services up --secured-cassandra` "
+            f"failed: {exc}"
+        ) from exc
+    if not was_running:
+        atexit.register(launcher.stop, name)
+    server = launcher.server(name)
+    assert isinstance(server, SecuredCassandra)
+    hosts, port = parse_hosts(status.address, server.port)
+    return SecuredNode(hosts, port, server.tls, SUPERUSER)
+
+
+@functools.cache
+def secured_cassandra_role() -> Credentials:
+    """A role made for the tests on the secured node: it may log in and create keyspaces (and so
+    owns the ones it creates), nothing more; the product must not need a superuser."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    node = secured_cassandra()
+    # A role per session: Cassandra refuses a password change within 5 s of the last one.
+    role = Credentials(f"scheduler_tests_{uuid4().hex[:12]}", f"pw-{uuid4().hex}")
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(node.hosts))
+    cluster = Cluster(
+        node.hosts,
+        port=node.port,
+        protocol_version=4,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        auth_provider=Credentials(*node.superuser).provider(),
+        ssl_context=node.tls_options().context(),
+    )
+    try:
+        session = cluster.connect()
+        session.execute(
+            f"CREATE ROLE {role.username} WITH LOGIN = true AND PASSWORD = %s", (role.password,)
+        )
+        session.execute(f"GRANT CREATE ON ALL KEYSPACES TO {role.username}")
+    finally:
+        cluster.shutdown()
+    return role

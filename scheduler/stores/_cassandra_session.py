@@ -1,7 +1,8 @@
 """Connecting to Cassandra and running statements with bounded retries.
 
 Kept apart from the store so that the store reads as table logic only. The driver is imported
-here (and in `cassandra.py`) and nowhere else in the product.
+here, in `cassandra_security.py` (logins, TLS) and in `cassandra.py`, and nowhere else in the
+product.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, tuple_
 
 from scheduler.errors import ConfigurationError
 from scheduler.stores._retry import RetryPolicy, call_with_retries
+from scheduler.stores.cassandra_security import (
+    Credentials,
+    TlsOptions,
+    refusal,
+    unreachable_hint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +99,12 @@ def open_runner(
     request_timeout_s: float,
     concurrency: int,
     policy: RetryPolicy,
+    credentials: Credentials | None = None,
+    tls: TlsOptions | None = None,
 ) -> tuple[Cluster, Runner]:
     """Connect (retrying a node that is still starting), or raise `BackendUnavailableError`
-    saying which setting to fix.
+    saying which setting to fix; a node that refuses the login or the TLS handshake raises
+    `ConfigurationError` at once (another try gets the same answer).
 
     Statements are routed token-aware to a replica of their partition (one network hop fewer),
     DC-aware so that LOCAL_* consistency never waits on another data center. Protocol v4 is
@@ -109,6 +119,11 @@ def open_runner(
         row_factory=tuple_factory,
     )
     target = ", ".join(f"{host}:{port}" for host in hosts)
+    security: dict[str, Any] = {}
+    if credentials is not None:
+        security["auth_provider"] = credentials.provider()
+    if tls is not None:
+        security["ssl_context"] = tls.context()
 
     def attempt() -> tuple[Cluster, Session]:
         cluster = Cluster(
@@ -121,17 +136,22 @@ def open_runner(
             # The default waits up to 10 minutes between reconnection attempts to a node that
             # went down; a restarted node must be used again within seconds.
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
+            **security,
         )
         try:
             with _driver_quiet_on_this_thread():
                 return cluster, cluster.connect()
-        except BaseException:
+        except BaseException as error:
             cluster.shutdown()
+            refused = refusal(error, target=target, credentials=credentials, tls=tls is not None)
+            if refused is not None:
+                raise refused from None
             raise
 
     def describe(error: BaseException) -> str:
         return (
-            f"cannot reach Cassandra at {target} ({_why(error)}); point "
+            f"cannot reach Cassandra at {target} ({_why(error)}"
+            f"{unreachable_hint(error, tls=tls)}); point "
             "SCHEDULER_CASSANDRA_HOSTS at a running node (host or host:port, comma-separated), "
             "or run `scheduler services up` to start a local one"
         )
@@ -157,24 +177,32 @@ def _why(error: BaseException) -> str:
 
 @contextmanager
 def _driver_quiet_on_this_thread() -> Iterator[None]:
-    """Silence the driver's own log lines while this thread connects.
+    """Silence the driver's own log lines about this thread's connecting.
 
     A failed `Cluster.connect` logs a WARNING and an ERROR (with the whole NoHostAvailable) per
     attempt, from the connecting thread, before the product's one error that names the address
     and the setting: ten lines of noise on the way to the line that matters. Records from the
-    driver's other threads (a running store's reconnections) still go through.
+    driver's other threads (a running store's reconnections) still go through, but for the
+    refused login its event loop reports while this thread waits, which suggests a DSE-only
+    remedy; the product's own error says which settings to check.
     """
     driver = logging.getLogger("cassandra.cluster")
+    connection = logging.getLogger("cassandra.connection")
     this_thread = threading.get_ident()
 
     def quiet(record: logging.LogRecord) -> bool:
         return record.thread != this_thread
 
+    def no_login_advice(record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to authenticate")
+
     driver.addFilter(quiet)
+    connection.addFilter(no_login_advice)
     try:
         yield
     finally:
         driver.removeFilter(quiet)
+        connection.removeFilter(no_login_advice)
 
 
 def partition_batches(statement: PreparedStatement, rows: Sequence[Params]) -> list[Item]:

@@ -47,6 +47,7 @@ from scheduler.stores._cassandra_session import (
 )
 from scheduler.stores._retry import RetryPolicy
 from scheduler.stores.abc import TaskStore, TaskView
+from scheduler.stores.cassandra_security import Credentials, TlsOptions
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class CassandraTaskStore(TaskStore):
         connect_timeout_s: float = 10,
         request_timeout_s: float = 10,
         max_concurrency: int = 64,
+        credentials: Credentials | None = None,
+        tls: TlsOptions | None = None,
     ) -> None:
         if not hosts:
             raise ConfigurationError("no Cassandra hosts given; set SCHEDULER_CASSANDRA_HOSTS")
@@ -96,6 +99,10 @@ class CassandraTaskStore(TaskStore):
                 raise ConfigurationError(f"{name} must be positive, got {value!r}")
         self.hosts = list(hosts)
         self.port = port
+        self.credentials = credentials
+        self.tls = tls
+        if tls is not None:
+            tls.context()  # unreadable files are a configuration error now, not at first open
         self.keyspace = schema.check_keyspace(keyspace)
         self.bucket_ms = bucket_ms
         self.replication = dict(replication or schema.DEFAULT_REPLICATION)
@@ -142,6 +149,8 @@ class CassandraTaskStore(TaskStore):
             request_timeout_s=self.request_timeout_s,
             concurrency=self.max_concurrency,
             policy=self.retry_policy,
+            credentials=self.credentials,
+            tls=self.tls,
         )
 
     def close(self) -> None:

@@ -62,3 +62,33 @@ def test_an_unreachable_kafka_is_named_with_exit_status_3(script, distributed, m
     assert result.returncode == 3, result.stderr
     assert "127.0.0.1:1" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_worker_runs_tasks_on_a_secured_cassandra(script, worker, distributed, monkeypatch):
+    """Password login as a role that is not a superuser, mutual TLS: the settings a production
+    cluster needs, from the environment, through every command that touches the store."""
+    from tests.servers import secured_cassandra, secured_cassandra_role
+
+    role = secured_cassandra_role()
+    monkeypatch.delenv("SCHEDULER_CASSANDRA_PORT")
+    for name, value in secured_cassandra().settings_env(role).items():
+        monkeypatch.setenv(name, value)
+
+    shown = script("settings", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["cassandra_password"] == "***"
+    assert role.password not in shown.stdout
+
+    assert script("schema", "apply").returncode == 0
+    enqueued = script("enqueue", "secured-1", "--in", "1s", "--key", "k1")
+    assert enqueued.returncode == 0, enqueued.stderr
+    running = worker()
+
+    def states() -> list[str]:
+        listed = script("tasks", "list", "--ordering-id", "secured-1", "--json")
+        assert listed.returncode == 0, listed.stderr
+        return [row["state"] for row in json.loads(listed.stdout)]
+
+    assert wait_for(lambda: states() == ["succeeded"]), states()
+    running.terminate()
+    assert running.wait(timeout=60) == 0

@@ -136,3 +136,50 @@ def test_settings_show_names_the_source_and_masks_secrets(run, tmp_path: Path, m
     assert lines["log_level"][1:3] == ["WARNING", "cli"]
     assert lines["kafka_config"][2] == "env"
     assert "hunter2" not in result.output
+    assert "sasl.password=***" in result.output
+
+
+def test_settings_show_masks_the_cassandra_password(run, monkeypatch):
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_USERNAME", "scheduler")
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_PASSWORD", "hunter2")
+    result = run("settings", "show")
+    assert result.exit_code == 0
+    lines = {line.split()[0]: line.split() for line in result.output.splitlines()}
+    assert lines["cassandra_password"][1:3] == ["***", "env"]
+    assert lines["cassandra_username"][1] == "scheduler"
+    assert "hunter2" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [
+        ("SCHEDULER_CASSANDRA_USERNAME", "SCHEDULER_CASSANDRA_PASSWORD"),
+        ("SCHEDULER_CASSANDRA_PASSWORD", "SCHEDULER_CASSANDRA_USERNAME"),
+        ("SCHEDULER_CASSANDRA_TLS_CERT_FILE", "SCHEDULER_CASSANDRA_TLS_KEY_FILE"),
+        ("SCHEDULER_CASSANDRA_TLS_KEY_FILE", "SCHEDULER_CASSANDRA_TLS_CERT_FILE"),
+    ],
+)
+def test_half_of_a_cassandra_login_or_client_certificate_is_refused(given, missing, monkeypatch):
+    monkeypatch.setenv(given, "x")
+    with pytest.raises(ConfigurationError, match=f"{given} is set but {missing} is not"):
+        load_settings()
+
+
+def test_a_password_is_taken_as_written(monkeypatch):
+    # Other optional settings read "none" as unset; a password may be the word itself.
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_USERNAME", "app")
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_PASSWORD", "none")
+    assert load_settings().cassandra_password == "none"
+
+
+def test_a_tls_file_turns_tls_on(tmp_path: Path, monkeypatch):
+    from scheduler.runtime import cassandra_security
+
+    assert cassandra_security(load_settings()) == {}
+    ca = tmp_path / "ca.pem"
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_TLS_CA_FILE", str(ca))
+    tls = cassandra_security(load_settings())["tls"]
+    assert tls.ca_file == ca and tls.check_hostname is True
+    monkeypatch.delenv("SCHEDULER_CASSANDRA_TLS_CA_FILE")
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_TLS", "true")
+    assert cassandra_security(load_settings())["tls"].ca_file is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -23,7 +24,12 @@ SHORT_RETENTION_S = 2.0
 """Status retention of the `short_retention_task_store` (Cassandra TTLs are whole seconds)."""
 LOG_PARTITIONS = 4
 
-STORES = ["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)]
+STORES = [
+    "sqlite",
+    pytest.param("cassandra", marks=pytest.mark.cassandra),
+    # The same contract over mutual TLS, logged in as a role that is not a superuser.
+    pytest.param("cassandra-secured", marks=pytest.mark.cassandra),
+]
 LOGS = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 
 
@@ -43,15 +49,21 @@ def _make_store(kind: str, tmp_path: Path, status_retention_s: float) -> Iterato
             yield store
         finally:
             store.close()
-    elif kind == "cassandra":
-        from tests.servers import cassandra_contact
-
-        hosts, port = cassandra_contact()
+    elif kind in ("cassandra", "cassandra-secured"):
         from scheduler.stores.cassandra import CassandraTaskStore
+        from tests.servers import cassandra_contact, secured_cassandra, secured_cassandra_role
 
+        security: dict[str, Any] = {}
+        if kind == "cassandra":
+            hosts, port = cassandra_contact()
+        else:
+            node = secured_cassandra()
+            hosts, port = node.hosts, node.port
+            security = {"credentials": secured_cassandra_role(), "tls": node.tls_options()}
         cassandra = CassandraTaskStore(
             hosts=hosts,
             port=port,
+            **security,
             keyspace=f"contract_{uuid4().hex[:12]}",
             bucket_ms=BUCKET_MS,
             replication={"class": "SimpleStrategy", "replication_factor": 1},

@@ -1,0 +1,172 @@
+"""Logging in to Cassandra and speaking TLS to it, and saying clearly when either goes wrong.
+
+A secured cluster (PasswordAuthenticator, client_encryption_options) refuses a client for
+reasons that retrying cannot fix: a wrong password, a certificate it does not trust, TLS on one
+side only. The driver reports all of them, like a node that is down, as NoHostAvailable, so a
+store would retry them for its whole connect window and then blame the network. `refusal` picks
+them out, so connecting stops at once with an error naming the setting to fix.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cassandra import AuthenticationFailed
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import NoHostAvailable
+
+from scheduler.errors import ConfigurationError
+
+# The settings' environment names, which the messages quote (the CLI's names for them).
+USERNAME = "SCHEDULER_CASSANDRA_USERNAME"
+PASSWORD = "SCHEDULER_CASSANDRA_PASSWORD"
+TLS = "SCHEDULER_CASSANDRA_TLS"
+CA_FILE = "SCHEDULER_CASSANDRA_TLS_CA_FILE"
+CERT_FILE = "SCHEDULER_CASSANDRA_TLS_CERT_FILE"
+KEY_FILE = "SCHEDULER_CASSANDRA_TLS_KEY_FILE"
+CHECK_HOSTNAME = "SCHEDULER_CASSANDRA_TLS_CHECK_HOSTNAME"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A role's name and password, for PasswordAuthenticator (or any plain-text SASL login)."""
+
+    username: str
+    password: str = field(repr=False)
+
+    def provider(self) -> PlainTextAuthProvider:
+        return PlainTextAuthProvider(self.username, self.password)
+
+
+@dataclass(frozen=True)
+class TlsOptions:
+    """Client-to-node TLS: whom to trust, and the client's own certificate if nodes ask for one."""
+
+    ca_file: Path | None = None
+    """PEM certificates of the CAs that signed the nodes' certificates; None: the system's."""
+    cert_file: Path | None = None
+    """The client's certificate chain (PEM), for nodes with require_client_auth."""
+    key_file: Path | None = None
+    """The private key of `cert_file` (PEM, unencrypted)."""
+    check_hostname: bool = True
+    """Whether a node's certificate must name the address it was reached at."""
+
+    def context(self) -> ssl.SSLContext:
+        """An SSL context from these files, or a `ConfigurationError` naming the bad one."""
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ConfigurationError(
+                f"a client certificate needs both {CERT_FILE} and {KEY_FILE}; set both, or neither"
+            )
+        try:
+            context = ssl.create_default_context(
+                cafile=None if self.ca_file is None else str(self.ca_file)
+            )
+        except (OSError, ssl.SSLError) as error:
+            raise _unreadable(CA_FILE, self.ca_file, "PEM CA certificates", error) from None
+        context.check_hostname = self.check_hostname
+        if self.cert_file is not None and self.key_file is not None:
+            try:
+                context.load_cert_chain(str(self.cert_file), str(self.key_file))
+            except (OSError, ssl.SSLError) as error:
+                raise ConfigurationError(
+                    f"cannot load the client certificate {CERT_FILE}={self.cert_file} with its "
+                    f"key {KEY_FILE}={self.key_file}: {_reason(error)}; give the PEM certificate "
+                    "and its unencrypted PEM private key"
+                ) from None
+        return context
+
+
+def refusal(
+    error: BaseException, *, target: str, credentials: Credentials | None, tls: bool
+) -> ConfigurationError | None:
+    """The error to stop connecting with, if every node refused this client for a reason that
+    retrying cannot fix; None if some node may simply be down or starting (retry)."""
+    if not isinstance(error, NoHostAvailable) or not error.errors:
+        return None
+    reasons = [_refused(cause, credentials, tls) for cause in error.errors.values()]
+    if any(reason is None for reason in reasons):
+        return None
+    return ConfigurationError(f"Cassandra at {target} refused the connection: {reasons[0]}")
+
+
+def unreachable_hint(error: BaseException, *, tls: TlsOptions | None) -> str:
+    """More words for "cannot reach Cassandra" where the failure may be a security setting that
+    the node answers by hanging up, as a node going down does: plain text to a node that only
+    speaks TLS, or no client certificate to one that requires it (under TLS 1.3 the node's alert
+    may be lost, and the client sees the connection close)."""
+    if not isinstance(error, NoHostAvailable):
+        return ""
+    causes = list(error.errors.values())
+    if tls is None and any(isinstance(cause, ConnectionResetError) for cause in causes):
+        return f"; a node that requires TLS resets plain-text connections: if so, set {TLS}=true"
+    if tls is not None and tls.cert_file is None and any(_eof(cause) for cause in causes):
+        return (
+            "; a node that requires client certificates closes connections without one: "
+            f"if so, set {CERT_FILE} and {KEY_FILE}"
+        )
+    return ""
+
+
+def _eof(cause: object) -> bool:
+    return isinstance(cause, ssl.SSLEOFError) or "EOF occurred in violation" in str(cause)
+
+
+def _refused(cause: object, credentials: Credentials | None, tls: bool) -> str | None:
+    if isinstance(cause, AuthenticationFailed):
+        if credentials is None:
+            return (
+                f"it requires a user name and password; set {USERNAME} and {PASSWORD} "
+                "to a role that may log in"
+            )
+        return (
+            f"it did not accept user {credentials.username!r} ({_server_words(cause)}); check "
+            f"{USERNAME} and {PASSWORD}"
+        )
+    if not isinstance(cause, OSError) or "SSL" not in str(cause):
+        return None
+    text = str(cause)
+    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
+        return (
+            f"TLS is on ({TLS}) but the node answers in plain text; turn {TLS} off, or enable "
+            "client_encryption_options on the nodes"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        if "mismatch" in text:
+            return (
+                f"its certificate does not name the address it was reached at ({_reason(cause)});"
+                " the driver reaches nodes at the IP addresses they advertise (rpc_address), so "
+                f"their certificates must name those addresses, or set {CHECK_HOSTNAME}=false"
+            )
+        return (
+            f"its certificate is not trusted ({_reason(cause)}); set {CA_FILE} to the PEM "
+            "certificate of the CA that signed the nodes' certificates"
+        )
+    if "CERTIFICATE_REQUIRED" in text or "BAD_CERTIFICATE" in text or "UNKNOWN_CA" in text:
+        return (
+            f"it requires a client certificate it trusts ({_reason(cause)}); set {CERT_FILE} "
+            f"and {KEY_FILE} to one signed by a CA in the nodes' truststore"
+        )
+    return f"the TLS handshake failed ({_reason(cause)}); check the {TLS}_* settings"
+
+
+def _server_words(cause: AuthenticationFailed) -> str:
+    """The server's own message, without the driver's prefix and error code."""
+    text = str(cause)
+    _, found, message = text.partition('message="')
+    return message.rstrip('"') if found else text
+
+
+def _reason(error: BaseException) -> str:
+    """An SSL or OS error's reason, without errno tuples and the C file it came from."""
+    text = getattr(error, "strerror", None) or str(error)
+    # The driver wraps the SSL error in "Tried connecting to [...]. Last error: [SSL: ...] ...".
+    text = text.split("Last error: ")[-1]
+    return text.split(" (_ssl.c:")[0]
+
+
+def _unreadable(setting: str, path: Path | None, what: str, error: BaseException) -> Exception:
+    return ConfigurationError(
+        f"cannot read {setting}={path}: {_reason(error)}; give a file of {what}"
+    )
