@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from types import FrameType
 
 import pykka
@@ -122,8 +123,9 @@ class Worker:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def run_until_signalled(self) -> None:
-        """Start, then block until SIGTERM or SIGINT, then stop gracefully."""
+    def run_until_signalled(self, on_started: Callable[[], object] | None = None) -> None:
+        """Start, then block until SIGTERM or SIGINT, then stop gracefully. `on_started` runs
+        once the worker has started (a CLI's banner: not printed for a worker that fails to)."""
 
         received: list[int] = []
 
@@ -136,6 +138,8 @@ class Worker:
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.start()
+            if on_started is not None:
+                on_started()
             while not self._stopped.wait(0.2):
                 if received and not self._stop.is_set():
                     name = signal.Signals(received[0]).name

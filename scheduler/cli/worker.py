@@ -65,15 +65,20 @@ def worker(
             group_id=settings.group_id,
             client_id=settings.client_id,
         )
-        click.echo(
-            f"worker {running.client_id} in group {settings.group_id!r}: {describe(settings)}; "
-            f"executor {settings.executor}, pool of {settings.pool_size}"
-        )
         if settings.metrics_port is not None:
             _serve_metrics(settings.metrics_port)
-            click.echo(f"metrics at http://0.0.0.0:{settings.metrics_port}/metrics")
-        click.echo("stop with Ctrl-C or SIGTERM")
-        running.run_until_signalled()
+
+        def banner() -> None:
+            # Once started: a worker whose consumer is refused prints only its error.
+            click.echo(
+                f"worker {running.client_id} in group {settings.group_id!r}: "
+                f"{describe(settings)}; executor {settings.executor}, pool of {settings.pool_size}"
+            )
+            if settings.metrics_port is not None:
+                click.echo(f"metrics at http://0.0.0.0:{settings.metrics_port}/metrics")
+            click.echo("stop with Ctrl-C or SIGTERM")
+
+        running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
 
 

@@ -8,6 +8,9 @@ import time
 import urllib.request
 
 import pytest
+from click.testing import CliRunner
+
+from scheduler.cli.main import cli
 
 
 def free_port() -> int:
@@ -64,3 +67,18 @@ def test_an_executor_that_cannot_be_imported_is_named_where_it_was_set(
     assert "Traceback" not in result.stderr
     if given_by != "environment":
         assert "SCHEDULER_EXECUTOR" not in result.stderr
+
+
+def test_a_worker_that_fails_to_start_prints_its_error_and_no_banner(embedded, monkeypatch):
+    from scheduler.errors import ConfigurationError
+    from scheduler.worker import Worker
+
+    def refused(self: Worker) -> None:
+        raise ConfigurationError("librdkafka refused the Kafka consumer configuration")
+
+    monkeypatch.setattr(Worker, "start", refused)
+    result = CliRunner().invoke(cli, ["worker"])
+    assert result.exit_code == 2
+    assert "librdkafka refused" in result.stderr
+    assert "stop with Ctrl-C" not in result.stdout
+    assert "in group" not in result.stdout
