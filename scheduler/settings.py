@@ -205,8 +205,8 @@ class Settings(BaseSettings):
     cassandra_tls_key_file: Annotated[Path | None, EmptyOnlyIsNone] = None
     """The unencrypted PEM private key of `cassandra_tls_cert_file`."""
     cassandra_tls_check_hostname: bool = True
-    """Require each node's certificate to name the address it is reached at (its IP address
-    or the host name given in `cassandra_hosts`)."""
+    """Require each node's certificate to name the address it is reached at: the IP address it
+    advertises (rpc_address), since the driver resolves host names and connects by address."""
 
     # -- spark -----------------------------------------------------------------------------
     spark_master: Annotated[str, Field(min_length=1)] = "local[*]"

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from cassandra import (
     ConsistencyLevel,
@@ -21,6 +21,7 @@ from cassandra import (
     OperationTimedOut,
     ProtocolVersion,
     ReadTimeout,
+    Unauthorized,
     Unavailable,
     UnresolvableContactPoints,
     WriteTimeout,
@@ -44,11 +45,14 @@ from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.cassandra_security import (
     Credentials,
     TlsOptions,
+    not_permitted,
     refusal,
     unreachable_hint,
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Errors worth another try: the cluster answered "not now" or did not answer in time. Failures
 #: such as ReadFailure (too many tombstones) or InvalidRequest repeat identically, so they are not.
@@ -143,7 +147,7 @@ def open_runner(
                 return cluster, cluster.connect()
         except BaseException as error:
             cluster.shutdown()
-            refused = refusal(error, target=target, credentials=credentials, tls=tls is not None)
+            refused = refusal(error, target=target, credentials=credentials)
             if refused is not None:
                 raise refused from None
             raise
@@ -245,14 +249,14 @@ class Runner:
         self, session: Session, *, target: str, concurrency: int, policy: RetryPolicy
     ) -> None:
         self.session = session
-        self._target = target
+        self.target = target
         self._concurrency = concurrency
         self._policy = policy
 
     def _describe(self, what: str) -> Callable[[BaseException], str]:
         def describe(error: BaseException) -> str:
             return (
-                f"Cassandra at {self._target} failed to {what} after {self._policy.attempts} "
+                f"Cassandra at {self.target} failed to {what} after {self._policy.attempts} "
                 f"attempts: {error!r}; check that the nodes are up and reachable"
             )
 
@@ -278,9 +282,7 @@ class Runner:
             result = self._bounded(statement, params, timeout)
             return list(result) if rows else result
 
-        return call_with_retries(
-            attempt, policy=self._policy, transient=TRANSIENT, describe=self._describe(what)
-        )
+        return self._retrying(attempt, what)
 
     def _bounded(self, statement: Any, params: Params | None, timeout: float | None) -> Any:
         """`session.execute`, but never waiting longer than the request timeout allows.
@@ -335,10 +337,18 @@ class Runner:
                 raise first
 
         if items:
-            call_with_retries(
+            self._retrying(attempt, what)
+        return results
+
+    def _retrying(self, attempt: Callable[[], T], what: str) -> T:
+        """`attempt()`, retried on transient errors; a permission the role lacks is a
+        configuration error (a retry gets the same answer, and a traceback helps nobody)."""
+        try:
+            return call_with_retries(
                 attempt, policy=self._policy, transient=TRANSIENT, describe=self._describe(what)
             )
-        return results
+        except Unauthorized as error:
+            raise not_permitted(error, self.target, what) from None
 
 
 class _Round:
@@ -459,6 +469,8 @@ def prepare(run: Runner, keyspace: str, statements: Mapping[str, str]) -> dict[s
     """Prepare the store's statements, or say how to create the tables they need."""
     try:
         prepared = {name: run.session.prepare(text) for name, text in statements.items()}
+    except Unauthorized as error:
+        raise not_permitted(error, run.target, "prepare the store's statements") from None
     except InvalidRequest as error:
         raise ConfigurationError(
             f"the scheduler tables in keyspace {keyspace!r} are missing or outdated ({error}); "

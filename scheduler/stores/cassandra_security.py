@@ -79,16 +79,25 @@ class TlsOptions:
 
 
 def refusal(
-    error: BaseException, *, target: str, credentials: Credentials | None, tls: bool
+    error: BaseException, *, target: str, credentials: Credentials | None
 ) -> ConfigurationError | None:
     """The error to stop connecting with, if every node refused this client for a reason that
     retrying cannot fix; None if some node may simply be down or starting (retry)."""
     if not isinstance(error, NoHostAvailable) or not error.errors:
         return None
-    reasons = [_refused(cause, credentials, tls) for cause in error.errors.values()]
+    reasons = [_refused(cause, credentials) for cause in error.errors.values()]
     if any(reason is None for reason in reasons):
         return None
     return ConfigurationError(f"Cassandra at {target} refused the connection: {reasons[0]}")
+
+
+def not_permitted(error: BaseException, target: str, what: str) -> ConfigurationError:
+    """A statement the logged-in role has no permission for (CassandraAuthorizer)."""
+    return ConfigurationError(
+        f"Cassandra at {target} refused to {what}: {_server_words(error)}; grant the role the "
+        'permission it names (docs/cassandra.md, "Connecting to a secured cluster", lists '
+        f"what the scheduler needs), or log in as another role ({USERNAME})"
+    )
 
 
 def unreachable_hint(error: BaseException, *, tls: TlsOptions | None) -> str:
@@ -113,7 +122,7 @@ def _eof(cause: object) -> bool:
     return isinstance(cause, ssl.SSLEOFError) or "EOF occurred in violation" in str(cause)
 
 
-def _refused(cause: object, credentials: Credentials | None, tls: bool) -> str | None:
+def _refused(cause: object, credentials: Credentials | None) -> str | None:
     if isinstance(cause, AuthenticationFailed):
         if credentials is None:
             return (
@@ -129,8 +138,8 @@ def _refused(cause: object, credentials: Credentials | None, tls: bool) -> str |
     text = str(cause)
     if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
         return (
-            f"TLS is on ({TLS}) but the node answers in plain text; turn {TLS} off, or enable "
-            "client_encryption_options on the nodes"
+            f"TLS is on ({TLS}, or a {TLS}_*_FILE setting) but the node answers in plain "
+            "text; turn TLS off, or enable client_encryption_options on the nodes"
         )
     if "CERTIFICATE_VERIFY_FAILED" in text:
         if "mismatch" in text:
@@ -151,7 +160,7 @@ def _refused(cause: object, credentials: Credentials | None, tls: bool) -> str |
     return f"the TLS handshake failed ({_reason(cause)}); check the {TLS}_* settings"
 
 
-def _server_words(cause: AuthenticationFailed) -> str:
+def _server_words(cause: BaseException) -> str:
     """The server's own message, without the driver's prefix and error code."""
     text = str(cause)
     _, found, message = text.partition('message="')

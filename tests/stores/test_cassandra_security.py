@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from cassandra.cluster import NoHostAvailable
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.model import Task
 from scheduler.stores._retry import RetryPolicy
 from scheduler.stores.cassandra import CassandraTaskStore
 from scheduler.stores.cassandra_security import Credentials, TlsOptions, refusal
@@ -37,11 +40,12 @@ def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(CassandraTaskStore, "retry_policy", FAST)
 
 
-def secured_store(**security: Any) -> CassandraTaskStore:
+def secured_store(keyspace: str = "scheduler", **security: Any) -> CassandraTaskStore:
     node = secured_cassandra()
     return CassandraTaskStore(
         hosts=node.hosts,
         port=node.port,
+        keyspace=keyspace,
         connect_timeout_s=3,
         request_timeout_s=10,
         consistency="ONE",
@@ -141,13 +145,13 @@ def test_a_certificate_naming_another_address_is_refused_with_the_way_out() -> N
         "'10.0.0.7'. (_ssl.c:1006)",
     )
     error = NoHostAvailable("Unable to connect to any servers", {"10.0.0.7:9042": cause})
-    refused = refusal(error, target="10.0.0.7:9042", credentials=None, tls=True)
+    refused = refusal(error, target="10.0.0.7:9042", credentials=None)
     assert refused is not None
     assert "certificate is not valid for '10.0.0.7'" in str(refused)
     assert "SCHEDULER_CASSANDRA_TLS_CHECK_HOSTNAME=false" in str(refused)
     # A node that is merely down is not a refusal: that is retried.
     down = NoHostAvailable("", {"10.0.0.7:9042": ConnectionRefusedError(111, "refused")})
-    assert refusal(down, target="10.0.0.7:9042", credentials=None, tls=True) is None
+    assert refusal(down, target="10.0.0.7:9042", credentials=None) is None
 
 
 def test_unchecked_host_names_still_verify_the_certificate() -> None:
@@ -179,3 +183,65 @@ def test_a_client_certificate_needs_its_key(tmp_path: Path) -> None:
 
 def test_credentials_keep_the_password_out_of_their_repr() -> None:
     assert "hunter2" not in repr(Credentials("app", "hunter2"))
+
+
+# -- permissions (CassandraAuthorizer) -------------------------------------------------------
+
+
+@pytest.fixture
+def operator_keyspace() -> Iterator[tuple[str, Credentials]]:
+    """A keyspace with the scheduler's tables, made by the superuser (an operator), and a role
+    granted only SELECT and MODIFY on it."""
+    node = secured_cassandra()
+    keyspace = f"operated_{uuid4().hex[:12]}"
+    role = Credentials(f"app_{uuid4().hex[:12]}", f"pw-{uuid4().hex}")
+    admin = secured_store(
+        keyspace=keyspace, credentials=Credentials(*node.superuser), tls=node.tls_options()
+    )
+    admin.apply_schema()
+    run = admin._runner()
+    run.result(
+        f"CREATE ROLE {role.username} WITH LOGIN = true AND PASSWORD = %s",
+        (role.password,),
+        "create a role",
+    )
+    for permission in ("SELECT", "MODIFY"):
+        run.result(f"GRANT {permission} ON KEYSPACE {keyspace} TO {role.username}", None, "grant")
+    try:
+        yield keyspace, role
+    finally:
+        admin.drop_keyspace()
+        run.result(f"DROP ROLE {role.username}", None, "drop the role")
+        admin.close()
+
+
+@pytest.mark.cassandra
+def test_select_and_modify_on_an_operators_keyspace_are_enough(operator_keyspace) -> None:
+    keyspace, role = operator_keyspace
+    node = secured_cassandra()
+    store = secured_store(keyspace=keyspace, credentials=role, tls=node.tls_options())
+    store.open(create_schema=False)
+    try:
+        assert store.claim_meta("partitions", "4") == "4"  # the lightweight transaction too
+        task = Task("permitted", datetime.now(UTC) + timedelta(hours=1), "k1", {"n": 1})
+        store.write_tasks(0, [task])
+        listed = store.list_tasks(0, ordering_id="permitted")
+        assert [view.task.key for view in listed] == [task.key]
+    finally:
+        store.close()
+
+
+@pytest.mark.cassandra
+def test_a_permission_the_role_lacks_is_named_not_a_traceback(operator_keyspace) -> None:
+    keyspace, role = operator_keyspace
+    node = secured_cassandra()
+    # create_schema=True runs CREATE KEYSPACE IF NOT EXISTS, which needs CREATE even when the
+    # keyspace exists: the role has no such permission.
+    store = secured_store(keyspace=keyspace, credentials=role, tls=node.tls_options())
+    with pytest.raises(ConfigurationError) as raised:
+        store.open(create_schema=True)
+    store.close()
+    message = str(raised.value)
+    assert "refused to apply the schema" in message
+    assert f"User {role.username} has no CREATE permission" in message
+    assert "grant the role" in message
