@@ -50,8 +50,8 @@ def build_log(settings: Settings) -> TaskLog:
             bootstrap_servers=settings.kafka_bootstrap,
             topic=settings.topic,
             replication_factor=settings.kafka_replication_factor,
-            producer_config=dict(settings.kafka_config) or None,
-            consumer_config=dict(settings.kafka_config) or None,
+            producer_config={**settings.kafka_config, **settings.kafka_producer_config} or None,
+            consumer_config={**settings.kafka_config, **settings.kafka_consumer_config} or None,
         )
     from scheduler.logs.embedded import EmbeddedTaskLog
 

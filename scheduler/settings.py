@@ -165,6 +165,13 @@ class Settings(BaseSettings):
     tuning) as `key=value,key=value`, JSON or a TOML table; they win over the product's
     defaults. A key or value librdkafka refuses fails at start with its reason. `settings show`
     masks values of keys that contain `password`, `secret` or `token`."""
+    kafka_producer_config: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
+    """librdkafka settings for producers (and the admin client) only, over `kafka_config`:
+    producer-only properties such as `linger.ms` given to every client make each consumer log a
+    warning that it ignores them."""
+    kafka_consumer_config: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
+    """librdkafka settings for the workers' consumers only, over `kafka_config` (for example
+    `fetch.max.bytes`)."""
 
     # -- cassandra -------------------------------------------------------------------------
     cassandra_hosts: CommaList = ["127.0.0.1"]

@@ -37,14 +37,18 @@ CONFIG_ENV = "SCHEDULER_CONFIG"
 
 Source = Literal["default", "file", "env", "cli"]
 
+_PAIRS = "key=value pairs separated by commas, a JSON object or a TOML table"
+
 ACCEPTED = {
     "executor": f"one of: {', '.join(BUILT_IN_EXECUTORS)}, or a 'package.module:callable' path",
     "cassandra_consistency": f"one of: {', '.join(CONSISTENCY_LEVELS)}",
     "cassandra_keyspace": "a letter, then up to 47 letters, digits or _",
     "cassandra_hosts": "host names or addresses separated by commas, e.g. 10.0.0.1,10.0.0.2",
     "spark_job_modules": "Python package names separated by commas",
-    "kafka_config": "key=value pairs separated by commas, a JSON object or a TOML table",
-    "spark_conf": "key=value pairs separated by commas, a JSON object or a TOML table",
+    "kafka_config": _PAIRS,
+    "kafka_producer_config": _PAIRS,
+    "kafka_consumer_config": _PAIRS,
+    "spark_conf": _PAIRS,
     "cassandra_datacenters": "datacenter:replicas pairs separated by commas, e.g. dc1:3,dc2:3",
 }
 """What a setting accepts, where its type alone does not say it (for errors and the docs)."""

@@ -49,13 +49,13 @@ def docs() -> None:
 
 
 SECRET_WORDS = ("password", "secret", "token")
-"""Settings, and keys of `kafka_config`, whose values are masked."""
+"""Settings, and keys of the `kafka_*config` mappings, whose values are masked."""
 
 
 def _masked(name: str, value: Any) -> Any:
     if value is not None and any(word in name for word in SECRET_WORDS):
         return "***"
-    if name == "kafka_config" and isinstance(value, dict):
+    if name.startswith("kafka_") and name.endswith("config") and isinstance(value, dict):
         return {
             key: "***" if any(word in key.lower() for word in SECRET_WORDS) else item
             for key, item in value.items()

@@ -71,10 +71,12 @@ def unavailable(
 def config_refused(client: str, exc: KafkaException, given_as: str) -> ConfigurationError:
     """librdkafka refused to build a `client` from its configuration: a key or value of the
     caller's own settings (`given_as`), since the defaults here are known good."""
+    kind = "CONSUMER" if given_as == "consumer_config" else "PRODUCER"
     return ConfigurationError(
         f"librdkafka refused the Kafka {client} configuration: {reason(exc)}; fix the extra "
-        f"settings in SCHEDULER_KAFKA_CONFIG (KafkaTaskLog's {given_as}), whose keys and values "
-        "are librdkafka's: https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
+        f"settings in SCHEDULER_KAFKA_CONFIG or SCHEDULER_KAFKA_{kind}_CONFIG (KafkaTaskLog's "
+        f"{given_as}), whose keys and values are librdkafka's: "
+        "https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
     )
 
 

@@ -434,4 +434,42 @@ def test_a_client_configuration_librdkafka_refuses_is_a_configuration_error(
     message = str(refused.value)
     assert named in message
     assert f"librdkafka refused the Kafka {refused_by} configuration" in message
-    assert f"SCHEDULER_KAFKA_CONFIG (KafkaTaskLog's {client}_config)" in message
+    assert "SCHEDULER_KAFKA_CONFIG" in message
+    assert f"SCHEDULER_KAFKA_{client.upper()}_CONFIG (KafkaTaskLog's {client}_config)" in message
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    ("variable", "consumer_warns"),
+    [("SCHEDULER_KAFKA_CONFIG", True), ("SCHEDULER_KAFKA_PRODUCER_CONFIG", False)],
+)
+def test_producer_only_settings_can_stay_out_of_the_consumers(
+    variable: str, consumer_warns: bool, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    """`linger.ms` in the shared settings reaches the consumers too, which say they ignore it;
+    in the producer's own settings it reaches the producer only."""
+    from scheduler.cli.config import load_settings
+    from scheduler.runtime import build_log
+
+    caplog.set_level(logging.DEBUG, logger="scheduler.logs.kafka")
+    monkeypatch.setenv("SCHEDULER_LOG", "kafka")
+    monkeypatch.setenv("SCHEDULER_KAFKA_BOOTSTRAP", kafka_bootstrap())
+    monkeypatch.setenv("SCHEDULER_TOPIC", f"test-{uuid.uuid4().hex}")
+    monkeypatch.setenv("SCHEDULER_KAFKA_CONSUMER_CONFIG", "fetch.wait.max.ms=50")
+    monkeypatch.setenv(variable, "linger.ms=7")
+    log = build_log(load_settings())
+    assert isinstance(log, KafkaTaskLog)
+    try:
+        log.ensure_topic(2)
+        producer = log.producer()
+        assert isinstance(producer, KafkaLogProducer)
+        consumer = log.consumer(f"g-{uuid.uuid4().hex[:8]}", client_id="c")
+        consumer.close()
+        producer.close()
+    finally:
+        log.delete_topic()
+        log.close()
+    warnings = [r.getMessage() for r in caplog.records if "CONFWARN" in r.getMessage()]
+    assert bool([w for w in warnings if "consumer" in w]) is consumer_warns, warnings
+    # The producer never hears of the consumer's own setting.
+    assert not [w for w in warnings if "producer instance" in w], warnings
