@@ -183,3 +183,12 @@ def test_a_tls_file_turns_tls_on(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("SCHEDULER_CASSANDRA_TLS_CA_FILE")
     monkeypatch.setenv("SCHEDULER_CASSANDRA_TLS", "true")
     assert cassandra_security(load_settings())["tls"].ca_file is None
+
+
+def test_secrets_in_the_per_client_kafka_settings_are_masked_too(run, monkeypatch):
+    monkeypatch.setenv("SCHEDULER_KAFKA_PRODUCER_CONFIG", "sasl.password=hunter2,linger.ms=10")
+    monkeypatch.setenv("SCHEDULER_KAFKA_CONSUMER_CONFIG", "ssl.key.password=hunter3")
+    result = run("settings", "show")
+    assert result.exit_code == 0
+    assert "hunter2" not in result.output and "hunter3" not in result.output
+    assert "linger.ms=10" in result.output
