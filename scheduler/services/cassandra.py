@@ -284,10 +284,8 @@ client_encryption_options:
         return ["-Dcassandra.superuser_setup_delay_ms=0"]
 
     def connect_options(self) -> dict[str, object]:
-        import ssl
+        # The product's own login and TLS code: the health check connects as a client would.
+        from scheduler.stores.cassandra_security import Credentials, TlsOptions
 
-        from cassandra.auth import PlainTextAuthProvider
-
-        context = ssl.create_default_context(cafile=str(self.tls.ca))
-        context.load_cert_chain(str(self.tls.client_cert), str(self.tls.client_key))
-        return {"auth_provider": PlainTextAuthProvider(*SUPERUSER), "ssl_context": context}
+        tls = TlsOptions(self.tls.ca, self.tls.client_cert, self.tls.client_key)
+        return {"auth_provider": Credentials(*SUPERUSER).provider(), "ssl_context": tls.context()}

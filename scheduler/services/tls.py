@@ -48,7 +48,8 @@ class TlsFiles:
         return self.root / "truststore.p12"
 
     def make(self, java: str) -> None:
-        """Create whatever is missing; files that exist are kept."""
+        """Make the CA and both certificates, unless all their files exist already (then they
+        are kept; if any is missing, all are made anew, so that they chain to one CA)."""
         made = (
             self.ca,
             self.client_cert,

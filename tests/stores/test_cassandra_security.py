@@ -189,9 +189,9 @@ def test_credentials_keep_the_password_out_of_their_repr() -> None:
 
 
 @pytest.fixture
-def operator_keyspace() -> Iterator[tuple[str, Credentials]]:
-    """A keyspace with the scheduler's tables, made by the superuser (an operator), and a role
-    granted only SELECT and MODIFY on it."""
+def role_store() -> Iterator[CassandraTaskStore]:
+    """A store, not yet open, logged in as a role granted only SELECT and MODIFY on a keyspace
+    that the superuser (an operator) made with the scheduler's tables."""
     node = secured_cassandra()
     keyspace = f"operated_{uuid4().hex[:12]}"
     role = Credentials(f"app_{uuid4().hex[:12]}", f"pw-{uuid4().hex}")
@@ -207,41 +207,38 @@ def operator_keyspace() -> Iterator[tuple[str, Credentials]]:
     )
     for permission in ("SELECT", "MODIFY"):
         run.result(f"GRANT {permission} ON KEYSPACE {keyspace} TO {role.username}", None, "grant")
+    store = secured_store(keyspace=keyspace, credentials=role, tls=node.tls_options())
     try:
-        yield keyspace, role
+        yield store
     finally:
+        store.close()
         admin.drop_keyspace()
         run.result(f"DROP ROLE {role.username}", None, "drop the role")
         admin.close()
 
 
 @pytest.mark.cassandra
-def test_select_and_modify_on_an_operators_keyspace_are_enough(operator_keyspace) -> None:
-    keyspace, role = operator_keyspace
-    node = secured_cassandra()
-    store = secured_store(keyspace=keyspace, credentials=role, tls=node.tls_options())
-    store.open(create_schema=False)
-    try:
-        assert store.claim_meta("partitions", "4") == "4"  # the lightweight transaction too
-        task = Task("permitted", datetime.now(UTC) + timedelta(hours=1), "k1", {"n": 1})
-        store.write_tasks(0, [task])
-        listed = store.list_tasks(0, ordering_id="permitted")
-        assert [view.task.key for view in listed] == [task.key]
-    finally:
-        store.close()
+def test_select_and_modify_on_an_operators_keyspace_are_enough(
+    role_store: CassandraTaskStore,
+) -> None:
+    role_store.open(create_schema=False)
+    assert role_store.claim_meta("partitions", "4") == "4"  # the lightweight transaction too
+    task = Task("permitted", datetime.now(UTC) + timedelta(hours=1), "k1", {"n": 1})
+    role_store.write_tasks(0, [task])
+    listed = role_store.list_tasks(0, ordering_id="permitted")
+    assert [view.task.key for view in listed] == [task.key]
 
 
 @pytest.mark.cassandra
-def test_a_permission_the_role_lacks_is_named_not_a_traceback(operator_keyspace) -> None:
-    keyspace, role = operator_keyspace
-    node = secured_cassandra()
+def test_a_permission_the_role_lacks_is_named_not_a_traceback(
+    role_store: CassandraTaskStore,
+) -> None:
+    assert role_store.credentials is not None
     # create_schema=True runs CREATE KEYSPACE IF NOT EXISTS, which needs CREATE even when the
     # keyspace exists: the role has no such permission.
-    store = secured_store(keyspace=keyspace, credentials=role, tls=node.tls_options())
     with pytest.raises(ConfigurationError) as raised:
-        store.open(create_schema=True)
-    store.close()
+        role_store.open(create_schema=True)
     message = str(raised.value)
     assert "refused to apply the schema" in message
-    assert f"User {role.username} has no CREATE permission" in message
+    assert f"User {role_store.credentials.username} has no CREATE permission" in message
     assert "grant the role" in message
