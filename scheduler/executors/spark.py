@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -100,12 +101,20 @@ def shared_session(
             "spark.ui.showConsoleProgress": "false",
             **(conf or {}),
         }
+        written = None
         if "spark.scheduler.allocation.file" not in settings:
-            settings["spark.scheduler.allocation.file"] = str(_write_allocation_file(pools))
+            written = _write_allocation_file(pools)
+            settings["spark.scheduler.allocation.file"] = str(written)
         builder = SparkSession.builder.master(master).appName(app_name)
         for key, value in settings.items():
             builder = builder.config(key, value)
-        session = builder.getOrCreate()
+        try:
+            session = builder.getOrCreate()
+        finally:
+            # The SparkContext reads the file while it starts and never again: without this,
+            # every worker start left a directory behind in the temporary directory.
+            if written is not None:
+                shutil.rmtree(written.parent, ignore_errors=True)
         mode = session.sparkContext.getConf().get("spark.scheduler.mode", "FIFO")
         if mode.upper() != "FAIR":
             log.warning(

@@ -25,6 +25,17 @@ SPARK_CONF = {
 }
 
 
+
+def _session_pools() -> Mapping[str, Any]:
+    from scheduler.executors.spark import Pool
+
+    return {"default": Pool(), "reports": Pool(weight=3, min_share=1, mode="FIFO")}
+
+
+SESSION_POOLS = _session_pools()
+"""The session's FAIR pools: a second one with its own settings, to see Spark took them."""
+
+
 def make_task(
     data: Mapping[str, Any], ordering_id: str = "tests", uniqueness_key: str = "u"
 ) -> Task:
@@ -45,7 +56,9 @@ def context_for(task: Task, attempt: int = 1) -> ExecutionContext:
 def spark_session() -> Iterator[SparkSession]:
     from scheduler.executors.spark import shared_session, stop_shared_session
 
-    session = shared_session(master="local[2]", app_name="scheduler-tests", conf=SPARK_CONF)
+    session = shared_session(
+        master="local[2]", app_name="scheduler-tests", conf=SPARK_CONF, pools=SESSION_POOLS
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     stop_shared_session()

@@ -204,3 +204,17 @@ def test_a_task_cancelled_before_it_starts_never_reaches_spark(
     with pytest.raises(TaskCancelledError, match="admin"):
         spark_executor(task, context)
     assert not called.is_set()
+
+
+def test_the_session_has_the_configured_pools_and_leaves_no_allocation_file(
+    spark_executor: SparkExecutor,
+) -> None:
+    sc = spark_executor.session().sparkContext
+    reports = sc._jsc.sc().getPoolForName("reports")  # type: ignore[attr-defined]
+    assert reports.isDefined(), "the pool from the allocation file is missing"
+    pool = reports.get()
+    assert (pool.weight(), pool.minShare(), str(pool.schedulingMode())) == (3, 1, "FIFO")
+    # Spark read the file while the context started; the scheduler then removed it.
+    allocation_file = Path(sc.getConf().get("spark.scheduler.allocation.file"))
+    assert allocation_file.name == "fairscheduler.xml"
+    assert not allocation_file.parent.exists()
