@@ -112,6 +112,7 @@ def cassandra_security(settings: Settings) -> dict[str, Any]:
             ca_file=settings.cassandra_tls_ca_file,
             cert_file=settings.cassandra_tls_cert_file,
             key_file=settings.cassandra_tls_key_file,
+            key_password=settings.cassandra_tls_key_password,
             check_hostname=settings.cassandra_tls_check_hostname,
         )
     return security

@@ -210,7 +210,10 @@ class Settings(BaseSettings):
     """This client's certificate chain (PEM), for nodes that require client certificates
     (require_client_auth); set `cassandra_tls_key_file` with it."""
     cassandra_tls_key_file: Annotated[Path | None, EmptyOnlyIsNone] = None
-    """The unencrypted PEM private key of `cassandra_tls_cert_file`."""
+    """The PEM private key of `cassandra_tls_cert_file`; if it is encrypted, set
+    `cassandra_tls_key_password` too."""
+    cassandra_tls_key_password: Annotated[str | None, EmptyOnlyIsNone] = None
+    """Password of an encrypted `cassandra_tls_key_file`. `settings show` masks it."""
     cassandra_tls_check_hostname: bool = True
     """Require each node's certificate to name the address it is reached at: the IP address it
     advertises (rpc_address), since the driver resolves host names and connects by address."""
@@ -270,6 +273,7 @@ class Settings(BaseSettings):
             ("cassandra_password", "cassandra_username"),
             ("cassandra_tls_cert_file", "cassandra_tls_key_file"),
             ("cassandra_tls_key_file", "cassandra_tls_cert_file"),
+            ("cassandra_tls_key_password", "cassandra_tls_key_file"),
         ):
             if getattr(self, given) is not None and getattr(self, missing) is None:
                 raise ValueError(

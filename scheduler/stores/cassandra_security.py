@@ -26,6 +26,7 @@ TLS = "SCHEDULER_CASSANDRA_TLS"
 CA_FILE = "SCHEDULER_CASSANDRA_TLS_CA_FILE"
 CERT_FILE = "SCHEDULER_CASSANDRA_TLS_CERT_FILE"
 KEY_FILE = "SCHEDULER_CASSANDRA_TLS_KEY_FILE"
+KEY_PASSWORD = "SCHEDULER_CASSANDRA_TLS_KEY_PASSWORD"
 CHECK_HOSTNAME = "SCHEDULER_CASSANDRA_TLS_CHECK_HOSTNAME"
 
 
@@ -49,7 +50,9 @@ class TlsOptions:
     cert_file: Path | None = None
     """The client's certificate chain (PEM), for nodes with require_client_auth."""
     key_file: Path | None = None
-    """The private key of `cert_file` (PEM, unencrypted)."""
+    """The private key of `cert_file` (PEM)."""
+    key_password: str | None = field(default=None, repr=False)
+    """The password `key_file` is encrypted with; None for an unencrypted key."""
     check_hostname: bool = True
     """Whether a node's certificate must name the address it was reached at."""
 
@@ -66,16 +69,43 @@ class TlsOptions:
         except (OSError, ssl.SSLError) as error:
             raise _unreadable(CA_FILE, self.ca_file, "PEM CA certificates", error) from None
         context.check_hostname = self.check_hostname
+        if self.key_password is not None and self.key_file is None:
+            raise ConfigurationError(f"{KEY_PASSWORD} is set but {KEY_FILE} is not; set both")
         if self.cert_file is not None and self.key_file is not None:
-            try:
-                context.load_cert_chain(str(self.cert_file), str(self.key_file))
-            except (OSError, ssl.SSLError) as error:
-                raise ConfigurationError(
-                    f"cannot load the client certificate {CERT_FILE}={self.cert_file} with its "
-                    f"key {KEY_FILE}={self.key_file}: {_reason(error)}; give the PEM certificate "
-                    "and its unencrypted PEM private key"
-                ) from None
+            self._load_client_certificate(context, self.cert_file, self.key_file)
         return context
+
+    def _load_client_certificate(
+        self, context: ssl.SSLContext, cert_file: Path, key_file: Path
+    ) -> None:
+        # Without a password, OpenSSL would ask for one on the terminal: a worker under a
+        # service manager would hang or fail obscurely. Answering with an error says what to set.
+        password = self.key_password if self.key_password is not None else _no_key_password
+        try:
+            context.load_cert_chain(str(cert_file), str(key_file), password)
+        except _KeyNeedsPassword:
+            raise ConfigurationError(
+                f"the client key {KEY_FILE}={key_file} is encrypted; set {KEY_PASSWORD} to its "
+                "password, or give an unencrypted PEM key"
+            ) from None
+        except (OSError, ssl.SSLError) as error:
+            hint = (
+                f"check {KEY_PASSWORD}, and that the key belongs to the certificate"
+                if self.key_password is not None
+                else "give the PEM certificate and its PEM private key"
+            )
+            raise ConfigurationError(
+                f"cannot load the client certificate {CERT_FILE}={cert_file} with its "
+                f"key {KEY_FILE}={key_file}: {_reason(error)}; {hint}"
+            ) from None
+
+
+class _KeyNeedsPassword(Exception):
+    """OpenSSL asked for the password of an encrypted key and none was configured."""
+
+
+def _no_key_password() -> str:
+    raise _KeyNeedsPassword
 
 
 def refusal(

@@ -157,6 +157,7 @@ def test_settings_show_masks_the_cassandra_password(run, monkeypatch):
         ("SCHEDULER_CASSANDRA_PASSWORD", "SCHEDULER_CASSANDRA_USERNAME"),
         ("SCHEDULER_CASSANDRA_TLS_CERT_FILE", "SCHEDULER_CASSANDRA_TLS_KEY_FILE"),
         ("SCHEDULER_CASSANDRA_TLS_KEY_FILE", "SCHEDULER_CASSANDRA_TLS_CERT_FILE"),
+        ("SCHEDULER_CASSANDRA_TLS_KEY_PASSWORD", "SCHEDULER_CASSANDRA_TLS_KEY_FILE"),
     ],
 )
 def test_half_of_a_cassandra_login_or_client_certificate_is_refused(given, missing, monkeypatch):
@@ -170,6 +171,21 @@ def test_a_password_is_taken_as_written(monkeypatch):
     monkeypatch.setenv("SCHEDULER_CASSANDRA_USERNAME", "app")
     monkeypatch.setenv("SCHEDULER_CASSANDRA_PASSWORD", "none")
     assert load_settings().cassandra_password == "none"
+
+
+def test_the_client_key_password_reaches_the_tls_options_and_is_masked(
+    tmp_path: Path, run, monkeypatch
+):
+    from scheduler.runtime import cassandra_security
+
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_TLS_CERT_FILE", str(tmp_path / "client.pem"))
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_TLS_KEY_FILE", str(tmp_path / "client.key"))
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_TLS_KEY_PASSWORD", "hunter4")
+    tls = cassandra_security(load_settings())["tls"]
+    assert tls.key_password == "hunter4" and "hunter4" not in repr(tls)
+    result = run("settings", "show")
+    assert result.exit_code == 0
+    assert "hunter4" not in result.output
 
 
 def test_a_tls_file_turns_tls_on(tmp_path: Path, monkeypatch):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import subprocess
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -179,6 +180,52 @@ def test_an_unreadable_ca_file_is_a_configuration_error_naming_the_setting(
 def test_a_client_certificate_needs_its_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="both SCHEDULER_CASSANDRA_TLS_CERT_FILE"):
         TlsOptions(cert_file=tmp_path / "client.pem").context()
+
+
+def encrypted_client_key(tmp_path: Path, password: str) -> Path:
+    """The secured node's client key, encrypted with `password` (AES-256, PKCS#8 PEM)."""
+    encrypted = tmp_path / "client-encrypted.key"
+    subprocess.run(
+        ["openssl", "pkey", "-in", str(secured_cassandra().tls.client_key), "-aes256",
+         "-passout", f"pass:{password}", "-out", str(encrypted)],
+        check=True,
+        capture_output=True,
+    )
+    assert "ENCRYPTED PRIVATE KEY" in encrypted.read_text()
+    return encrypted
+
+
+@pytest.mark.cassandra
+def test_an_encrypted_client_key_is_used_with_its_password(tmp_path: Path) -> None:
+    node = secured_cassandra()
+    key = encrypted_client_key(tmp_path, "s3cret key")
+    store = secured_store(
+        keyspace=f"enc_{uuid4().hex[:12]}",
+        credentials=secured_cassandra_role(),
+        tls=node.tls_options(key_file=key, key_password="s3cret key"),
+    )
+    store.open(create_schema=True)
+    try:
+        task = Task("enc", datetime.now(UTC) + timedelta(hours=1), "u1", {"n": 1})
+        store.write_tasks(0, [task])
+        loaded = store.load_tasks(0, None, task.key.scheduled_ms, 10)
+        assert [stored.task for stored in loaded] == [task]
+    finally:
+        store.close()
+
+
+def test_an_encrypted_client_key_without_its_password_names_the_setting(tmp_path: Path) -> None:
+    node = secured_cassandra()
+    key = encrypted_client_key(tmp_path, "s3cret key")
+    # No prompt on the terminal (a worker under a service manager would hang): an error.
+    with pytest.raises(ConfigurationError) as raised:
+        node.tls_options(key_file=key).context()
+    assert f"SCHEDULER_CASSANDRA_TLS_KEY_FILE={key} is encrypted" in str(raised.value)
+    assert "set SCHEDULER_CASSANDRA_TLS_KEY_PASSWORD" in str(raised.value)
+    with pytest.raises(ConfigurationError) as raised:
+        node.tls_options(key_file=key, key_password="not-the-pw-7731").context()
+    assert "check SCHEDULER_CASSANDRA_TLS_KEY_PASSWORD" in str(raised.value)
+    assert "not-the-pw-7731" not in str(raised.value)
 
 
 def test_credentials_keep_the_password_out_of_their_repr() -> None:
