@@ -103,5 +103,6 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(level.upper())
     # Chatty dependencies stay at WARNING unless the user asks for DEBUG.
-    for name in ("py4j", "cassandra", "kazoo", "urllib3"):
+    # pykka logs every exception an actor returns to its caller at INFO; the caller reports it.
+    for name in ("py4j", "cassandra", "kazoo", "urllib3", "pykka"):
         logging.getLogger(name).setLevel(logging.DEBUG if level.upper() == "DEBUG" else "WARNING")

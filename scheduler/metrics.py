@@ -75,6 +75,10 @@ PARTITIONS_OWNED = Gauge("scheduler_partitions_owned", "Log partitions this proc
 PARTITION_RESTARTS = Counter(
     "scheduler_partition_restarts_total", "Partition actor trees restarted after a failure."
 )
+PERSIST_FAILURES = Counter(
+    "scheduler_persist_failures_total",
+    "Batches of log records the store refused or failed to write (read again after a backoff).",
+)
 FIRING_LAG = Histogram(
     "scheduler_firing_lag_seconds",
     "Start of a task's first attempt minus its scheduled time.",

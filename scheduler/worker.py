@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 #: How long one persist may take before the worker treats the partition as stuck.
 PERSIST_TIMEOUT_S = 120.0
+#: The longest wait before a partition whose batches keep failing to persist is read again.
+MAX_PERSIST_BACKOFF_S = 30.0
 _HOMES_CACHED = 100_000
 """Ordering ids whose partition is remembered; past that the cache starts again."""
 _MISROUTED_LOG_EVERY = 1000
@@ -84,6 +86,11 @@ class Worker:
         # or a failed persist): nothing later of theirs may be stored or committed, or the rewind
         # would resume after the dropped records and lose them. Cleared by the rewind's seek.
         self._gaps: set[int] = set()
+        # Per partition, failed persists in a row and when the next attempt's rewind is due. A
+        # batch the store keeps refusing (a permission revoked, a table dropped by hand) is read
+        # again after a growing delay, not at the pace of the poll loop with two log lines a turn.
+        self._persist_failures: dict[int, int] = {}
+        self._retry_at: dict[int, float] = {}
         # Each ordering id's partition under Kafka's default partitioner, to notice records
         # another producer put elsewhere (`_misrouted`); hashing in Python costs a microsecond.
         self._partition_count: int | None = None
@@ -197,6 +204,8 @@ class Worker:
             self._persisted.pop(partition, None)
             self._to_commit.pop(partition, None)
             self._gaps.discard(partition)
+            self._retry_at.pop(partition, None)
+            self._persist_failures.pop(partition, None)
 
     # -- the poll loop ------------------------------------------------------------------------
 
@@ -250,18 +259,38 @@ class Worker:
                     future.get(timeout=PERSIST_TIMEOUT_S)
                 commit[partition] = last + 1
             except Exception as error:
-                logger.error(
-                    "could not persist a batch of partition %d (%s: %s); re-reading it",
+                self._persist_failed(partition, error)
+                continue
+            failures = self._persist_failures.pop(partition, 0)
+            if failures:
+                logger.warning(
+                    "partition %d is persisting again after %d failed attempts",
                     partition,
-                    type(error).__name__,
-                    error,
+                    failures,
                     extra={"partition": partition},
                 )
-                self._gaps.add(partition)
-                self._rewinds.put(partition)
         self._persisted.update(commit)
         self._to_commit.update(commit)
         self._commit(consumer)
+
+    def _persist_failed(self, partition: int, error: Exception) -> None:
+        """Read the partition again from its last stored record, after a delay that doubles with
+        each failure in a row (`restart_backoff_s` up to `MAX_PERSIST_BACKOFF_S`)."""
+        metrics.PERSIST_FAILURES.inc()
+        failures = self._persist_failures[partition] = self._persist_failures.get(partition, 0) + 1
+        delay = min(MAX_PERSIST_BACKOFF_S, self.settings.restart_backoff_s * 2 ** (failures - 1))
+        logger.error(
+            "could not persist a batch of partition %d (%s: %s); reading it again in %.1f s "
+            "(attempt %d failed)",
+            partition,
+            type(error).__name__,
+            error,
+            delay,
+            failures,
+            extra={"partition": partition},
+        )
+        self._gaps.add(partition)  # nothing later of it may pass until the rewind
+        self._retry_at[partition] = time.monotonic() + delay
 
     def _commit(self, consumer: LogConsumer, only: list[int] | None = None) -> None:
         """Commit stored offsets; a failure is logged and retried with the next batch."""
@@ -294,6 +323,11 @@ class Worker:
                 partitions.add(self._rewinds.get_nowait())
             except queue.Empty:
                 break
+        now = time.monotonic()
+        for partition, due in list(self._retry_at.items()):
+            if due <= now:
+                del self._retry_at[partition]
+                partitions.add(partition)
         owned = consumer.assignment()
         self._gaps -= partitions
         for partition in partitions & owned:

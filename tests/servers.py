@@ -21,12 +21,17 @@ import atexit
 import functools
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from scheduler.services.tls import TlsFiles
 from scheduler.stores.cassandra_security import Credentials, TlsOptions
+
+if TYPE_CHECKING:
+    from cassandra.cluster import Session
 
 CASSANDRA_DEFAULT_PORT = 9042
 
@@ -192,16 +197,13 @@ def secured_cassandra() -> SecuredNode:
     return SecuredNode(hosts, port, server.tls, SUPERUSER)
 
 
-@functools.cache
-def secured_cassandra_role() -> Credentials:
-    """A role made for the tests on the secured node: it may log in and create keyspaces (and so
-    owns the ones it creates), nothing more; the product must not need a superuser."""
+@contextmanager
+def superuser_session() -> Iterator[Session]:
+    """A driver session on the secured node as its superuser: an operator's cqlsh."""
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import WhiteListRoundRobinPolicy
 
     node = secured_cassandra()
-    # A role per session: Cassandra refuses a password change within 5 s of the last one.
-    role = Credentials(f"scheduler_tests_{uuid4().hex[:12]}", f"pw-{uuid4().hex}")
     profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(node.hosts))
     cluster = Cluster(
         node.hosts,
@@ -212,11 +214,52 @@ def secured_cassandra_role() -> Credentials:
         ssl_context=node.tls_options().context(),
     )
     try:
-        session = cluster.connect()
+        yield cluster.connect()
+    finally:
+        cluster.shutdown()
+
+
+@functools.cache
+def secured_cassandra_role() -> Credentials:
+    """A role made for the tests on the secured node: it may log in and create keyspaces (and so
+    owns the ones it creates), nothing more; the product must not need a superuser."""
+    # A role per session: Cassandra refuses a password change within 5 s of the last one.
+    role = Credentials(f"scheduler_tests_{uuid4().hex[:12]}", f"pw-{uuid4().hex}")
+    with superuser_session() as session:
         session.execute(
             f"CREATE ROLE {role.username} WITH LOGIN = true AND PASSWORD = %s", (role.password,)
         )
         session.execute(f"GRANT CREATE ON ALL KEYSPACES TO {role.username}")
-    finally:
-        cluster.shutdown()
     return role
+
+
+@contextmanager
+def operated_keyspace(keyspace: str) -> Iterator[tuple[Credentials, Session]]:
+    """`keyspace` with the scheduler's tables, made by the superuser as an operator would, and a
+    new role granted only SELECT and MODIFY on it. Yields the role and the superuser's session
+    (to grant or revoke more); drops both at exit."""
+    from scheduler.stores.cassandra import CassandraTaskStore
+
+    node = secured_cassandra()
+    role = Credentials(f"app_{uuid4().hex[:12]}", f"pw-{uuid4().hex}")
+    admin = CassandraTaskStore(
+        hosts=node.hosts,
+        port=node.port,
+        keyspace=keyspace,
+        consistency="ONE",
+        credentials=Credentials(*node.superuser),
+        tls=node.tls_options(),
+    )
+    admin.apply_schema()
+    with superuser_session() as session:
+        session.execute(
+            f"CREATE ROLE {role.username} WITH LOGIN = true AND PASSWORD = %s", (role.password,)
+        )
+        for permission in ("SELECT", "MODIFY"):
+            session.execute(f"GRANT {permission} ON KEYSPACE {keyspace} TO {role.username}")
+        try:
+            yield role, session
+        finally:
+            admin.drop_keyspace()
+            admin.close()
+            session.execute(f"DROP ROLE {role.username}")

@@ -217,7 +217,7 @@ authorizer:
             connect_timeout=timeout,
             control_connection_timeout=timeout,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-            **self.connect_options(),  # type: ignore[arg-type]
+            **self.connect_options(),
         )
         # The driver logs every failed attempt at WARNING/ERROR; while polling that is noise.
         quiet = logging.getLogger("cassandra")

@@ -92,3 +92,76 @@ def test_a_worker_runs_tasks_on_a_secured_cassandra(script, worker, distributed,
     assert wait_for(lambda: states() == ["succeeded"]), states()
     running.terminate()
     assert running.wait(timeout=60) == 0
+
+
+def test_a_permission_revoked_while_a_worker_runs_delays_tasks_and_loses_none(
+    script, worker, distributed, monkeypatch
+):
+    """An operator revokes the worker's MODIFY permission while it runs, then grants it again:
+    the tasks enqueued meanwhile wait in the log (the worker says why, backing off), and all of
+    them run once the role may write again."""
+    from datetime import UTC, datetime
+    from uuid import uuid4
+
+    from scheduler.errors import ConfigurationError
+    from scheduler.model import Task
+    from scheduler.stores.cassandra import CassandraTaskStore
+    from tests.servers import operated_keyspace, secured_cassandra
+
+    node = secured_cassandra()
+    keyspace = distributed["SCHEDULER_CASSANDRA_KEYSPACE"]
+    with operated_keyspace(keyspace) as (role, operator):
+        monkeypatch.delenv("SCHEDULER_CASSANDRA_PORT")
+        for name, value in node.settings_env(role).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("SCHEDULER_CREATE_SCHEMA", "false")
+        monkeypatch.setenv("SCHEDULER_RESTART_BACKOFF_S", "0.2")
+
+        def states(ordering_id: str) -> list[str]:
+            listed = script("tasks", "list", "--ordering-id", ordering_id, "--json")
+            assert listed.returncode == 0, listed.stderr
+            return [row["state"] for row in json.loads(listed.stdout)]
+
+        running = worker()
+        assert script("enqueue", "before", "--in", "1s", "--key", "k1").returncode == 0
+        assert wait_for(lambda: states("before") == ["succeeded"]), states("before")
+
+        operator.execute(f"REVOKE MODIFY ON KEYSPACE {keyspace} FROM {role.username}")
+        probe = CassandraTaskStore(
+            hosts=node.hosts,
+            port=node.port,
+            keyspace=keyspace,
+            consistency="ONE",
+            credentials=role,
+            tls=node.tls_options(),
+        )
+        probe.open(create_schema=False)
+
+        def write_refused() -> bool:  # Cassandra caches permissions for a few seconds
+            try:
+                probe.write_tasks(
+                    99, [Task("probe", datetime(2030, 1, 1, tzinfo=UTC), uuid4().hex)]
+                )
+            except ConfigurationError:
+                return True
+            return False
+
+        try:
+            assert wait_for(write_refused), "the revoked permission never took effect"
+        finally:
+            probe.close()
+        keys = [f"k{n}" for n in range(5)]
+        for key in keys:
+            assert script("enqueue", "during", "--in", "1s", "--key", key).returncode == 0
+        time.sleep(3)
+        assert states("during") == []  # not in the store: waiting in the log
+
+        operator.execute(f"GRANT MODIFY ON KEYSPACE {keyspace} TO {role.username}")
+        assert wait_for(lambda: states("during") == ["succeeded"] * len(keys)), states("during")
+        running.terminate()
+        assert running.wait(timeout=60) == 0
+        stderr = running.stderr.read()
+    assert f"User {role.username} has no MODIFY permission" in stderr
+    assert "reading it again in" in stderr
+    assert "is persisting again after" in stderr
+    assert "Traceback" not in stderr

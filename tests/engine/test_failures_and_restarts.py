@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -164,3 +165,43 @@ def test_tasks_pushed_past_the_in_flight_bound_wait_in_the_store_then_all_run(da
         recorder.release.set()
         engine.join()
     assert set(recorder.keys()) >= {task.key for task in tasks}
+
+
+def test_a_partition_whose_writes_keep_failing_backs_off_then_loses_nothing(data_dir, caplog):
+    """A store that refuses one partition's writes (a revoked permission) for a while: the batch
+    is read again after 0.5, 1, 2 s..., not at the pace of the poll loop, and once the store
+    takes writes again every task runs; the other partitions never stop."""
+    recorder = Recorder()
+    flaky: list[FlakyStore] = []
+    refusing = threading.Event()
+    refusing.set()
+
+    def wrap(store):
+        flaky.append(FlakyStore(store))
+        flaky[0].should_fail = lambda method, p: (
+            method == "write_tasks" and p == 1 and refusing.is_set()
+        )
+        return flaky[0]
+
+    settings = replace(TEST_SETTINGS, restart_backoff_s=0.5)
+    caplog.set_level("INFO", logger="scheduler.worker")
+    with embedded_engine(recorder, data_dir=data_dir, settings=settings, wrap_store=wrap) as engine:
+        refused = [Task(oid, soon(), "k") for oid in ids_on_partition(1, 5)]
+        others = [Task(oid, soon(), "k") for oid in ids_on_partition(2, 5)]
+        enqueue_all(engine, refused + others)
+        time.sleep(3.0)
+        # Attempts at 0, 0.5, 1.5 s and 3.5 s: three or four in 3 s however slow the machine
+        # (without the backoff it was one a poll, a dozen or more).
+        attempts = flaky[0].injected
+        assert 1 <= attempts <= 4, attempts
+        assert set(recorder.keys()) == {task.key for task in others}
+        refusing.clear()
+        engine.join()
+        assert engine.worker.failures() == []
+    assert sorted(recorder.keys()) == sorted(task.key for task in refused + others)
+    messages = [record.getMessage() for record in caplog.records]
+    delays = [
+        m.split("reading it again in ")[1].split(" s")[0] for m in messages if "again in" in m
+    ]
+    assert delays[:2] == ["0.5", "1.0"]
+    assert any("partition 1 is persisting again after" in m for m in messages)

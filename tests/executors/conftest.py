@@ -25,7 +25,6 @@ SPARK_CONF = {
 }
 
 
-
 def _session_pools() -> Mapping[str, Any]:
     from scheduler.executors.spark import Pool
 

@@ -29,6 +29,7 @@ from scheduler.stores.cassandra_security import Credentials, TlsOptions, refusal
 from tests.servers import (
     SecuredNode,
     cassandra_contact,
+    operated_keyspace,
     secured_cassandra,
     secured_cassandra_role,
 )
@@ -186,8 +187,17 @@ def encrypted_client_key(tmp_path: Path, password: str) -> Path:
     """The secured node's client key, encrypted with `password` (AES-256, PKCS#8 PEM)."""
     encrypted = tmp_path / "client-encrypted.key"
     subprocess.run(
-        ["openssl", "pkey", "-in", str(secured_cassandra().tls.client_key), "-aes256",
-         "-passout", f"pass:{password}", "-out", str(encrypted)],
+        [
+            "openssl",
+            "pkey",
+            "-in",
+            str(secured_cassandra().tls.client_key),
+            "-aes256",
+            "-passout",
+            f"pass:{password}",
+            "-out",
+            str(encrypted),
+        ],
         check=True,
         capture_output=True,
     )
@@ -239,29 +249,15 @@ def test_credentials_keep_the_password_out_of_their_repr() -> None:
 def role_store() -> Iterator[CassandraTaskStore]:
     """A store, not yet open, logged in as a role granted only SELECT and MODIFY on a keyspace
     that the superuser (an operator) made with the scheduler's tables."""
-    node = secured_cassandra()
     keyspace = f"operated_{uuid4().hex[:12]}"
-    role = Credentials(f"app_{uuid4().hex[:12]}", f"pw-{uuid4().hex}")
-    admin = secured_store(
-        keyspace=keyspace, credentials=Credentials(*node.superuser), tls=node.tls_options()
-    )
-    admin.apply_schema()
-    run = admin._runner()
-    run.result(
-        f"CREATE ROLE {role.username} WITH LOGIN = true AND PASSWORD = %s",
-        (role.password,),
-        "create a role",
-    )
-    for permission in ("SELECT", "MODIFY"):
-        run.result(f"GRANT {permission} ON KEYSPACE {keyspace} TO {role.username}", None, "grant")
-    store = secured_store(keyspace=keyspace, credentials=role, tls=node.tls_options())
-    try:
-        yield store
-    finally:
-        store.close()
-        admin.drop_keyspace()
-        run.result(f"DROP ROLE {role.username}", None, "drop the role")
-        admin.close()
+    with operated_keyspace(keyspace) as (role, _):
+        store = secured_store(
+            keyspace=keyspace, credentials=role, tls=secured_cassandra().tls_options()
+        )
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 @pytest.mark.cassandra
