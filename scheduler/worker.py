@@ -24,7 +24,11 @@ from types import FrameType
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.topic_supervisor import PartitionFailure, TopicSupervisor
+from scheduler.actors.topic_supervisor import (
+    MAX_RESTART_BACKOFF_S,
+    PartitionFailure,
+    TopicSupervisor,
+)
 from scheduler.codec import Command, MalformedRecordError, decode
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.settings import EngineSettings
@@ -39,8 +43,6 @@ logger = logging.getLogger(__name__)
 
 #: How long one persist may take before the worker treats the partition as stuck.
 PERSIST_TIMEOUT_S = 120.0
-#: The longest wait before a partition whose batches keep failing to persist is read again.
-MAX_PERSIST_BACKOFF_S = 30.0
 _HOMES_CACHED = 100_000
 """Ordering ids whose partition is remembered; past that the cache starts again."""
 _MISROUTED_LOG_EVERY = 1000
@@ -275,10 +277,11 @@ class Worker:
 
     def _persist_failed(self, partition: int, error: Exception) -> None:
         """Read the partition again from its last stored record, after a delay that doubles with
-        each failure in a row (`restart_backoff_s` up to `MAX_PERSIST_BACKOFF_S`)."""
+        each failure in a row (`restart_backoff_s` up to `MAX_RESTART_BACKOFF_S`, as a failed
+        partition's restart: a partition resumes within 5 s of the store's return)."""
         metrics.PERSIST_FAILURES.inc()
         failures = self._persist_failures[partition] = self._persist_failures.get(partition, 0) + 1
-        delay = min(MAX_PERSIST_BACKOFF_S, self.settings.restart_backoff_s * 2 ** (failures - 1))
+        delay = min(MAX_RESTART_BACKOFF_S, self.settings.restart_backoff_s * 2 ** (failures - 1))
         logger.error(
             "could not persist a batch of partition %d (%s: %s); reading it again in %.1f s "
             "(attempt %d failed)",
