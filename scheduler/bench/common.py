@@ -47,6 +47,9 @@ class BenchOptions:
     """Where scenarios put their data directories and worker logs."""
     data_bytes: int = 0
     """enqueue: characters of text in each task's data (0: empty data, the smallest record)."""
+    config: Path | None = None
+    """The settings file the bench read (`--config` or `$SCHEDULER_CONFIG`): the workers it
+    starts read it too, so security settings given only there reach them."""
 
     def pick(self, default: int, smoke: int) -> int:
         """The size to use: `--size`, else the smoke or the full default."""

@@ -116,12 +116,11 @@ def in_bulk(client: Any, tasks: list[Task]) -> dict[str, float]:
     return {"tasks_per_s": rate(len(tasks), watch.seconds)}
 
 
-def raw_kafka(bootstrap: str, topic: str) -> Callable[[list[tuple[bytes, bytes]]], dict]:
+def raw_kafka(config: dict[str, Any], topic: str) -> Callable[[list[tuple[bytes, bytes]]], dict]:
+    """Raw `produce` with `config`: the adapter's own producer settings, security included."""
     from confluent_kafka import Producer
 
-    from scheduler.logs.kafka_config import PRODUCER_DEFAULTS
-
-    producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap})
+    producer = Producer(config)
     failures: list[Any] = []
 
     def delivered(error: Any, message: Any) -> None:
@@ -233,7 +232,7 @@ def run(options: BenchOptions) -> ScenarioResult:
     if options.wants(DISTRIBUTED):
         with backend(DISTRIBUTED, options, "enqueue") as run_:
             client = SchedulerClient(log=run_.log)
-            raw = raw_kafka(options.settings.kafka_bootstrap, run_.log.topic)
+            raw = raw_kafka(run_.log.producer_settings(), run_.log.topic)
             one_task = lambda n: one_by_one(client, tasks[:n])  # noqa: E731
             stream = lambda n: streaming(client, tasks[:n])  # noqa: E731
             bulk = lambda n: in_bulk(client, tasks[:n])  # noqa: E731

@@ -69,11 +69,11 @@ class TimedStore:
 def worker_side(run: Any, tasks: list[Task], store: Any) -> dict[str, float]:
     from scheduler.client import SchedulerClient
     from scheduler.executors.abc import noop_executor
-    from scheduler.logs.kafka import KafkaTaskLog
+    from scheduler.runtime import build_log
     from scheduler.worker import Worker
 
     topic = f"persist-{uuid4().hex[:8]}"
-    log = KafkaTaskLog(bootstrap_servers=run.env["SCHEDULER_KAFKA_BOOTSTRAP"], topic=topic)
+    log = build_log(run_settings(run).model_copy(update={"topic": topic}))
     log.ensure_topic(PARTITIONS)
     client = SchedulerClient(log=log)
     for n in range(0, len(tasks), 1000):
@@ -92,7 +92,7 @@ def worker_side(run: Any, tasks: list[Task], store: Any) -> dict[str, float]:
             raise TimeoutError(f"the worker persisted {timed.rows} of {len(tasks)} rows")
     finally:
         worker.stop(60)
-        log.delete_topic()
+        log.delete_topic()  # type: ignore[attr-defined]  # a KafkaTaskLog
         log.close()
     assert timed.first is not None and timed.done_at is not None
     return {"rows_per_s": rate(len(tasks), timed.done_at - timed.first)}

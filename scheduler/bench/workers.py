@@ -23,6 +23,7 @@ from uuid import uuid4
 
 from scheduler.bench.common import DISTRIBUTED, BenchOptions
 from scheduler.bench.probe import PROBE_ENV
+from scheduler.cli.config import CONFIG_ENV
 from scheduler.fleet import WorkerProcess
 
 PARTITIONS = 16
@@ -104,6 +105,8 @@ def backend(
         PROBE_ENV: str(probe),
         "SCHEDULER_FLEET_RECORD": str(directory / "record.jsonl"),
     }
+    if options.config is not None:
+        env[CONFIG_ENV] = str(options.config.resolve())
     settings = options.settings
     if kind == DISTRIBUTED:
         env |= {
@@ -127,15 +130,16 @@ def backend(
 
 
 def run_settings(run: Backend) -> Any:
-    """The `Settings` a worker of this run sees."""
-    from scheduler.settings import Settings
+    """The `Settings` a worker of this run sees: the run's variables over the settings file."""
+    from scheduler.cli.config import load_settings
 
+    not_settings = (PROBE_ENV, "SCHEDULER_FLEET_RECORD", CONFIG_ENV)
     values: dict[str, Any] = {
         key.removeprefix("SCHEDULER_").lower(): value
         for key, value in run.env.items()
-        if key.startswith("SCHEDULER_") and key not in (PROBE_ENV, "SCHEDULER_FLEET_RECORD")
+        if key.startswith("SCHEDULER_") and key not in not_settings
     }
-    return Settings(**values)
+    return load_settings(run.env.get(CONFIG_ENV), values)
 
 
 def open_log(run: Backend) -> Any:

@@ -61,7 +61,7 @@ def load_settings(
 
     `overrides` whose value is None are ignored (an option the user did not give).
     """
-    path = Path(config) if config else _env_config()
+    path = Path(config) if config else env_config()
     values = read_toml(path) if path else {}
     given = {name: value for name, value in (overrides or {}).items() if value is not None}
     token = file_values.set(values)
@@ -104,7 +104,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def sources(settings_path: Path | str | None, overrides: Mapping[str, Any]) -> dict[str, Source]:
     """Where each effective value came from, for `settings show`."""
-    path = Path(settings_path) if settings_path else _env_config()
+    path = Path(settings_path) if settings_path else env_config()
     in_file = read_toml(path) if path else {}
     result: dict[str, Source] = {}
     for name in Settings.model_fields:
@@ -190,7 +190,7 @@ def _set_at(
 def origin(name: str, config: Path | str | None, overrides: Mapping[str, Any]) -> str:
     """How an error should name setting `name` for a subcommand with this `--config` and these
     options: where its value was written, or the bare name for a default."""
-    path = Path(config) if config else _env_config()
+    path = Path(config) if config else env_config()
     in_file = read_toml(path) if path else {}
     given = {key: value for key, value in overrides.items() if value is not None}
     found = _set_at(name, path, in_file, given)
@@ -216,7 +216,7 @@ def _env_value(name: str) -> str | None:
     return None
 
 
-def _env_config() -> Path | None:
+def env_config() -> Path | None:
     value = os.environ.get(CONFIG_ENV, "").strip()
     return Path(value) if value else None
 

@@ -77,10 +77,13 @@ class KafkaTaskLog(TaskLog):
     # -- clients -----------------------------------------------------------------------------
 
     def producer(self) -> LogProducer:
-        config = merged(
+        return KafkaLogProducer(config=self.producer_settings(), topic=self.topic)
+
+    def producer_settings(self) -> dict[str, Any]:
+        """The librdkafka configuration of this log's producers (defaults, then the caller's)."""
+        return merged(
             PRODUCER_DEFAULTS, {"bootstrap.servers": self._bootstrap}, self._producer_config
         )
-        return KafkaLogProducer(config=config, topic=self.topic)
 
     def consumer(self, group_id: str, *, client_id: str) -> LogConsumer:
         fixed = {"bootstrap.servers": self._bootstrap, "group.id": group_id, "client.id": client_id}

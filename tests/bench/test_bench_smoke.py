@@ -23,13 +23,29 @@ EMBEDDED_SCENARIOS = ("enqueue", "execute", "lag", "backlog")
 DISTRIBUTED_SCENARIOS = ("enqueue", "persist", "execute", "lag", "backlog", "rebalance")
 
 
-def run_bench(out: Path, *args: str, env: dict[str, str] | None = None, timeout: float) -> str:
+def run_bench(
+    out: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float,
+    config: Path | None = None,
+) -> str:
+    """Run `scheduler bench ... --smoke`; with `config`, as `scheduler --config FILE bench` in an
+    environment without any SCHEDULER_* variable, so the file alone configures it."""
+    base = (
+        os.environ
+        if config is None
+        else {
+            name: value for name, value in os.environ.items() if not name.startswith("SCHEDULER_")
+        }
+    )
+    globals_ = ["--config", str(config)] if config is not None else []
     completed = subprocess.run(
-        [SCRIPT, "--log-level", "WARNING", "bench", *args, "--smoke", "--out", str(out)],
+        [SCRIPT, *globals_, "--log-level", "WARNING", "bench", *args, "--smoke", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env={**base, **(env or {})},
         cwd=out.parent,
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-5000:]
@@ -121,6 +137,41 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     # A smoke run proves the command measures something; on a loaded machine the join's moved
     # partitions may not run inside the short window, so either change moving some is enough.
     assert rebalance["join"]["moved"] + rebalance["leave"]["moved"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.kafka
+@pytest.mark.cassandra
+@pytest.mark.timeout(240)
+def test_the_workers_a_bench_starts_read_its_settings_file(tmp_path: Path) -> None:
+    """Cassandra's login and TLS given only in `--config`'s file (the secured node refuses any
+    client without them): the bench itself, the worker it runs in-process (persist) and the
+    worker subprocesses it starts (execute) must all read that file."""
+    from tests.servers import kafka_bootstrap, secured_cassandra, secured_cassandra_role
+
+    node, role = secured_cassandra(), secured_cassandra_role()
+    config = tmp_path / "scheduler.toml"
+    settings = {
+        "kafka_bootstrap": kafka_bootstrap(),
+        "cassandra_hosts": ",".join(f"{host}:{node.port}" for host in node.hosts),
+        "cassandra_username": role.username,
+        "cassandra_password": role.password,
+        "cassandra_tls_ca_file": str(node.tls.ca),
+        "cassandra_tls_cert_file": str(node.tls.client_cert),
+        "cassandra_tls_key_file": str(node.tls.client_key),
+    }
+    config.write_text(
+        "".join(f"{name} = {json.dumps(value)}\n" for name, value in settings.items())
+    )
+    out = tmp_path / "results"
+    for scenario in ("persist", "execute"):
+        run_bench(out, scenario, "--backends", "kafka-cassandra", config=config, timeout=110)
+    documents = results(out, ("persist", "execute"))
+    persist_sides = [row["side"] for row in documents["persist"]["rows"]]
+    assert "worker (Kafka -> Cassandra)" in persist_sides
+    # A worker subprocess that cannot log in exits; the scenario then notes the failure.
+    assert [row["workers"] for row in documents["execute"]["rows"]] == ["1 worker", "2 workers"]
+    assert not [note for note in documents["execute"]["notes"] if "failed" in note]
 
 
 def test_enqueue_compares_records_of_the_size_asked_for(tmp_path: Path) -> None:
