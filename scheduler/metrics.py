@@ -84,3 +84,15 @@ FIRING_LAG = Histogram(
     "Start of a task's first attempt minus its scheduled time.",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
+
+
+def reference() -> str:
+    """The Markdown table of every `scheduler_*` metric, as docs/metrics.md holds it."""
+    rows = ["| metric | type | meaning |", "| --- | --- | --- |"]
+    for family in REGISTRY.collect():
+        if not family.name.startswith("scheduler_"):
+            continue
+        # The exposition's name: counters carry `_total`, histograms `_bucket`/`_sum`/`_count`.
+        name = f"{family.name}_total" if family.type == "counter" else family.name
+        rows.append(f"| `{name}` | {family.type} | {family.documentation} |")
+    return "\n".join(rows) + "\n"
