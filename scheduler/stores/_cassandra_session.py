@@ -252,6 +252,8 @@ class Runner:
         self.target = target
         self._concurrency = concurrency
         self._policy = policy
+        self.on_schema_gone: Callable[[], object] | None = None
+        """Called when a statement finds the keyspace or a table dropped (see `schema_gone`)."""
 
     def _describe(self, what: str) -> Callable[[BaseException], str]:
         def describe(error: BaseException) -> str:
@@ -349,6 +351,28 @@ class Runner:
             )
         except Unauthorized as error:
             raise not_permitted(error, self.target, what) from None
+        except InvalidRequest as error:
+            gone = schema_gone(error, self.target, what)
+            if gone is None:
+                raise
+            if self.on_schema_gone is not None:
+                self.on_schema_gone()
+            raise gone from None
+
+
+def schema_gone(error: InvalidRequest, target: str, what: str) -> ConfigurationError | None:
+    """The keyspace or a table was dropped under a running store: say so and how to recover,
+    instead of the server's bare "Invalid query"; None for any other invalid request."""
+    text = str(error)
+    if "does not exist" not in text and "unconfigured table" not in text:
+        return None
+    _, found, words = text.partition('message="')
+    return ConfigurationError(
+        f"Cassandra at {target} refused to {what}: {words.rstrip(chr(34)) if found else text}; "
+        "the scheduler's keyspace or one of its tables was dropped while it ran. Run `scheduler "
+        "schema apply` to create them again: records not yet stored wait in the log and are "
+        "stored then (tasks that were only in the dropped tables are gone)"
+    )
 
 
 class _Round:

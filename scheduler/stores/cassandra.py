@@ -152,6 +152,15 @@ class CassandraTaskStore(TaskStore):
             credentials=self.credentials,
             tls=self.tls,
         )
+        self._run.on_schema_gone = self._forget_indexes
+
+    def _forget_indexes(self) -> None:
+        """The keyspace or a table was dropped: the index rows these caches vouch for went with
+        it. Kept, they would let rows written after `schema apply` recreates the tables go
+        without index rows, and loads, which read the index, would never find those tasks."""
+        with self._lock:
+            self._indexed.clear()
+            self._status_indexed.clear()
 
     def close(self) -> None:
         if self._cluster is not None:
@@ -188,9 +197,7 @@ class CassandraTaskStore(TaskStore):
             f"DROP KEYSPACE IF EXISTS {self.keyspace}", None, "drop", timeout=self._ddl_timeout_s
         )
         self._q = {}
-        with self._lock:
-            self._indexed.clear()
-            self._status_indexed.clear()
+        self._forget_indexes()
 
     def _runner(self, *, connect_if_needed: bool = False) -> Runner:
         if self._run is None and connect_if_needed:

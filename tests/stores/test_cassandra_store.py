@@ -252,6 +252,34 @@ def test_failed_tasks_stay_listed_after_their_bucket_is_pruned(store: CassandraT
 
 
 @pytest.mark.cassandra
+def test_a_keyspace_dropped_and_recreated_under_a_running_store_indexes_new_rows(
+    store: CassandraTaskStore,
+) -> None:
+    """An operator drops the keyspace while a worker runs, then runs `scheduler schema apply`:
+    the store says what happened, and the rows it writes afterwards are found by loads (the
+    store's cache of index rows written must not outlive the rows)."""
+    soon = datetime.now(UTC) + timedelta(minutes=5)
+    before, after = tasks_at(soon, 2)
+    store.write_tasks(0, [before])
+    operator = make_store(keyspace=store.keyspace)
+    operator.drop_keyspace()
+
+    with pytest.raises(ConfigurationError) as raised:
+        store.load_tasks(0, None, time.time_ns() // 1_000_000 + HOUR_MS, 10)
+    message = str(raised.value)
+    assert f"keyspace {store.keyspace} does not exist" in message
+    assert "dropped while it ran" in message and "scheduler schema apply" in message
+
+    operator.apply_schema()
+    operator.close()
+    store.write_tasks(0, [after])  # the same bucket as `before`
+
+    assert indexed_buckets(store, 0) == [after.key.scheduled_ms // store.bucket_ms]
+    loaded = store.load_tasks(0, None, time.time_ns() // 1_000_000 + HOUR_MS, 10)
+    assert [stored.task for stored in loaded] == [after]
+
+
+@pytest.mark.cassandra
 def test_a_network_topology_keyspace_gets_the_per_dc_factors() -> None:
     probe = make_store()
     local_dc = probe._runner(connect_if_needed=True).one(
