@@ -212,7 +212,9 @@ def test_a_non_transient_error_is_raised_without_a_retry(
     sessions: Callable[..., FakeSession],
 ) -> None:
     def reply(statement: str, nth: int) -> Rows | BaseException:
-        return InvalidRequest("unconfigured table") if statement == "s2" else rows_of(statement)
+        if statement == "s2":
+            return InvalidRequest('Invalid STRING constant (x) for "k" of type int')
+        return rows_of(statement)
 
     session = sessions(reply)
 
