@@ -83,6 +83,38 @@ class QuietDependencies(logging.Filter):
         return True
 
 
+REPORTED_ACTORS = frozenset(
+    {
+        "PartitionExecutor",
+        "PartitionScheduler",
+        "TaskCompletionTracker",
+        "TaskPersistence",
+        "ThroughputController",
+    }
+)
+"""The partition actors (`scheduler.actors.base.PartitionActor`'s subclasses): the TopicSupervisor
+logs their failures itself, as `partition N failed (...)`, naming the partition."""
+
+
+class ReportedActorFailures(logging.Filter):
+    """Drops pykka's "Unhandled exception in <actor>" for the partition actors (unless DEBUG): the
+    same failure is logged once, with its partition, by the TopicSupervisor. With a store down,
+    each of a worker's partitions fails every few seconds, and every failure was said twice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name != "pykka" or not isinstance(record.msg, str):
+            return True
+        actor, found = _actor_of(record.msg)
+        return not (found and actor in REPORTED_ACTORS)
+
+
+def _actor_of(message: str) -> tuple[str, bool]:
+    prefix = "Unhandled exception in "
+    if not message.startswith(prefix):
+        return "", False
+    return message.removeprefix(prefix).split(" ", 1)[0], True
+
+
 def configure_logging(
     level: str = "INFO", fmt: Literal["text", "json"] = "text", stream: TextIO | None = None
 ) -> None:
@@ -100,6 +132,7 @@ def configure_logging(
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     if level.upper() != "DEBUG":
         handler.addFilter(QuietDependencies())
+        handler.addFilter(ReportedActorFailures())
     root.addHandler(handler)
     root.setLevel(level.upper())
     # Chatty dependencies stay at WARNING unless the user asks for DEBUG.

@@ -87,3 +87,24 @@ def test_json_logs_carry_the_extra_fields():
     assert line["message"] == "fired x" and line["partition"] == 3
     assert line["level"] == "INFO" and line["logger"] == "scheduler.test"
     assert line["ts"].endswith("Z")
+
+
+def test_pykka_failure_lines_of_partition_actors_are_left_to_the_supervisor():
+    from scheduler.actors.base import PartitionActor
+    from scheduler.logging_setup import REPORTED_ACTORS
+
+    assert {cls.__name__ for cls in PartitionActor.__subclasses__()} == REPORTED_ACTORS
+    stream = io.StringIO()
+    configure_logging("INFO", "text", stream=stream)
+    try:
+        pykka_log = logging.getLogger("pykka")
+        try:
+            raise RuntimeError("store gone")
+        except RuntimeError:
+            pykka_log.error("Unhandled exception in TaskPersistence (urn:uuid:1):", exc_info=True)
+            pykka_log.error("Unhandled exception in TopicSupervisor (urn:uuid:2):", exc_info=True)
+    finally:
+        configure_logging("WARNING", "text")
+    written = stream.getvalue()
+    assert "TaskPersistence" not in written  # the TopicSupervisor says "partition N failed"
+    assert "Unhandled exception in TopicSupervisor" in written and "store gone" in written
