@@ -96,23 +96,21 @@ REPORTED_ACTORS = frozenset(
 logs their failures itself, as `partition N failed (...)`, naming the partition."""
 
 
+_REPORTED_FAILURES = tuple(f"Unhandled exception in {actor} (" for actor in REPORTED_ACTORS)
+"""How pykka's line for a failed partition actor starts: "... in TaskPersistence (urn:...):"."""
+
+
 class ReportedActorFailures(logging.Filter):
     """Drops pykka's "Unhandled exception in <actor>" for the partition actors (unless DEBUG): the
     same failure is logged once, with its partition, by the TopicSupervisor. With a store down,
     each of a worker's partitions fails every few seconds, and every failure was said twice."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name != "pykka" or not isinstance(record.msg, str):
-            return True
-        actor, found = _actor_of(record.msg)
-        return not (found and actor in REPORTED_ACTORS)
-
-
-def _actor_of(message: str) -> tuple[str, bool]:
-    prefix = "Unhandled exception in "
-    if not message.startswith(prefix):
-        return "", False
-    return message.removeprefix(prefix).split(" ", 1)[0], True
+        return not (
+            record.name == "pykka"
+            and isinstance(record.msg, str)
+            and record.msg.startswith(_REPORTED_FAILURES)
+        )
 
 
 def configure_logging(

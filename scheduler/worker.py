@@ -24,11 +24,7 @@ from types import FrameType
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.topic_supervisor import (
-    MAX_RESTART_BACKOFF_S,
-    PartitionFailure,
-    TopicSupervisor,
-)
+from scheduler.actors.topic_supervisor import PartitionFailure, TopicSupervisor, restart_delay
 from scheduler.codec import Command, MalformedRecordError, decode
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.settings import EngineSettings
@@ -277,11 +273,11 @@ class Worker:
 
     def _persist_failed(self, partition: int, error: Exception) -> None:
         """Read the partition again from its last stored record, after a delay that doubles with
-        each failure in a row (`restart_backoff_s` up to `MAX_RESTART_BACKOFF_S`, as a failed
-        partition's restart: a partition resumes within 5 s of the store's return)."""
+        each failure in a row, as a failed partition's restart waits (`restart_delay`): a
+        partition resumes within 5 s of the store's return."""
         metrics.PERSIST_FAILURES.inc()
         failures = self._persist_failures[partition] = self._persist_failures.get(partition, 0) + 1
-        delay = min(MAX_RESTART_BACKOFF_S, self.settings.restart_backoff_s * 2 ** (failures - 1))
+        delay = restart_delay(self.settings.restart_backoff_s, failures)
         logger.error(
             "could not persist a batch of partition %d (%s: %s); reading it again in %.1f s "
             "(attempt %d failed)",

@@ -37,6 +37,12 @@ MAX_RESTART_BACKOFF_S = 5.0
 STABLE_AFTER_S = 60.0
 
 
+def restart_delay(base_s: float, failures: int) -> float:
+    """The wait after `failures` failures in a row of a partition that cannot make progress:
+    `base_s`, doubled for each further failure, at most MAX_RESTART_BACKOFF_S."""
+    return min(MAX_RESTART_BACKOFF_S, base_s * 2 ** (failures - 1))
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionFailure:
     """A partition's actor tree died."""
@@ -166,7 +172,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         if time.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
             self.streaks[partition] = 0
         streak = self.streaks[partition] = self.streaks.get(partition, 0) + 1
-        delay = min(MAX_RESTART_BACKOFF_S, self.settings.restart_backoff_s * 2 ** (streak - 1))
+        delay = restart_delay(self.settings.restart_backoff_s, streak)
         me = self._me
         self.timers.call_later(delay, lambda: me.restart.defer(partition, generation))
 

@@ -47,6 +47,7 @@ from scheduler.stores.cassandra_security import (
     TlsOptions,
     not_permitted,
     refusal,
+    server_words,
     unreachable_hint,
 )
 
@@ -366,9 +367,8 @@ def schema_gone(error: InvalidRequest, target: str, what: str) -> ConfigurationE
     text = str(error)
     if "does not exist" not in text and "unconfigured table" not in text:
         return None
-    _, found, words = text.partition('message="')
     return ConfigurationError(
-        f"Cassandra at {target} refused to {what}: {words.rstrip(chr(34)) if found else text}; "
+        f"Cassandra at {target} refused to {what}: {server_words(error)}; "
         "the scheduler's keyspace or one of its tables was dropped while it ran. Run `scheduler "
         "schema apply` to create them again: records not yet stored wait in the log and are "
         "stored then (tasks that were only in the dropped tables are gone)"

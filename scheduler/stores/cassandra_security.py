@@ -124,7 +124,7 @@ def refusal(
 def not_permitted(error: BaseException, target: str, what: str) -> ConfigurationError:
     """A statement the logged-in role has no permission for (CassandraAuthorizer)."""
     return ConfigurationError(
-        f"Cassandra at {target} refused to {what}: {_server_words(error)}; grant the role the "
+        f"Cassandra at {target} refused to {what}: {server_words(error)}; grant the role the "
         'permission it names (docs/cassandra.md, "Connecting to a secured cluster", lists '
         f"what the scheduler needs), or log in as another role ({USERNAME})"
     )
@@ -160,7 +160,7 @@ def _refused(cause: object, credentials: Credentials | None) -> str | None:
                 "to a role that may log in"
             )
         return (
-            f"it did not accept user {credentials.username!r} ({_server_words(cause)}); check "
+            f"it did not accept user {credentials.username!r} ({server_words(cause)}); check "
             f"{USERNAME} and {PASSWORD}"
         )
     if not isinstance(cause, OSError) or "SSL" not in str(cause):
@@ -190,7 +190,7 @@ def _refused(cause: object, credentials: Credentials | None) -> str | None:
     return f"the TLS handshake failed ({_reason(cause)}); check the {TLS}_* settings"
 
 
-def _server_words(cause: BaseException) -> str:
+def server_words(cause: BaseException) -> str:
     """The server's own message, without the driver's prefix and error code."""
     text = str(cause)
     _, found, message = text.partition('message="')
