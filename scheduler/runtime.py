@@ -222,6 +222,14 @@ def partition_count_check(log: TaskLog, store: TaskStore, partitions: int) -> in
     count would look for tasks where they are not: refuse, saying which count to use.
     """
     # The store first: a mismatch must be refused before a topic is created with a wrong count.
+    store_partition_check(store, partitions)
+    topic_partition_check(log, partitions, pinned=True)
+    return partitions
+
+
+def store_partition_check(store: TaskStore, partitions: int) -> int:
+    """The partition count the stored data is partitioned into, pinned to `partitions` the
+    first time; refuse if it differs."""
     stored = int(store.claim_meta(PARTITION_COUNT_META, str(partitions)))
     if stored != partitions:
         raise PartitionCountMismatchError(
@@ -229,21 +237,66 @@ def partition_count_check(log: TaskLog, store: TaskStore, partitions: int) -> in
             f"{env_name('partitions')}={partitions}; set {env_name('partitions')}={stored}, "
             "or start over with an empty store (a new data_dir or keyspace) and a new topic"
         )
-    topic_partition_check(log, partitions)
-    return partitions
+    return stored
 
 
-def topic_partition_check(log: TaskLog, partitions: int) -> int:
-    """The topic's partition count, creating the topic if missing; refuse if it differs."""
+def topic_partition_check(log: TaskLog, partitions: int, *, pinned: bool = False) -> int:
+    """The topic's partition count, creating the topic if missing; refuse if it differs.
+    `pinned`: the store's data is known to be partitioned into `partitions`."""
     actual = log.ensure_topic(partitions)
-    if actual != partitions:
-        raise PartitionCountMismatchError(
-            f"topic {log.topic!r} has {actual} partitions but {env_name('partitions')}="
-            f"{partitions}; the count is fixed for the life of a topic, so set "
-            f"{env_name('partitions')}={actual}, or use a new topic ({env_name('topic')}) "
-            "with an empty store"
+    if actual == partitions:
+        return actual
+    topic, count = env_name("topic"), env_name("partitions")
+    if not pinned:
+        advice = (
+            f"the count is fixed for the life of a topic, so set {count}={actual}, or use a new "
+            f"topic ({topic}) with an empty store"
         )
-    return actual
+        if actual > partitions:
+            advice += f"; if partitions were added to it, {MOVE_ADVICE.format(count=partitions)}"
+        raise PartitionCountMismatchError(
+            f"topic {log.topic!r} has {actual} partitions but {count}={partitions}; {advice}"
+        )
+    if actual > partitions:
+        advice = (
+            f"if partitions were added to the topic, {MOVE_ADVICE.format(count=partitions)}; if "
+            f"it is another deployment's topic, give this one its own ({topic})"
+        )
+    else:
+        advice = (
+            "the count of a topic is fixed for its life: give this deployment its own topic "
+            f"({topic}), or point it at the store of the topic's own data"
+        )
+    raise PartitionCountMismatchError(
+        f"topic {log.topic!r} has {actual} partitions, but the task store's data is partitioned "
+        f"into {partitions} ({count}={partitions}); {advice}"
+    )
+
+
+MOVE_ADVICE = (
+    "stop every worker and move the group's unread records to a new topic of {count} partitions "
+    "with `scheduler topic move --to <new topic>`, then give producers and workers that topic "
+    "(SCHEDULER_TOPIC); see 'Partitions added to the topic' in docs/kafka.md"
+)
+"""What to do about a topic that grew under stored data (Kafka cannot remove partitions)."""
+
+
+def topic_changed_error(topic: str, actual: int, expected: int) -> PartitionCountMismatchError:
+    """A running worker found its topic with `actual` partitions instead of the `expected` its
+    tasks are partitioned into: every ordering id's partition is `murmur2(id) % count`, so from
+    the change on, producers send many ids to partitions whose stored rows are elsewhere."""
+    how = (
+        "partitions were added to it"
+        if actual > expected
+        else "it was deleted and created again with fewer"
+    )
+    return PartitionCountMismatchError(
+        f"topic {topic!r} now has {actual} partitions, but its tasks are partitioned into "
+        f"{expected}: {how}, so producers send many ordering ids to other partitions than their "
+        "earlier tasks. This worker stops before storing a record the change routed elsewhere: "
+        f"those records stay unread on the topic and no task is lost; "
+        f"{MOVE_ADVICE.format(count=expected)}"
+    )
 
 
 def describe(settings: Settings) -> str:

@@ -33,6 +33,7 @@ from scheduler.errors import SchedulerError
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
 from scheduler.partitioning import partition_for
+from scheduler.runtime import topic_changed_error
 from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ _HOMES_CACHED = 100_000
 """Ordering ids whose partition is remembered; past that the cache starts again."""
 _MISROUTED_LOG_EVERY = 1000
 """A partition's first misrouted record is logged, then one in this many."""
+_COUNT_CHECK_EVERY_S = 10.0
+"""At most this often a misrouted record makes the worker ask the log for the topic's partition
+count: after partitions are added, every producer misroutes many ordering ids."""
 
 
 class Worker:
@@ -94,6 +98,7 @@ class Worker:
         self._partition_count: int | None = None
         self._homes: dict[str, int] = {}
         self._misrouted_counts: dict[int, int] = defaultdict(int)
+        self._next_count_check = 0.0
         self.fatal_error: BaseException | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -181,6 +186,11 @@ class Worker:
 
     def on_assigned(self, partitions: list[int]) -> None:
         logger.info("assigned partitions %s", partitions)
+        if self._partition_count is not None and max(partitions) >= self._partition_count:
+            # The group assigns partitions the topic did not have at start: stop before any
+            # tree reads them (the error propagates out of `poll` and stops the worker).
+            actual = max(self._topic_partition_count(), max(partitions) + 1)
+            raise topic_changed_error(self.log.topic, actual, self._partition_count)
         self.topic.assign(partitions).get()
         self._forget(partitions)
         self._started.set()
@@ -241,6 +251,7 @@ class Worker:
                 continue
             home = self._home(command.task.key.ordering_id)
             if home is not None and home != record.partition:
+                self._check_partition_count()  # raises, before anything of the batch is stored
                 self._misrouted(record, command, home)
             batches[record.partition].append(command)
         futures = self.topic.persist(dict(batches)).get()
@@ -358,6 +369,27 @@ class Worker:
             home = partition_for(ordering_id.encode(), self._partition_count)
             self._homes[ordering_id] = home
         return home
+
+    def _check_partition_count(self) -> None:
+        """Stop if the topic's partition count is not the one at start: a producer that learnt
+        of added partitions sends ordering ids elsewhere, and its records look misrouted. The
+        consumer would notice the new partitions only at its next metadata refresh (5 min)."""
+        now = time.monotonic()
+        if self._partition_count is None or now < self._next_count_check:
+            return
+        self._next_count_check = now + _COUNT_CHECK_EVERY_S
+        actual = self._topic_partition_count()
+        if actual != self._partition_count:
+            raise topic_changed_error(self.log.topic, actual, self._partition_count)
+
+    def _topic_partition_count(self) -> int:
+        """The topic's partition count now; the one at start if the log cannot say."""
+        try:
+            return self.log.partition_count()
+        except SchedulerError as error:
+            logger.warning("cannot check the topic's partition count: %s", error)
+            assert self._partition_count is not None
+            return self._partition_count
 
     def _misrouted(self, record: LogRecord, command: Command, home: int) -> None:
         """A valid task on a partition other than its ordering id's: its producer does not use

@@ -13,7 +13,7 @@ import time
 
 import click
 
-from scheduler.cli.context import CliState, backends, pass_state
+from scheduler.cli.context import CliState, backends, echo_err, pass_state
 from scheduler.cli.output import echo_json, echo_table
 
 
@@ -33,9 +33,17 @@ def status(state: CliState, as_json: bool) -> None:
     IN_FLIGHT tasks due within the lookahead, at most max_in_flight (what the owner holds)
     OVERDUE   tasks due now or earlier that have not finished (running ones included)
     """
+    from scheduler.errors import PartitionCountMismatchError
+    from scheduler.runtime import partition_count_check
+
     settings = state.settings()
     rows = []
-    with backends(settings) as (log, store):
+    with backends(settings, check=False) as (log, store):
+        try:
+            partition_count_check(log, store, settings.partitions)
+        except PartitionCountMismatchError as error:
+            # Shown, not refused: the group's state is what an operator needs to mend it.
+            echo_err(f"warning: {error}")
         now_ms = int(time.time() * 1000)
         for lag in sorted(log.describe_group(settings.group_id), key=lambda item: item.partition):
             due_soon = store.count_due(lag.partition, now_ms + settings.lookahead_ms)

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "enqueue": "scheduler.cli.enqueue:enqueue",
     "tasks": "scheduler.cli.tasks:tasks",
     "group": "scheduler.cli.group:group",
+    "topic": "scheduler.cli.topic:topic",
     "schema": "scheduler.cli.schema:schema",
     "settings": "scheduler.cli.settings_cmd:settings",
     "example": "scheduler.cli.example:example",

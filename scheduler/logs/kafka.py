@@ -86,9 +86,17 @@ class KafkaTaskLog(TaskLog):
         )
 
     def consumer(self, group_id: str, *, client_id: str) -> LogConsumer:
-        fixed = {"bootstrap.servers": self._bootstrap, "group.id": group_id, "client.id": client_id}
-        config = merged(CONSUMER_DEFAULTS, fixed, self._consumer_config)
+        config = self.consumer_settings(group_id, client_id=client_id)
         return KafkaLogConsumer(config=config, topic=self.topic, request_timeout_s=self._timeout)
+
+    def consumer_settings(self, group_id: str, *, client_id: str) -> dict[str, Any]:
+        """The librdkafka configuration of this log's consumers in `group_id`."""
+        fixed = {"bootstrap.servers": self._bootstrap, "group.id": group_id, "client.id": client_id}
+        return merged(CONSUMER_DEFAULTS, fixed, self._consumer_config)
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self._timeout
 
     def close(self) -> None:
         # AdminClient has no close; serving its queue once releases queued log lines.

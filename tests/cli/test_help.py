@@ -27,8 +27,8 @@ ALL_COMMANDS = command_paths(cli)
 def test_every_promised_command_exists():
     for path in [("worker",), ("enqueue",), ("tasks", "list"), ("tasks", "show"),
                  ("tasks", "retry"), ("tasks", "drop"), ("tasks", "cancel"), ("schema", "apply"),
-                 ("group", "status"), ("example", "run"), ("settings", "show"),
-                 ("settings", "docs")]:  # fmt: skip
+                 ("group", "status"), ("topic", "move"), ("example", "run"),
+                 ("settings", "show"), ("settings", "docs")]:  # fmt: skip
         assert path in ALL_COMMANDS
 
 

@@ -48,6 +48,12 @@ def test_the_stored_partition_count_is_checked_too(embedded, monkeypatch):
         store.close()
 
 
+def test_topic_move_is_refused_on_the_embedded_log(embedded, run):
+    result = run("topic", "move", "--to", "elsewhere")
+    assert result.exit_code == 2
+    assert "for a Kafka task log (SCHEDULER_LOG=kafka)" in result.output
+
+
 def test_executors_resolve_by_name_and_by_path(embedded, monkeypatch):
     assert build_executor(load_settings()) is noop_executor
     monkeypatch.setenv("SCHEDULER_EXECUTOR", "scheduler.executors.abc:noop_executor")

@@ -1,0 +1,68 @@
+"""`scheduler topic move`: take the group's unread records to a new topic, after partitions
+were added to the task topic (see `scheduler.logs.kafka_move` and docs/kafka.md)."""
+
+from __future__ import annotations
+
+import click
+
+from scheduler.cli.context import CliState, pass_state
+from scheduler.cli.output import echo_table
+
+
+@click.group()
+def topic() -> None:
+    """The task topic (Kafka)."""
+
+
+@topic.command()
+@click.option("--to", "target", required=True, help="The new topic (created if missing).")
+@pass_state
+def move(state: CliState, target: str) -> None:
+    """Copy the records the group has not read yet to a new topic with the stored partition
+    count, and mark them read on the old one.
+
+    For a topic that partitions were added to: workers refuse it, since many ordering ids now
+    land on other partitions than their stored tasks. Stop every worker first; afterwards give
+    producers and workers the new topic (SCHEDULER_TOPIC). Running it again moves only records
+    that arrived since (from producers still on the old topic).
+    """
+    from scheduler.errors import ConfigurationError
+    from scheduler.logs.kafka import KafkaTaskLog
+    from scheduler.logs.kafka_move import move_unread
+    from scheduler.runtime import build_log, open_store, store_partition_check
+    from scheduler.settings import env_name
+
+    settings = state.settings()
+    if settings.log != "kafka":
+        raise ConfigurationError(
+            f"`scheduler topic move` is for a Kafka task log ({env_name('log')}=kafka); the "
+            "embedded log's partition count never changes"
+        )
+    store = open_store(settings)
+    try:
+        partitions = store_partition_check(store, settings.partitions)
+    finally:
+        store.close()
+    source = build_log(settings)
+    destination = build_log(settings.model_copy(update={"topic": target}))
+    try:
+        assert isinstance(source, KafkaTaskLog) and isinstance(destination, KafkaTaskLog)
+        report = move_unread(source, destination, settings.group_id, partitions)
+    finally:
+        source.close()
+        destination.close()
+    rows: list[list[object]] = [
+        [partition, first, end, report.moved[partition]]
+        for partition, (first, end) in sorted(report.ranges.items())
+    ]
+    if rows:
+        echo_table(["PARTITION", "FROM", "TO", "MOVED"], rows)
+    click.echo(
+        f"moved {report.total} unread records of group {settings.group_id!r} from topic "
+        f"{report.source!r} to topic {report.target!r} ({report.partitions} partitions)."
+    )
+    click.echo(
+        f"Next: give producers and workers {env_name('topic')}={report.target}. Records "
+        f"producers still send to {report.source!r} are not read: run this again after the last "
+        "producer has switched, to move them too."
+    )
