@@ -7,12 +7,15 @@ every worker in a process shares them; the CLI serves them with `--metrics-port`
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+logger = logging.getLogger(__name__)
 
 
 def ticked(counter: itertools.count[int]) -> int:
@@ -54,6 +57,57 @@ class TickCounter(Collector):
         yield CounterMetricFamily(self._name, self._documentation, value=self.value)
 
 
+class LagCollector(Collector):
+    """`scheduler_consumer_lag_records{partition}`, asked of the log when Prometheus scrapes.
+
+    Lag is the log's fact (end offset minus the group's committed offset), so it is read then,
+    not kept up to date between scrapes. Each worker of the process registers a source that
+    gives the lag of the partitions it owns: a fleet's sum is the lag of every owned partition
+    (an unowned one is `scheduler_partitions_owned`'s alert). A source that cannot answer (the
+    log unreachable) is left out of that scrape.
+    """
+
+    NAME = "scheduler_consumer_lag_records"
+    DOCUMENTATION = (
+        "Records on an owned log partition past the group's committed offset: enqueued, not yet "
+        "in the store (read from the log when scraped)."
+    )
+
+    def __init__(self, *, registry: CollectorRegistry = REGISTRY) -> None:
+        self._sources: list[Callable[[], Mapping[int, int]]] = []
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def watch(self, source: Callable[[], Mapping[int, int]]) -> None:
+        with self._lock:
+            self._sources.append(source)
+
+    def unwatch(self, source: Callable[[], Mapping[int, int]]) -> None:
+        with self._lock:
+            if source in self._sources:
+                self._sources.remove(source)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield self._family()  # without asking the sources, as registering would
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = self._family()
+        with self._lock:
+            sources = list(self._sources)
+        for source in sources:
+            try:
+                lags = source()
+            except Exception as error:  # a scrape must not fail for one unreachable log
+                logger.warning("consumer lag left out of the metrics: %s", error)
+                continue
+            for partition, lag in sorted(lags.items()):
+                family.add_metric([str(partition)], lag)
+        yield family
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(self.NAME, self.DOCUMENTATION, labels=["partition"])
+
+
 ENQUEUED = TickCounter("scheduler_tasks_enqueued", "Tasks accepted by schedule_task.")
 PERSISTED = Counter("scheduler_tasks_persisted_total", "Tasks written to the store by workers.")
 EXECUTED = Counter("scheduler_tasks_executed_total", "Task attempts that succeeded.")
@@ -79,6 +133,7 @@ PERSIST_FAILURES = Counter(
     "scheduler_persist_failures_total",
     "Batches of log records the store refused or failed to write (read again after a backoff).",
 )
+CONSUMER_LAG = LagCollector()
 FIRING_LAG = Histogram(
     "scheduler_firing_lag_seconds",
     "Start of a task's first attempt minus its scheduled time.",

@@ -125,6 +125,7 @@ class Worker:
         ).proxy()
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
         self._thread.start()
+        metrics.CONSUMER_LAG.watch(self.consumer_lag)
         logger.info("worker %s started in group %s", self.client_id, self.group_id)
 
     def stop(self, timeout: float | None = None) -> None:
@@ -178,6 +179,15 @@ class Worker:
 
     def owned_partitions(self) -> list[int]:
         return self.topic.owned().get()
+
+    def consumer_lag(self) -> dict[int, int]:
+        """Per owned partition, the records past the group's committed offset: enqueued, not yet
+        in the store (`scheduler_consumer_lag_records`). Asks the log; any thread."""
+        owned = self._consumer.assignment() if self._consumer is not None else set()
+        if not owned:
+            return {}
+        lags = self.log.describe_group(self.group_id)
+        return {lag.partition: lag.lag for lag in lags if lag.partition in owned}
 
     def wait_until_assigned(self, timeout: float) -> bool:
         return self._started.wait(timeout)
@@ -417,6 +427,7 @@ class Worker:
             )
 
     def _shutdown(self, consumer: LogConsumer) -> None:
+        metrics.CONSUMER_LAG.unwatch(self.consumer_lag)  # before the consumer closes
         try:
             if self._topic is not None:
                 owned = self._topic.owned().get()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
+import urllib.request
 
 import pytest
 
@@ -19,7 +21,30 @@ def wait_for(check, timeout: float = 60.0):
         time.sleep(0.3)
 
 
-def test_the_cli_runs_the_distributed_mode_end_to_end(script, worker, distributed):
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def scraped_lag(port: int) -> dict[str, float]:
+    """`scheduler_consumer_lag_records` by partition, from the worker's /metrics."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    prefix = 'scheduler_consumer_lag_records{partition="'
+    return {
+        line[len(prefix) :].split('"')[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(prefix)
+    }
+
+
+def test_the_cli_runs_the_distributed_mode_end_to_end(script, worker, distributed, monkeypatch):
+    port = free_port()
+    monkeypatch.setenv("SCHEDULER_METRICS_PORT", str(port))
     applied = script("schema", "apply")
     assert applied.returncode == 0, applied.stderr
     assert distributed["SCHEDULER_CASSANDRA_KEYSPACE"] in applied.stdout
@@ -51,6 +76,8 @@ def test_the_cli_runs_the_distributed_mode_end_to_end(script, worker, distribute
     assert [row["partition"] for row in rows] == [0, 1, 2, 3]
     assert all(row["owner"] for row in rows)
     assert sum(row["lag"] for row in rows) == 0
+    # The worker's own view of the same: asked of Kafka when scraped, for the partitions it owns.
+    assert wait_for(lambda: scraped_lag(port)) == {"0": 0.0, "1": 0.0, "2": 0.0, "3": 0.0}
 
     running.terminate()
     assert running.wait(timeout=60) == 0
