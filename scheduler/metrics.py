@@ -123,6 +123,10 @@ MISROUTED = Counter(
     "scheduler_records_misrouted_total",
     "Tasks read from a partition other than their ordering id's (a producer not using murmur2).",
 )
+RECORDS_DELETED_UNREAD = Counter(
+    "scheduler_records_deleted_unread_total",
+    "Log records the topic's retention deleted before the group committed past them: lost.",
+)
 IN_FLIGHT = Gauge("scheduler_tasks_in_flight", "Tasks held in memory by owned partitions.")
 RUNNING = Gauge("scheduler_tasks_running", "Executor calls running now.")
 PARTITIONS_OWNED = Gauge("scheduler_partitions_owned", "Log partitions this process owns.")

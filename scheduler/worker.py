@@ -201,9 +201,46 @@ class Worker:
             # tree reads them (the error propagates out of `poll` and stops the worker).
             actual = max(self._topic_partition_count(), max(partitions) + 1)
             raise topic_changed_error(self.log.topic, actual, self._partition_count)
+        self._report_deleted_unread(partitions)
         self.topic.assign(partitions).get()
         self._forget(partitions)
         self._started.set()
+
+    def _report_deleted_unread(self, partitions: list[int]) -> None:
+        """Say so if the log deleted records of `partitions` the group never committed past.
+
+        The log starts a partition's reading at its first record left when the committed offset
+        is gone (Kafka's `auto.offset.reset=earliest`), so without this such records, tasks
+        somebody saw accepted, would be skipped without a word. Checked when a partition is
+        assigned, which is when a fleet that was down longer than the topic's retention comes
+        back. Best effort: a log that cannot answer costs a warning, not the assignment."""
+        assert self._consumer is not None
+        try:
+            committed = self._consumer.committed(partitions)
+            first = self.log.first_offsets(partitions)
+        except SchedulerError as error:
+            logger.warning("cannot check partitions %s for deleted records: %s", partitions, error)
+            return
+        for partition in partitions:
+            offset = committed.get(partition)
+            if offset is None or first.get(partition, 0) <= offset:
+                continue
+            deleted = first[partition] - offset
+            metrics.RECORDS_DELETED_UNREAD.inc(deleted)
+            logger.error(
+                "partition %d: %d records (offsets %d to %d) were deleted from topic %r by its "
+                "retention before any worker stored them; their tasks and admin operations are "
+                "lost, and reading goes on from offset %d. Keep the topic's retention (retention.ms"
+                ", retention.bytes) longer than the workers may be down or behind; `scheduler "
+                "group status` shows how far behind they are",
+                partition,
+                deleted,
+                offset,
+                first[partition] - 1,
+                self.log.topic,
+                first[partition],
+                extra={"partition": partition},
+            )
 
     def on_revoked(self, partitions: list[int]) -> None:
         logger.info("revoked partitions %s; letting their running tasks finish", partitions)

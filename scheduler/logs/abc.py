@@ -212,6 +212,11 @@ class TaskLog(ABC):
         """Committed offset, end offset and owner of every partition, for the admin view."""
 
     @abstractmethod
+    def first_offsets(self, partitions: Collection[int]) -> dict[int, int]:
+        """The offset of the first record each partition still holds: retention deleted the
+        ones before it (Kafka's log start offset)."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release shared resources (admin clients, files)."""
 

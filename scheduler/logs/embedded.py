@@ -349,6 +349,11 @@ class EmbeddedTaskLog(TaskLog):
         self.partition_count()
         return EmbeddedConsumer(self, group_id, client_id)
 
+    def first_offsets(self, partitions: Collection[int]) -> dict[int, int]:
+        self.partition_count()
+        with self.cond:
+            return {p: self.partitions[p].start for p in partitions}
+
     def describe_group(self, group_id: str) -> list[PartitionLag]:
         """From the file, so that any process sees the worker's commits and everyone's records."""
         count = self.partition_count()

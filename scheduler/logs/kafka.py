@@ -11,7 +11,7 @@ This is the only place that imports confluent-kafka, so the embedded mode never 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import Future
 from logging.handlers import BufferingHandler
 from typing import Any
@@ -38,6 +38,14 @@ from scheduler.logs.kafka_producer import KafkaLogProducer
 __all__ = ["KafkaLogConsumer", "KafkaLogProducer", "KafkaTaskLog"]
 
 _METADATA_RETRY_S = 0.1
+_LEADERS_SETTLING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+"""What brokers answer about a topic created (or a leader moved) moments ago."""
 
 
 class KafkaTaskLog(TaskLog):
@@ -183,14 +191,32 @@ class KafkaTaskLog(TaskLog):
                     owners[tp.partition] = member.client_id
         return owners
 
+    def first_offsets(self, partitions: Collection[int]) -> dict[int, int]:
+        wanted = [TopicPartition(self.topic, p) for p in partitions]
+        return self._list_offsets(wanted, OffsetSpec.earliest(), "reading log start offsets")
+
     def _end_offsets(self, partitions: list[TopicPartition]) -> dict[int, int]:
-        futures = self._admin.list_offsets(
-            {tp: OffsetSpec.latest() for tp in partitions}, request_timeout=self._timeout
-        )
-        return {
-            tp.partition: int(self._result(future, "reading end offsets").offset)
-            for tp, future in futures.items()
-        }
+        return self._list_offsets(partitions, OffsetSpec.latest(), "reading end offsets")
+
+    def _list_offsets(
+        self, partitions: list[TopicPartition], spec: OffsetSpec, what: str
+    ) -> dict[int, int]:
+        if not partitions:
+            return {}
+        deadline = time.monotonic() + self._timeout
+        while True:
+            futures = self._admin.list_offsets(
+                {tp: spec for tp in partitions}, request_timeout=self._timeout
+            )
+            try:
+                return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
+            except KafkaException as exc:
+                # A topic created moments ago: its leaders may not answer for it yet.
+                error = kafka_error(exc)
+                settling = error is not None and error.code() in _LEADERS_SETTLING
+                if not settling or time.monotonic() > deadline:
+                    raise unavailable(what, exc, self._bootstrap) from exc
+            time.sleep(_METADATA_RETRY_S)
 
     # -- plumbing ----------------------------------------------------------------------------
 

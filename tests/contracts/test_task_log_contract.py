@@ -314,3 +314,37 @@ def test_flush_waits_for_every_send(task_log: TaskLog) -> None:
 
     assert producer.flush(30) == 0
     assert all(future.done() and future.exception() is None for future in futures)
+
+
+def delete_before(log: TaskLog, partition: int, offset: int) -> None:
+    """Retention, now: the log drops the partition's records below `offset`."""
+    from scheduler.logs.embedded import EmbeddedTaskLog
+
+    if isinstance(log, EmbeddedTaskLog):  # it deletes what every group has committed past
+        consumer, _ = joined(log, group())
+        consumer.commit({partition: offset})
+        consumer.close()
+        log.apply_retention()
+        return
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from tests.servers import kafka_bootstrap
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap()})
+    for future in admin.delete_records([TopicPartition(log.topic, partition, offset)]).values():
+        future.result(30)
+
+
+def test_first_offsets_move_past_records_the_log_deleted(task_log: TaskLog) -> None:
+    assert task_log.first_offsets(ALL) == dict.fromkeys(ALL, 0)
+    send_all(task_log, [(key_on(2), str(i).encode()) for i in range(6)])
+
+    delete_before(task_log, 2, 4)
+
+    assert task_log.first_offsets([2, 0]) == {2: 4, 0: 0}
+    records: list[LogRecord] = []
+    consumer, _ = joined(task_log, group(), records=records)  # starts at the first one left
+    poll_until([consumer], lambda got: len(got) >= 2, records=records)
+    assert [(r.partition, r.offset) for r in records] == [(2, 4), (2, 5)]
+    consumer.close()

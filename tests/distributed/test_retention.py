@@ -1,0 +1,61 @@
+"""Records the topic's retention deleted before any worker stored them: lost, and said so.
+
+Kafka deletes old records by time or size whatever the consumer groups have read. A fleet down
+longer than the retention comes back to a partition whose committed offset is gone; Kafka's
+consumer then starts at the first record left, and without a check the deleted tasks would be
+skipped without a word.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from scheduler.fleet import as_key_tuple, read_history
+from scheduler.model import Task, from_epoch_ms
+from scheduler.partitioning import partition_for
+from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, now_ms
+
+PARTITION = 3
+
+
+def ids_on(partition: int, count: int) -> list[str]:
+    ids = (f"kept-{n}" for n in range(10_000))
+    return [oid for oid in ids if partition_for(oid.encode(), PARTITIONS) == partition][:count]
+
+
+def test_records_deleted_before_a_worker_stored_them_are_reported_and_the_rest_run(
+    fleet: Fleet,
+) -> None:
+    oids = ids_on(PARTITION, 4)
+    client = fleet.client()
+    first = fleet.worker("w1")
+    first.wait_until_owning(START_TIMEOUT_S)
+    ran = [Task(oids[n % 4], from_epoch_ms(now_ms() + 500 + n), f"ran-{n}") for n in range(6)]
+    for future in [client.schedule_task(task) for task in ran]:
+        assert future.result(30) == PARTITION
+    assert fleet.wait_until_executed([as_key_tuple(t.key) for t in ran], timeout=60).ok
+    assert first.stop(60) == 0  # committed: offset 6
+
+    due = now_ms() + 2000
+    later = [Task(oids[n % 4], from_epoch_ms(due + n), f"later-{n}") for n in range(8)]
+    for future in [client.schedule_task(task) for task in later]:
+        future.result(30)
+    # Retention, now: the first 5 of the 8 unread records go (offsets 6 to 10).
+    admin = AdminClient({"bootstrap.servers": fleet.bootstrap})
+    [deleting] = admin.delete_records([TopicPartition(fleet.topic, PARTITION, 11)]).values()
+    deleting.result(30)
+
+    second = fleet.worker("w2")
+    second.wait_until_owning(START_TIMEOUT_S)
+    kept = later[5:]
+    report = fleet.wait_until_executed([as_key_tuple(t.key) for t in kept], timeout=60)
+    output = second.output()
+    lines = [line for line in output.splitlines() if "deleted from topic" in line]
+    print(f"\n[retention] {report.summary()}\n[retention] {lines}")
+    assert report.missing == []
+    executed = {execution.key for execution in read_history(fleet.record)}
+    assert not executed & {as_key_tuple(t.key) for t in later[:5]}
+    assert len(lines) == 1 and "ERROR" in lines[0]
+    assert f"partition {PARTITION}: 5 records (offsets 6 to 10)" in lines[0]
+    assert "retention.ms" in lines[0] and "Traceback" not in output
