@@ -32,21 +32,13 @@ from scheduler.engine.timers import TimerService
 from scheduler.errors import SchedulerError
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
-from scheduler.partitioning import partition_for
-from scheduler.runtime import topic_changed_error
 from scheduler.stores.abc import TaskStore
+from scheduler.topic_guard import TopicGuard
 
 logger = logging.getLogger(__name__)
 
 #: How long one persist may take before the worker treats the partition as stuck.
 PERSIST_TIMEOUT_S = 120.0
-_HOMES_CACHED = 100_000
-"""Ordering ids whose partition is remembered; past that the cache starts again."""
-_MISROUTED_LOG_EVERY = 1000
-"""A partition's first misrouted record is logged, then one in this many."""
-_COUNT_CHECK_EVERY_S = 10.0
-"""At most this often a misrouted record makes the worker ask the log for the topic's partition
-count: after partitions are added, every producer misroutes many ordering ids."""
 
 
 class Worker:
@@ -93,12 +85,7 @@ class Worker:
         # again after a growing delay, not at the pace of the poll loop with two log lines a turn.
         self._persist_failures: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
-        # Each ordering id's partition under Kafka's default partitioner, to notice records
-        # another producer put elsewhere (`_misrouted`); hashing in Python costs a microsecond.
-        self._partition_count: int | None = None
-        self._homes: dict[str, int] = {}
-        self._misrouted_counts: dict[int, int] = defaultdict(int)
-        self._next_count_check = 0.0
+        self._guard = TopicGuard(log)
         self.fatal_error: BaseException | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -108,10 +95,7 @@ class Worker:
         # The consumer first: one its configuration refuses must fail before any thread of
         # ours exists, or the actors and timers left running would keep the process alive.
         self._consumer = self.log.consumer(self.group_id, client_id=self.client_id)
-        try:
-            self._partition_count = self.log.partition_count()
-        except Exception as error:  # best effort: without it, records' partitions go unchecked
-            logger.warning("cannot check records' partitions: %s", error)
+        self._guard.start()
         self._timers = TimerService()
         self._service = TaskExecutorService(self.settings.pool_size)
         self._topic = TopicSupervisor.start(
@@ -196,51 +180,13 @@ class Worker:
 
     def on_assigned(self, partitions: list[int]) -> None:
         logger.info("assigned partitions %s", partitions)
-        if self._partition_count is not None and max(partitions) >= self._partition_count:
-            # The group assigns partitions the topic did not have at start: stop before any
-            # tree reads them (the error propagates out of `poll` and stops the worker).
-            actual = max(self._topic_partition_count(), max(partitions) + 1)
-            raise topic_changed_error(self.log.topic, actual, self._partition_count)
-        self._report_deleted_unread(partitions)
+        assert self._consumer is not None
+        # Partitions the topic did not have at start raise, before any tree reads them (the
+        # error propagates out of `poll` and stops the worker).
+        self._guard.check_assigned(self._consumer, partitions)
         self.topic.assign(partitions).get()
         self._forget(partitions)
         self._started.set()
-
-    def _report_deleted_unread(self, partitions: list[int]) -> None:
-        """Say so if the log deleted records of `partitions` the group never committed past.
-
-        The log starts a partition's reading at its first record left when the committed offset
-        is gone (Kafka's `auto.offset.reset=earliest`), so without this such records, tasks
-        somebody saw accepted, would be skipped without a word. Checked when a partition is
-        assigned, which is when a fleet that was down longer than the topic's retention comes
-        back. Best effort: a log that cannot answer costs a warning, not the assignment."""
-        assert self._consumer is not None
-        try:
-            committed = self._consumer.committed(partitions)
-            first = self.log.first_offsets(partitions)
-        except SchedulerError as error:
-            logger.warning("cannot check partitions %s for deleted records: %s", partitions, error)
-            return
-        for partition in partitions:
-            offset = committed.get(partition)
-            if offset is None or first.get(partition, 0) <= offset:
-                continue
-            deleted = first[partition] - offset
-            metrics.RECORDS_DELETED_UNREAD.inc(deleted)
-            logger.error(
-                "partition %d: %d records (offsets %d to %d) were deleted from topic %r by its "
-                "retention before any worker stored them; their tasks and admin operations are "
-                "lost, and reading goes on from offset %d. Keep the topic's retention (retention.ms"
-                ", retention.bytes) longer than the workers may be down or behind; `scheduler "
-                "group status` shows how far behind they are",
-                partition,
-                deleted,
-                offset,
-                first[partition] - 1,
-                self.log.topic,
-                first[partition],
-                extra={"partition": partition},
-            )
 
     def on_revoked(self, partitions: list[int]) -> None:
         logger.info("revoked partitions %s; letting their running tasks finish", partitions)
@@ -296,10 +242,7 @@ class Worker:
             except MalformedRecordError as error:
                 self._set_aside(record, error)
                 continue
-            home = self._home(command.task.key.ordering_id)
-            if home is not None and home != record.partition:
-                self._check_partition_count()  # raises, before anything of the batch is stored
-                self._misrouted(record, command, home)
+            self._guard.check_record(record, command)  # may raise: nothing of the batch stored
             batches[record.partition].append(command)
         futures = self.topic.persist(dict(batches)).get()
         commit: dict[int, int] = {}
@@ -406,62 +349,6 @@ class Worker:
             (record.value or b"")[:500],
             extra={"partition": record.partition, "offset": record.offset},
         )
-
-    def _home(self, ordering_id: str) -> int | None:
-        """The partition `schedule_task` sends `ordering_id` to (None if the count is unknown)."""
-        home = self._homes.get(ordering_id)
-        if home is None and self._partition_count is not None:
-            if len(self._homes) >= _HOMES_CACHED:
-                self._homes.clear()
-            home = partition_for(ordering_id.encode(), self._partition_count)
-            self._homes[ordering_id] = home
-        return home
-
-    def _check_partition_count(self) -> None:
-        """Stop if the topic's partition count is not the one at start: a producer that learnt
-        of added partitions sends ordering ids elsewhere, and its records look misrouted. The
-        consumer would notice the new partitions only at its next metadata refresh (5 min)."""
-        now = time.monotonic()
-        if self._partition_count is None or now < self._next_count_check:
-            return
-        self._next_count_check = now + _COUNT_CHECK_EVERY_S
-        actual = self._topic_partition_count()
-        if actual != self._partition_count:
-            raise topic_changed_error(self.log.topic, actual, self._partition_count)
-
-    def _topic_partition_count(self) -> int:
-        """The topic's partition count now; the one at start if the log cannot say."""
-        try:
-            return self.log.partition_count()
-        except SchedulerError as error:
-            logger.warning("cannot check the topic's partition count: %s", error)
-            assert self._partition_count is not None
-            return self._partition_count
-
-    def _misrouted(self, record: LogRecord, command: Command, home: int) -> None:
-        """A valid task on a partition other than its ordering id's: its producer does not use
-        Kafka's default partitioner. It is kept and runs (dropping it would lose a task its
-        producer saw accepted), but said loudly: it is ordered only with the other records of
-        the partition it is on, and lookups by key (`scheduler tasks show`, cancel, retry) go
-        to its ordering id's partition and do not find it."""
-        metrics.MISROUTED.inc()
-        self._misrouted_counts[record.partition] += 1
-        count = self._misrouted_counts[record.partition]
-        if count == 1 or count % _MISROUTED_LOG_EVERY == 0:
-            logger.warning(
-                "record at partition %d offset %d is for ordering id %r, whose partition is %d "
-                "(%d such records on partition %d so far): its producer does not partition by "
-                "Kafka's default murmur2 hash of the key, so the task runs out of order with its "
-                "ordering id's other tasks and lookups by key do not find it; key records by "
-                "ordering id and use murmur2 (librdkafka clients: partitioner=murmur2_random)",
-                record.partition,
-                record.offset,
-                command.task.key.ordering_id,
-                home,
-                count,
-                record.partition,
-                extra={"partition": record.partition, "offset": record.offset},
-            )
 
     def _shutdown(self, consumer: LogConsumer) -> None:
         metrics.CONSUMER_LAG.unwatch(self.consumer_lag)  # before the consumer closes

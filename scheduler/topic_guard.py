@@ -1,0 +1,165 @@
+"""What a worker checks about the topic itself, beside reading it: `TopicGuard`.
+
+A task's partition is `murmur2(ordering id) % partition count`, and the store keeps every task
+under the partition its record came from. Three things break that without failing any call, so
+the worker looks for them:
+
+* a record on another partition than its ordering id's (a producer with another partitioner):
+  kept and run, but said loudly (`scheduler_records_misrouted_total`);
+* partitions added to the topic (or the topic created again with another count): from then on
+  producers send many ordering ids elsewhere, so the worker stops before storing anything the
+  change moved (`scheduler topic move` is the way back);
+* records the topic's retention deleted before the group committed past them: lost, and said so
+  (`scheduler_records_deleted_unread_total`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Collection
+
+from scheduler import metrics
+from scheduler.codec import Command
+from scheduler.errors import SchedulerError
+from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
+from scheduler.partitioning import partition_for
+from scheduler.runtime import topic_changed_error
+
+logger = logging.getLogger("scheduler.worker")  # the worker's lines, under the worker's name
+
+_HOMES_CACHED = 100_000
+"""Ordering ids whose partition is remembered; past that the cache starts again."""
+_MISROUTED_LOG_EVERY = 1000
+"""A partition's first misrouted record is logged, then one in this many."""
+_COUNT_CHECK_EVERY_S = 10.0
+"""At most this often a misrouted record makes the guard ask the log for the topic's partition
+count: after partitions are added, every producer misroutes many ordering ids."""
+
+
+class TopicGuard:
+    """The topic checks of one worker; used on its polling thread."""
+
+    def __init__(self, log: TaskLog) -> None:
+        self.log = log
+        self.partition_count: int | None = None
+        """The topic's count when the worker started (the CLI has checked it against the
+        store's); None if the log could not say, and then partitions go unchecked."""
+        # Each ordering id's partition under Kafka's default partitioner; hashing in Python
+        # costs a microsecond a record.
+        self._homes: dict[str, int] = {}
+        self._misrouted_counts: dict[int, int] = defaultdict(int)
+        self._next_count_check = 0.0
+
+    def start(self) -> None:
+        try:
+            self.partition_count = self.log.partition_count()
+        except Exception as error:  # best effort: without it, records' partitions go unchecked
+            logger.warning("cannot check records' partitions: %s", error)
+
+    def check_record(self, record: LogRecord, command: Command) -> None:
+        """Warn about a misrouted record; raise if the topic's partition count changed."""
+        home = self._home(command.task.key.ordering_id)
+        if home is not None and home != record.partition:
+            self._check_partition_count()  # raises, before anything of the batch is stored
+            self._misrouted(record, command, home)
+
+    def check_assigned(self, consumer: LogConsumer, partitions: list[int]) -> None:
+        """Raise if `partitions` include some the topic did not have at start; report records
+        of theirs deleted before the group committed past them."""
+        if self.partition_count is not None and max(partitions) >= self.partition_count:
+            actual = max(self._topic_partition_count(), max(partitions) + 1)
+            raise topic_changed_error(self.log.topic, actual, self.partition_count)
+        self._report_deleted_unread(consumer, partitions)
+
+    def _home(self, ordering_id: str) -> int | None:
+        """The partition `schedule_task` sends `ordering_id` to (None if the count is unknown)."""
+        home = self._homes.get(ordering_id)
+        if home is None and self.partition_count is not None:
+            if len(self._homes) >= _HOMES_CACHED:
+                self._homes.clear()
+            home = partition_for(ordering_id.encode(), self.partition_count)
+            self._homes[ordering_id] = home
+        return home
+
+    def _check_partition_count(self) -> None:
+        """Raise if the topic's partition count is not the one at start: a producer that learnt
+        of added partitions sends ordering ids elsewhere, and its records look misrouted. The
+        consumer would notice the new partitions only at its next metadata refresh (5 min)."""
+        now = time.monotonic()
+        if self.partition_count is None or now < self._next_count_check:
+            return
+        self._next_count_check = now + _COUNT_CHECK_EVERY_S
+        actual = self._topic_partition_count()
+        if actual != self.partition_count:
+            raise topic_changed_error(self.log.topic, actual, self.partition_count)
+
+    def _topic_partition_count(self) -> int:
+        """The topic's partition count now; the one at start if the log cannot say."""
+        assert self.partition_count is not None
+        try:
+            return self.log.partition_count()
+        except SchedulerError as error:
+            logger.warning("cannot check the topic's partition count: %s", error)
+            return self.partition_count
+
+    def _misrouted(self, record: LogRecord, command: Command, home: int) -> None:
+        """A valid task on a partition other than its ordering id's: its producer does not use
+        Kafka's default partitioner. It is kept and runs (dropping it would lose a task its
+        producer saw accepted), but said loudly: it is ordered only with the other records of
+        the partition it is on, and lookups by key (`scheduler tasks show`, cancel, retry) go
+        to its ordering id's partition and do not find it."""
+        metrics.MISROUTED.inc()
+        self._misrouted_counts[record.partition] += 1
+        count = self._misrouted_counts[record.partition]
+        if count == 1 or count % _MISROUTED_LOG_EVERY == 0:
+            logger.warning(
+                "record at partition %d offset %d is for ordering id %r, whose partition is %d "
+                "(%d such records on partition %d so far): its producer does not partition by "
+                "Kafka's default murmur2 hash of the key, so the task runs out of order with its "
+                "ordering id's other tasks and lookups by key do not find it; key records by "
+                "ordering id and use murmur2 (librdkafka clients: partitioner=murmur2_random)",
+                record.partition,
+                record.offset,
+                command.task.key.ordering_id,
+                home,
+                count,
+                record.partition,
+                extra={"partition": record.partition, "offset": record.offset},
+            )
+
+    def _report_deleted_unread(self, consumer: LogConsumer, partitions: Collection[int]) -> None:
+        """Say so if the log deleted records of `partitions` the group never committed past.
+
+        The log starts a partition's reading at its first record left when the committed offset
+        is gone (Kafka's `auto.offset.reset=earliest`), so without this such records, tasks
+        somebody saw accepted, would be skipped without a word. Checked when a partition is
+        assigned, which is when a fleet that was down longer than the topic's retention comes
+        back. Best effort: a log that cannot answer costs a warning, not the assignment."""
+        try:
+            committed = consumer.committed(partitions)
+            first = self.log.first_offsets(partitions)
+        except SchedulerError as error:
+            logger.warning("cannot check partitions %s for deleted records: %s", partitions, error)
+            return
+        for partition in partitions:
+            offset = committed.get(partition)
+            if offset is None or first.get(partition, 0) <= offset:
+                continue
+            deleted = first[partition] - offset
+            metrics.RECORDS_DELETED_UNREAD.inc(deleted)
+            logger.error(
+                "partition %d: %d records (offsets %d to %d) were deleted from topic %r by its "
+                "retention before any worker stored them; their tasks and admin operations are "
+                "lost, and reading goes on from offset %d. Keep the topic's retention (retention.ms"
+                ", retention.bytes) longer than the workers may be down or behind; `scheduler "
+                "group status` shows how far behind they are",
+                partition,
+                deleted,
+                offset,
+                first[partition] - 1,
+                self.log.topic,
+                first[partition],
+                extra={"partition": partition},
+            )
