@@ -170,8 +170,7 @@ class Worker:
         owned = self._consumer.assignment() if self._consumer is not None else set()
         if not owned:
             return {}
-        lags = self.log.describe_group(self.group_id)
-        return {lag.partition: lag.lag for lag in lags if lag.partition in owned}
+        return {lag.partition: lag.lag for lag in self.log.describe_group(self.group_id, owned)}
 
     def wait_until_assigned(self, timeout: float) -> bool:
         return self._started.wait(timeout)

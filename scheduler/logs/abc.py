@@ -208,8 +208,11 @@ class TaskLog(ABC):
         """A new consumer of this topic in group `group_id`."""
 
     @abstractmethod
-    def describe_group(self, group_id: str) -> list[PartitionLag]:
-        """Committed offset, end offset and owner of every partition, for the admin view."""
+    def describe_group(
+        self, group_id: str, partitions: Collection[int] | None = None
+    ) -> list[PartitionLag]:
+        """Committed offset, end offset and owner of every partition (or of `partitions`), for
+        the admin view and the lag metric."""
 
     @abstractmethod
     def first_offsets(self, partitions: Collection[int]) -> dict[int, int]:

@@ -354,10 +354,13 @@ class EmbeddedTaskLog(TaskLog):
         with self.cond:
             return {p: self.partitions[p].start for p in partitions}
 
-    def describe_group(self, group_id: str) -> list[PartitionLag]:
+    def describe_group(
+        self, group_id: str, partitions: Collection[int] | None = None
+    ) -> list[PartitionLag]:
         """From the file, so that any process sees the worker's commits and everyone's records."""
         count = self.partition_count()
-        committed = self.committed(group_id, range(count))
+        numbers = range(count) if partitions is None else sorted(partitions)
+        committed = self.committed(group_id, numbers)
         with self._read_lock:
             stored = self._reader.execute(PARTITIONS, (self.topic,)).fetchall()
         ends = {p: end for p, _, end in stored}
@@ -366,7 +369,7 @@ class EmbeddedTaskLog(TaskLog):
         with self.cond:
             for p, state in enumerate(self.partitions):
                 ends[p] = max(ends.get(p, 0), state.end)
-        return [PartitionLag(p, committed[p], ends[p], owners.get(p)) for p in range(count)]
+        return [PartitionLag(p, committed[p], ends[p], owners.get(p)) for p in numbers]
 
     def close(self) -> None:
         if self._closed:

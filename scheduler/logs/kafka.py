@@ -152,11 +152,18 @@ class KafkaTaskLog(TaskLog):
 
     # -- the group ---------------------------------------------------------------------------
 
-    def describe_group(self, group_id: str) -> list[PartitionLag]:
-        partitions = [TopicPartition(self.topic, p) for p in range(self.partition_count())]
-        committed = self._committed(group_id, partitions)
+    def describe_group(
+        self, group_id: str, partitions: Collection[int] | None = None
+    ) -> list[PartitionLag]:
+        # Given partitions spare the metadata request for the count, which lists every topic of
+        # the cluster (see `_metadata`): the lag metric asks on every scrape.
+        numbers = range(self.partition_count()) if partitions is None else sorted(partitions)
+        wanted = [TopicPartition(self.topic, p) for p in numbers]
+        if not wanted:
+            return []
+        committed = self._committed(group_id, wanted)
         owners = self._owners(group_id)
-        ends = self._end_offsets(partitions)
+        ends = self._end_offsets(wanted)
         return [
             PartitionLag(
                 partition=tp.partition,
@@ -164,7 +171,7 @@ class KafkaTaskLog(TaskLog):
                 end=ends[tp.partition],
                 owner=owners.get(tp.partition),
             )
-            for tp in partitions
+            for tp in wanted
         ]
 
     def _committed(self, group_id: str, partitions: list[TopicPartition]) -> dict[int, int]:

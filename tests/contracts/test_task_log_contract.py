@@ -300,6 +300,8 @@ def test_describe_group_reports_lag(task_log: TaskLog) -> None:
     assert (lags[0].committed, lags[0].end, lags[0].lag) == (2, 5, 3)
     assert (lags[1].committed, lags[1].end, lags[1].lag) == (None, 2, 2)
     assert all("lag-client" in (lag.owner or "") for lag in lags.values())
+    some = task_log.describe_group(group_id, [1, 0])  # only those, in partition order
+    assert [(lag.partition, lag.committed, lag.end) for lag in some] == [(0, 2, 5), (1, None, 2)]
     consumer.close()
 
 
