@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from scheduler.cli.context import CliState, pass_state
+from scheduler.cli.context import CliState, echo_err, pass_state
 from scheduler.cli.output import echo_table
 
 
@@ -61,6 +61,11 @@ def move(state: CliState, target: str) -> None:
         f"moved {report.total} unread records of group {settings.group_id!r} from topic "
         f"{report.source!r} to topic {report.target!r} ({report.partitions} partitions)."
     )
+    for partition, count in sorted(report.deleted.items()):
+        echo_err(
+            f"warning: partition {partition} of {report.source!r}: {count} unread records had "
+            "been deleted by the topic's retention before this move; their tasks are lost"
+        )
     click.echo(
         f"Next: give producers and workers {env_name('topic')}={report.target}. Records "
         f"producers still send to {report.source!r} are not read: run this again after the last "

@@ -54,6 +54,8 @@ class MoveReport:
     """Records copied, by partition of the old topic."""
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     """The offsets copied, [first, end), by partition of the old topic."""
+    deleted: dict[int, int] = field(default_factory=dict)
+    """Records past the group's commit that retention deleted before they could be copied."""
 
     @property
     def total(self) -> int:
@@ -91,12 +93,12 @@ def move_unread(
     report = MoveReport(source=source.topic, target=target.topic, partitions=partitions)
     consumer = Consumer(source.consumer_settings(group_id, client_id=CLIENT_ID))
     try:
+        starts = source.first_offsets([lag.partition for lag in lags])
         for lag in lags:
-            first = lag.committed
-            if first is None:
-                first, _ = consumer.get_watermark_offsets(
-                    TopicPartition(source.topic, lag.partition), timeout=source.request_timeout_s
-                )
+            first = starts[lag.partition]
+            if lag.committed is not None and lag.committed < first:
+                report.deleted[lag.partition] = first - lag.committed
+            first = max(first, lag.committed or 0)
             if first < lag.end:
                 report.ranges[lag.partition] = (first, lag.end)
         unread = _read(consumer, source.topic, report.ranges, stall_s)

@@ -12,9 +12,10 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from scheduler.fleet import as_key_tuple, read_history
+from scheduler.logs.kafka import KafkaTaskLog
 from scheduler.model import Task, from_epoch_ms
 from scheduler.partitioning import partition_for
-from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, now_ms
+from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, now_ms, wait_for
 
 PARTITION = 3
 
@@ -59,3 +60,49 @@ def test_records_deleted_before_a_worker_stored_them_are_reported_and_the_rest_r
     assert len(lines) == 1 and "ERROR" in lines[0]
     assert f"partition {PARTITION}: 5 records (offsets 6 to 10)" in lines[0]
     assert "retention.ms" in lines[0] and "Traceback" not in output
+
+
+def test_topic_move_names_records_deleted_before_it_could_copy_them(fleet: Fleet) -> None:
+    import os
+    import subprocess
+
+    from scheduler.fleet import scheduler_script
+
+    oids = ids_on(PARTITION, 2)
+    client = fleet.client()
+    worker = fleet.worker("w1")
+    worker.wait_until_owning(START_TIMEOUT_S)
+    assert worker.stop(60) == 0  # the group exists, nothing committed yet
+    tasks = [Task(oids[n % 2], from_epoch_ms(now_ms() + 60_000 + n), f"t-{n}") for n in range(5)]
+    for future in [client.schedule_task(task) for task in tasks]:
+        future.result(30)
+    worker = fleet.worker("w2")  # stores and commits the five
+    worker.wait_until_owning(START_TIMEOUT_S)
+
+    def committed() -> int | None:
+        return fleet.log.describe_group(fleet.group_id, [PARTITION])[0].committed
+
+    assert wait_for(lambda: committed() == 5, timeout=60)
+    assert worker.stop(60) == 0
+    more = [Task(oids[n % 2], from_epoch_ms(now_ms() + 60_000 + n), f"m-{n}") for n in range(5)]
+    for future in [client.schedule_task(task) for task in more]:
+        future.result(30)
+    admin = AdminClient({"bootstrap.servers": fleet.bootstrap})
+    [deleting] = admin.delete_records([TopicPartition(fleet.topic, PARTITION, 7)]).values()
+    deleting.result(30)  # offsets 5 and 6 of the unread 5 to 9
+
+    target = f"{fleet.topic}-moved"
+    try:
+        moved = subprocess.run(
+            [scheduler_script(), "topic", "move", "--to", target],
+            env={**os.environ, **fleet.env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        print(f"\n[retention] topic move: {moved.stdout}{moved.stderr}")
+        assert moved.returncode == 0, moved.stderr
+        assert "moved 3 unread records" in moved.stdout
+        assert f"partition {PARTITION} of {fleet.topic!r}: 2 unread records" in moved.stderr
+    finally:
+        KafkaTaskLog(bootstrap_servers=fleet.bootstrap, topic=target).delete_topic()
