@@ -76,6 +76,9 @@ def enqueue(
     settings = state.settings()
     task = Task(ordering_id, when, uniqueness_key or str(uuid.uuid4()), data)
     executor = build_executor(settings, set_by=state.origin("executor"))
+    validate = getattr(executor, "validate", None)
+    if validate is not None:
+        validate(task)  # refused before connecting: a task its executor refuses needs no Kafka
     log = build_log(settings)
     try:
         partitions = topic_partition_check(log, settings.partitions)
@@ -83,7 +86,7 @@ def enqueue(
             log=log,
             grace_window_s=settings.grace_window_s,
             max_data_bytes=settings.max_data_bytes,
-            validate=getattr(executor, "validate", None),
+            validate=validate,
         )
         try:
             client.schedule_task(task).result(timeout=ACK_TIMEOUT_S)

@@ -99,3 +99,13 @@ def wait_until(check, timeout: float = 30.0) -> bool:
             return False
         time.sleep(0.2)
     return True
+
+
+def test_a_task_its_executor_refuses_is_refused_before_connecting(run, embedded, monkeypatch):
+    # Nothing answers on port 1: had the command connected first, this would be exit 3.
+    monkeypatch.setenv("SCHEDULER_LOG", "kafka")
+    monkeypatch.setenv("SCHEDULER_KAFKA_BOOTSTRAP", "127.0.0.1:1")
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "spark")
+    result = run("enqueue", "orders-1", "--data", '{"args": {}}')
+    assert result.exit_code == 2, result.output
+    assert "has no job name" in result.output
