@@ -276,7 +276,7 @@ def topic_partition_check(log: TaskLog, partitions: int, *, pinned: bool = False
 MOVE_ADVICE = (
     "stop every worker and move the group's unread records to a new topic of {count} partitions "
     "with `scheduler topic move --to <new topic>`, then give producers and workers that topic "
-    "(SCHEDULER_TOPIC); see 'Partitions added to the topic' in docs/kafka.md"
+    f"({env_name('topic')}); see 'Partitions added to the topic' in docs/kafka.md"
 )
 """What to do about a topic that grew under stored data (Kafka cannot remove partitions)."""
 

@@ -102,10 +102,6 @@ class KafkaTaskLog(TaskLog):
         fixed = {"bootstrap.servers": self._bootstrap, "group.id": group_id, "client.id": client_id}
         return merged(CONSUMER_DEFAULTS, fixed, self._consumer_config)
 
-    @property
-    def request_timeout_s(self) -> float:
-        return self._timeout
-
     def close(self) -> None:
         # AdminClient has no close; serving its queue once releases queued log lines.
         self._admin.poll(0)
