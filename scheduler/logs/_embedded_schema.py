@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from scheduler._sqlite_open import open_wal
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, partitions INTEGER NOT NULL)
     WITHOUT ROWID;
@@ -32,12 +34,6 @@ RECORDS = (
 
 
 def connect(path: str | None, synchronous: str) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), shareable between threads.
-
-    The busy timeout makes a writer wait for another process's transaction instead of failing.
-    """
-    db = sqlite3.connect(path or ":memory:", isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-    db.execute("PRAGMA busy_timeout=30000")
-    return db
+    """A connection in WAL and autocommit mode (transactions are explicit), shareable between
+    threads, whose statements wait for another process's transaction instead of failing."""
+    return open_wal(path, synchronous=synchronous)

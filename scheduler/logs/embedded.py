@@ -116,13 +116,18 @@ class EmbeddedTaskLog(TaskLog):
         """How often a blocked `poll` calls `catch_up`; None when no other process can write."""
         self._tail_records = tail_records
         self.db_lock = threading.Lock()
-        self.db = connect(path, synchronous)
-        """The connection that writes (the writer thread, commits, members); under `db_lock`."""
-        self.db.executescript(SCHEMA)
-        if path is None:  # a second connection to ":memory:" would be another database
-            self._reader, self._read_lock = self.db, self.db_lock
-        else:
-            self._reader, self._read_lock = connect(path, synchronous), threading.Lock()
+        try:
+            self.db = connect(path, synchronous)
+            """The connection that writes (the writer thread, commits, members); under `db_lock`."""
+            self.db.executescript(SCHEMA)
+            if path is None:  # a second connection to ":memory:" would be another database
+                self._reader, self._read_lock = self.db, self.db_lock
+            else:
+                self._reader, self._read_lock = connect(path, synchronous), threading.Lock()
+        except sqlite3.Error as error:
+            raise BackendUnavailableError(
+                f"cannot open the embedded log {path!r}: {error}"
+            ) from error
         self._data_version = self._reader.execute("PRAGMA data_version").fetchone()[0]
         self.members = MemberTable(
             topic=topic,

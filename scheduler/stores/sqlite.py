@@ -30,6 +30,7 @@ from typing import Any
 
 from scheduler._sqlbatch import chunks, many_rows
 from scheduler._sqlbatch import many_keys as _many_keys_of
+from scheduler._sqlite_open import open_wal
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores._group_commit import GroupCommit
@@ -139,16 +140,11 @@ class SqliteTaskStore(TaskStore):
             raise BackendUnavailableError(f"task store {self.path!r} is closed; call open() first")
         try:
             # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE in _write).
-            connection = sqlite3.connect(
+            connection = open_wal(
                 self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=30.0,
+                synchronous=self._synchronous,
                 cached_statements=256,  # the chunked writes use up to 9 sizes per statement
             )
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(f"PRAGMA synchronous={self._synchronous}")
-            connection.execute("PRAGMA busy_timeout=30000")
             connection.execute(f"PRAGMA cache_size=-{cache_kib}")
         except sqlite3.Error as error:
             raise BackendUnavailableError(

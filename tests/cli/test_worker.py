@@ -82,3 +82,13 @@ def test_a_worker_that_fails_to_start_prints_its_error_and_no_banner(embedded, m
     assert "librdkafka refused" in result.stderr
     assert "stop with Ctrl-C" not in result.stdout
     assert "in group" not in result.stdout
+
+
+@pytest.mark.parametrize("damaged", ["log.db", "store.db"])
+def test_a_damaged_embedded_file_is_named_without_a_traceback(script, embedded, damaged):
+    embedded.mkdir(parents=True, exist_ok=True)
+    (embedded / damaged).write_bytes(b"written by something else, not SQLite " * 4)
+    result = script("worker")
+    assert result.returncode == 3, result.stderr
+    assert f"{str(embedded / damaged)!r}: file is not a database" in result.stderr
+    assert "Traceback" not in result.stderr
