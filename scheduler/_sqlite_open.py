@@ -4,9 +4,9 @@ A worker, the CLI and producers open the same files from several processes, ofte
 moment: `scheduler worker` starts while `scheduler group status` asks whether it has joined. Two
 processes turning a new file to WAL at once make one of them fail with "database is locked" at
 once, whatever the busy timeout: SQLite does not call the busy handler while it changes the
-journal mode. Measured on this machine with four processes opening a fresh file together: 39 of
-200 files failed one process this way. WAL is a property of the file, so once it is set nobody
-needs to set it again; only the first opens can collide, and those are retried here.
+journal mode. Measured on this machine, four processes opening a new file together: 39 failures
+in 200 files. WAL is a property of the file, so once it is set nobody needs to set it again;
+only the first opens can collide, and those are retried here.
 """
 
 from __future__ import annotations
