@@ -14,6 +14,12 @@ task it cancels). Records of one ordering id that producers put on two partition
 after they learnt of the new ones, are interleaved by their timestamps, which is the only order
 Kafka gives across partitions.
 
+Memory: the records are read as the merge needs them, not all first. The partitions of the old
+topic share a budget of `_BUFFERED_RECORDS` (each at least `_MIN_PARTITION_RECORDS`); a
+partition whose buffer is full is paused (librdkafka then drops what it prefetched for it and
+fetches it again from the next record on resume), so a backlog of any size is moved with bounded
+memory. A buffer can exceed its share by one batch, and librdkafka's own prefetch is capped too.
+
 Once every copy is acknowledged, the group's offsets on the old topic are committed at the
 point the copy ended, so running the command again moves only what arrived since (producers
 still writing to the old topic). Copying a record twice, after a failure in between, is harmless:
@@ -24,7 +30,8 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -38,7 +45,19 @@ from scheduler.logs.kafka import KafkaTaskLog
 from scheduler.logs.kafka_config import reason
 
 CLIENT_ID = "scheduler-topic-move"
-_BATCH = 10_000
+_BUFFERED_RECORDS = 100_000
+"""Records of the old topic held at most, waiting for their turn in the merge (about 50 MB for
+records of 300 bytes); shared between its partitions."""
+_MIN_PARTITION_RECORDS = 1_000
+"""A partition's smallest share: below it, pausing and fetching again cost more than it saves."""
+_CONSUMER_SETTINGS = {
+    # Fetch in pieces of ~800 small records per partition, so one fetch rarely fills a buffer...
+    "max.partition.fetch.bytes": 256 * 1024,
+    # ...cap librdkafka's prefetch of all partitions at 8 MiB (64 MiB by default)...
+    "queued.max.messages.kbytes": 8 * 1024,
+    # ...and fetch again as soon as the merge drained it, not a second later (the default).
+    "fetch.queue.backoff.ms": 10,
+}
 _POLL_EVERY = 1000
 
 
@@ -56,6 +75,8 @@ class MoveReport:
     """The offsets copied, [first, end), by partition of the old topic."""
     deleted: dict[int, int] = field(default_factory=dict)
     """Records past the group's commit that retention deleted before they could be copied."""
+    peak_buffered: int = 0
+    """The most records of the old topic held in memory at once."""
 
     @property
     def total(self) -> int:
@@ -69,9 +90,14 @@ def move_unread(
     partitions: int,
     *,
     stall_s: float = 60.0,
+    partition_records: int | None = None,
 ) -> MoveReport:
     """Copy what `group_id` has not committed on `source` to `target` (created with
-    `partitions` if missing), then commit the group's offsets on `source` past the copies."""
+    `partitions` if missing), then commit the group's offsets on `source` past the copies.
+
+    `partition_records` is the most records buffered per partition of `source` (twice that for
+    one batch); by default each partition's share of `_BUFFERED_RECORDS`.
+    """
     if source.topic == target.topic:
         raise ConfigurationError(
             f"--to names the group's own topic {source.topic!r}; give a new topic's name"
@@ -91,7 +117,9 @@ def move_unread(
             "the tasks are partitioned into; name a new topic"
         )
     report = MoveReport(source=source.topic, target=target.topic, partitions=partitions)
-    consumer = Consumer(source.consumer_settings(group_id, client_id=CLIENT_ID))
+    consumer = Consumer(
+        {**source.consumer_settings(group_id, client_id=CLIENT_ID), **_CONSUMER_SETTINGS}
+    )
     try:
         starts = source.first_offsets([lag.partition for lag in lags])
         for lag in lags:
@@ -101,54 +129,107 @@ def move_unread(
             first = max(first, lag.committed or 0)
             if first < lag.end:
                 report.ranges[lag.partition] = (first, lag.end)
-        unread = _read(consumer, source.topic, report.ranges, stall_s)
-        report.moved = {partition: len(records) for partition, records in unread.items()}
+        if partition_records is None:
+            share = _BUFFERED_RECORDS // max(1, len(report.ranges))
+            partition_records = max(_MIN_PARTITION_RECORDS, share)
+        reader = _Reader(consumer, source.topic, report.ranges, stall_s, partition_records)
         # Each partition's records in their order; across partitions, by timestamp.
-        merged = heapq.merge(*unread.values(), key=lambda message: message.timestamp()[1])
-        _copy(merged, target, report.total, stall_s)
+        merged = heapq.merge(
+            *(reader.records(partition) for partition in report.ranges),
+            key=lambda message: message.timestamp()[1],
+        )
+        _copy(merged, target, stall_s)
+        report.moved, report.peak_buffered = reader.taken, reader.peak
         _commit(consumer, source.topic, report)
     finally:
         consumer.close()
     return report
 
 
-def _read(
-    consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]], stall_s: float
-) -> dict[int, list[Message]]:
-    """Every record of `ranges`, by partition, in offset order."""
-    unread: dict[int, list[Message]] = {partition: [] for partition in ranges}
-    if not ranges:
-        return unread
-    consumer.assign([TopicPartition(topic, p, first) for p, (first, _) in ranges.items()])
-    pending = {partition: end for partition, (_, end) in ranges.items()}
-    progress_at = time.monotonic()
-    while pending:
-        messages = consumer.consume(_BATCH, 0.5)
+class _Reader:
+    """The records of `ranges`, read as they are asked for, one bounded buffer per partition."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        topic: str,
+        ranges: dict[int, tuple[int, int]],
+        stall_s: float,
+        partition_records: int,
+    ) -> None:
+        self._consumer = consumer
+        self._topic = topic
+        self._stall_s = stall_s
+        self._limit = partition_records
+        self._buffers: dict[int, deque[Message]] = {partition: deque() for partition in ranges}
+        self._ends = {partition: end for partition, (_, end) in ranges.items()}
+        """The partitions not read to their end yet, and where their end is."""
+        self._paused: set[int] = set()
+        self._progress_at = time.monotonic()
+        self.taken = dict.fromkeys(ranges, 0)
+        """Records handed to the merge, by partition."""
+        self.peak = 0
+        """The most records buffered at once."""
+        if ranges:
+            consumer.assign([TopicPartition(topic, p, first) for p, (first, _) in ranges.items()])
+
+    def records(self, partition: int) -> Iterator[Message]:
+        """`partition`'s records, in offset order."""
+        buffer = self._buffers[partition]
+        while True:
+            if buffer:
+                self.taken[partition] += 1
+                yield buffer.popleft()
+            elif partition in self._ends:
+                self._fill()
+            else:
+                return
+
+    def _fill(self) -> None:
+        """Read one batch into the buffers. Called when one of them is empty, so at least one
+        partition is fetching and a batch that never comes means the brokers stalled."""
+        self._pause_full_buffers()
+        messages = self._consumer.consume(self._limit, 0.5)
         for message in messages:
             error = message.error()
             if error is not None:
                 if error.fatal():
-                    raise BackendUnavailableError(f"reading topic {topic!r}: {error.str()}")
+                    raise BackendUnavailableError(f"reading topic {self._topic!r}: {error.str()}")
                 continue  # librdkafka recovers from the rest by itself
             partition, offset = message.partition(), message.offset()
-            if partition in pending and offset is not None and offset < pending[partition]:
-                unread[partition].append(message)
+            if partition is None or offset is None:
+                continue
+            end = self._ends.get(partition)
+            if end is not None and offset < end:
+                self._buffers[partition].append(message)
         if messages:
-            progress_at = time.monotonic()
-        positions = consumer.position([TopicPartition(topic, p) for p in pending])
+            self._progress_at = time.monotonic()
+        self.peak = max(self.peak, sum(len(buffer) for buffer in self._buffers.values()))
+        positions = self._consumer.position([TopicPartition(self._topic, p) for p in self._ends])
         for position in positions:
-            if position.offset >= pending[position.partition]:
-                del pending[position.partition]
-        if pending and time.monotonic() - progress_at > stall_s:
-            where = ", ".join(f"partition {p} before offset {end}" for p, end in pending.items())
+            if position.offset >= self._ends[position.partition]:
+                del self._ends[position.partition]
+        if self._ends and time.monotonic() - self._progress_at > self._stall_s:
+            where = ", ".join(f"partition {p} before offset {end}" for p, end in self._ends.items())
             raise BackendUnavailableError(
-                f"reading topic {topic!r} stalled for {stall_s:g} s ({where}); nothing was "
-                "copied: check the brokers and run the command again"
+                f"reading topic {self._topic!r} stalled for {self._stall_s:g} s ({where}); "
+                "nothing was marked moved: check the brokers and run the command again "
+                "(records copied twice are harmless: a task's key overwrites itself)"
             )
-    return unread
+
+    def _pause_full_buffers(self) -> None:
+        """Pause a partition whose buffer is full; resume it once the merge took half."""
+        for partition in self._ends:
+            held = len(self._buffers[partition])
+            if partition not in self._paused and held >= self._limit:
+                self._paused.add(partition)
+                self._consumer.pause([TopicPartition(self._topic, partition)])
+            elif partition in self._paused and held <= self._limit // 2:
+                self._paused.discard(partition)
+                self._consumer.resume([TopicPartition(self._topic, partition)])
 
 
-def _copy(messages: Iterable[Message], target: KafkaTaskLog, total: int, stall_s: float) -> None:
+def _copy(messages: Iterable[Message], target: KafkaTaskLog, stall_s: float) -> None:
     """Produce `messages` to `target` and wait until each is acknowledged."""
     producer = Producer(target.producer_settings())
     failures: list[KafkaError] = []
@@ -157,6 +238,7 @@ def _copy(messages: Iterable[Message], target: KafkaTaskLog, total: int, stall_s
         if error is not None:
             failures.append(error)
 
+    sent = 0
     for sent, message in enumerate(messages, 1):
         while True:
             try:
@@ -179,7 +261,7 @@ def _copy(messages: Iterable[Message], target: KafkaTaskLog, total: int, stall_s
     if remaining or failures:
         why = failures[0].str() if failures else f"not acknowledged within {stall_s:g} s"
         raise BackendUnavailableError(
-            f"{len(failures) + remaining} of {total} records copied to topic {target.topic!r} "
+            f"{len(failures) + remaining} of {sent} records copied to topic {target.topic!r} "
             f"failed ({why}); nothing was marked moved: run the command again once Kafka "
             "accepts writes (records copied twice are harmless: a task's key overwrites itself)"
         )

@@ -159,3 +159,46 @@ def test_topic_move_refuses_what_would_lose_or_misplace_records(fleet: Fleet) ->
         other.close()
     for result in (busy, itself, mismatched):
         assert "Traceback" not in result.stderr
+
+
+def test_topic_move_holds_a_bounded_number_of_records_whatever_the_backlog(fleet: Fleet) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    from scheduler.logs.kafka_move import move_unread
+
+    fleet.log.ensure_topic(PARTITIONS)
+    # Partition 0's records are all older than partition 1's: the merge takes every one of
+    # partition 0's first, while partition 1's wait; only a paused fetch keeps them few.
+    backlog = 1500
+    producer = Producer({"bootstrap.servers": fleet.bootstrap, "linger.ms": 20})
+    start = now_ms() - 3_600_000
+    for partition in (0, 1):
+        for n in range(backlog):
+            key, value = f"p{partition}-{n % 10}", f"{partition}:{n}"
+            timestamp = start + partition * backlog + n
+            producer.produce(fleet.topic, value, key, partition=partition, timestamp=timestamp)
+    assert producer.flush(30) == 0
+
+    target = KafkaTaskLog(bootstrap_servers=fleet.bootstrap, topic=f"{fleet.topic}-moved")
+    try:
+        report = move_unread(fleet.log, target, fleet.group_id, PARTITIONS, partition_records=100)
+        print(f"\n[topic move] {report.total} records, at most {report.peak_buffered} held")
+        assert report.moved == {0: backlog, 1: backlog}
+        assert report.peak_buffered <= 4 * 100
+
+        reader = Consumer(target.consumer_settings("check", client_id="check"))
+        reader.subscribe([target.topic])
+        values: dict[str, list[int]] = {}
+        deadline = time.monotonic() + 60
+        while sum(map(len, values.values())) < 2 * backlog and time.monotonic() < deadline:
+            for message in reader.consume(1000, 0.5):
+                if message.error() is None:
+                    n = int(message.value().decode().split(":")[1])
+                    values.setdefault(message.key().decode(), []).append(n)
+        reader.close()
+        assert sorted(values) == sorted(f"p{p}-{k}" for p in (0, 1) for k in range(10))
+        for key, numbers in values.items():  # every record once, each key's in their order
+            assert numbers == list(range(int(key[-1]), backlog, 10)), key
+    finally:
+        target.delete_topic()
+        target.close()
