@@ -20,7 +20,7 @@ import pytest
 
 SCRIPT = shutil.which("scheduler", path=str(Path(sys.executable).parent)) or "scheduler"
 EMBEDDED_SCENARIOS = ("enqueue", "execute", "lag", "backlog")
-DISTRIBUTED_SCENARIOS = ("enqueue", "persist", "execute", "lag", "backlog", "rebalance")
+DISTRIBUTED_SCENARIOS = ("enqueue", "persist", "execute", "lag", "backlog", "rebalance", "move")
 
 
 def run_bench(
