@@ -9,8 +9,10 @@ the worker looks for them:
 * partitions added to the topic (or the topic created again with another count): from then on
   producers send many ordering ids elsewhere, so the worker stops before storing anything the
   change moved (`scheduler topic move` is the way back);
-* records the topic's retention deleted before the group committed past them: lost, and said so
-  (`scheduler_records_deleted_unread_total`).
+* records the topic's retention deleted before any worker stored them: lost, and said so
+  (`scheduler_records_deleted_unread_total`), whether the group's committed offset was gone at
+  assignment (a fleet down longer than the retention) or the worker was reading behind the
+  retention (a store refusing writes for days, a backlog under `retention.bytes`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ _MISROUTED_LOG_EVERY = 1000
 _COUNT_CHECK_EVERY_S = 10.0
 """At most this often a misrouted record makes the guard ask the log for the topic's partition
 count: after partitions are added, every producer misroutes many ordering ids."""
+_SKIP_CHECK_EVERY_S = 10.0
+"""After a skipped offset that deleted nothing, the partition's next skip is checked no sooner:
+a transactional producer's commit markers leave a gap before almost every batch."""
 
 
 class TopicGuard:
@@ -51,6 +56,12 @@ class TopicGuard:
         self._homes: dict[str, int] = {}
         self._misrouted_counts: dict[int, int] = defaultdict(int)
         self._next_count_check = 0.0
+        self._expected: dict[int, int] = {}
+        """Per owned partition, the offset of the next record it should read."""
+        self._next_skip_check: dict[int, float] = {}
+        self._reported: dict[int, int] = {}
+        """Per partition, the offset up to which deleted records were reported: a partition read
+        again from before them (a rewind, another assignment) must not count them twice."""
 
     def start(self) -> None:
         try:
@@ -72,6 +83,26 @@ class TopicGuard:
             actual = max(self._topic_partition_count(), max(partitions) + 1)
             raise topic_changed_error(self.log.topic, actual, self.partition_count)
         self._report_deleted_unread(consumer, partitions)
+
+    def check_read(self, firsts: dict[int, int], lasts: dict[int, int]) -> None:
+        """A batch read `firsts[p]` to `lasts[p]` of each partition p: report records it skipped
+        because the log had deleted them (the consumer then starts at the first record left:
+        Kafka's `auto.offset.reset=earliest`, with no more than a WARNING from librdkafka)."""
+        for partition, first in firsts.items():
+            expected = self._expected.get(partition)
+            if expected is not None and first > expected:
+                self._check_skipped(partition, expected, first)
+            self._expected[partition] = lasts[partition] + 1
+
+    def seeked(self, partition: int, offset: int) -> None:
+        """The worker made `partition`'s next read start at `offset` (a rewind)."""
+        self._expected[partition] = offset
+
+    def forget(self, partitions: Collection[int]) -> None:
+        """`partitions` are not this worker's any more."""
+        for partition in partitions:
+            self._expected.pop(partition, None)
+            self._next_skip_check.pop(partition, None)
 
     def _home(self, ordering_id: str) -> int | None:
         """The partition `schedule_task` sends `ordering_id` to (None if the count is unknown)."""
@@ -144,22 +175,47 @@ class TopicGuard:
             logger.warning("cannot check partitions %s for deleted records: %s", partitions, error)
             return
         for partition in partitions:
-            offset = committed.get(partition)
-            if offset is None or first.get(partition, 0) <= offset:
-                continue
-            deleted = first[partition] - offset
-            metrics.RECORDS_DELETED_UNREAD.inc(deleted)
-            logger.error(
-                "partition %d: %d records (offsets %d to %d) were deleted from topic %r by its "
-                "retention before any worker stored them; their tasks and admin operations are "
-                "lost, and reading goes on from offset %d. Keep the topic's retention (retention.ms"
-                ", retention.bytes) longer than the workers may be down or behind; `scheduler "
-                "group status` shows how far behind they are",
-                partition,
-                deleted,
-                offset,
-                first[partition] - 1,
-                self.log.topic,
-                first[partition],
-                extra={"partition": partition},
-            )
+            offset, left = committed.get(partition), first.get(partition, 0)
+            self._expected[partition] = left if offset is None else max(offset, left)
+            if offset is not None and left > offset:
+                self._log_deleted(partition, offset, left)
+
+    def _check_skipped(self, partition: int, expected: int, read: int) -> None:
+        """Offsets `expected` to `read - 1` were not read: deleted, or only a gap (transaction
+        markers, compaction). The log's first offset tells which. Best effort, like the
+        assignment's check."""
+        now = time.monotonic()
+        if now < self._next_skip_check.get(partition, 0.0):
+            return
+        try:
+            left = self.log.first_offsets([partition]).get(partition, 0)
+        except SchedulerError as error:
+            logger.warning("cannot check partition %d for deleted records: %s", partition, error)
+            return
+        if left > expected:
+            self._log_deleted(partition, expected, min(left, read))
+        else:
+            self._next_skip_check[partition] = now + _SKIP_CHECK_EVERY_S
+
+    def _log_deleted(self, partition: int, missing: int, left: int) -> None:
+        """Records `missing` to `left - 1` of `partition` are gone before anyone stored them."""
+        missing = max(missing, self._reported.get(partition, missing))
+        if left <= missing:
+            return
+        self._reported[partition] = left
+        deleted = left - missing
+        metrics.RECORDS_DELETED_UNREAD.inc(deleted)
+        logger.error(
+            "partition %d: %d records (offsets %d to %d) were deleted from topic %r by its "
+            "retention before any worker stored them; their tasks and admin operations are "
+            "lost, and reading goes on from offset %d. Keep the topic's retention (retention.ms"
+            ", retention.bytes) longer than the workers may be down or behind; `scheduler "
+            "group status` shows how far behind they are",
+            partition,
+            deleted,
+            missing,
+            left - 1,
+            self.log.topic,
+            left,
+            extra={"partition": partition},
+        )

@@ -180,11 +180,11 @@ class Worker:
     def on_assigned(self, partitions: list[int]) -> None:
         logger.info("assigned partitions %s", partitions)
         assert self._consumer is not None
+        self._forget(partitions)
         # Partitions the topic did not have at start raise, before any tree reads them (the
         # error propagates out of `poll` and stops the worker).
         self._guard.check_assigned(self._consumer, partitions)
         self.topic.assign(partitions).get()
-        self._forget(partitions)
         self._started.set()
 
     def on_revoked(self, partitions: list[int]) -> None:
@@ -200,6 +200,7 @@ class Worker:
         self.topic.revoke(partitions, 0.0, "partition lost").get()
 
     def _forget(self, partitions: list[int]) -> None:
+        self._guard.forget(partitions)
         for partition in partitions:
             self._persisted.pop(partition, None)
             self._to_commit.pop(partition, None)
@@ -231,10 +232,13 @@ class Worker:
 
     def _process(self, consumer: LogConsumer, records: list[LogRecord]) -> None:
         batches: dict[int, list[Command]] = defaultdict(list)
+        first_offsets: dict[int, int] = {}
         last_offsets: dict[int, int] = {}
         for record in records:
             if record.partition in self._gaps:
                 continue  # re-read from `_persisted` once the rewind is applied
+            if record.partition not in last_offsets:
+                first_offsets[record.partition] = record.offset
             last_offsets[record.partition] = record.offset
             try:
                 command = decode(record.value)
@@ -243,6 +247,7 @@ class Worker:
                 continue
             self._guard.check_record(record, command)  # may raise: nothing of the batch stored
             batches[record.partition].append(command)
+        self._guard.check_read(first_offsets, last_offsets)
         futures = self.topic.persist(dict(batches)).get()
         commit: dict[int, int] = {}
         for partition, last in last_offsets.items():
@@ -332,8 +337,13 @@ class Worker:
         for partition in partitions & owned:
             offset = self._persisted.get(partition)
             if offset is None:
-                offset = consumer.committed([partition]).get(partition) or 0
-            consumer.seek(partition, offset)
+                offset = consumer.committed([partition]).get(partition)
+            if offset is None:  # nothing committed: from the first record left, whichever it is
+                consumer.seek(partition, 0)
+                self._guard.forget([partition])
+            else:
+                consumer.seek(partition, offset)
+                self._guard.seeked(partition, offset)
             time.sleep(0)  # yield: the rewound partition's tree may still be loading
 
     def _set_aside(self, record: LogRecord, error: Exception) -> None:

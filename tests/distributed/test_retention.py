@@ -106,3 +106,69 @@ def test_topic_move_names_records_deleted_before_it_could_copy_them(fleet: Fleet
         assert f"partition {PARTITION} of {fleet.topic!r}: 2 unread records" in moved.stderr
     finally:
         KafkaTaskLog(bootstrap_servers=fleet.bootstrap, topic=target).delete_topic()
+
+
+def test_records_deleted_while_a_worker_reads_behind_them_are_reported_and_the_rest_run(
+    fleet: Fleet, tmp_path, caplog
+) -> None:
+    """The store refuses the partition's writes (down for days, say) while the topic's retention
+    deletes records the worker has read but not stored: once the store is back, the worker's
+    rewind lands before the first record left."""
+    import logging
+
+    from scheduler import metrics
+    from scheduler.stores.sqlite import SqliteTaskStore
+    from scheduler.testing import TEST_SETTINGS
+    from scheduler.worker import Worker
+    from tests.engine.flaky import FlakyStore
+    from tests.engine.helpers import Recorder
+
+    oids = ids_on(PARTITION, 3)
+    fleet.log.ensure_topic(PARTITIONS)
+    store = SqliteTaskStore(path=str(tmp_path / "store.db"))
+    store.open()
+    flaky = FlakyStore(store)
+    recorder = Recorder()
+    worker = Worker(
+        log=fleet.log,
+        store=flaky,  # type: ignore[arg-type]
+        executor=recorder,
+        settings=TEST_SETTINGS,
+        group_id=fleet.group_id,
+        client_id="behind",
+    )
+    deleted_before = metrics.RECORDS_DELETED_UNREAD._value.get()
+    client = fleet.client()
+    worker.start()
+    try:
+        assert worker.wait_until_assigned(START_TIMEOUT_S)
+        stored = [Task(oids[n], from_epoch_ms(now_ms() + 200), f"stored-{n}") for n in range(3)]
+        for future in [client.schedule_task(task) for task in stored]:
+            assert future.result(30) == PARTITION  # offsets 0 to 2
+        assert wait_for(lambda: len(recorder.keys()) == 3, timeout=60)
+
+        flaky.should_fail = lambda method, partition: (
+            method == "write_tasks" and partition == PARTITION
+        )
+        due = now_ms() + 2000
+        refused = [Task(oids[n % 3], from_epoch_ms(due + n), f"later-{n}") for n in range(6)]
+        for future in [client.schedule_task(task) for task in refused]:
+            future.result(30)  # offsets 3 to 8
+        assert wait_for(lambda: flaky.injected >= 2, timeout=30)
+        admin = AdminClient({"bootstrap.servers": fleet.bootstrap})
+        [deleting] = admin.delete_records([TopicPartition(fleet.topic, PARTITION, 6)]).values()
+        deleting.result(30)  # offsets 3 to 5: read, never stored
+
+        with caplog.at_level(logging.ERROR, logger="scheduler.worker"):
+            flaky.should_fail = lambda method, partition: False
+            left = {t.key for t in refused[3:]}
+            assert wait_for(lambda: left <= set(recorder.keys()), timeout=60)
+        lines = [r.getMessage() for r in caplog.records if "were deleted" in r.getMessage()]
+        print(f"\n[retention] {lines}")
+        assert len(lines) == 1
+        assert f"partition {PARTITION}: 3 records (offsets 3 to 5)" in lines[0]
+        assert metrics.RECORDS_DELETED_UNREAD._value.get() - deleted_before == 3
+        assert not {t.key for t in refused[:3]} & set(recorder.keys())
+    finally:
+        worker.stop(30)
+        store.close()

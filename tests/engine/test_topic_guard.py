@@ -1,0 +1,92 @@
+"""`TopicGuard.check_read`: records skipped because the log deleted them, told from mere gaps."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+import pytest
+
+from scheduler import metrics
+from scheduler.topic_guard import TopicGuard
+
+
+class FirstOffsets:
+    """The part of a `TaskLog` the check asks: each partition's first offset, counted."""
+
+    topic = "tasks"
+
+    def __init__(self) -> None:
+        self.first: dict[int, int] = {}
+        self.asked = 0
+
+    def first_offsets(self, partitions: Collection[int]) -> dict[int, int]:
+        self.asked += 1
+        return {p: self.first.get(p, 0) for p in partitions}
+
+
+@pytest.fixture
+def log() -> FirstOffsets:
+    return FirstOffsets()
+
+
+@pytest.fixture
+def guard(log: FirstOffsets) -> TopicGuard:
+    return TopicGuard(log)  # type: ignore[arg-type]
+
+
+def deleted_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "were deleted" in r.getMessage()]
+
+
+def test_a_batch_starting_past_the_first_record_left_reports_the_records_between(
+    guard: TopicGuard, log: FirstOffsets, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = metrics.RECORDS_DELETED_UNREAD._value.get()
+    guard.check_read({2: 0}, {2: 9})
+    log.first[2] = 25
+    with caplog.at_level(logging.ERROR, logger="scheduler.worker"):
+        guard.check_read({2: 25}, {2: 30})
+    [line] = deleted_lines(caplog)
+    assert "partition 2: 15 records (offsets 10 to 24)" in line
+    assert "reading goes on from offset 25" in line
+    assert metrics.RECORDS_DELETED_UNREAD._value.get() - before == 15
+
+
+def test_records_read_again_from_before_a_reported_deletion_are_not_counted_twice(
+    guard: TopicGuard, log: FirstOffsets, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard.check_read({1: 0}, {1: 4})
+    log.first[1] = 8
+    with caplog.at_level(logging.ERROR, logger="scheduler.worker"):
+        guard.check_read({1: 8}, {1: 9})  # offsets 5 to 7 deleted
+        guard.seeked(1, 5)  # the store refused the batch: read again from the last stored
+        guard.check_read({1: 8}, {1: 9})
+        log.first[1] = 12
+        guard.seeked(1, 5)
+        guard.check_read({1: 12}, {1: 12})  # 8 to 11 are newly deleted
+    assert [line.split(" were")[0] for line in deleted_lines(caplog)] == [
+        "partition 1: 3 records (offsets 5 to 7)",
+        "partition 1: 4 records (offsets 8 to 11)",
+    ]
+
+
+def test_a_gap_the_log_did_not_delete_is_no_loss_and_is_not_asked_about_again_at_once(
+    guard: TopicGuard, log: FirstOffsets, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A transactional producer's commit marker sits at offset 5.
+    with caplog.at_level(logging.ERROR, logger="scheduler.worker"):
+        guard.check_read({0: 0}, {0: 4})
+        guard.check_read({0: 6}, {0: 10})
+        guard.check_read({0: 12}, {0: 20})
+    assert deleted_lines(caplog) == []
+    assert log.asked == 1
+
+
+def test_a_partition_forgotten_or_never_read_is_not_checked(
+    guard: TopicGuard, log: FirstOffsets
+) -> None:
+    guard.check_read({3: 40}, {3: 50})  # nothing known of partition 3 before
+    guard.forget([3])
+    guard.check_read({3: 90}, {3: 95})  # owned again: the assignment checks it, not this
+    assert log.asked == 0
