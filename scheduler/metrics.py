@@ -125,7 +125,8 @@ MISROUTED = Counter(
 )
 RECORDS_DELETED_UNREAD = Counter(
     "scheduler_records_deleted_unread_total",
-    "Log records the topic's retention deleted before the group committed past them: lost.",
+    "Log records the topic's retention deleted before any worker stored them (at assignment, "
+    "or while a worker read behind the retention): lost.",
 )
 IN_FLIGHT = Gauge("scheduler_tasks_in_flight", "Tasks held in memory by owned partitions.")
 RUNNING = Gauge("scheduler_tasks_running", "Executor calls running now.")
