@@ -46,6 +46,20 @@ def starts(prefix: Path) -> tuple[int, int, int]:
     return count, first, last
 
 
+def enqueue_backlog(client: Any, count: int, *, prefix: str, due_in_ms: int = 0) -> None:
+    """`count` tasks through `schedule_tasks` in chunks of `CHUNK`, each chunk built as it is
+    sent (a million tasks are never in memory at once) and due `due_in_ms` after that; returns
+    once every chunk is acknowledged."""
+    futures = [
+        client.schedule_tasks(
+            make_tasks(min(CHUNK, count - n), due_ms=now_ms() + due_in_ms, prefix=f"{prefix}{n}")
+        )
+        for n in range(0, count, CHUNK)
+    ]
+    for future in futures:
+        future.result(600)
+
+
 def idle_rss(kind: str, options: BenchOptions) -> float:
     """The resident MB of a worker that owns every partition and has nothing to do."""
     with backend(kind, options, "backlog-idle") as run:
@@ -63,14 +77,7 @@ def drain(kind: str, options: BenchOptions, count: int) -> dict[str, Any]:
     with backend(kind, options, "backlog") as run:
         client = SchedulerClient(log=run.log)
         with Stopwatch() as enqueue:
-            futures = [
-                client.schedule_tasks(
-                    make_tasks(min(CHUNK, count - n), due_ms=now_ms(), prefix=f"b{n}")
-                )
-                for n in range(0, count, CHUNK)
-            ]
-            for future in futures:
-                future.result(600)
+            enqueue_backlog(client, count, prefix="b")
         client.close()
         started_ms = now_ms()
         worker = run.start_worker("drainer")

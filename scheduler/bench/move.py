@@ -14,6 +14,7 @@ import os
 import subprocess
 from typing import Any
 
+from scheduler.bench.backlog import enqueue_backlog
 from scheduler.bench.common import (
     DISTRIBUTED,
     BenchOptions,
@@ -21,13 +22,10 @@ from scheduler.bench.common import (
     ScenarioResult,
     Stopwatch,
     median,
-    now_ms,
     rate,
 )
-from scheduler.bench.enqueue import make_tasks
 from scheduler.bench.workers import Backend, backend
 
-CHUNK = 10_000
 DUE_IN_MS = 86_400_000
 
 
@@ -37,13 +35,7 @@ def once(run: Backend, count: int) -> dict[str, Any]:
     from scheduler.logs.kafka import KafkaTaskLog
 
     client = SchedulerClient(log=run.log)
-    due = now_ms() + DUE_IN_MS
-    futures = [
-        client.schedule_tasks(make_tasks(min(CHUNK, count - n), due_ms=due, prefix=f"m{n}"))
-        for n in range(0, count, CHUNK)
-    ]
-    for future in futures:
-        future.result(600)
+    enqueue_backlog(client, count, prefix="m", due_in_ms=DUE_IN_MS)
     client.close()
     target = f"{run.env['SCHEDULER_TOPIC']}-moved"
     try:

@@ -1,10 +1,9 @@
-"""The embedded log's file: its tables, and how every connection to it is opened."""
+"""The embedded log's file: its tables and the statements that read them.
+
+Connections to it are opened by `scheduler._sqlite_open.open_wal`, as the store's are.
+"""
 
 from __future__ import annotations
-
-import sqlite3
-
-from scheduler._sqlite_open import open_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, partitions INTEGER NOT NULL)
@@ -31,9 +30,3 @@ RECORDS = (
     "SELECT offset, key, value, timestamp_ms FROM records"
     " WHERE topic = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?"
 )
-
-
-def connect(path: str | None, synchronous: str) -> sqlite3.Connection:
-    """A connection in WAL and autocommit mode (transactions are explicit), shareable between
-    threads, whose statements wait for another process's transaction instead of failing."""
-    return open_wal(path, synchronous=synchronous)

@@ -37,11 +37,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler._sqlite_open import open_wal
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs._embedded_group import EmbeddedConsumer, GroupCoordinator
 from scheduler.logs._embedded_members import MemberTable
-from scheduler.logs._embedded_schema import PARTITIONS, RECORDS, SCHEMA, connect
+from scheduler.logs._embedded_schema import PARTITIONS, RECORDS, SCHEMA
 from scheduler.logs._embedded_writer import GroupCommitWriter, Row
 from scheduler.logs.abc import (
     BatchFuture,
@@ -117,13 +118,14 @@ class EmbeddedTaskLog(TaskLog):
         self._tail_records = tail_records
         self.db_lock = threading.Lock()
         try:
-            self.db = connect(path, synchronous)
+            self.db = open_wal(path, synchronous=synchronous)
             """The connection that writes (the writer thread, commits, members); under `db_lock`."""
             self.db.executescript(SCHEMA)
             if path is None:  # a second connection to ":memory:" would be another database
                 self._reader, self._read_lock = self.db, self.db_lock
             else:
-                self._reader, self._read_lock = connect(path, synchronous), threading.Lock()
+                reader = open_wal(path, synchronous=synchronous)
+                self._reader, self._read_lock = reader, threading.Lock()
         except sqlite3.Error as error:
             raise BackendUnavailableError(
                 f"cannot open the embedded log {path!r}: {error}"
