@@ -16,6 +16,10 @@ SQLite store keeps the same key structure:
 * Every method is called for one partition by that partition's single writer (its TaskPersistence
   or TaskCompletionTracker); the store needs no locking across partitions beyond its own.
   Admin reads may run from any process at any time.
+* **Malformed records** (records on the log that do not decode: another producer wrote them) are
+  kept by `(partition, offset)` for operators to look at, and expire with the status retention.
+  They are evidence, not tasks: the worker inserts them before it commits past them, and an
+  operator's `drop_malformed` deletes them directly.
 
 Methods may raise `BackendUnavailableError` after the adapter's own retries are exhausted.
 """
@@ -27,6 +31,56 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
+
+MALFORMED_KEPT_BYTES = 64 * 1024
+"""How much of a malformed record's key and of its value is kept: enough to see what went wrong
+and who wrote it, while a producer writing megabyte records of garbage cannot fill the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedRecord:
+    """A record the workers could not decode, kept where an operator can find it."""
+
+    partition: int
+    """The log partition it was read from."""
+    offset: int
+    """Its offset in that partition."""
+    reason: str
+    """Why it does not decode."""
+    key: bytes | None
+    """Its key (at most `MALFORMED_KEPT_BYTES`), or None if it had none."""
+    value: bytes | None
+    """Its value (at most `MALFORMED_KEPT_BYTES`), or None for a record without one."""
+    value_bytes: int
+    """The size of the whole value: more than `len(value)` when the value was cut."""
+    timestamp_ms: int
+    """The record's own timestamp (when the producer or the broker stamped it)."""
+    seen_ms: int
+    """When a worker set it aside."""
+
+    @classmethod
+    def of(
+        cls,
+        partition: int,
+        offset: int,
+        *,
+        reason: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int,
+        seen_ms: int,
+    ) -> MalformedRecord:
+        """The record as kept: key and value cut to `MALFORMED_KEPT_BYTES`."""
+        return cls(
+            partition,
+            offset,
+            reason,
+            None if key is None else key[:MALFORMED_KEPT_BYTES],
+            None if value is None else value[:MALFORMED_KEPT_BYTES],
+            0 if value is None else len(value),
+            timestamp_ms,
+            seen_ms,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +175,22 @@ class TaskStore(ABC):
     @abstractmethod
     def count_due(self, partition: int, now_ms: int) -> int:
         """How many schedule rows of the partition are due at or before `now_ms`."""
+
+    # -- malformed records ------------------------------------------------------------------
+
+    @abstractmethod
+    def set_aside(self, records: Sequence[MalformedRecord]) -> None:
+        """Keep malformed records, of any partitions; durable when it returns. Setting aside a
+        (partition, offset) again overwrites it (a worker reads a record again after a rewind)."""
+
+    @abstractmethod
+    def malformed_records(
+        self, partition: int | None = None, *, from_offset: int = 0, limit: int = 100
+    ) -> list[MalformedRecord]:
+        """Kept malformed records not yet expired, in (partition, offset) order: one
+        partition's from `from_offset` on, or every partition's."""
+
+    @abstractmethod
+    def drop_malformed(self, partition: int, offsets: Collection[int]) -> None:
+        """Forget kept malformed records (an operator has dealt with them). Missing ones are
+        ignored."""

@@ -46,7 +46,7 @@ from scheduler.stores._cassandra_session import (
     partition_batches,
 )
 from scheduler.stores._retry import RetryPolicy
-from scheduler.stores.abc import TaskStore, TaskView
+from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
 from scheduler.stores.cassandra_security import Credentials, TlsOptions
 
 log = logging.getLogger(__name__)
@@ -428,3 +428,60 @@ class CassandraTaskStore(TaskStore):
 
     def count_due(self, partition: int, now_ms: int) -> int:
         return admin.count_due(self._runner(), self._q, partition, now_ms, self.bucket_ms)
+
+    # -- malformed records --------------------------------------------------------------------
+
+    def set_aside(self, records: Sequence[MalformedRecord]) -> None:
+        block = schema.MALFORMED_BLOCK
+        items: list[Item] = [
+            (
+                self._q["malformed_write"],
+                (
+                    r.partition,
+                    r.offset // block,
+                    r.offset,
+                    r.reason,
+                    r.key,
+                    r.value,
+                    r.value_bytes,
+                    r.timestamp_ms,
+                    r.seen_ms,
+                    self.ttl_s,
+                ),
+            )
+            for r in records
+        ]
+        self._runner().many(items, f"set aside {len(items)} malformed records")
+
+    def malformed_records(
+        self, partition: int | None = None, *, from_offset: int = 0, limit: int = 100
+    ) -> list[MalformedRecord]:
+        run = self._runner()
+        first = 0 if partition is None else from_offset
+        first_block = first // schema.MALFORMED_BLOCK
+        # Malformed records are few, so listing the table's partition keys is cheap; it is the
+        # only way to find a partition's blocks without an index table.
+        keys = sorted(
+            (p, b)
+            for p, b in run.one(self._q["malformed_blocks"], None, "list malformed records")
+            if partition is None or (p == partition and b >= first_block)
+        )
+        found: list[MalformedRecord] = []
+        for p, b in keys:
+            rows = run.one(
+                self._q["malformed_read"],
+                (p, b, first, limit - len(found)),
+                "read malformed records",
+            )
+            found += [MalformedRecord(p, *row) for row in rows]
+            if len(found) >= limit:
+                break
+        return found
+
+    def drop_malformed(self, partition: int, offsets: Collection[int]) -> None:
+        block = schema.MALFORMED_BLOCK
+        items: list[Item] = [
+            (self._q["malformed_delete"], (partition, offset // block, offset))
+            for offset in set(offsets)
+        ]
+        self._runner().many(items, f"drop {len(items)} malformed records")

@@ -120,7 +120,19 @@ def table_ddl(keyspace: str, status_retention_s: int) -> list[str]:
         " partition int, bucket bigint, PRIMARY KEY (partition, bucket))"
         " WITH CLUSTERING ORDER BY (bucket ASC)",
         f"CREATE TABLE IF NOT EXISTS {keyspace}.meta (name text PRIMARY KEY, value text)",
+        # Malformed records by (partition, block of offsets): a producer writing garbage for
+        # hours cannot grow one Cassandra partition without bound.
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.malformed ("
+        " partition int, block bigint, log_offset bigint, reason text, key blob, value blob,"
+        " value_bytes int, timestamp_ms bigint, seen_ms bigint,"
+        " PRIMARY KEY ((partition, block), log_offset))"
+        " WITH CLUSTERING ORDER BY (log_offset ASC)",
     ]
+
+
+MALFORMED_BLOCK = 100_000
+"""Offsets per Cassandra partition of the `malformed` table (`block = offset // this`)."""
+_MALFORMED_COLUMNS = "log_offset, reason, key, value, value_bytes, timestamp_ms, seen_ms"
 
 
 _COLUMNS = "scheduled_ms, ordering_id, uniqueness_key"
@@ -165,6 +177,13 @@ def statements(ks: str) -> dict[str, str]:
         "status_scan": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}",
         "meta_get": f"SELECT value FROM {ks}.meta WHERE name = ?",
         "meta_claim": f"INSERT INTO {ks}.meta (name, value) VALUES (?, ?) IF NOT EXISTS",
+        "malformed_write": f"INSERT INTO {ks}.malformed (partition, block, {_MALFORMED_COLUMNS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
+        "malformed_blocks": f"SELECT DISTINCT partition, block FROM {ks}.malformed",
+        "malformed_read": f"SELECT {_MALFORMED_COLUMNS} FROM {ks}.malformed"
+        " WHERE partition = ? AND block = ? AND log_offset >= ? LIMIT ?",
+        "malformed_delete": f"DELETE FROM {ks}.malformed"
+        " WHERE partition = ? AND block = ? AND log_offset = ?",
     }
 
 

@@ -34,7 +34,7 @@ from scheduler._sqlite_open import open_wal
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores._group_commit import GroupCommit
-from scheduler.stores.abc import TaskStore, TaskView
+from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedule (
@@ -55,6 +55,12 @@ CREATE INDEX IF NOT EXISTS status_by_time
     ON status (partition, scheduled_ms, ordering_id, uniqueness_key);
 CREATE INDEX IF NOT EXISTS status_by_expiry ON status (expires_ms);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS malformed (
+    partition INTEGER NOT NULL, log_offset INTEGER NOT NULL, reason TEXT NOT NULL, key BLOB,
+    value BLOB, value_bytes INTEGER NOT NULL, timestamp_ms INTEGER NOT NULL,
+    seen_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (partition, log_offset)
+) WITHOUT ROWID;
 """
 
 _STATUS_COLUMNS = "t.state, t.attempts, t.last_error, t.next_attempt_ms, t.updated_ms, t.data"
@@ -292,6 +298,7 @@ class SqliteTaskStore(TaskStore):
         self._next_purge = now + _PURGE_INTERVAL_S
         with self._write() as connection:
             connection.execute("DELETE FROM status WHERE expires_ms <= ?", (_now_ms(),))
+            connection.execute("DELETE FROM malformed WHERE expires_ms <= ?", (_now_ms(),))
 
     # -- admin -----------------------------------------------------------------------------
 
@@ -351,6 +358,47 @@ class SqliteTaskStore(TaskStore):
             (partition, now_ms),
         )
         return int(rows[0][0])
+
+    # -- malformed records -----------------------------------------------------------------
+
+    def set_aside(self, records: Sequence[MalformedRecord]) -> None:
+        expires = _now_ms() + self.status_retention_ms
+        rows = [
+            (
+                r.partition,
+                r.offset,
+                r.reason,
+                r.key,
+                r.value,
+                r.value_bytes,
+                r.timestamp_ms,
+                r.seen_ms,
+                expires,
+            )
+            for r in records
+        ]
+        if rows:
+            self._group.run(many_rows("INSERT OR REPLACE INTO malformed VALUES", rows))
+
+    def malformed_records(
+        self, partition: int | None = None, *, from_offset: int = 0, limit: int = 100
+    ) -> list[MalformedRecord]:
+        columns = "partition, log_offset, reason, key, value, value_bytes, timestamp_ms, seen_ms"
+        where, params = "expires_ms > ?", [_now_ms()]
+        if partition is not None:
+            where += " AND partition = ? AND log_offset >= ?"
+            params += [partition, from_offset]
+        rows = self._read(
+            f"SELECT {columns} FROM malformed WHERE {where} ORDER BY partition, log_offset LIMIT ?",
+            (*params, limit),
+        )
+        return [MalformedRecord(*row) for row in rows]
+
+    def drop_malformed(self, partition: int, offsets: Collection[int]) -> None:
+        keys = [(partition, offset) for offset in offsets]
+        if keys:
+            match = "partition = ? AND log_offset = ?"
+            self._group.run(_many_keys_of("DELETE FROM malformed WHERE", match, keys))
 
 
 _UPSERT_DATA = " ON CONFLICT DO UPDATE SET data = excluded.data"

@@ -7,7 +7,8 @@ import time
 
 from scheduler.model import Task as _Task
 from scheduler.model import TaskKey, TaskState, TaskStatus
-from scheduler.stores.abc import TaskStore
+from scheduler.stores.abc import MALFORMED_KEPT_BYTES, MalformedRecord, TaskStore
+from scheduler.stores.cassandra_schema import MALFORMED_BLOCK
 from tests.contracts.conftest import BUCKET_MS
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, on a bucket boundary
@@ -288,3 +289,92 @@ def test_claim_meta_keeps_the_first_value(task_store: TaskStore) -> None:
     assert task_store.claim_meta("partition_count", "16") == "16"
     assert task_store.claim_meta("partition_count", "32") == "16"
     assert task_store.claim_meta("other", "x") == "x"
+
+
+# -- malformed records ---------------------------------------------------------------------
+
+
+def malformed(partition: int, offset: int, value: bytes | None = b"not json") -> MalformedRecord:
+    return MalformedRecord.of(
+        partition,
+        offset,
+        reason=f"bad record {offset}",
+        key=b"k%d" % offset,
+        value=value,
+        timestamp_ms=BASE_MS + offset,
+        seen_ms=BASE_MS + DAY_MS,
+    )
+
+
+def test_malformed_records_are_kept_and_listed_in_partition_and_offset_order(
+    task_store: TaskStore,
+) -> None:
+    # Offsets on both sides of a Cassandra block boundary, written out of order.
+    records = [malformed(2, MALFORMED_BLOCK + 1), malformed(0, 7), malformed(2, 3)]
+    records.append(malformed(2, MALFORMED_BLOCK - 1, value=None))
+    task_store.set_aside(records)
+
+    listed = task_store.malformed_records()
+    assert listed == sorted(records, key=lambda r: (r.partition, r.offset))
+    assert listed[0] == MalformedRecord(
+        0, 7, "bad record 7", b"k7", b"not json", 8, BASE_MS + 7, BASE_MS + DAY_MS
+    )
+    assert [r.offset for r in task_store.malformed_records(2)] == [
+        3,
+        MALFORMED_BLOCK - 1,
+        MALFORMED_BLOCK + 1,
+    ]
+    assert [r.offset for r in task_store.malformed_records(2, from_offset=4)] == [
+        MALFORMED_BLOCK - 1,
+        MALFORMED_BLOCK + 1,
+    ]
+    assert [r.offset for r in task_store.malformed_records(2, from_offset=MALFORMED_BLOCK)] == [
+        MALFORMED_BLOCK + 1
+    ]
+    assert [(r.partition, r.offset) for r in task_store.malformed_records(limit=2)] == [
+        (0, 7),
+        (2, 3),
+    ]
+    assert task_store.malformed_records(1) == []
+    assert task_store.list_tasks(2) == []  # evidence, not tasks
+
+
+def test_a_malformed_record_set_aside_again_is_kept_once(task_store: TaskStore) -> None:
+    task_store.set_aside([malformed(1, 5)])
+    again = MalformedRecord.of(
+        1, 5, reason="read again", key=None, value=b"x", timestamp_ms=1, seen_ms=2
+    )
+    task_store.set_aside([again])
+
+    assert task_store.malformed_records(1) == [again]
+
+
+def test_a_large_malformed_record_is_kept_cut_with_its_size(task_store: TaskStore) -> None:
+    huge = b"\xff" * (MALFORMED_KEPT_BYTES * 3)
+    task_store.set_aside([malformed(0, 1, value=huge)])
+
+    (kept,) = task_store.malformed_records(0)
+    assert kept.value == huge[:MALFORMED_KEPT_BYTES]
+    assert kept.value_bytes == len(huge)
+
+
+def test_dropped_malformed_records_are_forgotten(task_store: TaskStore) -> None:
+    task_store.set_aside([malformed(3, offset) for offset in (1, 2, MALFORMED_BLOCK + 3)])
+
+    task_store.drop_malformed(3, [1, MALFORMED_BLOCK + 3, 99])
+
+    assert [r.offset for r in task_store.malformed_records(3)] == [2]
+
+
+def test_malformed_records_expire_with_the_status_retention(
+    short_retention_task_store: TaskStore,
+) -> None:
+    store = short_retention_task_store
+    store.set_aside([malformed(0, 1)])
+    assert len(store.malformed_records()) == 1
+
+    deadline = time.monotonic() + 20
+    while store.malformed_records() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    assert store.malformed_records() == []
