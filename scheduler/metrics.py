@@ -118,7 +118,10 @@ SPILLED = Counter(
     "scheduler_tasks_spilled_total",
     "Tasks persisted behind the read checkpoint but left for a later load (in-flight bound).",
 )
-MALFORMED = Counter("scheduler_records_malformed_total", "Log records set aside as malformed.")
+MALFORMED = Counter(
+    "scheduler_records_malformed_total",
+    "Log records set aside as malformed (listed by `scheduler malformed list`).",
+)
 MISROUTED = Counter(
     "scheduler_records_misrouted_total",
     "Tasks read from a partition other than their ordering id's (a producer not using murmur2).",

@@ -32,7 +32,7 @@ from scheduler.engine.timers import TimerService
 from scheduler.errors import SchedulerError
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
-from scheduler.stores.abc import TaskStore
+from scheduler.stores.abc import MalformedRecord, TaskStore
 from scheduler.topic_guard import TopicGuard
 
 logger = logging.getLogger(__name__)
@@ -234,6 +234,7 @@ class Worker:
         batches: dict[int, list[Command]] = defaultdict(list)
         first_offsets: dict[int, int] = {}
         last_offsets: dict[int, int] = {}
+        malformed: list[MalformedRecord] = []
         for record in records:
             if record.partition in self._gaps:
                 continue  # re-read from `_persisted` once the rewind is applied
@@ -243,14 +244,20 @@ class Worker:
             try:
                 command = decode(record.value)
             except MalformedRecordError as error:
-                self._set_aside(record, error)
+                malformed.append(self._set_aside(record, error))
                 continue
             self._guard.check_record(record, command)  # may raise: nothing of the batch stored
             batches[record.partition].append(command)
         self._guard.check_read(first_offsets, last_offsets)
+        not_kept = self._keep_malformed(malformed)
+        for partition in not_kept:
+            batches.pop(partition, None)  # read again, with the malformed records, later
         futures = self.topic.persist(dict(batches)).get()
         commit: dict[int, int] = {}
         for partition, last in last_offsets.items():
+            if partition in not_kept:
+                self._persist_failed(partition, not_kept[partition])
+                continue
             future = futures.get(partition)
             if partition in batches and future is None:
                 # Not ours any more, or restarting: the restart asks for a rewind, and until it
@@ -346,11 +353,13 @@ class Worker:
                 self._guard.seeked(partition, offset)
             time.sleep(0)  # yield: the rewound partition's tree may still be loading
 
-    def _set_aside(self, record: LogRecord, error: Exception) -> None:
-        """A record nobody can run: log it where operators look, count it, move on."""
+    def _set_aside(self, record: LogRecord, error: Exception) -> MalformedRecord:
+        """A record nobody can run: log it and count it; the caller keeps it in the store,
+        where `scheduler malformed list` shows it after the log lines are gone."""
         metrics.MALFORMED.inc()
         logger.error(
-            "malformed record at partition %d offset %d set aside: %s (key=%r, value=%r)",
+            "malformed record at partition %d offset %d set aside: %s (key=%r, value=%r); "
+            "see `scheduler malformed list`",
             record.partition,
             record.offset,
             error,
@@ -358,6 +367,26 @@ class Worker:
             (record.value or b"")[:500],
             extra={"partition": record.partition, "offset": record.offset},
         )
+        return MalformedRecord.of(
+            record.partition,
+            record.offset,
+            reason=str(error),
+            key=record.key,
+            value=record.value,
+            timestamp_ms=record.timestamp_ms,
+            seen_ms=time.time_ns() // 1_000_000,
+        )
+
+    def _keep_malformed(self, records: list[MalformedRecord]) -> dict[int, Exception]:
+        """Store the batch's malformed records before their offsets are committed; the
+        partitions whose records the store refused, with its error (they are read again)."""
+        if not records:
+            return {}
+        try:
+            self.store.set_aside(records)
+        except Exception as error:
+            return {record.partition: error for record in records}
+        return {}
 
     def _shutdown(self, consumer: LogConsumer) -> None:
         metrics.CONSUMER_LAG.unwatch(self.consumer_lag)  # before the consumer closes

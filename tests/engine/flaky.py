@@ -41,6 +41,14 @@ class FlakyStore:
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._store, name)
+        if name == "set_aside":  # records of any partitions: fails if one of them is to fail
+
+            def set_aside(records: Any) -> Any:
+                for partition in sorted({record.partition for record in records}):
+                    self._check(name, partition)
+                return attribute(records)
+
+            return set_aside
         if name not in {
             "write_tasks",
             "load_tasks",

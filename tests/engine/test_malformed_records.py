@@ -9,7 +9,9 @@ import pytest
 
 from scheduler import Task
 from scheduler.partitioning import partition_for
+from scheduler.stores.abc import MALFORMED_KEPT_BYTES
 from scheduler.testing import embedded_engine
+from tests.engine.flaky import FlakyStore
 from tests.engine.helpers import Recorder, soon
 
 PARTITIONS = 4
@@ -44,10 +46,51 @@ def test_a_malformed_record_is_set_aside_and_its_partition_goes_on(
         engine.client.schedule_task(after).result(10)
         engine.join()
         assert engine.worker.fatal_error is None
+        (kept,) = engine.worker.store.malformed_records()
     assert recorder.keys() == [before.key, after.key]
     set_aside = [r.getMessage() for r in caplog.records if "malformed record" in r.getMessage()]
     assert len(set_aside) == 1, set_aside
-    assert f"malformed record at partition {partition} " in set_aside[0]
+    assert f"malformed record at partition {partition} offset {kept.offset} " in set_aside[0]
+    # Kept in the store for `scheduler malformed list`, after the log lines are gone.
+    assert (kept.partition, kept.key, kept.value_bytes) == (partition, b"acct", len(value))
+    assert kept.value == value[:MALFORMED_KEPT_BYTES]
+    assert kept.reason in set_aside[0]
+
+
+def test_a_malformed_record_the_store_cannot_keep_is_read_again_until_it_can(
+    data_dir, caplog
+) -> None:
+    """Its offset is not committed past before it is kept: the partition is read again (as when
+    tasks cannot be stored), and each task still runs once."""
+    recorder = Recorder()
+    before, after = Task("acct", soon(), "before"), Task("acct", soon(50), "after")
+    partition = partition_for(b"acct", PARTITIONS)
+    flaky: list[FlakyStore] = []
+
+    def wrap(store):
+        flaky.append(FlakyStore(store))
+        flaky[0].fail_next("set_aside", partition, times=2)
+        return flaky[0]
+
+    caplog.set_level(logging.ERROR, logger="scheduler.worker")
+    with embedded_engine(
+        recorder, data_dir=data_dir, partitions=PARTITIONS, wrap_store=wrap
+    ) as engine:
+        engine.client.schedule_task(before).result(10)
+        producer = engine.client.log.producer()
+        try:
+            producer.send(b"acct", b"not json").result(10)
+        finally:
+            producer.close()
+        engine.client.schedule_task(after).result(10)
+        engine.join()
+        kept = engine.worker.store.malformed_records()
+    assert flaky[0].injected == 2
+    assert [(r.partition, r.value) for r in kept] == [(partition, b"not json")]
+    assert recorder.keys() == [before.key, after.key]
+    refused = [r.getMessage() for r in caplog.records if "could not persist" in r.getMessage()]
+    assert len(refused) == 2, refused
+    assert "injected failure of set_aside" in refused[0]
 
 
 def test_a_task_on_another_partition_than_its_ordering_ids_runs_and_is_reported(
