@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "worker": "scheduler.cli.worker:worker",
     "enqueue": "scheduler.cli.enqueue:enqueue",
     "tasks": "scheduler.cli.tasks:tasks",
+    "malformed": "scheduler.cli.malformed:malformed",
     "group": "scheduler.cli.group:group",
     "topic": "scheduler.cli.topic:topic",
     "schema": "scheduler.cli.schema:schema",

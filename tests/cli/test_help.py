@@ -28,7 +28,8 @@ def test_every_promised_command_exists():
     for path in [("worker",), ("enqueue",), ("tasks", "list"), ("tasks", "show"),
                  ("tasks", "retry"), ("tasks", "drop"), ("tasks", "cancel"), ("schema", "apply"),
                  ("group", "status"), ("topic", "move"), ("example", "run"),
-                 ("settings", "show"), ("settings", "docs")]:  # fmt: skip
+                 ("settings", "show"), ("settings", "docs"), ("malformed", "list"),
+                 ("malformed", "show"), ("malformed", "drop")]:  # fmt: skip
         assert path in ALL_COMMANDS
 
 

@@ -3,6 +3,8 @@ a changed partition count is refused, and unreachable servers are named at start
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import time
 
@@ -10,6 +12,8 @@ import pytest
 
 from scheduler.fleet import LoadGenerator, read_history
 from scheduler.partitioning import partition_for
+from scheduler.stores.abc import MALFORMED_KEPT_BYTES
+from tests.cli.conftest import SCRIPT
 from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, now_ms, wait_for
 from tests.servers import cassandra_contact
 
@@ -76,6 +80,24 @@ def test_a_malformed_record_is_logged_and_skipped_and_its_partition_keeps_going(
     assert worker.alive
     assert "Traceback" not in worker.output()
     assert len(read_history(fleet.record)) == report.attempts
+
+    # Kept in Cassandra, where the operator lists them with the CLI, as the workers logged them.
+    listed = subprocess.run(
+        [SCRIPT, "malformed", "list", "--partition", str(partition), "--json"],
+        env={**os.environ, **fleet.env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    kept = json.loads(listed.stdout)
+    assert len(kept) == len(GARBAGE) + 1
+    offsets = [int(line.split(" offset ")[1].split()[0]) for line in set_aside]
+    assert [record["offset"] for record in kept] == sorted(offsets)
+    assert [record["value_bytes"] for record in kept] == [len(v) for v in GARBAGE] + [0]
+    assert kept[-1]["value"] is None  # the tombstone
+    assert kept[4]["value_cut"] and len(kept[4]["value"]) == MALFORMED_KEPT_BYTES
 
 
 def test_tasks_from_a_producer_with_librdkafkas_default_partitioner_run_and_are_reported(
