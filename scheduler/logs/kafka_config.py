@@ -19,6 +19,29 @@ from scheduler.errors import BackendUnavailableError, ConfigurationError
 logger = logging.getLogger("scheduler.logs.kafka")
 """librdkafka's own log lines go here instead of to stderr."""
 
+
+class _WaitsLibrdkafkaRetries(logging.Filter):
+    """Shows as INFO the WARNING lines librdkafka writes about a wait it retries by itself.
+
+    A broker that has just started hands out producer ids only once its controller gave it a
+    block of them; until then it answers "Coordinator load in progress", and librdkafka logs a
+    WARNING for each try. Every worker and client that starts right after the broker printed
+    them, for a normal wait of a second or so. A wait that does not end still surfaces: records
+    are not acknowledged, and their futures fail after `message.timeout.ms` with the reason.
+    """
+
+    _RETRIED = ("Coordinator load in progress: retrying", "Coordinator not available: retrying")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING:
+            message = record.getMessage()
+            if "idempotence PID" in message and any(m in message for m in self._RETRIED):
+                record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+logger.addFilter(_WaitsLibrdkafkaRetries())
+
 BOOTSTRAP_SETTING = "SCHEDULER_KAFKA_BOOTSTRAP"
 """The environment variable (read by the service's settings) that names the brokers."""
 

@@ -82,6 +82,29 @@ def test_an_unreachable_broker_is_named_with_the_setting_and_the_command_that_st
     assert "Connection refused" in message  # librdkafka's own reason, from its log lines
 
 
+def test_librdkafkas_warnings_about_a_producer_id_it_waits_for_are_shown_as_info(caplog) -> None:
+    """A broker that has just started answers "Coordinator load in progress" until it can hand
+    out producer ids; librdkafka retries and warned on every try. Other warnings stay warnings."""
+    caplog.set_level(logging.DEBUG, logger="scheduler.logs.kafka")
+    waiting = (
+        "[thrd:main]: Failed to acquire idempotence PID from broker 127.0.0.1:9092/1: Broker: "
+        "Coordinator load in progress: retrying"
+    )
+    failing = (
+        "[thrd:main]: Failed to acquire idempotence PID from broker 127.0.0.1:9092/1: Broker: "
+        "Cluster authorization failed"
+    )
+    # The call librdkafka's log callback makes (confluent-kafka passes facility, name, line).
+    for line in (waiting, failing):
+        logger.log(logging.WARNING, "%s [%s] %s", "GETPID", "rdkafka#producer-1", line)
+
+    shown = {record.getMessage().split(": ", 1)[1]: record.levelname for record in caplog.records}
+    assert shown == {
+        waiting.split(": ", 1)[1]: "INFO",
+        failing.split(": ", 1)[1]: "WARNING",
+    }
+
+
 @pytest.mark.kafka
 def test_security_settings_the_broker_does_not_speak_fail_at_once_saying_why(caplog) -> None:
     """TLS against a plaintext listener: the admin client uses the caller's settings, so the
