@@ -58,6 +58,7 @@ def status(state: CliState, as_json: bool) -> None:
                     "overdue": store.count_due(lag.partition, now_ms),
                 }
             )
+        malformed = store.malformed_records(limit=_MALFORMED_NOTED)
     if as_json:
         echo_json(rows)
         return
@@ -68,3 +69,14 @@ def status(state: CliState, as_json: bool) -> None:
     sums = [sum(int(row[name] or 0) for row in rows) for name in ("lag", "in_flight", "overdue")]
     table.append(["total", f"{owners} owner(s)", "", "", *sums])
     echo_table(headers, table)
+    if malformed:
+        count = f"{len(malformed)}" if len(malformed) < _MALFORMED_NOTED else f"{_MALFORMED_NOTED}+"
+        partitions = ", ".join(str(p) for p in sorted({record.partition for record in malformed}))
+        echo_err(
+            f"note: {count} malformed record(s) on partition(s) {partitions} were set aside; "
+            "see `scheduler malformed list`"
+        )
+
+
+_MALFORMED_NOTED = 1000
+"""Malformed records counted for the note under the table; more are shown as "1000+"."""

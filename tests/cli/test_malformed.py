@@ -97,6 +97,13 @@ def test_list_pages_by_partition_and_offset_and_says_when_none_are_kept(run, emb
     )
     assert [(r["partition"], r["offset"]) for r in page] == [(1, 9)]
     assert json.loads(run("malformed", "list", "--limit", "1", "--json").output)[0]["offset"] == 2
+    # `group status`, where an operator looks first, says that some are kept.
+    status = run("group", "status")
+    assert status.exit_code == 0, status.output
+    assert (
+        "note: 3 malformed record(s) on partition(s) 0, 1 were set aside; see `scheduler "
+        "malformed list`" in status.output
+    )
 
 
 def test_show_gives_every_field_and_names_a_missing_record(run, embedded):

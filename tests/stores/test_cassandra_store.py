@@ -17,6 +17,7 @@ from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import Task, TaskState, TaskStatus
 from scheduler.stores._cassandra_session import partition_batches
 from scheduler.stores._retry import RetryPolicy, call_with_retries
+from scheduler.stores.abc import MalformedRecord
 from scheduler.stores.cassandra import CassandraTaskStore
 from tests.servers import cassandra_contact
 
@@ -343,6 +344,29 @@ def test_opening_without_schema_says_how_to_create_it() -> None:
             store.open(create_schema=False)
     finally:
         store.close()
+
+
+@pytest.mark.cassandra
+def test_a_keyspace_made_before_the_malformed_table_is_refused_until_schema_apply_adds_it(
+    store: CassandraTaskStore,
+) -> None:
+    """The upgrade: a worker started with create_schema=false on an earlier version's keyspace
+    says what to run, and `scheduler schema apply` (apply_schema) adds the table to it."""
+    store.write_tasks(0, tasks_at(datetime.now(UTC), 3))
+    store._runner().result(f"DROP TABLE {store.keyspace}.malformed", None, "test", timeout=60)
+    older = make_store(keyspace=store.keyspace)
+    try:
+        with pytest.raises(ConfigurationError, match="scheduler schema apply") as refused:
+            older.open(create_schema=False)
+        assert "malformed" in str(refused.value)
+        older.apply_schema()
+        older.set_aside(
+            [MalformedRecord.of(0, 1, reason="r", key=None, value=b"x", timestamp_ms=1, seen_ms=2)]
+        )
+        assert [r.offset for r in older.malformed_records()] == [1]
+        assert len(older.load_tasks(0, None, 2**62, 10)) == 3  # the earlier rows are untouched
+    finally:
+        older.close()
 
 
 def test_writes_are_batched_per_cassandra_partition_and_a_lone_row_is_not() -> None:
