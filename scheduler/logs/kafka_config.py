@@ -37,6 +37,8 @@ class _WaitsLibrdkafkaRetries(logging.Filter):
             message = record.getMessage()
             if "idempotence PID" in message and any(m in message for m in self._RETRIED):
                 record.levelno, record.levelname = logging.INFO, "INFO"
+                # The logger let it through as a WARNING; as INFO it must pass its level too.
+                return logging.getLogger(record.name).isEnabledFor(logging.INFO)
         return True
 
 

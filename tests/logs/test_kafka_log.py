@@ -104,6 +104,20 @@ def test_librdkafkas_warnings_about_a_producer_id_it_waits_for_are_shown_as_info
         failing.split(": ", 1)[1]: "WARNING",
     }
 
+    # With the level at WARNING (`--log-level warning`), the INFO line is not written at all,
+    # even by a handler that takes every level, as the CLI's does.
+    written: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = written.append  # type: ignore[method-assign]
+    caplog.set_level(logging.WARNING, logger="scheduler.logs.kafka")
+    logger.addHandler(handler)
+    try:
+        for line in (waiting, failing):
+            logger.log(logging.WARNING, "%s [%s] %s", "GETPID", "rdkafka#producer-1", line)
+    finally:
+        logger.removeHandler(handler)
+    assert [record.levelname for record in written] == ["WARNING"]
+
 
 @pytest.mark.kafka
 def test_security_settings_the_broker_does_not_speak_fail_at_once_saying_why(caplog) -> None:
