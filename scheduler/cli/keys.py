@@ -77,6 +77,15 @@ def partition_of(ordering_id: str, partitions: int) -> int:
     return partition_for(ordering_id.encode("utf-8"), partitions)
 
 
+def check_partition(partition: int | None, partitions: int, param_hint: str) -> None:
+    """Refuse a partition number the topic does not have, saying which it has."""
+    if partition is not None and partition >= partitions:
+        raise click.BadParameter(
+            f"{partition} is not a partition; there are {partitions} (0 to {partitions - 1})",
+            param_hint=param_hint,
+        )
+
+
 def find_task(store: TaskStore, partition: int, key: TaskKey) -> TaskView | None:
     """The task with `key` (schedule row and/or status row), or None if the store has neither."""
     status = store.fetch_statuses(partition, [key]).get(key)

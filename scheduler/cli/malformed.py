@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from scheduler.cli.context import CliState, echo_err, pass_state
-from scheduler.cli.keys import iso
+from scheduler.cli.keys import check_partition, iso
 from scheduler.cli.output import echo_json, echo_table
 from scheduler.errors import SchedulerError
 
@@ -60,7 +60,7 @@ def list_records(
     if from_offset and partition is None:
         raise click.UsageError("--from-offset needs --partition")
     settings = state.settings()
-    _check_partition(settings, partition)
+    check_partition(partition, settings.partitions, "--partition")
     with _store(settings) as store:
         records = store.malformed_records(partition, from_offset=from_offset, limit=limit)
     if as_json:
@@ -98,7 +98,7 @@ def show(state: CliState, partition: int, offset: int, as_json: bool, raw: bool)
     if as_json and raw:
         raise click.UsageError("give --json or --raw, not both")
     settings = state.settings()
-    _check_partition(settings, partition)
+    check_partition(partition, settings.partitions, "PARTITION")
     with _store(settings) as store:
         found = store.malformed_records(partition, from_offset=offset, limit=1)
     if not found or found[0].offset != offset:  # the next kept one is another record
@@ -137,7 +137,7 @@ def drop(state: CliState, partition: int | None, offsets: Sequence[int], drop_al
     if not drop_all and (partition is None or not offsets):
         raise click.UsageError("name the records (PARTITION OFFSET [OFFSET...]) or give --all")
     settings = state.settings()
-    _check_partition(settings, partition)
+    check_partition(partition, settings.partitions, "PARTITION")
     with _store(settings) as store:
         if drop_all:
             dropped = _drop_every(store, partition)
@@ -173,15 +173,6 @@ def _drop_every(store: TaskStore, partition: int | None) -> int:
         for number, offsets in by_partition.items():
             store.drop_malformed(number, offsets)
         dropped += len(page)
-
-
-def _check_partition(settings: Settings, partition: int | None) -> None:
-    if partition is not None and partition >= settings.partitions:
-        raise click.BadParameter(
-            f"{partition} is not a partition; there are {settings.partitions} (0 to "
-            f"{settings.partitions - 1})",
-            param_hint="PARTITION",
-        )
 
 
 @contextmanager

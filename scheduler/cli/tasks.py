@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 import click
 
 from scheduler.cli.context import CliState, backends, echo_err, pass_state
-from scheduler.cli.keys import find_task, iso, parse_keys, partition_of, status_dict
+from scheduler.cli.keys import (
+    check_partition,
+    find_task,
+    iso,
+    parse_keys,
+    partition_of,
+    status_dict,
+)
 from scheduler.cli.output import echo_json, echo_table
 from scheduler.cli.tasks_admin import cancel, drop, retry
 from scheduler.errors import SchedulerError, TaskNotFoundError
@@ -66,12 +73,7 @@ def list_tasks(
     if ordering_id is not None and partition is not None:
         raise click.UsageError("give --ordering-id or --partition, not both")
     settings = state.settings()
-    if partition is not None and partition >= settings.partitions:
-        raise click.BadParameter(
-            f"{partition} is not a partition; there are {settings.partitions} (0 to "
-            f"{settings.partitions - 1})",
-            param_hint="--partition",
-        )
+    check_partition(partition, settings.partitions, "--partition")
     wanted = {TaskState(value.lower()) for value in states} or None
     with backends(settings) as (log, store):
         if ordering_id is not None:

@@ -58,6 +58,18 @@ class MalformedRecord:
     seen_ms: int
     """When a worker set it aside."""
 
+    def columns(self) -> tuple[int, str, bytes | None, bytes | None, int, int, int]:
+        """Every field after `partition`, in order: what the stores write beside their keys."""
+        return (
+            self.offset,
+            self.reason,
+            self.key,
+            self.value,
+            self.value_bytes,
+            self.timestamp_ms,
+            self.seen_ms,
+        )
+
     @classmethod
     def of(
         cls,

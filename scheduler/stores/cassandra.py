@@ -433,23 +433,9 @@ class CassandraTaskStore(TaskStore):
 
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:
         block = schema.MALFORMED_BLOCK
+        write = self._q["malformed_write"]
         items: list[Item] = [
-            (
-                self._q["malformed_write"],
-                (
-                    r.partition,
-                    r.offset // block,
-                    r.offset,
-                    r.reason,
-                    r.key,
-                    r.value,
-                    r.value_bytes,
-                    r.timestamp_ms,
-                    r.seen_ms,
-                    self.ttl_s,
-                ),
-            )
-            for r in records
+            (write, (r.partition, r.offset // block, *r.columns(), self.ttl_s)) for r in records
         ]
         self._runner().many(items, f"set aside {len(items)} malformed records")
 

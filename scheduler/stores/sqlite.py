@@ -363,20 +363,7 @@ class SqliteTaskStore(TaskStore):
 
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:
         expires = _now_ms() + self.status_retention_ms
-        rows = [
-            (
-                r.partition,
-                r.offset,
-                r.reason,
-                r.key,
-                r.value,
-                r.value_bytes,
-                r.timestamp_ms,
-                r.seen_ms,
-                expires,
-            )
-            for r in records
-        ]
+        rows = [(r.partition, *r.columns(), expires) for r in records]
         if rows:
             self._group.run(many_rows("INSERT OR REPLACE INTO malformed VALUES", rows))
 
