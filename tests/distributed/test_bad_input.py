@@ -95,9 +95,12 @@ def test_a_malformed_record_is_logged_and_skipped_and_its_partition_keeps_going(
     assert len(kept) == len(GARBAGE) + 1
     offsets = [int(line.split(" offset ")[1].split()[0]) for line in set_aside]
     assert [record["offset"] for record in kept] == sorted(offsets)
-    assert [record["value_bytes"] for record in kept] == [len(v) for v in GARBAGE] + [0]
-    assert kept[-1]["value"] is None  # the tombstone
-    assert kept[4]["value_cut"] and len(kept[4]["value"]) == MALFORMED_KEPT_BYTES
+    # By size, not position: the raw producer does not promise its records' order on retries.
+    sizes = sorted(record["value_bytes"] for record in kept)
+    assert sizes == sorted([len(v) for v in GARBAGE] + [0])
+    assert any(record["value"] is None for record in kept)  # the tombstone
+    (deep,) = [record for record in kept if record["value_bytes"] == 100_000]
+    assert deep["value_cut"] and len(deep["value"]) == MALFORMED_KEPT_BYTES
 
 
 def test_tasks_from_a_producer_with_librdkafkas_default_partitioner_run_and_are_reported(
