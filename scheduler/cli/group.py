@@ -58,7 +58,8 @@ def status(state: CliState, as_json: bool) -> None:
                     "overdue": store.count_due(lag.partition, now_ms),
                 }
             )
-        malformed = store.malformed_records(limit=_MALFORMED_NOTED)
+        # For the note under the table only.
+        malformed = [] if as_json else store.malformed_records(limit=_MALFORMED_NOTED)
     if as_json:
         echo_json(rows)
         return

@@ -14,8 +14,8 @@ kept records are evidence, not tasks, so they do not travel on the log as task c
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -100,13 +100,12 @@ def show(state: CliState, partition: int, offset: int, as_json: bool, raw: bool)
     settings = state.settings()
     check_partition(partition, settings.partitions, "PARTITION")
     with _store(settings) as store:
-        found = store.malformed_records(partition, from_offset=offset, limit=1)
-    if not found or found[0].offset != offset:  # the next kept one is another record
+        record = _find(store, partition, offset)
+    if record is None:
         raise SchedulerError(
             f"no malformed record is kept at partition {partition} offset {offset} (it may have "
             "expired or been dropped); list them with `scheduler malformed list`"
         )
-    record = found[0]
     if raw:
         sys.stdout.buffer.write(record.value or b"")
         sys.stdout.buffer.flush()
@@ -144,7 +143,7 @@ def drop(state: CliState, partition: int | None, offsets: Sequence[int], drop_al
         else:
             assert partition is not None
             wanted = sorted(set(offsets))
-            missing = [offset for offset in wanted if not _kept(store, partition, offset)]
+            missing = [offset for offset in wanted if _find(store, partition, offset) is None]
             if missing:
                 raise SchedulerError(
                     f"no malformed record is kept at partition {partition} offset(s) "
@@ -156,9 +155,11 @@ def drop(state: CliState, partition: int | None, offsets: Sequence[int], drop_al
     click.echo(f"dropped {dropped} malformed record(s)")
 
 
-def _kept(store: TaskStore, partition: int, offset: int) -> bool:
+def _find(store: TaskStore, partition: int, offset: int) -> MalformedRecord | None:
     found = store.malformed_records(partition, from_offset=offset, limit=1)
-    return bool(found) and found[0].offset == offset
+    if found and found[0].offset == offset:  # else the next kept one is another record
+        return found[0]
+    return None
 
 
 def _drop_every(store: TaskStore, partition: int | None) -> int:
@@ -175,15 +176,10 @@ def _drop_every(store: TaskStore, partition: int | None) -> int:
         dropped += len(page)
 
 
-@contextmanager
-def _store(settings: Settings) -> Iterator[TaskStore]:
+def _store(settings: Settings) -> closing[TaskStore]:
     from scheduler.runtime import open_store
 
-    store = open_store(settings)
-    try:
-        yield store
-    finally:
-        store.close()
+    return closing(open_store(settings))
 
 
 def _text(data: bytes | None) -> str | None:
