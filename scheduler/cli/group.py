@@ -59,7 +59,7 @@ def status(state: CliState, as_json: bool) -> None:
                 }
             )
         # For the note under the table only.
-        malformed = [] if as_json else store.malformed_records(limit=_MALFORMED_NOTED)
+        malformed = {} if as_json else store.malformed_counts(limit=_MALFORMED_NOTED)
     if as_json:
         echo_json(rows)
         return
@@ -71,8 +71,9 @@ def status(state: CliState, as_json: bool) -> None:
     table.append(["total", f"{owners} owner(s)", "", "", *sums])
     echo_table(headers, table)
     if malformed:
-        count = f"{len(malformed)}" if len(malformed) < _MALFORMED_NOTED else f"{_MALFORMED_NOTED}+"
-        partitions = ", ".join(str(p) for p in sorted({record.partition for record in malformed}))
+        kept = sum(malformed.values())
+        count = f"{kept}" if kept < _MALFORMED_NOTED else f"{_MALFORMED_NOTED}+"
+        partitions = ", ".join(str(p) for p in sorted(malformed))
         echo_err(
             f"note: {count} malformed record(s) on partition(s) {partitions} were set aside; "
             "see `scheduler malformed list`"

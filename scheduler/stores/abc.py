@@ -203,6 +203,12 @@ class TaskStore(ABC):
         partition's from `from_offset` on, or every partition's."""
 
     @abstractmethod
+    def malformed_counts(self, limit: int) -> dict[int, int]:
+        """How many malformed records each partition keeps, counting at most `limit` in all
+        (a producer that wrote garbage for hours must not make a status query slow). Reads
+        only the records' keys, never their values."""
+
+    @abstractmethod
     def drop_malformed(self, partition: int, offsets: Collection[int]) -> None:
         """Forget kept malformed records (an operator has dealt with them). Missing ones are
         ignored."""

@@ -445,13 +445,11 @@ class CassandraTaskStore(TaskStore):
         run = self._runner()
         first = 0 if partition is None else from_offset
         first_block = first // schema.MALFORMED_BLOCK
-        # Malformed records are few, so listing the table's partition keys is cheap; it is the
-        # only way to find a partition's blocks without an index table.
-        keys = sorted(
+        keys = [
             (p, b)
-            for p, b in run.one(self._q["malformed_blocks"], None, "list malformed records")
+            for p, b in self._malformed_blocks(run)
             if partition is None or (p == partition and b >= first_block)
-        )
+        ]
         found: list[MalformedRecord] = []
         for p, b in keys:
             rows = run.one(
@@ -463,6 +461,25 @@ class CassandraTaskStore(TaskStore):
             if len(found) >= limit:
                 break
         return found
+
+    def malformed_counts(self, limit: int) -> dict[int, int]:
+        run = self._runner()
+        counts: dict[int, int] = {}
+        left = limit
+        for p, b in self._malformed_blocks(run):
+            if left <= 0:
+                break
+            offsets = run.one(self._q["malformed_offsets"], (p, b, left), "count malformed records")
+            counts[p] = counts.get(p, 0) + len(offsets)
+            left -= len(offsets)
+        return {p: n for p, n in counts.items() if n}
+
+    def _malformed_blocks(self, run: Runner) -> list[tuple[int, int]]:
+        """The malformed table's partition keys, (partition, block), in order. Malformed records
+        are few, so listing them is cheap; it is the only way to find a partition's blocks
+        without an index table."""
+        rows = run.one(self._q["malformed_blocks"], None, "list malformed records")
+        return sorted((p, b) for p, b in rows)
 
     def drop_malformed(self, partition: int, offsets: Collection[int]) -> None:
         block = schema.MALFORMED_BLOCK

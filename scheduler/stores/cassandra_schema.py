@@ -182,6 +182,8 @@ def statements(ks: str) -> dict[str, str]:
         "malformed_blocks": f"SELECT DISTINCT partition, block FROM {ks}.malformed",
         "malformed_read": f"SELECT {_MALFORMED_COLUMNS} FROM {ks}.malformed"
         " WHERE partition = ? AND block = ? AND log_offset >= ? LIMIT ?",
+        "malformed_offsets": f"SELECT log_offset FROM {ks}.malformed"
+        " WHERE partition = ? AND block = ? LIMIT ?",
         "malformed_delete": f"DELETE FROM {ks}.malformed"
         " WHERE partition = ? AND block = ? AND log_offset = ?",
     }

@@ -381,6 +381,14 @@ class SqliteTaskStore(TaskStore):
         )
         return [MalformedRecord(*row) for row in rows]
 
+    def malformed_counts(self, limit: int) -> dict[int, int]:
+        rows = self._read(
+            "SELECT partition, COUNT(*) FROM (SELECT partition FROM malformed"
+            " WHERE expires_ms > ? LIMIT ?) GROUP BY partition",
+            (_now_ms(), limit),
+        )
+        return {partition: count for partition, count in rows}
+
     def drop_malformed(self, partition: int, offsets: Collection[int]) -> None:
         keys = [(partition, offset) for offset in offsets]
         if keys:

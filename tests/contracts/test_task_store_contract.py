@@ -339,6 +339,20 @@ def test_malformed_records_are_kept_and_listed_in_partition_and_offset_order(
     assert task_store.list_tasks(2) == []  # evidence, not tasks
 
 
+def test_malformed_counts_are_per_partition_and_stop_at_the_limit(task_store: TaskStore) -> None:
+    assert task_store.malformed_counts(limit=10) == {}
+    offsets = {0: [1, 2], 2: [3, MALFORMED_BLOCK + 4, 2 * MALFORMED_BLOCK + 5]}
+    task_store.set_aside([malformed(p, o) for p, kept in offsets.items() for o in kept])
+
+    assert task_store.malformed_counts(limit=10) == {0: 2, 2: 3}
+    capped = task_store.malformed_counts(limit=3)
+    assert sum(capped.values()) == 3
+    assert set(capped) <= {0, 2}
+    assert all(capped[p] <= len(offsets[p]) for p in capped)
+    task_store.drop_malformed(2, [3])
+    assert task_store.malformed_counts(limit=10) == {0: 2, 2: 2}
+
+
 def test_a_malformed_record_set_aside_again_is_kept_once(task_store: TaskStore) -> None:
     task_store.set_aside([malformed(1, 5)])
     again = MalformedRecord.of(
