@@ -12,7 +12,7 @@ from scheduler.codec import Op, encode, encode_schedule
 from scheduler.engine.clock import now_ms
 from scheduler.errors import TaskInPastError
 from scheduler.logs.abc import LogProducer, TaskLog
-from scheduler.model import Task, TaskKey
+from scheduler.model import Task, TaskKey, encode_data
 
 DEFAULT_MAX_DATA_BYTES = 256 * 1024
 
@@ -61,27 +61,12 @@ class SchedulerClient:
 
     def _check(self, task: Task) -> None:
         """Raise the `TaskRejected` error that refuses `task`, if any (its data aside)."""
-        key = task.key
-        if key.scheduled_ms * 1_000_000 < _time_ns() - self._grace_window_ns:
-            raise self._in_the_past(key)
-        if self.validate is not None:
-            self.validate(task)
+        _check_time_and_job(task, self.grace_window_ms, self.validate)
 
     @property
     def grace_window_ms(self) -> int:
         """How far in the past a task may be scheduled (it then runs at once); older is refused."""
         return self._grace_window_ns // 1_000_000
-
-    def _in_the_past(self, key: TaskKey) -> TaskInPastError:
-        late_s = (now_ms() - key.scheduled_ms) / 1000
-        # Seconds for a near miss; days and h:mm:ss for a date typed wrong by years.
-        late = f"{late_s:.1f}s" if late_s < 60 else str(timedelta(seconds=round(late_s)))
-        return TaskInPastError(
-            f"task {key} (due {key.scheduled_time.isoformat(timespec='seconds')}) is scheduled "
-            f"{late} in the past, more than the grace window "
-            f"of {self.grace_window_ms / 1000:g}s; schedule it for now or later (tasks within "
-            "the window run as soon as possible)"
-        )
 
     def _record(self, task: Task) -> bytes:
         """The record that schedules `task`, or the `TaskRejected` error that refuses it."""
@@ -141,6 +126,39 @@ class SchedulerClient:
             )
         except Exception as error:
             return _failed(error)
+
+
+def check_task(
+    task: Task,
+    *,
+    grace_window_s: float = 10.0,
+    max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
+    validate: Callable[[Task], None] | None = None,
+) -> None:
+    """Raise the `TaskRejected` error a client with these settings would refuse `task` with, now;
+    send nothing. For producers that check a whole batch before sending any of it, without a
+    connection (`scheduler enqueue-many` checks every line of a file first)."""
+    _check_time_and_job(task, int(grace_window_s * 1000), validate)
+    encode_data(task.data, max_bytes=max_data_bytes)
+
+
+def _check_time_and_job(
+    task: Task, grace_window_ms: int, validate: Callable[[Task], None] | None
+) -> None:
+    key = task.key
+    late_ms = now_ms() - key.scheduled_ms
+    if late_ms > grace_window_ms:
+        late_s = late_ms / 1000
+        # Seconds for a near miss; days and h:mm:ss for a date typed wrong by years.
+        late = f"{late_s:.1f}s" if late_s < 60 else str(timedelta(seconds=round(late_s)))
+        raise TaskInPastError(
+            f"task {key} (due {key.scheduled_time.isoformat(timespec='seconds')}) is scheduled "
+            f"{late} in the past, more than the grace window "
+            f"of {grace_window_ms / 1000:g}s; schedule it for now or later (tasks within "
+            "the window run as soon as possible)"
+        )
+    if validate is not None:
+        validate(task)
 
 
 _count_one = metrics.ENQUEUED.tick

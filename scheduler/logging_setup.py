@@ -83,6 +83,24 @@ class QuietDependencies(logging.Filter):
         return True
 
 
+class ExpectedTombstoneWarnings(logging.Filter):
+    """Shows as DEBUG the server warnings about tombstones that an operator's listing reads.
+
+    The admin views (`scheduler tasks list`, `group status`) scan whole buckets, deleted rows of
+    completed tasks included (docs/cassandra.md, "Tombstones and TTLs"), and Cassandra warns of
+    every such read; the driver logs each as a WARNING, one or more per bucket, between the
+    command's own output. Installed by the CLI around those reads only: a worker's reads go
+    forward from their cursors, so its tombstone warnings stay WARNINGs."""
+
+    LOGGER = "cassandra.protocol"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and "tombstone" in record.getMessage():
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 REPORTED_ACTORS = frozenset(
     {
         "PartitionExecutor",

@@ -8,6 +8,7 @@ own options (`worker --metrics-port`) on top before anything is read.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -68,9 +69,14 @@ def pass_state(function: F) -> F:
 @contextmanager
 def backends(settings: Settings, *, check: bool = True) -> Iterator[tuple[TaskLog, TaskStore]]:
     """The log and the opened store, checked to agree on the partition count, then closed."""
+    from scheduler.logging_setup import ExpectedTombstoneWarnings
     from scheduler.runtime import build_log, open_store, partition_count_check
 
     with ExitStack() as stack:
+        driver_log = logging.getLogger(ExpectedTombstoneWarnings.LOGGER)
+        expected = ExpectedTombstoneWarnings()
+        driver_log.addFilter(expected)
+        stack.callback(driver_log.removeFilter, expected)
         log = build_log(settings)
         stack.callback(log.close)
         store = open_store(settings)

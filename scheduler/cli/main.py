@@ -21,6 +21,7 @@ from scheduler.errors import BackendUnavailableError, SchedulerError
 COMMANDS: dict[str, str] = {
     "worker": "scheduler.cli.worker:worker",
     "enqueue": "scheduler.cli.enqueue:enqueue",
+    "enqueue-many": "scheduler.cli.enqueue_many:enqueue_many",
     "tasks": "scheduler.cli.tasks:tasks",
     "malformed": "scheduler.cli.malformed:malformed",
     "group": "scheduler.cli.group:group",

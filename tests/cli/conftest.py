@@ -64,9 +64,16 @@ def run() -> Callable[..., Result]:
 def script() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run the installed `scheduler` console script with the current environment."""
 
-    def execute(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def execute(
+        *args: str, timeout: float = 60, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [SCRIPT, *args], capture_output=True, text=True, timeout=timeout, check=False
+            [SCRIPT, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            input=input,
         )
 
     return execute

@@ -25,7 +25,7 @@ ALL_COMMANDS = command_paths(cli)
 
 
 def test_every_promised_command_exists():
-    for path in [("worker",), ("enqueue",), ("tasks", "list"), ("tasks", "show"),
+    for path in [("worker",), ("enqueue",), ("enqueue-many",), ("tasks", "list"), ("tasks", "show"),
                  ("tasks", "retry"), ("tasks", "drop"), ("tasks", "cancel"), ("schema", "apply"),
                  ("group", "status"), ("topic", "move"), ("example", "run"),
                  ("settings", "show"), ("settings", "docs"), ("malformed", "list"),

@@ -108,3 +108,21 @@ def test_schedule_tasks_writes_nothing_if_any_task_is_invalid(log):
     with pytest.raises(TaskInPastError):
         client.schedule_tasks(tasks).result(timeout=10)
     assert written(log) == 0
+
+
+def test_check_task_refuses_what_schedule_task_would_without_a_connection():
+    from scheduler.client import check_task
+
+    check_task(Task("o", soon(-5_000), "k", {"n": 1}), grace_window_s=10)  # accepted: no error
+    with pytest.raises(TaskInPastError, match="grace window of 2s"):
+        check_task(Task("o", soon(-3_000), "k"), grace_window_s=2)
+    with pytest.raises(TaskDataError, match="over the limit of 10"):
+        check_task(Task("o", soon(), "k", {"text": "x" * 20}), max_data_bytes=10)
+    with pytest.raises(TaskDataError, match="cannot be serialised"):
+        check_task(Task("o", soon(), "k", {"when": datetime.now()}))
+
+    def no_jobs(task: Task) -> None:
+        raise UnknownExecutorError(f"{task.key}: no such job")
+
+    with pytest.raises(UnknownExecutorError, match="no such job"):
+        check_task(Task("o", soon(), "k"), validate=no_jobs)
