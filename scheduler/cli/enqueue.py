@@ -5,15 +5,22 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from scheduler.cli.context import CliState, pass_state
 from scheduler.cli.keys import describe_key, parse_duration, parse_time, partition_of
 from scheduler.errors import TaskDataError
+
+if TYPE_CHECKING:
+    from scheduler.client import SchedulerClient
+    from scheduler.model import Task
+    from scheduler.settings import Settings
 
 ACK_TIMEOUT_S = 60.0
 """How long to wait for the log to make the task durable before giving up."""
@@ -67,9 +74,8 @@ def enqueue(
       scheduler enqueue orders-42 --in 5m --data '{"job": "my.jobs:daily", "args": {}}'
       scheduler enqueue orders-42 --at 2027-01-31T14:00:00Z --key daily-2027-01-31
     """
-    from scheduler.client import SchedulerClient
     from scheduler.model import Task
-    from scheduler.runtime import build_executor, build_log, topic_partition_check
+    from scheduler.runtime import build_executor
 
     when = _due_time(at, delay)
     data = _data(data_json, data_file)
@@ -79,21 +85,8 @@ def enqueue(
     validate = getattr(executor, "validate", None)
     if validate is not None:
         validate(task)  # refused before connecting: a task its executor refuses needs no Kafka
-    log = build_log(settings)
-    try:
-        partitions = topic_partition_check(log, settings.partitions)
-        client = SchedulerClient(
-            log=log,
-            grace_window_s=settings.grace_window_s,
-            max_data_bytes=settings.max_data_bytes,
-            validate=validate,
-        )
-        try:
-            client.schedule_task(task).result(timeout=ACK_TIMEOUT_S)
-        finally:
-            client.close()
-    finally:
-        log.close()
+    with connected_client(settings, validate) as (client, partitions):
+        client.schedule_task(task).result(timeout=ACK_TIMEOUT_S)
     partition = partition_of(ordering_id, partitions)
     if as_json:
         from scheduler.cli.keys import iso
@@ -109,6 +102,32 @@ def enqueue(
         )
     else:
         click.echo(f"enqueued {describe_key(task.key)} (partition {partition})")
+
+
+@contextmanager
+def connected_client(
+    settings: Settings, validate: Callable[[Task], None] | None
+) -> Iterator[tuple[SchedulerClient, int]]:
+    """A client on the configured log, whose topic has the configured partition count (created if
+    missing), and that count; closed with its log after."""
+    from scheduler.client import SchedulerClient
+    from scheduler.runtime import build_log, topic_partition_check
+
+    log = build_log(settings)
+    try:
+        partitions = topic_partition_check(log, settings.partitions)
+        client = SchedulerClient(
+            log=log,
+            grace_window_s=settings.grace_window_s,
+            max_data_bytes=settings.max_data_bytes,
+            validate=validate,
+        )
+        try:
+            yield client, partitions
+        finally:
+            client.close()
+    finally:
+        log.close()
 
 
 def _due_time(at: str | None, delay: str | None) -> datetime:

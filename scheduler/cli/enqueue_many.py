@@ -29,6 +29,7 @@ from typing import IO, Any
 import click
 
 from scheduler.cli.context import CliState, pass_state
+from scheduler.cli.enqueue import connected_client
 from scheduler.cli.keys import parse_duration, parse_time
 from scheduler.errors import BackendUnavailableError, SchedulerError
 from scheduler.model import Task
@@ -191,25 +192,8 @@ def _send(
     settings: Any, tasks: Iterator[Task], count: int, validate: Callable[[Task], None] | None
 ) -> None:
     """Send `tasks` in chunks, at most `CHUNKS_IN_FLIGHT` unacknowledged; wait for them all."""
-    from scheduler.client import SchedulerClient
-    from scheduler.runtime import build_log, topic_partition_check
-
-    log = build_log(settings)
-    try:
-        topic_partition_check(log, settings.partitions)
-        client = SchedulerClient(
-            log=log,
-            grace_window_s=settings.grace_window_s,
-            max_data_bytes=settings.max_data_bytes,
-            validate=validate,
-        )
-        try:
-            with _progress(count) as advance:
-                _send_chunks(client, tasks, count, advance)
-        finally:
-            client.close()
-    finally:
-        log.close()
+    with connected_client(settings, validate) as (client, _), _progress(count) as advance:
+        _send_chunks(client, tasks, count, advance)
 
 
 def _send_chunks(

@@ -12,17 +12,9 @@ from itertools import repeat
 import pytest
 
 from scheduler.cli.enqueue_many import parse_line
+from tests.cli.helpers import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
-
-
-def wait_for(check, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.3)
 
 
 def free_port() -> int:

@@ -6,6 +6,7 @@ import json
 import time
 
 from scheduler.partitioning import partition_for
+from tests.cli.helpers import wait_for
 
 
 def test_an_at_time_without_a_time_zone_is_rejected(run, embedded):
@@ -79,7 +80,7 @@ def test_an_enqueued_task_is_listed_as_pending_once_a_worker_stored_it(script, w
 
 def test_a_task_enqueued_while_the_worker_runs_is_stored(script, worker, embedded):
     running = worker()
-    assert wait_until(lambda: script("group", "status", "--json").returncode == 0)
+    assert wait_for(lambda: script("group", "status", "--json").returncode == 0)
     time.sleep(1.0)  # the worker has joined; its partitions are assigned
     enqueued = script("enqueue", "orders-late", "--in", "1h", "--key", "k-late")
     assert enqueued.returncode == 0, enqueued.stderr
@@ -89,16 +90,7 @@ def test_a_task_enqueued_while_the_worker_runs_is_stored(script, worker, embedde
         return bool(json.loads(listed.stdout or "[]"))
 
     assert running.poll() is None, f"the worker exited: {running.communicate()[1]}"
-    assert wait_until(stored, timeout=15)
-
-
-def wait_until(check, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
-    return True
+    assert wait_for(stored, timeout=15)
 
 
 def test_a_task_its_executor_refuses_is_refused_before_connecting(run, embedded, monkeypatch):

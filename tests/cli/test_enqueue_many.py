@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from scheduler.cli.enqueue_many import LineError, parse_line
+from tests.cli.helpers import wait_for
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -137,15 +137,6 @@ def all_stored(script) -> bool:
     assert status.returncode == 0, status.stderr
     rows = json.loads(status.stdout)
     return bool(rows) and all(row["lag"] == 0 for row in rows)
-
-
-def wait_for(check, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.3)
 
 
 def test_tasks_from_standard_input_are_stored_once_even_when_sent_twice(

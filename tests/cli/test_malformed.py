@@ -10,7 +10,7 @@ from scheduler.partitioning import partition_for
 from scheduler.runtime import build_log, open_store
 from scheduler.stores.abc import MalformedRecord
 from tests.cli.conftest import SCRIPT
-from tests.cli.test_enqueue import wait_until
+from tests.cli.helpers import wait_for
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -57,7 +57,7 @@ def test_a_record_a_worker_could_not_decode_is_listed_and_shown(script, worker, 
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
-    assert wait_until(lambda: bool(listed()), timeout=60)
+    assert wait_for(lambda: bool(listed()), timeout=60)
     (kept,) = listed()
     partition = partition_for(b"acct", 4)
     assert (kept["partition"], kept["offset"], kept["key"]) == (partition, 0, "acct")
@@ -68,7 +68,7 @@ def test_a_record_a_worker_could_not_decode_is_listed_and_shown(script, worker, 
         listing = script("tasks", "list", "--ordering-id", "acct", "--json")
         return [t["state"] for t in json.loads(listing.stdout or "[]")] == ["succeeded"]
 
-    assert wait_until(ran, timeout=60)
+    assert wait_for(ran, timeout=60)
     running.terminate()
     assert running.wait(timeout=30) == 0
     # --raw writes the value's bytes as they were, for a fixed copy to be enqueued again.
