@@ -5,7 +5,9 @@
   producer that bounds its memory: it waits for its oldest future before going on), the bulk path
   `schedule_tasks` (one future per chunk of 1,000), and raw confluent-kafka `produce` of the same
   keys and values with the adapter's producer settings and a per-record delivery callback,
-  flushed at the end. The two `schedule_task` sides differ by the garbage collector: it walks
+  flushed at the end; and raw `produce` again, each task's record encoded as it is sent, with
+  the one callback (`schedule_task` less its future per task: what the future costs is the gap
+  between the two). The two `schedule_task` sides differ by the garbage collector: it walks
   every live future at each full collection, and those come each time the live objects grow by
   a quarter, so 200,000 held futures cost it a few hundred ns per task; raw produce holds none.
 * Embedded: the same two client paths on the embedded log, against raw `executemany` INSERTs of
@@ -49,13 +51,14 @@ from scheduler.bench.common import (
     rate,
 )
 from scheduler.bench.workers import PARTITIONS, backend
-from scheduler.codec import Op, encode
+from scheduler.codec import Op, encode, encode_schedule
 from scheduler.model import Task, encode_data, from_epoch_ms
 
 CHUNK = 1000
 ORDERING_IDS = 1000
 IN_FLIGHT = 10_000
 STREAMING = f"schedule_task, {IN_FLIGHT:,} in flight"
+ENCODING = "raw produce, each task encoded"
 WARM_UP = 2000
 FIRST_ACKS = 5
 
@@ -131,8 +134,12 @@ def in_bulk(client: Any, tasks: list[Task]) -> dict[str, float]:
     return {"tasks_per_s": rate(len(tasks), watch.seconds)}
 
 
-def raw_kafka(config: dict[str, Any], topic: str) -> Callable[[list[tuple[bytes, bytes]]], dict]:
-    """Raw `produce` with `config`: the adapter's own producer settings, security included."""
+def raw_kafka(config: dict[str, Any], topic: str, *, encoding: bool = False) -> Callable[..., dict]:
+    """Raw `produce` with `config`: the adapter's own producer settings, security included.
+
+    The function takes encoded (key, value) records; with `encoding`, it takes tasks and encodes
+    each one's record as it sends it, as `schedule_task` does (`codec.encode_schedule`), with the
+    same one delivery callback for every record: `schedule_task` less its future per task."""
     from confluent_kafka import Producer
 
     producer = Producer(config)
@@ -142,10 +149,23 @@ def raw_kafka(config: dict[str, Any], topic: str) -> Callable[[list[tuple[bytes,
         if error is not None:
             failures.append(error)
 
+    def produce(key: Any, value: bytes) -> None:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    def finished(count: int, watch: Stopwatch) -> dict[str, float]:
+        if failures:
+            raise RuntimeError(f"raw produce failed: {failures[0]}")
+        return {"tasks_per_s": rate(count, watch.seconds)}
+
     def run(records: list[tuple[bytes, bytes]]) -> dict[str, float]:
         with Stopwatch() as watch:
             for n, (key, value) in enumerate(records):
-                while True:
+                while True:  # `produce` inlined: the baseline pays no call of ours per record
                     try:
                         producer.produce(topic, value=value, key=key, on_delivery=delivered)
                         break
@@ -154,11 +174,19 @@ def raw_kafka(config: dict[str, Any], topic: str) -> Callable[[list[tuple[bytes,
                 if not n % 64:
                     producer.poll(0)
             producer.flush(300)
-        if failures:
-            raise RuntimeError(f"raw produce failed: {failures[0]}")
-        return {"tasks_per_s": rate(len(records), watch.seconds)}
+        return finished(len(records), watch)
 
-    return run
+    def run_encoding(tasks: list[Task]) -> dict[str, float]:
+        with Stopwatch() as watch:
+            for n, task in enumerate(tasks):
+                key = task.key
+                produce(key.ordering_id, encode_schedule(key, task.data, _ANY))
+                if not n % 64:
+                    producer.poll(0)
+            producer.flush(300)
+        return finished(len(tasks), watch)
+
+    return run_encoding if encoding else run
 
 
 def raw_sqlite(path: str, records: list[tuple[bytes, bytes]]) -> dict[str, float]:
@@ -252,6 +280,8 @@ def run(options: BenchOptions) -> ScenarioResult:
             stream = lambda n: streaming(client, tasks[:n])  # noqa: E731
             bulk = lambda n: in_bulk(client, tasks[:n])  # noqa: E731
             raw_produce = lambda n: raw(records[:n])  # noqa: E731
+            encoding = raw_kafka(run_.log.producer_settings(), run_.log.topic, encoding=True)
+            raw_encoding = lambda n: encoding(tasks[:n])  # noqa: E731
             try:
                 first_acks = [first_ack_ms(run_.log, due) for _ in range(FIRST_ACKS)]
                 result.details["first_ack_ms_runs"] = first_acks
@@ -260,13 +290,15 @@ def run(options: BenchOptions) -> ScenarioResult:
                     f"the client was created (median of {FIRST_ACKS}; what `scheduler enqueue` "
                     "waits for once per call)"
                 )
-                for side in (one_task, bulk, raw_produce):  # untimed: producer ids, metadata
+                # Untimed: producer ids, metadata.
+                for side in (one_task, bulk, raw_produce, raw_encoding):
                     side(WARM_UP)
                 sides = {
                     "schedule_task": lambda: one_task(count),
                     STREAMING: lambda: stream(count),
                     "schedule_tasks (bulk)": lambda: bulk(count),
                     "raw produce + callback": lambda: raw_produce(count),
+                    ENCODING: lambda: raw_encoding(count),
                 }
                 with inputs_frozen():
                     measured = alternate(sides, options.repeat)
