@@ -149,14 +149,6 @@ def raw_kafka(config: dict[str, Any], topic: str, *, encoding: bool = False) -> 
         if error is not None:
             failures.append(error)
 
-    def produce(key: Any, value: bytes) -> None:
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, on_delivery=delivered)
-                return
-            except BufferError:
-                producer.poll(0.05)
-
     def finished(count: int, watch: Stopwatch) -> dict[str, float]:
         if failures:
             raise RuntimeError(f"raw produce failed: {failures[0]}")
@@ -177,10 +169,17 @@ def raw_kafka(config: dict[str, Any], topic: str, *, encoding: bool = False) -> 
         return finished(len(records), watch)
 
     def run_encoding(tasks: list[Task]) -> dict[str, float]:
+        produce = producer.produce
         with Stopwatch() as watch:
             for n, task in enumerate(tasks):
                 key = task.key
-                produce(key.ordering_id, encode_schedule(key, task.data, _ANY))
+                value = encode_schedule(key, task.data, _ANY)
+                while True:  # positional, partition -1: the call the adapter makes
+                    try:
+                        produce(topic, value, key.ordering_id, -1, delivered)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
                 if not n % 64:
                     producer.poll(0)
             producer.flush(300)
