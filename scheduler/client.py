@@ -8,7 +8,7 @@ from datetime import timedelta
 from time import time_ns as _time_ns
 
 from scheduler import metrics
-from scheduler.codec import Op, encode, encode_schedule
+from scheduler.codec import Op, compact, encode, encode_schedule
 from scheduler.engine.clock import now_ms
 from scheduler.errors import TaskInPastError
 from scheduler.logs.abc import LogProducer, TaskLog
@@ -69,9 +69,11 @@ class SchedulerClient:
         return self._grace_window_ns // 1_000_000
 
     def _record(self, task: Task) -> bytes:
-        """The record that schedules `task`, or the `TaskRejected` error that refuses it."""
+        """The record that schedules `task`, or the `TaskRejected` error that refuses it.
+
+        An exact-size copy (see `codec.compact`): a bulk call holds all of its records at once."""
         self._check(task)
-        return encode_schedule(task.key, task.data, self.max_data_bytes)
+        return compact(encode_schedule(task.key, task.data, self.max_data_bytes))
 
     def schedule_tasks(self, tasks: Iterable[Task]) -> Future[int]:
         """Schedule many tasks at once, for bulk producers (a backfill, a migration).

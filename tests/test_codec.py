@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -13,6 +15,7 @@ from scheduler.codec import (
     FORMAT_VERSION,
     MalformedRecordError,
     Op,
+    compact,
     decode,
     encode,
     encode_schedule,
@@ -141,3 +144,29 @@ def test_schedule_encoding_refuses_nan_the_fast_encoder_would_write_as_null() ->
 def test_schedule_encoding_refuses_dates_rather_than_writing_a_string() -> None:
     with pytest.raises(TaskDataError, match="cannot be serialised as JSON"):
         encode_schedule(KEY, {"at": datetime.now(UTC)}, max_data_bytes=1000)
+
+
+def retained_bytes(make: Callable[[int], bytes], count: int) -> int:
+    """Bytes still allocated (tracemalloc's count: exact, not timed) by `count` values kept."""
+    tracemalloc.start()
+    try:
+        kept = [make(n) for n in range(count)]
+        size, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(kept) == count
+    return size
+
+
+def test_a_compacted_record_takes_its_own_size_not_the_encoders_buffer() -> None:
+    """orjson hands back its whole output buffer (about 4 KB for a 60-byte record); anything that
+    keeps records (the embedded log's tail, a bulk call's batch) keeps a compact copy."""
+
+    def record(n: int) -> bytes:
+        return encode_schedule(TaskKey.from_ms(f"o-{n}", 1_700_000_000_000, "k"), {}, 1 << 20)
+
+    as_encoded = retained_bytes(record, 1000)
+    compacted = retained_bytes(lambda n: compact(record(n)), 1000)
+    assert compact(record(7)) == record(7)
+    assert compacted < 200 * 1000  # 63-byte records, plus the list
+    assert compacted * 5 < as_encoded or as_encoded < 200 * 1000  # a future orjson may shrink
