@@ -101,18 +101,19 @@ def enqueue_many(state: CliState, file: Path, check_only: bool, as_json: bool) -
     _report(as_json, file, count, sent=True, seconds=time.monotonic() - started)
 
 
-def _readable(file: Path, stack: ExitStack) -> IO[str]:
-    """The file, or standard input copied to a temporary file (read twice either way)."""
+def _readable(file: Path, stack: ExitStack) -> IO[bytes]:
+    """The file, or standard input copied to a temporary file (read twice either way); bytes,
+    so that a line that is not UTF-8 is one bad line rather than the end of the reading."""
     if str(file) != "-":
-        return stack.enter_context(file.open(encoding="utf-8"))
-    copy = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
-    shutil.copyfileobj(sys.stdin, copy)
+        return stack.enter_context(file.open("rb"))
+    copy = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115
+    shutil.copyfileobj(sys.stdin.buffer, copy)
     copy.seek(0)
     return copy
 
 
 def _check_every_line(
-    source: IO[str], file: Path, now: datetime, check: Callable[[Task], None]
+    source: IO[bytes], file: Path, now: datetime, check: Callable[[Task], None]
 ) -> int:
     """How many tasks the file holds; or the error naming its first bad lines."""
     count, bad = 0, 0
@@ -136,19 +137,25 @@ def _check_every_line(
     return count
 
 
-def _lines(source: IO[str]) -> Iterator[tuple[int, str]]:
-    for number, text in enumerate(source, start=1):
-        if text.strip():
-            yield number, text
+def _lines(source: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    for number, line in enumerate(source, start=1):
+        if number == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf")  # the BOM some editors write
+        if line.strip():
+            yield number, line
 
 
-def _tasks(source: IO[str], now: datetime) -> Iterator[Task]:
+def _tasks(source: IO[bytes], now: datetime) -> Iterator[Task]:
     for _, text in _lines(source):
         yield parse_line(text, now)
 
 
-def parse_line(text: str, now: datetime) -> Task:
+def parse_line(raw: str | bytes, now: datetime) -> Task:
     """The task of one line, or a `LineError` saying what is wrong with it."""
+    try:
+        text = raw.decode() if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as error:
+        raise LineError(f"not UTF-8 text ({error})") from None
     try:
         line: Any = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as error:

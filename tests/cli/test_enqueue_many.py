@@ -93,6 +93,20 @@ def test_a_file_with_bad_lines_sends_nothing_and_names_each_line(run, embedded, 
     assert not (embedded / "log.db").exists()  # never even opened
 
 
+def test_a_line_that_is_not_utf8_is_one_bad_line_and_a_bom_is_ignored(run, embedded, tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(
+        b'\xef\xbb\xbf{"ordering_id": "a"}\r\n{"ordering_id": "\xff"}\n{"ordering_id": "c"}\n'
+    )
+    result = run("enqueue-many", "--check", str(path))
+    assert result.exit_code == 2
+    assert "has 1 bad line(s)" in result.output
+    assert "line 2: not UTF-8 text" in result.output
+
+    path.write_bytes(bom + b'{"ordering_id": "a"}\r\n')
+    assert "1 task(s) in" in run("enqueue-many", "--check", str(path)).output
+
+
 def test_only_the_first_bad_lines_are_listed(run, embedded, tmp_path):
     result = run("enqueue-many", str(write_lines(tmp_path / "t.jsonl", ["x"] * 25)))
     assert result.exit_code == 2
