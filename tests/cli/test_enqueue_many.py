@@ -95,8 +95,9 @@ def test_a_file_with_bad_lines_sends_nothing_and_names_each_line(run, embedded, 
 
 def test_a_line_that_is_not_utf8_is_one_bad_line_and_a_bom_is_ignored(run, embedded, tmp_path):
     path = tmp_path / "t.jsonl"
+    bom = b"\xef\xbb\xbf"
     path.write_bytes(
-        b'\xef\xbb\xbf{"ordering_id": "a"}\r\n{"ordering_id": "\xff"}\n{"ordering_id": "c"}\n'
+        bom + b'{"ordering_id": "a"}\r\n{"ordering_id": "\xff"}\n{"ordering_id": "c"}\n'
     )
     result = run("enqueue-many", "--check", str(path))
     assert result.exit_code == 2
