@@ -20,7 +20,7 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from json import encoder as _json_encoder
 from typing import Any
 
@@ -46,8 +46,10 @@ def to_epoch_ms(moment: datetime) -> int:
 
 
 def from_epoch_ms(ms: int) -> datetime:
-    """The aware UTC datetime of an epoch-millisecond value."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    """The aware UTC datetime of an epoch-millisecond value, exactly: `fromtimestamp(ms / 1000)`
+    goes through a float, which from about 2128 on is a few microseconds short, and
+    `to_epoch_ms` of that (truncating) gave back the millisecond before."""
+    return _EPOCH + timedelta(milliseconds=ms)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -5,9 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.errors import InvalidTaskKeyError, NaiveDatetimeError, TaskDataError, TaskRejected
-from scheduler.model import MAX_KEY_BYTES, Task, TaskKey, TaskState, encode_data
+from scheduler.model import (
+    EARLIEST_MS,
+    LATEST_MS,
+    MAX_KEY_BYTES,
+    Task,
+    TaskKey,
+    TaskState,
+    encode_data,
+    from_epoch_ms,
+    to_epoch_ms,
+)
 
 MOMENT = datetime(2026, 1, 1, 12, 0, 0, 123_999, tzinfo=UTC)
 
@@ -99,3 +111,15 @@ def test_final_states() -> None:
         TaskState.FAILED,
         TaskState.CANCELLED,
     }
+
+
+@given(st.integers(min_value=EARLIEST_MS, max_value=LATEST_MS))
+def test_every_millisecond_a_task_can_have_converts_both_ways_exactly(ms: int) -> None:
+    """From about 2128 on, a float of seconds lost microseconds and the round trip a millisecond;
+    `--at 253402300799999` was scheduled at ...799997."""
+    assert to_epoch_ms(from_epoch_ms(ms)) == ms
+
+
+def test_the_last_millisecond_converts_exactly() -> None:
+    assert from_epoch_ms(LATEST_MS).isoformat() == "9999-12-31T23:59:59.999000+00:00"
+    assert to_epoch_ms(from_epoch_ms(253402300799999)) == 253402300799999

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from scheduler.cli.context import CliState, pass_state
-from scheduler.cli.keys import describe_key, parse_duration, parse_time, partition_of
+from scheduler.cli.keys import describe_key, due_in, parse_time, partition_of
 from scheduler.errors import TaskDataError
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def _due_time(at: str | None, delay: str | None) -> datetime:
     if at is not None:
         return parse_time(at, "--at")
     now = datetime.now(UTC)
-    return now + parse_duration(delay, "--in") if delay is not None else now
+    return due_in(delay, "--in", now) if delay is not None else now
 
 
 def _data(data_json: str | None, data_file: Path | None) -> dict[str, Any]:

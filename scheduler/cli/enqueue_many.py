@@ -30,7 +30,7 @@ import click
 
 from scheduler.cli.context import CliState, pass_state
 from scheduler.cli.enqueue import connected_client
-from scheduler.cli.keys import parse_duration, parse_time
+from scheduler.cli.keys import due_in, parse_time
 from scheduler.errors import BackendUnavailableError, SchedulerError
 from scheduler.model import Task
 
@@ -191,7 +191,7 @@ def _due(line: dict[str, Any], now: datetime) -> datetime:
     if delay is not None:
         if not isinstance(delay, str):
             raise LineError('"in" must be a duration string such as "5m"')
-        return now + parse_duration(delay, '"in"')
+        return due_in(delay, '"in"', now)
     return now
 
 

@@ -27,7 +27,14 @@ def parse_time(value: str, option: str) -> datetime:
     """An aware datetime from ISO 8601 with a zone, or from epoch milliseconds."""
     text = value.strip()
     if text.lstrip("-").isdigit():
-        return from_epoch_ms(int(text))
+        try:
+            return from_epoch_ms(int(text))
+        except (OverflowError, OSError, ValueError):
+            raise click.BadParameter(
+                f"{value!r} is out of range: a time must lie between 0001-01-01 and 9999-12-31 "
+                "(epoch milliseconds from -62135596800000 to 253402300799999)",
+                param_hint=option,
+            ) from None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -54,7 +61,26 @@ def parse_duration(value: str, option: str) -> timedelta:
             "such as 30s, 5m, 1h30m",
             param_hint=option,
         )
-    return timedelta(seconds=sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts))
+    try:
+        return timedelta(seconds=sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts))
+    except OverflowError:
+        raise _too_far(value, option) from None
+
+
+def due_in(value: str, option: str, now: datetime) -> datetime:
+    """`now` plus the duration `value` (`parse_duration`), or a clear error past year 9999."""
+    try:
+        return now + parse_duration(value, option)
+    except OverflowError:
+        raise _too_far(value, option) from None
+
+
+def _too_far(value: str, option: str) -> click.BadParameter:
+    return click.BadParameter(
+        f"{value!r} is too long: the task would be due after 9999-12-31, the last time a task "
+        "can have",
+        param_hint=option,
+    )
 
 
 def parse_keys(parts: Sequence[str], option: str = "KEY") -> list[TaskKey]:

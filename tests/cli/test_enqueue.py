@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from scheduler.partitioning import partition_for
 from tests.cli.helpers import wait_for
 
@@ -101,3 +103,25 @@ def test_a_task_its_executor_refuses_is_refused_before_connecting(run, embedded,
     result = run("enqueue", "orders-1", "--data", '{"args": {}}')
     assert result.exit_code == 2, result.output
     assert "has no job name" in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--in", "99999999999d", "is too long: the task would be due after 9999-12-31"),
+        ("--in", "9000000d", "is too long: the task would be due after 9999-12-31"),
+        ("--at", "99999999999999999", "is out of range: a time must lie between 0001-01-01"),
+        ("--at", "-99999999999999999", "is out of range"),
+    ],
+)
+def test_a_time_no_task_can_have_is_a_clear_error(run, embedded, option, value, says):
+    result = run("enqueue", "o", option, value)
+    assert result.exit_code == 2
+    assert says in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_last_millisecond_is_kept_exactly(run, embedded):
+    result = run("enqueue", "o", "--at", "253402300799999", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["scheduled_time"] == "9999-12-31T23:59:59.999Z"

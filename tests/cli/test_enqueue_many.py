@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import click
 import pytest
 
 from scheduler.cli.enqueue_many import LineError, parse_line
@@ -64,12 +65,17 @@ def test_a_line_without_a_key_gets_one_from_its_content():
         ('{"ordering_id": "o", "at": 1, "in": "5m"}', 'give "at" or "in", not both'),
         ('{"ordering_id": "o", "at": true}', '"at" must be a string'),
         ('{"ordering_id": "o", "in": 5}', '"in" must be a duration string'),
+        ('{"ordering_id": "o", "in": "9000000d"}', "the task would be due after 9999-12-31"),
+        ('{"ordering_id": "o", "at": 99999999999999999}', "is out of range"),
     ],
 )
 def test_a_line_that_is_not_a_task_says_why(text, says):
-    with pytest.raises(LineError) as refused:
+    with pytest.raises((LineError, click.BadParameter)) as refused:
         parse_line(text, NOW)
-    assert says in str(refused.value)
+    message = refused.value
+    assert says in (
+        message.format_message() if isinstance(message, click.BadParameter) else str(message)
+    )
 
 
 def test_a_file_with_bad_lines_sends_nothing_and_names_each_line(run, embedded, tmp_path):
