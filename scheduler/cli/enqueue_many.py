@@ -64,11 +64,11 @@ def enqueue_many(state: CliState, file: Path, check_only: bool, as_json: bool) -
       {"ordering_id": "orders-42", "at": "2027-01-31T14:00:00Z", "data": {"job": "..."}}
       {"ordering_id": "orders-43", "in": "5m", "key": "nightly"}
 
-    "at" is ISO 8601 with a time zone or epoch milliseconds, "in" a duration from when the
-    command started (30s, 5m, 1h30m); with neither, the task is due now. "key" tells tasks of one
-    ordering id at the same time apart; without it the key is derived from the line's content,
-    so sending a file again replaces its tasks instead of adding them twice (for lines with "at":
-    "in" moves with the clock). Blank lines are skipped.
+    "at" is ISO 8601 with a time zone or epoch milliseconds, "in" a duration from when the line
+    is sent (30s, 5m, 1h30m); with neither, the task is due when it is sent. "key" tells tasks
+    of one ordering id at the same time apart; without it the key is derived from the line's
+    content, so sending a file again replaces its tasks instead of adding them twice (for lines
+    with "at": "in" moves with the clock). Blank lines are skipped.
 
     Every line is checked before anything is sent: a file with a bad line sends nothing, and the
     error names the line. The command returns once every task is durable.
@@ -89,15 +89,14 @@ def enqueue_many(state: CliState, file: Path, check_only: bool, as_json: bool) -
         )
 
     started = time.monotonic()
-    now = datetime.now(UTC)  # what every "in" counts from, in both readings
     with ExitStack() as stack:
         source = _readable(file, stack)
-        count = _check_every_line(source, file, now, check)
+        count = _check_every_line(source, file, check)
         if check_only or not count:
             _report(as_json, file, count, sent=False, seconds=time.monotonic() - started)
             return
         source.seek(0)
-        _send(settings, _tasks(source, now), count, validate)
+        _send(settings, _tasks(source), count, validate)
     _report(as_json, file, count, sent=True, seconds=time.monotonic() - started)
 
 
@@ -112,15 +111,13 @@ def _readable(file: Path, stack: ExitStack) -> IO[bytes]:
     return copy
 
 
-def _check_every_line(
-    source: IO[bytes], file: Path, now: datetime, check: Callable[[Task], None]
-) -> int:
+def _check_every_line(source: IO[bytes], file: Path, check: Callable[[Task], None]) -> int:
     """How many tasks the file holds; or the error naming its first bad lines."""
     count, bad = 0, 0
     shown: list[str] = []
     for number, text in _lines(source):
         try:
-            task = parse_line(text, now)
+            task = parse_line(text, datetime.now(UTC))
             check(task)
         except (LineError, SchedulerError, click.BadParameter) as error:
             bad += 1
@@ -145,9 +142,12 @@ def _lines(source: IO[bytes]) -> Iterator[tuple[int, bytes]]:
             yield number, line
 
 
-def _tasks(source: IO[bytes], now: datetime) -> Iterator[Task]:
+def _tasks(source: IO[bytes]) -> Iterator[Task]:
+    """The file's tasks, "now" and "in" counted from when each is read to be sent: a file that
+    takes longer than the grace window to check must not turn its due-now tasks into tasks in
+    the past."""
     for _, text in _lines(source):
-        yield parse_line(text, now)
+        yield parse_line(text, datetime.now(UTC))
 
 
 def parse_line(raw: str | bytes, now: datetime) -> Task:

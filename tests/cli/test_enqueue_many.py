@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -180,3 +181,22 @@ def test_tasks_from_standard_input_are_stored_once_even_when_sent_twice(
     assert sorted(row["data"]["n"] for row in pending) == list(range(2500))
     running.terminate()
     assert running.wait(timeout=30) == 0
+
+
+def test_due_now_lines_are_due_when_sent_not_when_checked(run, embedded, tmp_path, monkeypatch):
+    """A file that takes longer than the grace window to check (a large one) must not turn its
+    due-now tasks into tasks in the past by the time it sends them."""
+    import scheduler.client
+
+    monkeypatch.setenv("SCHEDULER_GRACE_WINDOW_S", "1")
+    checking = scheduler.client.check_task
+
+    def slow_check(task, **settings):
+        checking(task, **settings)
+        time.sleep(1.5)  # past the grace window before anything is sent
+
+    monkeypatch.setattr(scheduler.client, "check_task", slow_check)
+    path = write_lines(tmp_path / "t.jsonl", [{"ordering_id": "o"}, {"ordering_id": "p"}])
+    result = run("enqueue-many", str(path))
+    assert result.exit_code == 0, result.output
+    assert "enqueued 2 task(s)" in result.output
