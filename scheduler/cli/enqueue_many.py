@@ -127,7 +127,7 @@ def _check_every_line(source: IO[bytes], file: Path, check: Callable[[Task], Non
             continue
         count += 1
     if bad:
-        name = "standard input" if str(file) == "-" else str(file)
+        name = _name(file)
         more = [f"  ... and {bad - len(shown)} more"] if bad > len(shown) else []
         heading = f"{name} has {bad} bad line(s); nothing was sent. Fix them and run again:"
         raise SchedulerError("\n".join([heading, *shown, *more]))
@@ -257,8 +257,12 @@ def _progress(count: int) -> Iterator[Callable[[int], None]]:
         yield bar.update
 
 
+def _name(file: Path) -> str:
+    return "standard input" if str(file) == "-" else str(file)
+
+
 def _report(as_json: bool, file: Path, count: int, *, sent: bool, seconds: float) -> None:
-    name = "standard input" if str(file) == "-" else str(file)
+    name = _name(file)
     if as_json:
         from scheduler.cli.output import echo_json
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler._sqlite_open import open_wal
+from scheduler.codec import compact
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs._embedded_group import EmbeddedConsumer, GroupCoordinator
@@ -211,9 +212,8 @@ class EmbeddedTaskLog(TaskLog):
             if len(self._placement) >= _PLACEMENT_CACHE:
                 self._placement.clear()
             partition = self._placement[key] = partition_for(key_bytes(key), len(self.partitions))
-        # An exact-size copy (`codec.compact`, inlined): the queue and the tail keep values.
-        value = b"%b" % value
-        self._writer.append((partition, key, value, time.time_ns() // 1_000_000, future))
+        # The queue and the tail keep values for a while: at their own size.
+        self._writer.append((partition, key, compact(value), time.time_ns() // 1_000_000, future))
         return future
 
     def wait_written(self, timeout: float) -> int:
