@@ -27,6 +27,7 @@ from scheduler import metrics
 from scheduler.actors.topic_supervisor import PartitionFailure, TopicSupervisor, restart_delay
 from scheduler.codec import Command, MalformedRecordError, decode
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 from scheduler.errors import SchedulerError
@@ -39,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 #: How long one persist may take before the worker treats the partition as stuck.
 PERSIST_TIMEOUT_S = 120.0
+MARK_COMMIT_INTERVAL_S = 5.0
+"""How often reload marks that moved are committed on partitions without new records."""
 
 
 class Worker:
@@ -85,6 +88,12 @@ class Worker:
         # again after a growing delay, not at the pace of the poll loop with two log lines a turn.
         self._persist_failures: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
+        # Per partition, its reload mark (where its next owner starts reading the store; see
+        # `engine.reload_mark`), kept true by its tree and committed with its offset, and the
+        # version of it last committed.
+        self._marks: dict[int, MarkHolder] = {}
+        self._marks_committed: dict[int, int] = {}
+        self._marks_due = 0.0
         self._guard = TopicGuard(log)
         self.fatal_error: BaseException | None = None
 
@@ -184,7 +193,12 @@ class Worker:
         # Partitions the topic did not have at start raise, before any tree reads them (the
         # error propagates out of `poll` and stops the worker).
         self._guard.check_assigned(self._consumer, partitions)
-        self.topic.assign(partitions).get()
+        committed = self._consumer.committed_with_metadata(partitions)
+        marks = {p: ReloadMark.decode(metadata) for p, (_, metadata) in committed.items()}
+        self._marks.update(self.topic.assign(partitions, marks).get())
+        for partition, (offset, _) in committed.items():
+            if offset is not None:  # where a rewind resumes, and the mark's commits go
+                self._persisted[partition] = offset
         self._started.set()
 
     def on_revoked(self, partitions: list[int]) -> None:
@@ -207,6 +221,8 @@ class Worker:
             self._gaps.discard(partition)
             self._retry_at.pop(partition, None)
             self._persist_failures.pop(partition, None)
+            self._marks.pop(partition, None)
+            self._marks_committed.pop(partition, None)
 
     # -- the poll loop ------------------------------------------------------------------------
 
@@ -220,6 +236,7 @@ class Worker:
                 records = consumer.poll(self.settings.poll_max_records, timeout=0.2)
                 if records:
                     self._process(consumer, records)
+                self._commit_marks(consumer)
         except SchedulerError as error:
             # Ours, with a message that says what to do: no traceback for the operator.
             logger.error("worker stopped: %s", error)
@@ -313,8 +330,10 @@ class Worker:
         if not wanted:
             return
         offsets = dict(wanted)
+        marks = {p: self._marks[p].encoded() for p in offsets if p in self._marks}
+        metadata = {p: text for p, (_, text) in marks.items()}
         try:
-            consumer.commit(offsets, wait=only is not None)
+            consumer.commit(offsets, wait=only is not None, metadata=metadata)
         except SchedulerError as error:
             logger.warning(
                 "could not commit offsets %s (%s); they are stored, the commit is retried with "
@@ -326,6 +345,24 @@ class Worker:
         for partition, offset in offsets.items():
             if self._to_commit.get(partition) == offset:
                 del self._to_commit[partition]
+        self._marks_committed.update((p, version) for p, (version, _) in marks.items())
+
+    def _commit_marks(self, consumer: LogConsumer) -> None:
+        """Every few seconds, commit the reload marks that moved on partitions with no new
+        records to commit (the offset stays; only its metadata changes): an idle partition's
+        next owner must not read the tombstones of everything completed since the last record."""
+        now = time.monotonic()
+        if now < self._marks_due:
+            return
+        self._marks_due = now + MARK_COMMIT_INTERVAL_S
+        for partition, holder in self._marks.items():
+            if (
+                holder.version != self._marks_committed.get(partition)
+                and partition in self._persisted
+                and partition not in self._gaps
+            ):
+                self._to_commit.setdefault(partition, self._persisted[partition])
+        self._commit(consumer)
 
     def _apply_rewinds(self, consumer: LogConsumer) -> None:
         partitions = set()

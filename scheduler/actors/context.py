@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.reload_mark import MarkHolder
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 from scheduler.executors.abc import Executor
@@ -59,6 +60,9 @@ class PartitionContext:
     """Jitter source (seedable in tests)."""
     held: HeldCounts = field(default_factory=HeldCounts)
     """What the tree's scheduler and executor hold (shared; see `HeldCounts`)."""
+    mark: MarkHolder = field(default_factory=MarkHolder)
+    """Where the partition's next owner starts reading the store (kept across the tree's
+    restarts and committed with the partition's offset; see `reload_mark`)."""
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

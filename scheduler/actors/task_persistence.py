@@ -20,7 +20,8 @@ from scheduler.actors.messages import ScheduledTask, TasksLoaded
 from scheduler.actors.task_completion_tracker import UnflushedStatuses
 from scheduler.codec import Command, Op
 from scheduler.engine.clock import now_ms
-from scheduler.model import ScheduleCursor, Task, TaskState, TaskStatus
+from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
+from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 
 
 def window_end(until_ms: int) -> ScheduleCursor:
@@ -30,6 +31,17 @@ def window_end(until_ms: int) -> ScheduleCursor:
     first real key of the next millisecond.
     """
     return (until_ms + 1, "", "")
+
+
+MARK_AGE_MS = 30_000
+"""The reload mark stays behind rows scheduled this long ago: more than the producers' grace
+window (10 s), so that tasks enqueued for now land ahead of it instead of each changing it."""
+BEFORE_ALL: ScheduleCursor = (-(2**63), "", "")
+"""A cursor before every key."""
+
+
+def _live(row: StoredTask) -> bool:
+    return row.status is None or not row.status.state.is_final
 
 
 class TaskPersistence(PartitionActor):
@@ -60,6 +72,8 @@ class TaskPersistence(PartitionActor):
         return len(commands)
 
     def _write(self, tasks: list[Task]) -> None:
+        # The mark first: a row it does not cover would be skipped by the partition's next owner.
+        self.ctx.mark.cover(task.key for task in tasks)
         self.ctx.store.write_tasks(self.ctx.partition, tasks)
         checkpoint = self.checkpoint
         if checkpoint is None:
@@ -129,12 +143,14 @@ class TaskPersistence(PartitionActor):
         """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
         store, partition = self.ctx.store, self.ctx.partition
         checked_ms = now_ms()
+        stragglers = self._start_from_mark() if self.checkpoint is None else []
         rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)
         exhausted = len(rows) < limit
         if rows and not exhausted:
             self.checkpoint = rows[-1].task.key.cursor
         else:
             self.checkpoint = max(self.checkpoint or window_end(until_ms), window_end(until_ms))
+        rows = stragglers + rows
         handed: list[ScheduledTask] = []
         leftovers = []
         unflushed = self._unflushed.peek(row.task.key for row in rows)
@@ -157,3 +173,46 @@ class TaskPersistence(PartitionActor):
         if handed:
             self._scheduler.schedule.defer(handed)
         return TasksLoaded(len(handed), exhausted, self.checkpoint)
+
+    def _start_from_mark(self) -> list[StoredTask]:
+        """A new tree's first load: the reload mark's stragglers, and the checkpoint moved to its
+        `after`, so that the rows of tasks completed before it (tombstones) are not read."""
+        mark = self.ctx.mark.mark
+        if mark is None:
+            return []  # no mark committed yet: read from the first row
+        self.checkpoint = mark.after
+        return self.ctx.store.load_keys(self.ctx.partition, mark.stragglers)
+
+    def advance_mark(self) -> None:
+        """Move the reload mark forward over what the store shows completed: up to rows
+        scheduled `MARK_AGE_MS` ago, never past the checkpoint (rows beyond are not loaded
+        yet). The live rows it steps over become stragglers, up to `MAX_STRAGGLERS`.
+
+        Runs in this actor, between writes, so no row is written while the store is read; the
+        rows read are those completed since the last call (tombstones read once, not at every
+        reassignment)."""
+        if self.checkpoint is None:
+            return  # not loaded yet: the mark the tree started from stands
+        store, partition = self.ctx.store, self.ctx.partition
+        mark = self.ctx.mark.mark or ReloadMark(BEFORE_ALL)
+        upper_ms = min(now_ms() - MARK_AGE_MS, self.checkpoint[0] - 1)
+        if mark.after > window_end(upper_ms):
+            return
+        alive = [row.task.key for row in store.load_keys(partition, mark.stragglers) if _live(row)]
+        room = MAX_STRAGGLERS - len(alive)
+        after, found = mark.after, list[TaskKey]()
+        while room > 0:
+            wanted = room + 1 - len(found)
+            rows = store.load_tasks(partition, after, upper_ms, wanted)
+            # Rows with a final status (a crash between the status and the row's deletion) are
+            # as good as completed: the engine skips them.
+            found += [row.task.key for row in rows if _live(row)]
+            if len(found) > room:  # more live rows than fit: stop at the last that fits
+                after = found[room - 1].cursor
+                found = found[:room]
+                break
+            if len(rows) < wanted:  # none left up to upper_ms
+                after = window_end(upper_ms)
+                break
+            after = rows[-1].task.key.cursor
+        self.ctx.mark.replace(ReloadMark(after, tuple(sorted(alive + found))))

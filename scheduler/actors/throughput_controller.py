@@ -3,10 +3,13 @@
 However large the backlog in the store, a partition holds at most `max_in_flight_per_partition`
 tasks in memory. The controller tops the partition up on a timer (to pull the next lookahead
 window as time moves on) and when the PartitionExecutor reports that it drained below half the
-bound while rows were left behind (a backlog draining at full speed).
+bound while rows were left behind (a backlog draining at full speed). Every few seconds it also
+has TaskPersistence move the partition's reload mark forward.
 """
 
 from __future__ import annotations
+
+import time
 
 import pykka
 
@@ -15,6 +18,10 @@ from scheduler.actors.base import ASK_TIMEOUT_S, PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.engine.clock import now_ms
 from scheduler.engine.timers import TimerHandle
+
+MARK_INTERVAL_S = 5.0
+"""How often the partition's reload mark is moved forward (the worker commits it when it
+changes; see `engine.reload_mark`)."""
 
 
 class ThroughputController(PartitionActor):
@@ -36,6 +43,7 @@ class ThroughputController(PartitionActor):
         self.reported_in_flight = 0
         self.stopped = False
         self._me: pykka.ActorProxy | None = None
+        self._mark_due = time.monotonic() + MARK_INTERVAL_S
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -60,6 +68,9 @@ class ThroughputController(PartitionActor):
             in_flight += loaded.count
         if self.backlogged:
             self._executor.notify_when_at_most.defer(bound // 2)
+        if time.monotonic() >= self._mark_due:
+            self._mark_due = time.monotonic() + MARK_INTERVAL_S
+            self._persistence.advance_mark.defer()
         metrics.IN_FLIGHT.inc(in_flight - self.reported_in_flight)
         self.reported_in_flight = in_flight
         self._arm()

@@ -22,6 +22,7 @@ from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_supervisor import PartitionSupervisor
 from scheduler.codec import Command
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 from scheduler.executors.abc import Executor
@@ -90,25 +91,38 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.restarting: set[int] = set()
         self.streaks: dict[int, int] = {}
         self.started_at: dict[int, float] = {}
+        self.marks: dict[int, MarkHolder] = {}
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
 
     # -- assignment ---------------------------------------------------------------------------
 
-    def assign(self, partitions: Iterable[int]) -> None:
+    def assign(
+        self, partitions: Iterable[int], marks: Mapping[int, ReloadMark | None] | None = None
+    ) -> dict[int, MarkHolder]:
+        """Start trees for these partitions, each from its committed reload mark if it has one;
+        returns each partition's mark holder, which the worker commits with its offsets."""
+        holders: dict[int, MarkHolder] = {}
         for partition in partitions:
             self.restarting.discard(partition)
             if partition not in self.trees:
+                self.marks[partition] = MarkHolder((marks or {}).get(partition))
                 self._start(partition)
+            holders[partition] = self.marks[partition]
         metrics.PARTITIONS_OWNED.set(len(self.trees))
+        return holders
 
-    def revoke(self, partitions: Iterable[int], deadline_s: float, reason: str) -> None:
+    def revoke(
+        self, partitions: Iterable[int], deadline_s: float, reason: str, *, restarting: bool = False
+    ) -> None:
         """Stop these partitions' trees in parallel; returns when all are down."""
         stopping = []
         for partition in partitions:
             self.restarting.discard(partition)
             tree = self.trees.pop(partition, None)
+            if not restarting:
+                self.marks.pop(partition, None)  # a restarted tree goes on from it
             if tree is not None:
                 stopping.append(tree.supervisor)
         futures = [ref.proxy().shut_down(deadline_s, reason) for ref in stopping]
@@ -165,7 +179,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             error,
             extra={"partition": partition},
         )
-        self.revoke([partition], deadline_s=0.0, reason="partition restarting after a failure")
+        self.revoke([partition], 0.0, "partition restarting after a failure", restarting=True)
         self.restarting.add(partition)
         # A partition that keeps failing (its store is down) backs off exponentially, up to
         # MAX_RESTART_BACKOFF_S; one that ran for a while starts from the base delay again.
@@ -209,6 +223,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             settings=self.settings,
             report_failure=report,
             rng=random.Random(self.rng.random()),
+            mark=self.marks.setdefault(partition, MarkHolder()),
         )
         ref = PartitionSupervisor.start(ctx)
         persistence = ref.proxy().persistence_proxy().get(timeout=30)

@@ -245,12 +245,23 @@ class EmbeddedConsumer(LogConsumer):
         self._positions[partition] = position
         return position
 
-    def commit(self, offsets: Mapping[int, int], *, wait: bool = True) -> None:
+    def commit(
+        self,
+        offsets: Mapping[int, int],
+        *,
+        wait: bool = True,
+        metadata: Mapping[int, str] | None = None,
+    ) -> None:
         if offsets:
-            self._log.commit(self._group_id, offsets)
+            self._log.commit(self._group_id, offsets, metadata)
 
     def committed(self, partitions: Collection[int]) -> dict[int, int | None]:
         return self._log.committed(self._group_id, partitions)
+
+    def committed_with_metadata(
+        self, partitions: Collection[int]
+    ) -> dict[int, tuple[int | None, str]]:
+        return self._log.committed_with_metadata(self._group_id, partitions)
 
     def seek(self, partition: int, offset: int) -> None:
         if partition not in self._positions:

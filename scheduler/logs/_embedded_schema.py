@@ -19,6 +19,9 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE TABLE IF NOT EXISTS offsets (
     topic TEXT NOT NULL, grp TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
     PRIMARY KEY (topic, grp, partition)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS offset_metadata (
+    topic TEXT NOT NULL, grp TEXT NOT NULL, partition INTEGER NOT NULL, metadata TEXT NOT NULL,
+    PRIMARY KEY (topic, grp, partition)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS members (
     topic TEXT NOT NULL, grp TEXT NOT NULL, member TEXT NOT NULL, client_id TEXT NOT NULL,
     pid INTEGER NOT NULL, partitions TEXT NOT NULL, heartbeat_ms INTEGER NOT NULL,

@@ -148,8 +148,15 @@ class LogConsumer(ABC):
         """
 
     @abstractmethod
-    def commit(self, offsets: Mapping[int, int], *, wait: bool = True) -> None:
-        """Commit, per partition, the next offset to read.
+    def commit(
+        self,
+        offsets: Mapping[int, int],
+        *,
+        wait: bool = True,
+        metadata: Mapping[int, str] | None = None,
+    ) -> None:
+        """Commit, per partition, the next offset to read, with the partition's `metadata`
+        string if given (Kafka's commit metadata; a commit without it stores none).
 
         With `wait` (the default) it returns once the commit is durable, or raises. Without, it
         only starts the commit (Kafka: an asynchronous commit whose failure is logged): for the
@@ -159,6 +166,12 @@ class LogConsumer(ABC):
     @abstractmethod
     def committed(self, partitions: Collection[int]) -> dict[int, int | None]:
         """The group's committed offsets for these partitions (None where nothing is committed)."""
+
+    @abstractmethod
+    def committed_with_metadata(
+        self, partitions: Collection[int]
+    ) -> dict[int, tuple[int | None, str]]:
+        """The group's committed offsets and their metadata ("" where none was committed)."""
 
     @abstractmethod
     def seek(self, partition: int, offset: int) -> None:

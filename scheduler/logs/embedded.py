@@ -301,13 +301,20 @@ class EmbeddedTaskLog(TaskLog):
 
     # -- committed offsets -----------------------------------------------------------------
 
-    def commit(self, group_id: str, offsets: Mapping[int, int]) -> None:
-        """Store committed offsets durably (one transaction) before returning."""
+    def commit(
+        self, group_id: str, offsets: Mapping[int, int], metadata: Mapping[int, str] | None = None
+    ) -> None:
+        """Store committed offsets and their metadata durably (one transaction) before
+        returning; an offset committed without metadata clears the partition's."""
         rows = [(self.topic, group_id, p, o) for p, o in offsets.items()]
+        notes = [(self.topic, group_id, p, (metadata or {}).get(p, "")) for p in offsets]
         try:
             with self.db_lock:
                 self.db.execute("BEGIN IMMEDIATE")
                 self.db.executemany("INSERT OR REPLACE INTO offsets VALUES (?, ?, ?, ?)", rows)
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO offset_metadata VALUES (?, ?, ?, ?)", notes
+                )
                 self.db.execute("COMMIT")
         except sqlite3.Error as error:
             raise BackendUnavailableError(f"embedded log {self.path!r}: {error}") from error
@@ -320,6 +327,20 @@ class EmbeddedTaskLog(TaskLog):
             ).fetchall()
         stored = dict(rows)
         return {p: stored.get(p) for p in partitions}
+
+    def committed_with_metadata(
+        self, group_id: str, partitions: Collection[int]
+    ) -> dict[int, tuple[int | None, str]]:
+        with self._read_lock:
+            rows = self._reader.execute(
+                "SELECT o.partition, o.offset, coalesce(m.metadata, '') FROM offsets o"
+                " LEFT JOIN offset_metadata m"
+                " ON m.topic = o.topic AND m.grp = o.grp AND m.partition = o.partition"
+                " WHERE o.topic = ? AND o.grp = ?",
+                (self.topic, group_id),
+            ).fetchall()
+        stored = {p: (o, m) for p, o, m in rows}
+        return {p: stored.get(p, (None, "")) for p in partitions}
 
     def apply_retention(self) -> None:
         """Delete records below the lowest offset every group committed, per partition."""

@@ -143,10 +143,22 @@ class KafkaLogConsumer(LogConsumer):
 
     # -- offsets -----------------------------------------------------------------------------
 
-    def commit(self, offsets: Mapping[int, int], *, wait: bool = True) -> None:
+    def commit(
+        self,
+        offsets: Mapping[int, int],
+        *,
+        wait: bool = True,
+        metadata: Mapping[int, str] | None = None,
+    ) -> None:
         if not offsets:
             return
-        wanted = [TopicPartition(self._topic, p, o) for p, o in offsets.items()]
+        notes = metadata or {}
+        wanted = [
+            TopicPartition(self._topic, p, o, metadata=notes[p])
+            if notes.get(p)
+            else TopicPartition(self._topic, p, o)
+            for p, o in offsets.items()
+        ]
         if not wait:
             # A synchronous commit can block for good while the broker restarts
             # (confluent-kafka-python #1801); the routine commit must never stall the poll loop.
@@ -177,13 +189,21 @@ class KafkaLogConsumer(LogConsumer):
         return next((tp.error for tp in results if tp.error is not None), None)
 
     def committed(self, partitions: Collection[int]) -> dict[int, int | None]:
+        return {p: offset for p, (offset, _) in self.committed_with_metadata(partitions).items()}
+
+    def committed_with_metadata(
+        self, partitions: Collection[int]
+    ) -> dict[int, tuple[int | None, str]]:
         if not partitions:
             return {}
         try:
             results = self._consumer.committed(self._partitions(partitions), timeout=self._timeout)
         except KafkaException as exc:
             raise unavailable("reading committed offsets", exc, self._bootstrap) from exc
-        return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in results}
+        return {
+            tp.partition: (tp.offset if tp.offset >= 0 else None, tp.metadata or "")
+            for tp in results
+        }
 
     # -- rebalance callbacks (run inside consume/poll/close) ---------------------------------
 

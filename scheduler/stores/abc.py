@@ -150,6 +150,11 @@ class TaskStore(ABC):
         with its status row if it has one. Rows of every age are found, however old."""
 
     @abstractmethod
+    def load_keys(self, partition: int, keys: Collection[TaskKey]) -> list[StoredTask]:
+        """The schedule rows of these keys that exist, in schedule order, each with its status
+        row if it has one (a partition's next owner loads the stragglers of its reload mark)."""
+
+    @abstractmethod
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         """Remove schedule rows (no status change). Missing rows are ignored."""
 

@@ -292,6 +292,33 @@ class CassandraTaskStore(TaskStore):
         statuses = self._joined_statuses(partition, found)
         return [StoredTask(task, statuses.get(task.key)) for ts in found.values() for task in ts]
 
+    def load_keys(self, partition: int, keys: Collection[TaskKey]) -> list[StoredTask]:
+        items: list[Item] = [
+            (self._q["load_in"], (partition, bucket, cursors))
+            for bucket, cursors in self._by_bucket(keys)
+        ]
+        tasks = sorted(
+            (
+                Task.from_key(TaskKey.from_ms(oid, ms, uk), json.loads(data))
+                for rows in self._runner().many(items, "load tasks by key")
+                for ms, oid, uk, data in rows
+            ),
+            key=lambda task: task.key,
+        )
+        statuses = self._statuses(partition, [task.key for task in tasks]) if tasks else {}
+        return [StoredTask(task, statuses.get(task.key)) for task in tasks]
+
+    def _by_bucket(self, keys: Iterable[TaskKey]) -> list[tuple[int, list[ScheduleCursor]]]:
+        """Distinct keys' cursors by bucket, in chunks of at most `_IN_CHUNK` for one IN."""
+        by_bucket: dict[int, list[ScheduleCursor]] = defaultdict(list)
+        for key in set(keys):
+            by_bucket[key.scheduled_ms // self.bucket_ms].append(key.cursor)
+        return [
+            (bucket, cursors[start : start + _IN_CHUNK])
+            for bucket, cursors in by_bucket.items()
+            for start in range(0, len(cursors), _IN_CHUNK)
+        ]
+
     def _joined_statuses(
         self, partition: int, found: Mapping[int, Sequence[Task]]
     ) -> dict[TaskKey, TaskStatus]:
@@ -387,14 +414,10 @@ class CassandraTaskStore(TaskStore):
 
     def _statuses(self, partition: int, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
         """Status rows of `keys`: one multi-column IN per bucket (in chunks), run concurrently."""
-        by_bucket: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
-        for key in set(keys):
-            by_bucket[key.scheduled_ms // self.bucket_ms].append(key.cursor)
-        items: list[Item] = []
-        for bucket, cursors in by_bucket.items():
-            for start in range(0, len(cursors), _IN_CHUNK):
-                chunk = cursors[start : start + _IN_CHUNK]
-                items.append((self._q["status_in"], (partition, bucket, chunk)))
+        items: list[Item] = [
+            (self._q["status_in"], (partition, bucket, cursors))
+            for bucket, cursors in self._by_bucket(keys)
+        ]
         found: dict[TaskKey, TaskStatus] = {}
         for rows in self._runner().many(items, "read statuses"):
             for row in rows:

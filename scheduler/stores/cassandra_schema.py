@@ -157,6 +157,7 @@ def statements(ks: str) -> dict[str, str]:
         f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
         "load_from": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
         f" AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
+        "load_in": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY} AND ({_COLUMNS}) IN ?",
         "probe": f"SELECT scheduled_ms FROM {ks}.schedule WHERE {_KEY} LIMIT 1",
         "count": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY} AND ({_COLUMNS}) < (?, '', '')",
         "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}",

@@ -78,6 +78,20 @@ _LOAD_AFTER = (
     f"{_LOAD_HEAD} AND (s.scheduled_ms, s.ordering_id, s.uniqueness_key) > (?, ?, ?)"
     " ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?"
 )
+_LOAD_KEY = (
+    "SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data, "
+    f"{_STATUS_COLUMNS} FROM schedule s {_JOIN_STATUS} WHERE "
+    + " AND ".join(
+        f"s.{term}"
+        for term in (
+            "partition = ?",
+            "bucket = ?",
+            "scheduled_ms = ?",
+            "ordering_id = ?",
+            "uniqueness_key = ?",
+        )
+    )
+)
 _LOAD_ALL = f"{_LOAD_HEAD} ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?"
 _KEY_WHERE = (
     "partition = ? AND bucket = ? AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
@@ -222,13 +236,13 @@ class SqliteTaskStore(TaskStore):
             rows = self._read(_LOAD_ALL, (now, partition, until_ms, limit))
         else:
             rows = self._read(_LOAD_AFTER, (now, partition, until_ms, *after, limit))
-        loads = json.loads
-        result = []
-        for ms, ordering_id, uniqueness_key, data, *status in rows:
-            key = TaskKey.from_ms(ordering_id, ms, uniqueness_key)
-            task = Task.from_key(key, loads(data))
-            result.append(StoredTask(task, _status(key, status) if status[0] else None))
-        return result
+        return _stored(rows)
+
+    def load_keys(self, partition: int, keys: Collection[TaskKey]) -> list[StoredTask]:
+        now, rows = _now_ms(), []
+        for key in sorted(set(keys)):
+            rows += self._read(_LOAD_KEY, (now, *self._key_row(partition, key)))
+        return _stored(rows)
 
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
@@ -422,6 +436,17 @@ def _fetch_sql(count: int) -> str:
         " AND t.scheduled_ms = k.scheduled_ms AND t.ordering_id = k.ordering_id"
         " AND t.uniqueness_key = k.uniqueness_key WHERE t.expires_ms > ?"
     )
+
+
+def _stored(rows: Sequence[Sequence[Any]]) -> list[StoredTask]:
+    """Schedule rows joined with their statuses (the load statements' columns)."""
+    loads = json.loads
+    result = []
+    for ms, ordering_id, uniqueness_key, data, *status in rows:
+        key = TaskKey.from_ms(ordering_id, ms, uniqueness_key)
+        task = Task.from_key(key, loads(data))
+        result.append(StoredTask(task, _status(key, status) if status[0] else None))
+    return result
 
 
 def _status(key: TaskKey, row: Sequence[Any]) -> TaskStatus:

@@ -260,6 +260,24 @@ def test_committed_offsets_survive_a_new_consumer(task_log: TaskLog) -> None:
     second.close()
 
 
+def test_commit_metadata_travels_with_the_offset_until_a_commit_without_it(
+    task_log: TaskLog,
+) -> None:
+    group_id = group()
+    send_all(task_log, [(key_on(p), b"x") for p in (0, 1, 2)])
+    first, _ = joined(task_log, group_id)
+    mark = '[1,[1767225600000,"o","u"],[]]'
+    first.commit({0: 1, 1: 1}, metadata={0: mark})
+    assert first.committed_with_metadata([0, 1, 2]) == {0: (1, mark), 1: (1, ""), 2: (None, "")}
+    first.close()
+
+    second, _ = joined(task_log, group_id, "c2")
+    assert second.committed_with_metadata([0]) == {0: (1, mark)}
+    second.commit({0: 1})  # the same offset without metadata: none is kept
+    assert second.committed_with_metadata([0]) == {0: (1, "")}
+    second.close()
+
+
 def test_seek_rereads(task_log: TaskLog) -> None:
     key = key_on(2)
     send_all(task_log, [(key, str(i).encode()) for i in range(5)])

@@ -133,6 +133,22 @@ def test_count_due(task_store: TaskStore) -> None:
 # -- status rows ---------------------------------------------------------------------------
 
 
+def test_load_keys_returns_the_rows_that_exist_in_order_with_their_statuses(
+    task_store: TaskStore,
+) -> None:
+    old, late, done = task("a", BASE_MS - 3 * DAY_MS), task("b", BASE_MS, "x"), task("c", BASE_MS)
+    task_store.write_tasks(4, [late, old, done])
+    retrying = TaskStatus(old.key, TaskState.RETRYING, attempts=3, next_attempt_ms=BASE_MS)
+    task_store.record_statuses(4, [retrying, TaskStatus(done.key, TaskState.SUCCEEDED)])
+    never_written = TaskKey.from_ms("d", BASE_MS + 1, "u")
+
+    loaded = task_store.load_keys(4, [late.key, never_written, done.key, old.key, late.key])
+
+    assert [(row.task, row.status) for row in loaded] == [(old, retrying), (late, None)]
+    assert task_store.load_keys(5, [old.key]) == []  # another partition's row
+    assert task_store.load_keys(4, []) == []
+
+
 def test_load_joins_each_row_with_its_status(task_store: TaskStore) -> None:
     a, b = task("a", BASE_MS), task("b", BASE_MS + 1)
     task_store.write_tasks(0, [a, b])

@@ -44,7 +44,7 @@ class FakeConsumer:
         self.commits: list[dict[int, int]] = []
         self.seeks: list[tuple[int, int]] = []
 
-    def commit(self, offsets: Mapping[int, int], *, wait: bool = True) -> None:
+    def commit(self, offsets: Mapping[int, int], *, wait: bool = True, **_: object) -> None:
         self.commits.append(dict(offsets))
 
     def assignment(self) -> set[int]:
