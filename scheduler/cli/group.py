@@ -10,11 +10,16 @@ that cannot keep up.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from scheduler.cli.context import CliState, backends, echo_err, pass_state
 from scheduler.cli.output import echo_json, echo_table
+from scheduler.engine.reload_mark import ReloadMark
+
+if TYPE_CHECKING:
+    from scheduler.stores.abc import TaskStore
 
 
 @click.group()
@@ -46,7 +51,8 @@ def status(state: CliState, as_json: bool) -> None:
             echo_err(f"warning: {error}")
         now_ms = int(time.time() * 1000)
         for lag in sorted(log.describe_group(settings.group_id), key=lambda item: item.partition):
-            due_soon = store.count_due(lag.partition, now_ms + settings.lookahead_ms)
+            mark = ReloadMark.decode(lag.metadata)
+            due_soon = _count_due(store, lag.partition, now_ms + settings.lookahead_ms, mark)
             rows.append(
                 {
                     "partition": lag.partition,
@@ -55,7 +61,7 @@ def status(state: CliState, as_json: bool) -> None:
                     "end": lag.end,
                     "lag": lag.lag,
                     "in_flight": min(due_soon, settings.max_in_flight),
-                    "overdue": store.count_due(lag.partition, now_ms),
+                    "overdue": _count_due(store, lag.partition, now_ms, mark),
                 }
             )
         # For the note under the table only.
@@ -82,3 +88,15 @@ def status(state: CliState, as_json: bool) -> None:
 
 _MALFORMED_NOTED = 1000
 """Malformed records counted for the note under the table; more are shown as "1000+"."""
+
+
+def _count_due(store: TaskStore, partition: int, until_ms: int, mark: ReloadMark | None) -> int:
+    """Schedule rows due by `until_ms`. With the partition's committed reload mark, its
+    stragglers and the rows after it only: the rows behind it are completed tasks' tombstones,
+    which a busy partition has enough of to make Cassandra refuse the read."""
+    if mark is None:
+        return store.count_due(partition, until_ms)
+    stragglers = store.load_keys(
+        partition, [k for k in mark.stragglers if k.scheduled_ms <= until_ms]
+    )
+    return len(stragglers) + store.count_due(partition, until_ms, after=mark.after)

@@ -71,6 +71,9 @@ class PartitionLag:
     """The offset the next produced record will get."""
     owner: str | None
     """The consumer (member id or client id) that owns it now, if known."""
+    metadata: str = ""
+    """The metadata committed with the offset (the worker's reload mark; see
+    `engine.reload_mark`), "" if none."""
 
     @property
     def lag(self) -> int:

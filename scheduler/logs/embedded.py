@@ -390,7 +390,7 @@ class EmbeddedTaskLog(TaskLog):
         """From the file, so that any process sees the worker's commits and everyone's records."""
         count = self.partition_count()
         numbers = range(count) if partitions is None else sorted(partitions)
-        committed = self.committed(group_id, numbers)
+        committed = self.committed_with_metadata(group_id, numbers)
         with self._read_lock:
             stored = self._reader.execute(PARTITIONS, (self.topic,)).fetchall()
         ends = {p: end for p, _, end in stored}
@@ -399,7 +399,10 @@ class EmbeddedTaskLog(TaskLog):
         with self.cond:
             for p, state in enumerate(self.partitions):
                 ends[p] = max(ends.get(p, 0), state.end)
-        return [PartitionLag(p, committed[p], ends[p], owners.get(p)) for p in numbers]
+        return [
+            PartitionLag(p, committed[p][0], ends[p], owners.get(p), committed[p][1])
+            for p in numbers
+        ]
 
     def close(self) -> None:
         if self._closed:

@@ -163,21 +163,25 @@ class KafkaTaskLog(TaskLog):
         return [
             PartitionLag(
                 partition=tp.partition,
-                committed=committed.get(tp.partition),
+                committed=committed.get(tp.partition, (None, ""))[0],
                 end=ends[tp.partition],
                 owner=owners.get(tp.partition),
+                metadata=committed.get(tp.partition, (None, ""))[1],
             )
             for tp in wanted
         ]
 
-    def _committed(self, group_id: str, partitions: list[TopicPartition]) -> dict[int, int]:
+    def _committed(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> dict[int, tuple[int, str]]:
+        """Committed offsets and their metadata; partitions without a commit are absent."""
         request = ConsumerGroupTopicPartitions(group_id, partitions)
         future = self._admin.list_consumer_group_offsets([request], request_timeout=self._timeout)[
             group_id
         ]
         result = self._result(future, f"reading offsets of group {group_id!r}")
         return {
-            tp.partition: tp.offset
+            tp.partition: (tp.offset, tp.metadata or "")
             for tp in result.topic_partitions or []
             if tp.topic == self.topic and tp.error is None and tp.offset >= 0
         }

@@ -11,9 +11,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from scheduler.model import Task, TaskKey
+from scheduler.model import ScheduleCursor, Task, TaskKey
 from scheduler.stores import cassandra_schema as schema
-from scheduler.stores._cassandra_session import Runner
+from scheduler.stores._cassandra_session import Item, Runner
 from scheduler.stores.abc import TaskView
 
 _ALL = (-(2**63), 2**63 - 1)
@@ -38,9 +38,23 @@ def views(run: Runner, q: Mapping[str, Any], partition: int) -> Iterator[TaskVie
 
 
 def count_due(
-    run: Runner, q: Mapping[str, Any], partition: int, now_ms: int, bucket_ms: int
+    run: Runner,
+    q: Mapping[str, Any],
+    partition: int,
+    now_ms: int,
+    bucket_ms: int,
+    after: ScheduleCursor | None = None,
 ) -> int:
-    """Schedule rows due at or before `now_ms`: one COUNT per indexed bucket, concurrently."""
-    indexed = run.one(q["buckets"], (partition, _ALL[0], now_ms // bucket_ms), "count due tasks")
-    items = [(q["count"], (partition, b, min(now_ms + 1, (b + 1) * bucket_ms))) for (b,) in indexed]
+    """Schedule rows due at or before `now_ms`, after `after` if given: one COUNT per indexed
+    bucket, concurrently; the first bucket's from the cursor with a clustering bound, so that
+    the tombstones behind a reload mark are not read."""
+    first = _ALL[0] if after is None else after[0] // bucket_ms
+    indexed = run.one(q["buckets"], (partition, first, now_ms // bucket_ms), "count due tasks")
+    items: list[Item] = []
+    for (b,) in indexed:
+        below = min(now_ms + 1, (b + 1) * bucket_ms)
+        if after is not None and b == first:
+            items.append((q["count_after"], (partition, b, *after, below)))
+        else:
+            items.append((q["count"], (partition, b, below)))
     return sum(int(rows[0][0]) for rows in run.many(items, "count due tasks") if rows)

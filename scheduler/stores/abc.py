@@ -190,8 +190,9 @@ class TaskStore(ABC):
         and/or state."""
 
     @abstractmethod
-    def count_due(self, partition: int, now_ms: int) -> int:
-        """How many schedule rows of the partition are due at or before `now_ms`."""
+    def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
+        """How many schedule rows of the partition are due at or before `now_ms` (only those
+        after `after`, if given: from a reload mark, without reading the rows behind it)."""
 
     # -- malformed records ------------------------------------------------------------------
 

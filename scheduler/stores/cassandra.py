@@ -449,8 +449,8 @@ class CassandraTaskStore(TaskStore):
         )
         return list(islice(matching, limit))
 
-    def count_due(self, partition: int, now_ms: int) -> int:
-        return admin.count_due(self._runner(), self._q, partition, now_ms, self.bucket_ms)
+    def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
+        return admin.count_due(self._runner(), self._q, partition, now_ms, self.bucket_ms, after)
 
     # -- malformed records --------------------------------------------------------------------
 

@@ -160,6 +160,8 @@ def statements(ks: str) -> dict[str, str]:
         "load_in": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY} AND ({_COLUMNS}) IN ?",
         "probe": f"SELECT scheduled_ms FROM {ks}.schedule WHERE {_KEY} LIMIT 1",
         "count": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY} AND ({_COLUMNS}) < (?, '', '')",
+        "count_after": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY}"
+        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
         "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}",
         "index": f"INSERT INTO {ks}.buckets (partition, bucket) VALUES (?, ?)",
         "unindex": f"DELETE FROM {ks}.buckets WHERE {_KEY}",

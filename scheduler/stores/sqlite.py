@@ -365,12 +365,16 @@ class SqliteTaskStore(TaskStore):
             views.append(TaskView(partition, Task.from_key(key, data), row_status))
         return views
 
-    def count_due(self, partition: int, now_ms: int) -> int:
-        rows = self._read(
+    def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
+        sql = (
             "SELECT count(*) FROM schedule INDEXED BY schedule_by_time"
-            " WHERE partition = ? AND scheduled_ms <= ?",
-            (partition, now_ms),
+            " WHERE partition = ? AND scheduled_ms <= ?"
         )
+        if after is None:
+            rows = self._read(sql, (partition, now_ms))
+        else:
+            sql += " AND (scheduled_ms, ordering_id, uniqueness_key) > (?, ?, ?)"
+            rows = self._read(sql, (partition, now_ms, *after))
         return int(rows[0][0])
 
     # -- malformed records -----------------------------------------------------------------

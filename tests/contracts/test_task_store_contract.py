@@ -130,6 +130,17 @@ def test_count_due(task_store: TaskStore) -> None:
     assert task_store.count_due(0, FAR_FUTURE_MS) == 6
 
 
+def test_count_due_after_a_cursor_counts_only_the_rows_past_it(task_store: TaskStore) -> None:
+    rows = [task("a", BASE_MS + i * BUCKET_MS // 2) for i in range(6)]
+    task_store.write_tasks(0, [*rows, task("b", BASE_MS + BUCKET_MS // 2)])
+
+    after = rows[1].key.cursor  # ("a", 1 half bucket): "b" at the same time sorts after it
+    assert task_store.count_due(0, FAR_FUTURE_MS, after=after) == 5
+    assert task_store.count_due(0, BASE_MS + BUCKET_MS, after=after) == 2
+    assert task_store.count_due(0, BASE_MS, after=after) == 0
+    assert task_store.count_due(0, FAR_FUTURE_MS, after=(BASE_MS - 5 * DAY_MS, "", "")) == 7
+
+
 # -- status rows ---------------------------------------------------------------------------
 
 
