@@ -22,6 +22,7 @@ from scheduler.codec import Command, Op
 from scheduler.engine.clock import now_ms
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
+from scheduler.stores.abc import TaskStore
 
 
 def window_end(until_ms: int) -> ScheduleCursor:
@@ -193,26 +194,31 @@ class TaskPersistence(PartitionActor):
         reassignment)."""
         if self.checkpoint is None:
             return  # not loaded yet: the mark the tree started from stands
-        store, partition = self.ctx.store, self.ctx.partition
         mark = self.ctx.mark.mark or ReloadMark(BEFORE_ALL)
         upper_ms = min(now_ms() - MARK_AGE_MS, self.checkpoint[0] - 1)
-        if mark.after > window_end(upper_ms):
-            return
-        alive = [row.task.key for row in store.load_keys(partition, mark.stragglers) if _live(row)]
-        room = MAX_STRAGGLERS - len(alive)
-        after, found = mark.after, list[TaskKey]()
-        while room > 0:
-            wanted = room + 1 - len(found)
-            rows = store.load_tasks(partition, after, upper_ms, wanted)
-            # Rows with a final status (a crash between the status and the row's deletion) are
-            # as good as completed: the engine skips them.
-            found += [row.task.key for row in rows if _live(row)]
-            if len(found) > room:  # more live rows than fit: stop at the last that fits
-                after = found[room - 1].cursor
-                found = found[:room]
-                break
-            if len(rows) < wanted:  # none left up to upper_ms
-                after = window_end(upper_ms)
-                break
-            after = rows[-1].task.key.cursor
-        self.ctx.mark.replace(ReloadMark(after, tuple(sorted(alive + found))))
+        if mark.after <= window_end(upper_ms):
+            self.ctx.mark.replace(advanced_mark(self.ctx.store, self.ctx.partition, mark, upper_ms))
+
+
+def advanced_mark(store: TaskStore, partition: int, mark: ReloadMark, upper_ms: int) -> ReloadMark:
+    """`mark` moved forward over the rows the store shows completed, up to rows scheduled at
+    `upper_ms`: the stragglers still live, and the live rows stepped over, up to
+    `MAX_STRAGGLERS`; the cursor stops at the last of them that fits."""
+    alive = [row.task.key for row in store.load_keys(partition, mark.stragglers) if _live(row)]
+    room = MAX_STRAGGLERS - len(alive)
+    after, found = mark.after, list[TaskKey]()
+    while room > 0:
+        wanted = room + 1 - len(found)
+        rows = store.load_tasks(partition, after, upper_ms, wanted)
+        # Rows with a final status (a crash between the status and the row's deletion) are
+        # as good as completed: the engine skips them.
+        found += [row.task.key for row in rows if _live(row)]
+        if len(found) > room:  # more live rows than fit: stop at the last that fits
+            after = found[room - 1].cursor
+            found = found[:room]
+            break
+        if len(rows) < wanted:  # none left up to upper_ms
+            after = window_end(upper_ms)
+            break
+        after = rows[-1].task.key.cursor
+    return ReloadMark(after, tuple(sorted(alive + found)))

@@ -30,13 +30,14 @@ SCENARIOS: dict[str, str] = {
     "lag": "firing lag p50/p99/max at 25/50/90 % of the measured maximum rate",
     "backlog": "1,000,000 overdue tasks drained by a worker process: rate and peak RSS",
     "rebalance": "pause of moved and unmoved partitions when a worker joins and leaves",
+    "reload": "a new owner's first read: from the bucket start vs from the reload mark",
     "move": "scheduler topic move of 1,000,000 unread tasks: rate and peak RSS",
     "spark": "Spark launch overhead: shared session vs spark-submit per task",
     "peer": "the same timer workload on APScheduler 3 (memory, SQLAlchemy/SQLite) vs embedded",
 }
 """Scenario name -> one line of help; the module is `scheduler.bench.<name>`."""
 
-DISTRIBUTED_ONLY = ("persist", "rebalance", "move")
+DISTRIBUTED_ONLY = ("persist", "rebalance", "reload", "move")
 
 
 def _common(function: Callable[..., Any]) -> Callable[..., Any]:

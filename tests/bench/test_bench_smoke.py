@@ -20,7 +20,16 @@ import pytest
 
 SCRIPT = shutil.which("scheduler", path=str(Path(sys.executable).parent)) or "scheduler"
 EMBEDDED_SCENARIOS = ("enqueue", "execute", "lag", "backlog")
-DISTRIBUTED_SCENARIOS = ("enqueue", "persist", "execute", "lag", "backlog", "rebalance", "move")
+DISTRIBUTED_SCENARIOS = (
+    "enqueue",
+    "persist",
+    "execute",
+    "lag",
+    "backlog",
+    "rebalance",
+    "reload",
+    "move",
+)
 
 
 def run_bench(
@@ -141,6 +150,9 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     # A smoke run proves the command measures something; on a loaded machine the join's moved
     # partitions may not run inside the short window, so either change moving some is enough.
     assert rebalance["join"]["moved"] + rebalance["leave"]["moved"] > 0
+    reload = {row["side"]: row for row in documents["reload"]["rows"]}
+    assert reload["from the bucket start"]["tombstones_read"] >= 1000
+    assert reload["from the reload mark"]["tombstones_read"] == 0
 
 
 @pytest.mark.slow

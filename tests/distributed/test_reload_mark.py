@@ -7,13 +7,13 @@ from __future__ import annotations
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from scheduler.bench.reload import tombstones_read
 from scheduler.engine.reload_mark import ReloadMark
 from scheduler.fleet import as_key_tuple
 from scheduler.model import Task, from_epoch_ms
 from scheduler.stores.cassandra import CassandraTaskStore
 from tests.distributed.conftest import START_TIMEOUT_S, Fleet, now_ms, wait_for
 from tests.distributed.test_retention import ids_on
-from tests.stores.test_cassandra_store import tombstones_read
 
 PARTITION = 1
 COUNT = 600

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
+
+from scheduler.actors.task_persistence import BEFORE_ALL, advanced_mark
 from scheduler.engine.reload_mark import (
     MAX_ENCODED_BYTES,
     MAX_STRAGGLERS,
@@ -11,7 +16,8 @@ from scheduler.engine.reload_mark import (
     ReloadMark,
     just_before,
 )
-from scheduler.model import TaskKey
+from scheduler.model import Task, TaskKey, TaskState, TaskStatus
+from scheduler.stores.sqlite import SqliteTaskStore
 
 BASE_MS = 1_767_225_600_000
 
@@ -84,3 +90,44 @@ def test_the_holder_counts_changes_and_covers_nothing_without_a_mark() -> None:
     holder.cover([key(2)])
     assert holder.version == 2 and holder.mark == ReloadMark(key(10).cursor, (key(2),))
     assert ReloadMark.decode(holder.encoded()[1]) == holder.mark
+
+
+# -- moving the mark over a store (TaskPersistence.advance_mark's step) -----------------------
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteTaskStore]:
+    opened = SqliteTaskStore(path=str(tmp_path / "store.db"))
+    opened.open()
+    yield opened
+    opened.close()
+
+
+def test_the_mark_steps_over_completed_rows_and_keeps_the_live_ones_it_passes(store) -> None:
+    tasks = [Task.from_key(key(n), {}) for n in range(10)]
+    store.write_tasks(0, tasks)
+    done = [0, 1, 2, 4, 5, 7, 9]
+    store.record_statuses(0, [TaskStatus(key(n), TaskState.SUCCEEDED) for n in done])
+    # A final status whose row was not deleted yet (a crash in between): as good as completed.
+    store.write_tasks(0, [tasks[9]])
+    store.record_statuses(0, [TaskStatus(key(6), TaskState.RETRYING, attempts=2)])
+
+    mark = advanced_mark(store, 0, ReloadMark(BEFORE_ALL), BASE_MS + 100)
+
+    assert mark == ReloadMark((BASE_MS + 101, "", ""), (key(3), key(6), key(8)))
+    # Later: 3 finished, 8 is still running. The mark drops 3 and keeps 8.
+    store.record_statuses(0, [TaskStatus(key(3), TaskState.SUCCEEDED)])
+    assert advanced_mark(store, 0, mark, BASE_MS + 100).stragglers == (key(6), key(8))
+
+
+def test_with_the_stragglers_full_the_mark_stops_at_the_last_live_row_that_fits(store) -> None:
+    live = [Task.from_key(key(n), {}) for n in range(MAX_STRAGGLERS + 5)]
+    store.write_tasks(0, live)
+
+    mark = advanced_mark(store, 0, ReloadMark(BEFORE_ALL), BASE_MS + 10_000)
+
+    assert mark.stragglers == tuple(t.key for t in live[:MAX_STRAGGLERS])
+    assert mark.after == live[MAX_STRAGGLERS - 1].key.cursor
+    # Every live row is a straggler or after the mark: none is skipped by the next owner.
+    rest = store.load_tasks(0, mark.after, BASE_MS + 10_000, 100)
+    assert [row.task for row in rest] == live[MAX_STRAGGLERS:]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.bench.reload import tombstones_read
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import Task, TaskState, TaskStatus
 from scheduler.stores._cassandra_session import partition_batches
@@ -63,18 +64,6 @@ def indexed_buckets(store: CassandraTaskStore, partition: int) -> list[int]:
         f"SELECT bucket FROM {store.keyspace}.buckets WHERE partition = %s", (partition,), "test"
     )
     return [bucket for (bucket,) in rows]
-
-
-def tombstones_read(store: CassandraTaskStore, statement: str, params: tuple[Any, ...]) -> int:
-    """Tombstone cells Cassandra reports reading for one of the store's own statements."""
-    result = store._runner().session.execute(store._q[statement], params, trace=True)
-    counts = [
-        int(event.description.split(" and ")[1].split()[0])
-        for event in result.get_query_trace().events
-        if event.description.startswith("Read ") and "tombstone" in event.description
-    ]
-    assert counts, "the trace did not report a read"
-    return sum(counts)
 
 
 # -- no server needed -------------------------------------------------------------------------
