@@ -56,8 +56,12 @@ class ReloadMark:
     def covering(self, keys: Iterable[TaskKey]) -> ReloadMark:
         """The mark once rows of `keys` are written: keys at or before `after` become
         stragglers, or, past `MAX_STRAGGLERS`, `after` moves back before the earliest of them."""
-        known = set(self.stragglers)
-        behind = sorted({k for k in keys if k.cursor <= self.after and k not in known})
+        known, after, after_ms = set(self.stragglers), self.after, self.after[0]
+        # The time first: most rows are ahead of the mark, and `cursor` builds a tuple per key
+        # (this runs for every persisted batch).
+        behind = sorted(
+            {k for k in keys if k.scheduled_ms <= after_ms and k.cursor <= after and k not in known}
+        )
         if not behind:
             return self
         stragglers = sorted(known.union(behind))
@@ -79,10 +83,9 @@ class ReloadMark:
             if len(text.encode()) <= MAX_ENCODED_BYTES:
                 return text
             if mark.stragglers:  # keep the earliest stragglers; read from the last one dropped
-                last = mark.stragglers[-1]
-                kept = mark.stragglers[:-1]
-                mark = ReloadMark(min(mark.after, just_before(last.scheduled_ms)), kept)
-                mark = ReloadMark(mark.after, tuple(k for k in kept if k.cursor <= mark.after))
+                after = min(mark.after, just_before(mark.stragglers[-1].scheduled_ms))
+                kept = tuple(k for k in mark.stragglers[:-1] if k.cursor <= after)
+                mark = ReloadMark(after, kept)
             else:
                 return ""  # an `after` alone this long: no mark, the next owner reads it all
 
