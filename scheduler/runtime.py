@@ -69,6 +69,7 @@ def build_store(settings: Settings) -> TaskStore:
             port=port,
             keyspace=settings.cassandra_keyspace,
             bucket_ms=settings.bucket_ms,
+            read_slice_ms=max(1, round(settings.cassandra_read_slice_s * 1000)),
             replication=cassandra_replication(settings),
             consistency=settings.cassandra_consistency,
             local_dc=settings.cassandra_local_dc,

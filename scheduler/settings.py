@@ -195,6 +195,12 @@ class Settings(BaseSettings):
     """Consistency level of reads and writes."""
     cassandra_local_dc: Annotated[str | None, EmptyIsNone] = None
     """The datacenter this process is in, for DC-aware routing (default: the driver's choice)."""
+    cassandra_read_slice_s: Annotated[float, Field(ge=0.001)] = 60.0
+    """Widest span of scheduled time one read of the schedule table covers. A read scans every
+    tombstone (row of a completed task) between its bounds, and Cassandra refuses one past
+    `tombstone_failure_threshold` (100,000 by default); reads that cross more than this span
+    (a new owner without a reload mark, `scheduler tasks list`) go in several. Lower it if one
+    partition completes more than 1,500 tasks a second."""
     cassandra_username: Annotated[str | None, EmptyOnlyIsNone] = None
     """Role to log in as, where the nodes check passwords (PasswordAuthenticator); set
     `cassandra_password` with it."""

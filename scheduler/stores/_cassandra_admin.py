@@ -1,8 +1,10 @@
 """The admin view's reads of the Cassandra task store.
 
 Unlike the engine's loads, these scan whole buckets, tombstones included: they are rare, run by
-an operator, and stop as soon as the caller has seen enough (`views` is lazy). Both bucket
-indexes are walked, because a failed task's status outlives its schedule bucket's index row.
+an operator, and stop as soon as the caller has seen enough (`views` is lazy). Like the loads,
+they read a bucket in spans of the store's `read_slice_ms` (`schema.slices`), so no one query
+scans more tombstones than the tasks completed in one span. Both bucket indexes are walked,
+because a failed task's status outlives its schedule bucket's index row.
 """
 
 from __future__ import annotations
@@ -17,18 +19,33 @@ from scheduler.stores._cassandra_session import Item, Runner
 from scheduler.stores.abc import TaskView
 
 _ALL = (-(2**63), 2**63 - 1)
+_SCANS = ("scan", "status_scan")
 
 
-def views(run: Runner, q: Mapping[str, Any], partition: int) -> Iterator[TaskView]:
+def views(
+    run: Runner, q: Mapping[str, Any], partition: int, bucket_ms: int, slice_ms: int
+) -> Iterator[TaskView]:
     """Every schedule row of the partition, and every retained final status without one, in
     schedule order, joined."""
     buckets = {b for (b,) in run.one(q["buckets"], (partition, *_ALL), "list buckets")}
     buckets |= {b for (b,) in run.one(q["status_buckets"], (partition,), "list buckets")}
     for bucket in sorted(buckets):
-        rows = run.one(q["scan"], (partition, bucket), "list tasks")
-        tasks = {TaskKey.from_ms(oid, ms, uk): data for ms, oid, uk, data in rows}
-        rows = run.one(q["status_scan"], (partition, bucket), "list statuses")
-        statuses = {status.key: status for status in map(schema.decode_status, rows)}
+        start = bucket * bucket_ms
+        spans = schema.slices((start, "", ""), start + bucket_ms, slice_ms)
+        bounds = [(partition, bucket, lower, below) for (lower, _, _), below in spans]
+        # A bucket's spans at once: the whole bucket is read either way, and most spans of a
+        # sparse bucket are empty, so one concurrent round costs about one query's wait.
+        results = run.many([(q[name], b) for b in bounds for name in _SCANS], "list tasks")
+        tasks = {
+            TaskKey.from_ms(oid, ms, uk): data
+            for rows in results[0::2]
+            for ms, oid, uk, data in rows
+        }
+        statuses = {
+            status.key: status
+            for rows in results[1::2]
+            for status in map(schema.decode_status, rows)
+        }
         for key in sorted(tasks.keys() | statuses.keys()):
             status = statuses.get(key)
             if key in tasks:
@@ -43,18 +60,22 @@ def count_due(
     partition: int,
     now_ms: int,
     bucket_ms: int,
+    slice_ms: int,
     after: ScheduleCursor | None = None,
 ) -> int:
-    """Schedule rows due at or before `now_ms`, after `after` if given: one COUNT per indexed
-    bucket, concurrently; the first bucket's from the cursor with a clustering bound, so that
+    """Schedule rows due at or before `now_ms`, after `after` if given: one COUNT per span of
+    `slice_ms` in each indexed bucket, concurrently; the first bucket's from the cursor, so that
     the tombstones behind a reload mark are not read."""
     first = _ALL[0] if after is None else after[0] // bucket_ms
     indexed = run.one(q["buckets"], (partition, first, now_ms // bucket_ms), "count due tasks")
     items: list[Item] = []
     for (b,) in indexed:
-        below = min(now_ms + 1, (b + 1) * bucket_ms)
+        lower: ScheduleCursor = (b * bucket_ms, "", "")
         if after is not None and b == first:
-            items.append((q["count_after"], (partition, b, *after, below)))
-        else:
-            items.append((q["count"], (partition, b, below)))
+            lower = max(lower, after)
+        below = min(now_ms + 1, (b + 1) * bucket_ms)
+        items += [
+            (q["count_after"], (partition, b, *cursor, upper))
+            for cursor, upper in schema.slices(lower, below, slice_ms)
+        ]
     return sum(int(rows[0][0]) for rows in run.many(items, "count due tasks") if rows)

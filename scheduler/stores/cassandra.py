@@ -6,6 +6,9 @@ points that shape this module:
 * A load walks the `buckets` index from the cursor's bucket to the bucket of `until_ms` and reads
   each with clustering bounds `(scheduled_ms, ordering_id, uniqueness_key) > cursor`, so rows
   deleted behind the cursor (completed tasks, i.e. tombstones) are never scanned again.
+* Every range read spans at most `read_slice_ms` of scheduled time (`schema.slices`), so one
+  query scans at most the tombstones of the tasks completed in that span, never a whole
+  bucket's: Cassandra refuses a read past `tombstone_failure_threshold`.
 * Writes group rows of one Cassandra partition into small UNLOGGED batches (one mutation, no
   batchlog) and run them concurrently: the driver's cost is per request, not per row.
 * Status rows are joined by reading the same slice of the status table, capped; past the cap
@@ -81,6 +84,7 @@ class CassandraTaskStore(TaskStore):
         port: int = 9042,
         keyspace: str = "scheduler",
         bucket_ms: int = 3_600_000,
+        read_slice_ms: int = 60_000,
         replication: Mapping[str, Any] | None = None,
         consistency: str = "LOCAL_QUORUM",
         local_dc: str | None = None,
@@ -93,7 +97,11 @@ class CassandraTaskStore(TaskStore):
     ) -> None:
         if not hosts:
             raise ConfigurationError("no Cassandra hosts given; set SCHEDULER_CASSANDRA_HOSTS")
-        positive = {"bucket_ms": bucket_ms, "status_retention_s": status_retention_s}
+        positive = {
+            "bucket_ms": bucket_ms,
+            "read_slice_ms": read_slice_ms,
+            "status_retention_s": status_retention_s,
+        }
         for name, value in {**positive, "max_concurrency": max_concurrency}.items():
             if value <= 0:
                 raise ConfigurationError(f"{name} must be positive, got {value!r}")
@@ -105,6 +113,8 @@ class CassandraTaskStore(TaskStore):
             tls.context()  # unreadable files are a configuration error now, not at first open
         self.keyspace = schema.check_keyspace(keyspace)
         self.bucket_ms = bucket_ms
+        self.read_slice_ms = read_slice_ms
+        """Widest span of scheduled time one range read covers (see `schema.slices`)."""
         self.replication = dict(replication or schema.DEFAULT_REPLICATION)
         schema.replication_literal(self.replication)  # validate now, not at first open
         self._consistency = consistency_level(consistency)
@@ -271,16 +281,21 @@ class CassandraTaskStore(TaskStore):
         found: dict[int, list[Task]] = {}
         count = 0
         for (bucket,) in indexed:
-            end = (bucket + 1) * width
+            start, end = bucket * width, (bucket + 1) * width
             below = min(until_ms + 1, end)
+            lower: ScheduleCursor = (start, "", "")
             if after is not None and bucket == first:
-                params: Params = (partition, bucket, *after, below, limit - count)
-                rows = run.one(q["load_after"], params, "load tasks")
-            else:
-                params = (partition, bucket, below, limit - count)
-                rows = run.one(q["load_from"], params, "load tasks")
-                if not rows and below == end and end <= _now_ms() - _PRUNE_AGE_MS:
-                    self._prune(partition, bucket)
+                lower = max(lower, after)
+            rows: list[tuple[Any, ...]] = []
+            for bounds in schema.slices(lower, below, self.read_slice_ms):
+                wanted = limit - count - len(rows)
+                params: Params = (partition, bucket, *bounds[0], bounds[1], wanted)
+                rows += run.one(q["load_after"], params, "load tasks")
+                if len(rows) >= limit - count:
+                    break
+            whole = lower == (start, "", "") and below == end
+            if not rows and whole and end <= _now_ms() - _PRUNE_AGE_MS:
+                self._prune(partition, bucket)
             if rows:
                 found[bucket] = [
                     Task.from_key(TaskKey.from_ms(oid, ms, uk), json.loads(data))
@@ -353,9 +368,13 @@ class CassandraTaskStore(TaskStore):
         a bucket that cannot be confirmed now is confirmed on a later pass."""
         with self._lock:
             self._indexed[partition].discard(bucket)
-        session = self._runner().session
+        session, width = self._runner().session, self.bucket_ms
+        spans = schema.slices((bucket * width, "", ""), (bucket + 1) * width, self.read_slice_ms)
         try:
-            if session.execute(self._q["probe"], (partition, bucket)).one() is None:
+            if all(
+                session.execute(self._q["probe"], (partition, bucket, lo[0], hi)).one() is None
+                for lo, hi in spans
+            ):
                 session.execute(self._q["unindex"], (partition, bucket))
                 log.debug("pruned empty bucket %d of partition %d", bucket, partition)
         except TRANSIENT as error:
@@ -443,14 +462,17 @@ class CassandraTaskStore(TaskStore):
         wanted = set(states) if states is not None else None
         matching = (
             view
-            for view in admin.views(self._runner(), self._q, partition)
+            for view in admin.views(
+                self._runner(), self._q, partition, self.bucket_ms, self.read_slice_ms
+            )
             if (ordering_id is None or view.task.ordering_id == ordering_id)
             and (wanted is None or view.state in wanted)
         )
         return list(islice(matching, limit))
 
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
-        return admin.count_due(self._runner(), self._q, partition, now_ms, self.bucket_ms, after)
+        run, width, span = self._runner(), self.bucket_ms, self.read_slice_ms
+        return admin.count_due(run, self._q, partition, now_ms, width, span, after)
 
     # -- malformed records --------------------------------------------------------------------
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from scheduler.errors import ConfigurationError
-from scheduler.model import TaskKey, TaskState, TaskStatus
+from scheduler.model import ScheduleCursor, TaskKey, TaskState, TaskStatus
 
 #: Cassandra's own rule for unquoted keyspace names (48 characters since 3.0).
 _KEYSPACE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
@@ -143,11 +143,33 @@ _ROW = f"{_KEY} AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
 NO_TIME = -1
 
 
+def slices(
+    after: ScheduleCursor, below_ms: int, width_ms: int
+) -> Iterator[tuple[ScheduleCursor, int]]:
+    """The (after, below) bounds of the reads that cover the rows after the cursor `after` and
+    scheduled before `below_ms`, each at most `width_ms` of scheduled time wide (aligned to
+    multiples of it).
+
+    Cassandra scans every tombstone between a read's bounds before it finds the next live row,
+    and refuses a read past `tombstone_failure_threshold` (100,000 by default). A read that
+    crosses hours of completed tasks in one query (a new owner without a reload mark, a mark
+    held back by stragglers, `scheduler tasks list`) could hit it; one bounded to `width_ms`
+    scans at most the tombstones of the tasks completed in that span. The steady read from a
+    tree's checkpoint spans a second or two, so it stays one query.
+    """
+    while after[0] < below_ms:
+        upper = min(below_ms, (after[0] // width_ms + 1) * width_ms)
+        yield after, upper
+        after = (upper, "", "")
+
+
 def statements(ks: str) -> dict[str, str]:
     """The store's queries by name, to be prepared once per session.
 
     Upper bounds are written `(scheduled_ms, ordering_id, uniqueness_key) < (hi, '', '')`, which
-    is exactly `scheduled_ms < hi` because no key has an empty ordering id.
+    is exactly `scheduled_ms < hi` because no key has an empty ordering id; lower bounds
+    `> (lo, '', '')` likewise mean `scheduled_ms >= lo`. Range reads of a bucket carry both
+    bounds, one `slices` span at a time.
     """
     return {
         "write": f"INSERT INTO {ks}.schedule (partition, bucket, {_COLUMNS}, data)"
@@ -155,14 +177,13 @@ def statements(ks: str) -> dict[str, str]:
         "delete": f"DELETE FROM {ks}.schedule WHERE {_ROW}",
         "load_after": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
         f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
-        "load_from": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
-        f" AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
         "load_in": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY} AND ({_COLUMNS}) IN ?",
-        "probe": f"SELECT scheduled_ms FROM {ks}.schedule WHERE {_KEY} LIMIT 1",
-        "count": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY} AND ({_COLUMNS}) < (?, '', '')",
+        "probe": f"SELECT scheduled_ms FROM {ks}.schedule WHERE {_KEY}"
+        f" AND ({_COLUMNS}) > (?, '', '') AND ({_COLUMNS}) < (?, '', '') LIMIT 1",
         "count_after": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY}"
         f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
-        "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}",
+        "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
+        f" AND ({_COLUMNS}) > (?, '', '') AND ({_COLUMNS}) < (?, '', '')",
         "index": f"INSERT INTO {ks}.buckets (partition, bucket) VALUES (?, ?)",
         "unindex": f"DELETE FROM {ks}.buckets WHERE {_KEY}",
         "buckets": f"SELECT bucket FROM {ks}.buckets WHERE partition = ?"
@@ -177,7 +198,8 @@ def statements(ks: str) -> dict[str, str]:
         f" AND ({_COLUMNS}) IN ?",
         "status_range": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
         f" AND ({_COLUMNS}) >= (?, ?, ?) AND ({_COLUMNS}) <= (?, ?, ?) LIMIT ?",
-        "status_scan": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}",
+        "status_scan": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
+        f" AND ({_COLUMNS}) > (?, '', '') AND ({_COLUMNS}) < (?, '', '')",
         "meta_get": f"SELECT value FROM {ks}.meta WHERE name = ?",
         "meta_claim": f"INSERT INTO {ks}.meta (name, value) VALUES (?, ?) IF NOT EXISTS",
         "malformed_write": f"INSERT INTO {ks}.malformed (partition, block, {_MALFORMED_COLUMNS})"

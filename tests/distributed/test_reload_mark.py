@@ -60,7 +60,10 @@ def test_the_mark_passes_completed_tasks_and_the_next_owner_reads_none_of_their_
     try:
         buckets = sorted({task.scheduled_ms // store.bucket_ms for task in tasks})
         from_start = sum(
-            tombstones_read(store, "load_from", (PARTITION, b, FAR, 1000)) for b in buckets
+            tombstones_read(
+                store, "load_after", (PARTITION, b, b * store.bucket_ms, "", "", FAR, 1000)
+            )
+            for b in buckets
         )
         mark_bucket = mark.after[0] // store.bucket_ms
         from_mark = tombstones_read(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.bench.reload import tombstones_read
+from scheduler.bench.reload import tombstones_per_read, tombstones_read
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import Task, TaskState, TaskStatus
 from scheduler.stores._cassandra_session import partition_batches
@@ -187,16 +187,55 @@ def test_loading_after_a_cursor_reads_no_tombstones_of_completed_tasks(
     store.write_tasks(0, tasks)
     store.record_statuses(0, [TaskStatus(t.key, TaskState.SUCCEEDED) for t in tasks[:150]])
     bucket = tasks[0].scheduled_ms // store.bucket_ms
-    far = 2**62
-    assert tombstones_read(store, "load_from", (0, bucket, far, 1000)) == 150
+    start, far = (bucket * store.bucket_ms, "", ""), 2**62
+    assert tombstones_read(store, "load_after", (0, bucket, *start, far, 1000)) == 150
     cursor = tasks[149].key.cursor
     assert tombstones_read(store, "load_after", (0, bucket, *cursor, far, 1000)) == 0
     # `group status` counts due rows from a reload mark the same way.
-    assert tombstones_read(store, "count", (0, bucket, far)) == 150
+    assert tombstones_read(store, "count_after", (0, bucket, *start, far)) == 150
     assert tombstones_read(store, "count_after", (0, bucket, *cursor, far)) == 0
     assert store.count_due(0, far, after=cursor) == 50
     loaded = store.load_tasks(0, cursor, far, 1000)
     assert [s.task for s in loaded] == tasks[150:]
+
+
+@pytest.mark.cassandra
+def test_reads_across_a_bucket_go_in_slices_so_no_query_scans_all_its_tombstones() -> None:
+    """A new owner without a reload mark, `group status` and `tasks list` read a bucket from
+    its start: each query spans `read_slice_ms`, so it scans the tombstones of one span only
+    (Cassandra refuses a query past 100,000), and together they still find every live row."""
+    store = make_store(read_slice_ms=10_000)  # six spans per one-minute bucket
+    store.open(create_schema=True)
+    try:
+        minute = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+        tasks = tasks_at(minute, 600, step=timedelta(milliseconds=100))  # 100 per span
+        store.write_tasks(0, tasks)
+        done, pending = tasks[:590], tasks[590:]
+        store.record_statuses(0, [TaskStatus(t.key, TaskState.SUCCEEDED) for t in done])
+        bucket, far = tasks[0].scheduled_ms // store.bucket_ms, 2**62
+        whole = (0, bucket, tasks[0].scheduled_ms, "", "", far, 1000)
+        assert tombstones_read(store, "load_after", whole) == 590  # one query: all of them
+
+        loaded, load_reads = tombstones_per_read(store, lambda: store.load_tasks(0, None, far, 50))
+        due, count_reads = tombstones_per_read(store, lambda: store.count_due(0, far))
+        listed, list_reads = tombstones_per_read(
+            store, lambda: store.list_tasks(0, states={TaskState.PENDING})
+        )
+
+        assert [row.task for row in loaded] == pending
+        assert due == 10
+        assert [view.task for view in listed] == pending
+        for reads in (load_reads, count_reads, list_reads):
+            assert sum(reads) >= 590  # every tombstone is still read once...
+            assert max(reads) <= 100  # ...but no query reads more than one span's
+    finally:
+        store.drop_keyspace()
+        store.close()
+
+
+def test_a_read_slice_must_be_positive() -> None:
+    with pytest.raises(ConfigurationError, match="read_slice_ms must be positive"):
+        make_store(read_slice_ms=0)
 
 
 @pytest.mark.cassandra
