@@ -128,8 +128,9 @@ def run(options: BenchOptions) -> ScenarioResult:
 
             def first_read(after: ScheduleCursor | None, stragglers: tuple[TaskKey, ...]) -> Any:
                 def read() -> list[Any]:
-                    # As a new tree's first load: up to now plus the lookahead.
-                    until = _now_ms() + settings.lookahead_ms
+                    # As a new tree's first load: up to now plus the lookahead (the pending
+                    # task is due by now in the second half of an hour, later in the first).
+                    until = max(_now_ms(), pending.scheduled_ms) + settings.lookahead_ms
                     return store.load_keys(PARTITION, stragglers) + store.load_tasks(
                         PARTITION, after, until, 2000
                     )
