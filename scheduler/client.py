@@ -68,6 +68,10 @@ class SchedulerClient:
         """How far in the past a task may be scheduled (it then runs at once); older is refused."""
         return self._grace_window_ns // 1_000_000
 
+    @grace_window_ms.setter
+    def grace_window_ms(self, value: int) -> None:
+        self._grace_window_ns = int(value) * 1_000_000
+
     def _record(self, task: Task) -> bytes:
         """The record that schedules `task`, or the `TaskRejected` error that refuses it.
 

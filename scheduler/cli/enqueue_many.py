@@ -71,7 +71,9 @@ def enqueue_many(state: CliState, file: Path, check_only: bool, as_json: bool) -
     with "at": "in" moves with the clock). Blank lines are skipped.
 
     Every line is checked before anything is sent: a file with a bad line sends nothing, and the
-    error names the line. The command returns once every task is durable.
+    error names the line. A line's time is judged by that check: one inside the grace window then
+    is sent even if a large file reaches it later. The command returns once every task is
+    durable.
     """
     from scheduler.client import check_task
     from scheduler.runtime import build_executor
@@ -96,7 +98,7 @@ def enqueue_many(state: CliState, file: Path, check_only: bool, as_json: bool) -
             _report(as_json, file, count, sent=False, seconds=time.monotonic() - started)
             return
         source.seek(0)
-        _send(settings, _tasks(source), count, validate)
+        _send(settings, _tasks(source), count, validate, checked_since=started)
     _report(as_json, file, count, sent=True, seconds=time.monotonic() - started)
 
 
@@ -196,18 +198,37 @@ def _due(line: dict[str, Any], now: datetime) -> datetime:
 
 
 def _send(
-    settings: Any, tasks: Iterator[Task], count: int, validate: Callable[[Task], None] | None
+    settings: Any,
+    tasks: Iterator[Task],
+    count: int,
+    validate: Callable[[Task], None] | None,
+    *,
+    checked_since: float,
 ) -> None:
     """Send `tasks` in chunks, at most `CHUNKS_IN_FLIGHT` unacknowledged; wait for them all."""
     with connected_client(settings, validate) as (client, _), _progress(count) as advance:
-        _send_chunks(client, tasks, count, advance)
+        _send_chunks(client, tasks, count, advance, checked_since=checked_since)
 
 
 def _send_chunks(
-    client: Any, tasks: Iterator[Task], count: int, advance: Callable[[int], None]
+    client: Any,
+    tasks: Iterator[Task],
+    count: int,
+    advance: Callable[[int], None],
+    *,
+    checked_since: float,
 ) -> None:
+    """`checked_since`: when the check of the file began (`time.monotonic()`). A line's time is
+    judged by that check: a line with "at" a few seconds in the past, inside the grace window
+    when checked, is still sent when a large file reaches it later (the client's window grows
+    by the time since the check began), instead of failing the command halfway through."""
     in_flight: deque[tuple[int, Future[int]]] = deque()
     acknowledged = 0
+    grace_ms = client.grace_window_ms
+
+    def send(chunk: list[Task]) -> None:
+        client.grace_window_ms = grace_ms + int((time.monotonic() - checked_since) * 1000) + 1
+        in_flight.append((len(chunk), client.schedule_tasks(chunk)))
 
     def wait_oldest() -> None:
         nonlocal acknowledged
@@ -228,10 +249,10 @@ def _send_chunks(
         if len(chunk) == CHUNK:
             if len(in_flight) >= CHUNKS_IN_FLIGHT:
                 wait_oldest()
-            in_flight.append((len(chunk), client.schedule_tasks(chunk)))
+            send(chunk)
             chunk = []
     if chunk:
-        in_flight.append((len(chunk), client.schedule_tasks(chunk)))
+        send(chunk)
     while in_flight:
         wait_oldest()
 

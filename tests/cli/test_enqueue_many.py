@@ -200,3 +200,32 @@ def test_due_now_lines_are_due_when_sent_not_when_checked(run, embedded, tmp_pat
     result = run("enqueue-many", str(path))
     assert result.exit_code == 0, result.output
     assert "enqueued 2 task(s)" in result.output
+
+
+def test_a_line_inside_the_grace_window_when_checked_is_sent_however_long_the_file_takes(
+    run, embedded, tmp_path, monkeypatch
+):
+    """Lines due a moment ago pass the check; sending a large file reaches them later, past the
+    window. The check decided: they are sent (and run at once), not refused halfway through."""
+    import scheduler.client
+
+    monkeypatch.setenv("SCHEDULER_GRACE_WINDOW_S", "3")
+    checking = scheduler.client.check_task
+
+    def slow_check(task, **settings):
+        checking(task, **settings)
+        time.sleep(1.5)  # two lines: the window has passed before anything is sent
+
+    monkeypatch.setattr(scheduler.client, "check_task", slow_check)
+    a_moment_ago = int(time.time() * 1000) - 500
+    lines = [{"ordering_id": oid, "at": a_moment_ago} for oid in ("o", "p")]
+    path = write_lines(tmp_path / "t.jsonl", lines)
+    result = run("enqueue-many", str(path))
+    assert result.exit_code == 0, result.output
+    assert "enqueued 2 task(s)" in result.output
+
+    # The window itself is unchanged: a line already past it when checked is refused.
+    late = write_lines(tmp_path / "late.jsonl", [{"ordering_id": "o", "at": a_moment_ago - 5000}])
+    result = run("enqueue-many", str(late))
+    assert result.exit_code != 0
+    assert "nothing was sent" in result.output and "grace window" in result.output
