@@ -200,7 +200,7 @@ class Settings(BaseSettings):
     tombstone (row of a completed task) between its bounds, and Cassandra refuses one past
     `tombstone_failure_threshold` (100,000 by default); reads that cross more than this span
     (a new owner without a reload mark, `scheduler tasks list`) go in several. Lower it if one
-    partition completes more than 1,500 tasks a second."""
+    partition completes more than about 1,600 tasks a second."""
     cassandra_username: Annotated[str | None, EmptyOnlyIsNone] = None
     """Role to log in as, where the nodes check passwords (PasswordAuthenticator); set
     `cassandra_password` with it."""
