@@ -221,18 +221,51 @@ def env_config() -> Path | None:
     return Path(value) if value else None
 
 
-def unknown_environment() -> list[str]:
-    """`SCHEDULER_*` variables that are no setting, with a guess, so typos do not pass silently.
+OWN_VARIABLES = ("SCHEDULER_TASK_KEY", "SCHEDULER_ATTEMPT", "SCHEDULER_LOGICAL_TIME")
+"""What the command and spark-submit executors set for the processes they start, which may run
+`scheduler` themselves."""
+OWN_PREFIXES = ("SCHEDULER_SERVICES_", "SCHEDULER_FLEET_", "SCHEDULER_BENCH_")
+"""The service launcher's ports and paths, the fleet's and the benchmark's bookkeeping."""
 
-    Only close matches are reported: other tools of the product (the service launcher's
-    `SCHEDULER_SERVICES_*`) share the prefix legitimately.
-    """
-    names = {env_name(name) for name in Settings.model_fields} | {CONFIG_ENV}
+
+def unknown_environment() -> list[str]:
+    """A warning for each `SCHEDULER_*` variable that is no setting, with a guess at the setting
+    meant: a misspelt variable is otherwise ignored without a word (`SCHEDULER_KAFKA_TOPIC` for
+    `SCHEDULER_TOPIC`, and the worker reads the default topic). Warnings rather than errors: other
+    tools may share the prefix, and the product's own non-setting variables are left out."""
+    names = [env_name(name) for name in Settings.model_fields] + [CONFIG_ENV]
     found = []
-    for variable in os.environ:
+    for variable in sorted(os.environ):
         upper = variable.upper()
-        if upper.startswith(ENV_PREFIX) and upper not in names:
-            close = difflib.get_close_matches(upper, names, n=1, cutoff=0.85)
-            if close:
-                found.append(f"{variable} is not a setting; did you mean {close[0]}?")
+        if (
+            not upper.startswith(ENV_PREFIX)
+            or upper in names
+            or upper in OWN_VARIABLES
+            or upper.startswith(OWN_PREFIXES)
+        ):
+            continue
+        guess = _setting_meant(upper, names)
+        hint = (
+            f"did you mean {guess}?" if guess else "`scheduler settings docs` lists every setting"
+        )
+        found.append(f"{variable} is not a setting and is ignored; {hint}")
     return found
+
+
+def _setting_meant(variable: str, names: list[str]) -> str | None:
+    """The variable most like `variable`: by spelling (`SCHEDULER_PARTITONS`), else by the
+    words they share (`SCHEDULER_KAFKA_TOPIC`: TOPIC; `SCHEDULER_CONSUMER_GROUP`: GROUP_ID).
+    Spelling is compared after the prefix, which would make any two names look alike."""
+    by_setting = {name.removeprefix(ENV_PREFIX): name for name in names}
+    setting = variable.removeprefix(ENV_PREFIX)
+    close = difflib.get_close_matches(setting, by_setting, n=1, cutoff=0.75)
+    if close:
+        return by_setting[close[0]]
+    words = set(setting.split("_"))
+
+    def likeness(name: str) -> tuple[float, float]:
+        shared = len(words.intersection(name.split("_"))) / len(name.split("_"))
+        return shared, difflib.SequenceMatcher(None, setting, name).ratio()
+
+    best = max(by_setting, key=likeness)
+    return by_setting[best] if likeness(best)[0] >= 0.5 else None

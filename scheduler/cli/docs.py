@@ -40,7 +40,10 @@ taken, the later winning:
    `worker --metrics-port`, `worker --client-id`).
 
 A bad value stops the command with a message naming the variable, file key or option and what
-it accepts. `scheduler settings show` prints the effective values and where each came from.
+it accepts. An unknown key in the file is an error too; an unknown `SCHEDULER_*` variable is a
+warning on every command, naming the setting it probably meant (`SCHEDULER_KAFKA_TOPIC`: did you
+mean `SCHEDULER_TOPIC`?), since other tools may share the prefix. `scheduler settings show`
+prints the effective values and where each came from.
 
 Example `scheduler.toml` for the distributed mode:
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,44 @@ def test_a_bad_environment_value_is_named_with_the_accepted_values(script, monke
     assert "SCHEDULER_LOG='kafak' is not one of: embedded, kafka" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("variable", "meant"),
+    [
+        ("SCHEDULER_PARTITONS", "SCHEDULER_PARTITIONS"),  # misspelt
+        ("SCHEDULER_KAFKA_TOPIC", "SCHEDULER_TOPIC"),  # a word too many
+        ("SCHEDULER_CONSUMER_GROUP", "SCHEDULER_GROUP_ID"),  # Kafka's word for it
+    ],
+)
+def test_a_variable_that_is_no_setting_is_named_with_the_setting_meant(
+    script, monkeypatch, variable: str, meant: str
+):
+    monkeypatch.setenv(variable, "tasks-eu")
+    result = script("settings", "show", "--json")
+    assert result.returncode == 0
+    warning = f"{variable} is not a setting and is ignored; did you mean {meant}?"
+    assert warning in result.stderr
+
+
+def test_only_variables_that_are_no_setting_and_not_the_products_own_are_warned_about(
+    monkeypatch,
+):
+    from scheduler.cli.config import unknown_environment
+
+    for variable in os.environ:
+        if variable.upper().startswith("SCHEDULER_"):
+            monkeypatch.delenv(variable)
+    monkeypatch.setenv("SCHEDULER_TOPIC", "tasks-eu")  # a setting
+    monkeypatch.setenv("SCHEDULER_SERVICES_DIR", "/tmp/servers")  # the launcher's
+    monkeypatch.setenv("SCHEDULER_TASK_KEY", "a/1/b")  # set by the command executor
+    monkeypatch.setenv("SCHEDULER_FLEET_RECORD", "/tmp/record.jsonl")
+    assert unknown_environment() == []
+    monkeypatch.setenv("SCHEDULER_WHATEVER", "1")
+    assert unknown_environment() == [
+        "SCHEDULER_WHATEVER is not a setting and is ignored; `scheduler settings docs` lists "
+        "every setting"
+    ]
 
 
 def test_a_number_out_of_range_names_the_variable_and_the_range(monkeypatch):
