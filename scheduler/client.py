@@ -72,12 +72,22 @@ class SchedulerClient:
     def grace_window_ms(self, value: int) -> None:
         self._grace_window_ns = int(value) * 1_000_000
 
-    def _record(self, task: Task) -> bytes:
-        """The record that schedules `task`, or the `TaskRejected` error that refuses it.
+    def _records(self, tasks: Iterable[Task]) -> list[tuple[str, bytes]]:
+        """The records that schedule `tasks`, or the `TaskRejected` error that refuses one.
 
-        An exact-size copy (see `codec.compact`): a bulk call holds all of its records at once."""
-        self._check(task)
-        return compact(encode_schedule(task.key, task.data, self.max_data_bytes))
+        One clock reading for the whole call, as `schedule_task` reads it once per task (a task
+        late by it is judged again by `_check`, on the clock of that moment). Exact-size copies
+        (see `codec.compact`): a bulk call holds all of its records at once."""
+        oldest_ms = now_ms() - self.grace_window_ms
+        validate, max_data_bytes = self.validate, self.max_data_bytes
+        records: list[tuple[str, bytes]] = []
+        append = records.append
+        for task in tasks:
+            key = task.key
+            if key.scheduled_ms < oldest_ms or validate is not None:
+                self._check(task)
+            append((key.ordering_id, compact(encode_schedule(key, task.data, max_data_bytes))))
+        return records
 
     def schedule_tasks(self, tasks: Iterable[Task]) -> Future[int]:
         """Schedule many tasks at once, for bulk producers (a backfill, a migration).
@@ -88,8 +98,7 @@ class SchedulerClient:
         been written then: enqueuing them again is safe, since a key overwrites itself).
         """
         try:
-            records = [(task.key.ordering_id, self._record(task)) for task in tasks]
-            future = self._producer.send_many(records)
+            future = self._producer.send_many(self._records(tasks))
         except Exception as error:
             return _failed(error)
         future.add_done_callback(_count_enqueued)

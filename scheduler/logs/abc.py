@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 RecordKey = bytes | str
 """A key to send: bytes, or a `str` that the log writes as its UTF-8 bytes (as confluent-kafka
@@ -262,6 +262,21 @@ class BatchFuture:
             self._finish(error)
         elif next(self._successes) == self._expected:
             self._finish(None)
+
+    def reporter(self, failure: Callable[[Any, Any], BaseException]) -> Callable[[Any, Any], None]:
+        """A delivery callback for each record of the batch, `(error, report)`: None counts a
+        success, anything else fails the batch with `failure(error, report)`. `delivered` in
+        one Python call instead of two, for Kafka's report per record."""
+        successes, expected, finish = self._successes, self._expected, self._finish
+
+        def report(error: Any, detail: Any) -> None:
+            if error is None:
+                if next(successes) == expected:
+                    finish(None)
+            else:
+                finish(failure(error, detail))
+
+        return report
 
     def _finish(self, error: BaseException | None) -> None:
         with self._finish_lock:  # the last success and a failure may race; the first one wins

@@ -134,28 +134,28 @@ class KafkaLogProducer(LogProducer):
         return send
 
     def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
-        """One delivery callback shared by the batch: no future per record."""
+        """One delivery callback shared by the batch: no future per record, and the loop is
+        `send`'s inlined (a Python call per record cost a quarter of the bulk path's rate)."""
         if not self._open:
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         batch = BatchFuture(len(records), _BatchDelivery(self))
-        delivered, failure = batch.delivered, self.failure
-
-        def on_delivery(error: KafkaError | None, message: Message) -> None:
-            delivered(None if error is None else failure(error, message))
-
+        on_delivery = batch.reporter(self.failure)
+        produce, poll, topic, sends = (
+            self._producer.produce,
+            self._producer.poll,
+            self._topic,
+            self._sends,
+        )
         for key, value in records:
-            self._produce(key, value, on_delivery)
+            try:
+                produce(topic, value, key, _ANY_PARTITION, on_delivery)
+            except BufferError:
+                self._produce_when_room(key, value, on_delivery)
+            except KafkaException as exc:
+                raise self.refused(exc, len(value)) from None
+            if not next(sends) % _POLL_EVERY:
+                poll(0)
         return batch.future
-
-    def _produce(self, key: RecordKey, value: bytes, on_delivery: Any) -> None:
-        try:
-            self._producer.produce(self._topic, value, key, _ANY_PARTITION, on_delivery)
-        except BufferError:
-            self._produce_when_room(key, value, on_delivery)
-        except KafkaException as exc:
-            raise self.refused(exc, len(value)) from None
-        if not next(self._sends) % _POLL_EVERY:
-            self._producer.poll(0)
 
     def _produce_when_room(self, key: RecordKey, value: bytes, on_delivery: Any) -> None:
         """The local queue is full: serve deliveries until there is room, never drop."""

@@ -110,6 +110,25 @@ def test_schedule_tasks_writes_nothing_if_any_task_is_invalid(log):
     assert written(log) == 0
 
 
+def test_schedule_tasks_runs_the_validator_on_every_task_and_takes_any_iterable(log):
+    checked = []
+
+    def validate(task: Task) -> None:
+        checked.append(task.key.uniqueness_key)
+        if task.data.get("executor") == "sparkk":
+            raise UnknownExecutorError("unknown executor 'sparkk'")
+
+    client = SchedulerClient(log=log, grace_window_s=10, validate=validate)
+    # A generator, of tasks due 5 s ago: inside the grace window, so they run at once.
+    late = (Task("o", soon(-5_000), f"k{n}", {"executor": "noop"}) for n in range(3))
+    assert client.schedule_tasks(late).result(timeout=10) == 3
+    bad = [Task("o", soon(), "a"), Task("o", soon(), "b", {"executor": "sparkk"})]
+    with pytest.raises(UnknownExecutorError, match="sparkk"):
+        client.schedule_tasks(bad).result(timeout=10)
+    assert written(log) == 3
+    assert checked == ["k0", "k1", "k2", "a", "b"]
+
+
 def test_check_task_refuses_what_schedule_task_would_without_a_connection():
     from scheduler.client import check_task
 
