@@ -146,6 +146,8 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     # Raw produce encoding each task: what schedule_task would be without its future per task.
     assert enqueue["raw produce, each task encoded"]["tasks_per_s"] > 0
     assert enqueue["raw produce + callback"]["ratio_to_raw"] == 1
+    # The documented keyword call, measured beside the positional baseline.
+    assert enqueue["raw produce, keyword arguments"]["ratio_to_raw"] > 0
     rebalance = {row["change"]: row for row in documents["rebalance"]["rows"]}
     # A smoke run proves the command measures something; on a loaded machine the join's moved
     # partitions may not run inside the short window, so either change moving some is enough.
