@@ -156,9 +156,10 @@ def open_runner(
     def describe(error: BaseException) -> str:
         return (
             f"cannot reach Cassandra at {target} ({_why(error)}"
-            f"{unreachable_hint(error, tls=tls)}); point "
-            "SCHEDULER_CASSANDRA_HOSTS at a running node (host or host:port, comma-separated), "
-            "or run `scheduler services up` to start a local one"
+            f"{unreachable_hint(error, tls=tls)}); point SCHEDULER_CASSANDRA_HOSTS (hosts, "
+            "comma-separated, or host:port) and SCHEDULER_CASSANDRA_PORT (the port, when the "
+            "hosts name none) at a running node, or run `scheduler services up` to start a "
+            "local one"
         )
 
     # A host name that does not resolve is retried too: DNS may not know a new node yet.

@@ -141,6 +141,7 @@ def test_an_unreachable_node_raises_backend_unavailable_naming_the_setting(
     assert f"{host}:{port}" in message
     assert why in message
     assert "SCHEDULER_CASSANDRA_HOSTS" in message
+    assert "SCHEDULER_CASSANDRA_PORT" in message  # a wrong port is as likely as a wrong host
     assert "scheduler services up" in message
     assert time.monotonic() - started < 10
     # The product's error says it all; the driver's per-attempt warnings would only bury it.
