@@ -134,8 +134,9 @@ class KafkaLogProducer(LogProducer):
         return send
 
     def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
-        """One delivery callback shared by the batch: no future per record, and the loop is
-        `send`'s inlined (a Python call per record cost a quarter of the bulk path's rate)."""
+        """One delivery callback shared by the batch: no future per record. `send`'s body is
+        inlined in the loop and each report is one Python call: with the client's one-loop
+        check, that made the bulk path 1.34 times faster (docs/benchmarks.md)."""
         if not self._open:
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         batch = BatchFuture(len(records), _BatchDelivery(self))
