@@ -136,7 +136,7 @@ class KafkaLogProducer(LogProducer):
     def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
         """One delivery callback shared by the batch: no future per record. `send`'s body is
         inlined in the loop and each report is one Python call: with the client's one-loop
-        check, that made the bulk path 1.34 times faster (docs/benchmarks.md)."""
+        check, that made the bulk path 1.34 times faster (docs/benchmark-history.md)."""
         if not self._open:
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         batch = BatchFuture(len(records), _BatchDelivery(self))
