@@ -25,7 +25,11 @@ def example() -> None:
 @pass_state
 def run(state: CliState) -> None:
     """Run the example pipeline on the configured backends (the embedded default needs
-    nothing else): it enqueues the example's tasks and runs a worker until they are done."""
+    nothing else): it enqueues the example's tasks and runs a worker until they are done.
+
+    On Kafka and Cassandra it uses a topic, consumer group and keyspace of its own (the
+    configured names with an "example" suffix), so a deployment's tasks and workers are left
+    alone."""
     settings = state.settings()
     try:
         module = importlib.import_module(EXAMPLE_MODULE)

@@ -13,6 +13,8 @@ import dataclasses
 import json
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,8 +23,12 @@ from scheduler.examples.clicks.generate import EVENTS_PER_HOUR, generate_if_miss
 from scheduler.model import Task
 
 if TYPE_CHECKING:
-    from scheduler.embedded import EmbeddedScheduler
+    from scheduler.client import SchedulerClient
+    from scheduler.engine.settings import EngineSettings
+    from scheduler.executors.abc import Executor
     from scheduler.settings import Settings
+    from scheduler.stores.abc import TaskStore
+    from scheduler.worker import Worker
 
 __all__ = ["DAILY_JOB", "HOURLY_JOB", "generate_if_missing", "main", "plan_tasks", "summarize"]
 
@@ -105,26 +111,30 @@ def summarize(out_dir: Path) -> str:
     return "\n".join(lines)
 
 
+EXAMPLE_SUFFIX = "example"
+"""On Kafka and Cassandra the example runs in a topic, consumer group and keyspace of its own,
+the configured names with this suffix: the store keeps tasks by partition, not by topic, so
+sharing a keyspace with a real deployment would mix the two, and workers already running in
+the configured group would take the example's tasks with whatever executor they have."""
+
+
 def main(
     settings: Settings, *, events_per_hour: int = EVENTS_PER_HOUR, timeout_s: float = 1800
 ) -> None:
-    """`scheduler example run`: yesterday's clicks, end to end, on the embedded backends.
+    """`scheduler example run`: yesterday's clicks, end to end, on the configured backends.
 
     Data and output go under `<data_dir>/example/clicks/`. The retry policy is raised to at least
-    10 attempts, so that the rollup outlasts slow hourly tasks on a small machine.
+    10 attempts, so that the rollup outlasts slow hourly tasks on a small machine. On Kafka or
+    Cassandra, the tasks go to a topic, group and keyspace of the example's own (see
+    `example_settings`), created if missing and kept afterwards for a look with the CLI.
     """
     from scheduler import runtime
-    from scheduler.embedded import EmbeddedScheduler
     from scheduler.engine.settings import RetryPolicy
     from scheduler.errors import ConfigurationError
     from scheduler.executors.registry import RoutingExecutor
     from scheduler.executors.spark import SparkExecutor
+    from scheduler.settings import env_name
 
-    if settings.log != "embedded" or settings.store != "sqlite":
-        raise ConfigurationError(
-            "`scheduler example run` runs on the embedded log and SQLite store; for Kafka and "
-            "Cassandra, enqueue scheduler.examples.clicks.run.plan_tasks(...) with your client"
-        )
     executor = runtime.build_executor(settings)
     spark = executor.routes.get("spark") if isinstance(executor, RoutingExecutor) else executor
     if not isinstance(spark, SparkExecutor):
@@ -135,8 +145,10 @@ def main(
     root = runtime.data_dir(settings) / "example" / "clicks"
     day = (datetime.now(UTC) - timedelta(days=1)).date()
     print(f"Example pipeline: clicks of {day}, data and output in {root}")
-    print("Starting Spark and generating input if missing (the first time takes a while)...")
-    generate_if_missing(root / "data", day, spark=spark.session(), events_per_hour=events_per_hour)
+    embedded = settings.log == "embedded" and settings.store == "sqlite"
+    if not embedded:
+        settings = example_settings(settings)
+        print(f"Backends: {runtime.describe(settings)}, group {settings.group_id!r}")
     engine = settings.engine_settings()
     retry = engine.retry
     if retry.max_attempts < 10:
@@ -147,6 +159,61 @@ def main(
             jitter=retry.jitter,
         )
     engine = dataclasses.replace(engine, retry=retry)
+    running = _embedded if embedded else _configured
+    # The backends first: one that cannot be reached is said before Spark takes its time.
+    with running(settings, executor, engine) as (client, store, worker):
+        print("Starting Spark and generating input if missing (the first time takes a while)...")
+        generate_if_missing(
+            root / "data", day, spark=spark.session(), events_per_hour=events_per_hour
+        )
+        hourly = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[:-1]
+        client.schedule_tasks(hourly).result(timeout=60)
+        print(f"Enqueued {len(hourly)} hourly tasks; running them...")
+        report_progress(store, hourly, settings.partitions, timeout_s, worker)
+        # The rollup depends on every hour. It is enqueued once they are done; should it still
+        # start too early (another run is rewriting an hour), it fails with the missing hours and
+        # the engine retries it with backoff.
+        rollup = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[-1]
+        client.schedule_task(rollup).result(timeout=60)
+        print("Enqueued the daily rollup; running it...")
+        report_progress(store, [rollup], settings.partitions, timeout_s, worker)
+    print(summarize(root / "out"))
+    if not embedded:
+        names = {
+            "topic": settings.topic,
+            "group_id": settings.group_id,
+            "cassandra_keyspace": settings.cassandra_keyspace,
+        }
+        where = " ".join(f"{env_name(name)}={value}" for name, value in names.items())
+        print(
+            "The example's tasks stay in its own topic, group and keyspace; to look at them:\n"
+            f"  {where} scheduler tasks list"
+        )
+
+
+def example_settings(settings: Settings) -> Settings:
+    """`settings` with the example's own topic, group and keyspace (`EXAMPLE_SUFFIX`)."""
+    # A keyspace name has at most 48 characters; cut the configured one, never the suffix, so
+    # the result can never be the configured keyspace itself.
+    keyspace = f"{settings.cassandra_keyspace[: 47 - len(EXAMPLE_SUFFIX)]}_{EXAMPLE_SUFFIX}"
+    return settings.model_copy(
+        update={
+            "topic": f"{settings.topic}-{EXAMPLE_SUFFIX}",
+            "group_id": f"{settings.group_id}-{EXAMPLE_SUFFIX}",
+            "cassandra_keyspace": keyspace,
+        }
+    )
+
+
+Backends = Iterator[tuple["SchedulerClient", "TaskStore", "Worker"]]
+
+
+@contextmanager
+def _embedded(settings: Settings, executor: Executor, engine: EngineSettings) -> Backends:
+    """The embedded scheduler of `settings`' data directory, started."""
+    from scheduler import runtime
+    from scheduler.embedded import EmbeddedScheduler
+
     with EmbeddedScheduler(
         data_dir=runtime.data_dir(settings),
         executor=executor,
@@ -154,27 +221,68 @@ def main(
         settings=engine,
         topic=settings.topic,
     ) as scheduler:
-        hourly = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[:-1]
-        for task in hourly:
-            spark.validate(task)
-        scheduler.client.schedule_tasks(hourly).result(timeout=30)
-        print(f"Enqueued {len(hourly)} hourly tasks; running them...")
-        report_progress(scheduler, hourly, settings.partitions, timeout_s)
-        # The rollup depends on every hour. It is enqueued once they are done; should it still
-        # start too early (another run is rewriting an hour), it fails with the missing hours and
-        # the engine retries it with backoff.
-        rollup = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[-1]
-        spark.validate(rollup)
-        scheduler.client.schedule_task(rollup).result(timeout=30)
-        print("Enqueued the daily rollup; running it...")
-        report_progress(scheduler, [rollup], settings.partitions, timeout_s)
-    print(summarize(root / "out"))
+        yield scheduler.client, scheduler.store, scheduler.worker
+
+
+@contextmanager
+def _configured(settings: Settings, executor: Executor, engine: EngineSettings) -> Backends:
+    """The log and store `settings` name (topic and schema created if missing), a client, and
+    one worker of `settings.group_id` in this process, assigned its partitions."""
+    from scheduler import runtime
+    from scheduler.client import SchedulerClient
+    from scheduler.worker import Worker
+
+    log = runtime.build_log(settings)
+    try:
+        store = runtime.open_store(settings, create_schema=True)
+        try:
+            runtime.partition_count_check(log, store, settings.partitions)
+            worker = Worker(
+                log=log,
+                store=store,
+                executor=executor,
+                settings=engine,
+                group_id=settings.group_id,
+                client_id=settings.client_id,
+            )
+            client = SchedulerClient(
+                log=log,
+                grace_window_s=settings.grace_window_s,
+                max_data_bytes=settings.max_data_bytes,
+                # As the embedded scheduler does: an unknown job is refused at enqueue.
+                validate=getattr(executor, "validate", None),
+            )
+            worker.start()
+            try:
+                if not worker.wait_until_assigned(START_TIMEOUT_S):
+                    raise TimeoutError(
+                        f"the example's worker was not assigned partitions of topic "
+                        f"{settings.topic!r} within {START_TIMEOUT_S:.0f}s"
+                    )
+                yield client, store, worker
+            finally:
+                client.close()
+                worker.stop()
+        finally:
+            store.close()
+    finally:
+        log.close()
+
+
+START_TIMEOUT_S = 120.0
+"""How long the example's worker may take to join its group (a new group's first join waits for
+the broker's initial rebalance delay)."""
 
 
 def report_progress(
-    scheduler: EmbeddedScheduler, tasks: list[Task], partitions: int, timeout_s: float
+    store: TaskStore,
+    tasks: list[Task],
+    partitions: int,
+    timeout_s: float,
+    worker: Worker | None = None,
 ) -> None:
-    """Print a line whenever the tasks' states change, until every one is final."""
+    """Print a line whenever the tasks' states change, until every one is final; raise the
+    error that stopped `worker`, if it stops."""
     from scheduler.model import TaskState
     from scheduler.partitioning import partition_for
 
@@ -190,7 +298,7 @@ def report_progress(
         states: Counter[str] = Counter()
         notes = []
         for partition, members in by_partition.items():
-            statuses = scheduler.store.fetch_statuses(partition, [t.key for t in members])
+            statuses = store.fetch_statuses(partition, [t.key for t in members])
             for task in members:
                 status = statuses.get(task.key)
                 states[status.state.value if status else "pending"] += 1
@@ -205,6 +313,8 @@ def report_progress(
             last_line = line
         if final == len(tasks):
             return
+        if worker is not None and worker.fatal_error is not None:
+            raise worker.fatal_error
         if time.monotonic() > deadline:
             raise TimeoutError(f"the example did not finish within {timeout_s:.0f}s")
         time.sleep(1.0)

@@ -1,0 +1,96 @@
+"""`scheduler example run` on Kafka and Cassandra: the whole pipeline, on a small day of clicks,
+in a topic, group and keyspace of its own beside the configured ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scheduler.cli.config import load_settings
+from scheduler.errors import ConfigurationError
+from scheduler.examples.clicks.run import example_settings, main
+from scheduler.model import TaskState
+from scheduler.partitioning import partition_for
+from scheduler.runtime import build_log, open_store
+from scheduler.settings import Settings
+from tests.executors.conftest import SPARK_CONF
+
+
+def test_example_names_have_a_suffix_and_a_long_keyspace_is_cut_before_it() -> None:
+    settings = Settings(topic="t", group_id="g", cassandra_keyspace="k" * 48)
+    names = example_settings(settings)
+    assert (names.topic, names.group_id) == ("t-example", "g-example")
+    assert names.cassandra_keyspace == "k" * 40 + "_example"
+    assert len(names.cassandra_keyspace) == 48
+
+
+@pytest.mark.kafka
+@pytest.mark.cassandra
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_example_runs_end_to_end_on_kafka_and_cassandra_in_names_of_its_own(
+    distributed: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "spark")
+    monkeypatch.setenv("SCHEDULER_SPARK_MASTER", "local[2]")
+    monkeypatch.setenv("SCHEDULER_SPARK_CONF", json.dumps(SPARK_CONF))
+    monkeypatch.setenv("SCHEDULER_DATA_DIR", str(tmp_path / "data"))
+    settings = load_settings()
+    own = example_settings(settings)
+    try:
+        main(settings, events_per_hour=100, timeout_s=600)
+
+        out = capsys.readouterr().out
+        assert "24/24 done: 24 succeeded" in out
+        assert "1/1 done: 1 succeeded" in out
+        assert f"SCHEDULER_TOPIC={own.topic}" in out
+        summaries = list((tmp_path / "data/example/clicks/out/daily").glob("day=*/summary.json"))
+        assert len(summaries) == 1
+        summary = json.loads(summaries[0].read_text("utf-8"))
+        assert 0 < summary["events_kept"] <= summary["events_read"] == 24 * 100
+
+        # Every task's final state is in the example's own keyspace ...
+        store = open_store(own, create_schema=False)
+        try:
+            listed = [
+                view
+                for partition in range(own.partitions)
+                for view in store.list_tasks(partition, limit=1000)
+            ]
+            assert len(listed) == 25
+            assert {view.state for view in listed} == {TaskState.SUCCEEDED}
+            rollup = next(v.task for v in listed if v.task.ordering_id.startswith("clicks-daily"))
+            home = partition_for(rollup.ordering_id.encode(), own.partitions)
+            found = store.list_tasks(home, ordering_id=rollup.ordering_id)
+            assert [view.task.key for view in found] == [rollup.key]
+        finally:
+            store.close()
+        # ... and the deployment's own topic and keyspace were never created.
+        log = build_log(settings)
+        try:
+            with pytest.raises(ConfigurationError, match="does not exist"):
+                log.partition_count()
+        finally:
+            log.close()
+        with pytest.raises(ConfigurationError, match=settings.cassandra_keyspace):
+            open_store(settings, create_schema=False)
+    finally:
+        _drop(own)
+
+
+def _drop(settings: Settings) -> None:
+    log = build_log(settings)
+    try:
+        log.delete_topic()  # type: ignore[attr-defined]  # a KafkaTaskLog
+    finally:
+        log.close()
+    store = open_store(settings, create_schema=False)
+    try:
+        store.drop_keyspace()  # type: ignore[attr-defined]  # a CassandraTaskStore
+    finally:
+        store.close()
