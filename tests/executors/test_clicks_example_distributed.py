@@ -1,14 +1,18 @@
 """`scheduler example run` on Kafka and Cassandra: the whole pipeline, on a small day of clicks,
-in a topic, group and keyspace of its own beside the configured ones."""
+in a topic, group and keyspace of its own beside the configured ones.
+
+It runs on the test session's SparkSession (the `spark_session` fixture): a process has one, and
+the first to start it sets its configuration for every later test."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+from uuid import uuid4
 
 import pytest
 
-from scheduler.cli.config import load_settings
 from scheduler.errors import ConfigurationError
 from scheduler.examples.clicks.run import example_settings, main
 from scheduler.model import TaskState
@@ -16,6 +20,7 @@ from scheduler.partitioning import partition_for
 from scheduler.runtime import build_log, open_store
 from scheduler.settings import Settings
 from tests.executors.conftest import SPARK_CONF
+from tests.servers import cassandra_contact, kafka_bootstrap
 
 
 def test_example_names_have_a_suffix_and_a_long_keyspace_is_cut_before_it() -> None:
@@ -26,21 +31,36 @@ def test_example_names_have_a_suffix_and_a_long_keyspace_is_cut_before_it() -> N
     assert len(names.cassandra_keyspace) == 48
 
 
+@pytest.fixture
+def settings(tmp_path: Path, spark_session: Any) -> Settings:
+    """Kafka and Cassandra (real servers, see tests/servers.py) under fresh names."""
+    hosts, port = cassandra_contact()
+    suffix = uuid4().hex[:10]
+    return Settings(
+        log="kafka",
+        store="cassandra",
+        kafka_bootstrap=kafka_bootstrap(),
+        cassandra_hosts=hosts,
+        cassandra_port=port,
+        cassandra_keyspace=f"ex_{suffix}",
+        cassandra_consistency="ONE",
+        topic=f"ex-{suffix}",
+        group_id=f"ex-workers-{suffix}",
+        partitions=4,
+        executor="spark",
+        spark_master="local[2]",
+        spark_conf=SPARK_CONF,
+        data_dir=tmp_path / "data",
+    )
+
+
 @pytest.mark.kafka
 @pytest.mark.cassandra
 @pytest.mark.spark
 @pytest.mark.slow
 def test_the_example_runs_end_to_end_on_kafka_and_cassandra_in_names_of_its_own(
-    distributed: dict[str, str],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("SCHEDULER_EXECUTOR", "spark")
-    monkeypatch.setenv("SCHEDULER_SPARK_MASTER", "local[2]")
-    monkeypatch.setenv("SCHEDULER_SPARK_CONF", json.dumps(SPARK_CONF))
-    monkeypatch.setenv("SCHEDULER_DATA_DIR", str(tmp_path / "data"))
-    settings = load_settings()
     own = example_settings(settings)
     try:
         main(settings, events_per_hour=100, timeout_s=600)
