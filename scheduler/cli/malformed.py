@@ -143,7 +143,8 @@ def drop(state: CliState, partition: int | None, offsets: Sequence[int], drop_al
         else:
             assert partition is not None
             wanted = sorted(set(offsets))
-            missing = [offset for offset in wanted if _find(store, partition, offset) is None]
+            kept = _kept_offsets(store, partition, wanted)
+            missing = [offset for offset in wanted if offset not in kept]
             if missing:
                 raise SchedulerError(
                     f"no malformed record is kept at partition {partition} offset(s) "
@@ -160,6 +161,20 @@ def _find(store: TaskStore, partition: int, offset: int) -> MalformedRecord | No
     if found and found[0].offset == offset:  # else the next kept one is another record
         return found[0]
     return None
+
+
+def _kept_offsets(store: TaskStore, partition: int, wanted: list[int]) -> set[int]:
+    """Which of the sorted offsets `wanted` the store keeps for `partition`: read forward from
+    the first in pages, up to the last (a look-up per offset lists the table's keys each time)."""
+    kept: set[int] = set()
+    offset, last = wanted[0], wanted[-1]
+    while offset <= last:
+        page = store.malformed_records(partition, from_offset=offset, limit=_DROP_PAGE)
+        kept.update(record.offset for record in page if record.offset <= last)
+        if len(page) < _DROP_PAGE:
+            break
+        offset = page[-1].offset + 1
+    return kept
 
 
 def _drop_every(store: TaskStore, partition: int | None) -> int:

@@ -143,3 +143,19 @@ def test_drop_forgets_named_records_or_all_and_refuses_unknown_ones(run, embedde
     usage = run("malformed", "drop", "0")
     assert usage.exit_code == 2
     assert "name the records (PARTITION OFFSET [OFFSET...]) or give --all" in usage.output
+
+
+def test_drop_checks_the_named_offsets_page_by_page(run, embedded, monkeypatch):
+    from scheduler.cli import malformed
+
+    monkeypatch.setattr(malformed, "_DROP_PAGE", 2)  # so that the check needs several pages
+    keep(*(record(0, offset) for offset in (1, 2, 4, 7, 9, 12)), record(1, 8))
+
+    # 8 is kept, but on partition 1; 13 is past the last kept record of partition 0.
+    unknown = run("malformed", "drop", "0", "9", "1", "8", "13")
+    assert unknown.exit_code == 2
+    assert "offset(s) 8, 13; nothing was dropped" in unknown.output
+
+    assert "dropped 3 malformed record(s)" in run("malformed", "drop", "0", "12", "1", "7").output
+    left = json.loads(run("malformed", "list", "--json").output)
+    assert [(r["partition"], r["offset"]) for r in left] == [(0, 2), (0, 4), (0, 9), (1, 8)]
