@@ -14,7 +14,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -232,41 +232,36 @@ def _configured(settings: Settings, executor: Executor, engine: EngineSettings) 
     from scheduler.client import SchedulerClient
     from scheduler.worker import Worker
 
-    log = runtime.build_log(settings)
-    try:
+    with ExitStack() as stack:  # closes in reverse: client, worker, store, log
+        log = runtime.build_log(settings)
+        stack.callback(log.close)
         store = runtime.open_store(settings, create_schema=True)
-        try:
-            runtime.partition_count_check(log, store, settings.partitions)
-            worker = Worker(
-                log=log,
-                store=store,
-                executor=executor,
-                settings=engine,
-                group_id=settings.group_id,
-                client_id=settings.client_id,
+        stack.callback(store.close)
+        runtime.partition_count_check(log, store, settings.partitions)
+        worker = Worker(
+            log=log,
+            store=store,
+            executor=executor,
+            settings=engine,
+            group_id=settings.group_id,
+            client_id=settings.client_id,
+        )
+        worker.start()
+        stack.callback(worker.stop)
+        client = SchedulerClient(
+            log=log,
+            grace_window_s=settings.grace_window_s,
+            max_data_bytes=settings.max_data_bytes,
+            # As the embedded scheduler does: an unknown job is refused at enqueue.
+            validate=getattr(executor, "validate", None),
+        )
+        stack.callback(client.close)
+        if not worker.wait_until_assigned(START_TIMEOUT_S):
+            raise TimeoutError(
+                f"the example's worker was not assigned partitions of topic {settings.topic!r} "
+                f"within {START_TIMEOUT_S:.0f}s"
             )
-            client = SchedulerClient(
-                log=log,
-                grace_window_s=settings.grace_window_s,
-                max_data_bytes=settings.max_data_bytes,
-                # As the embedded scheduler does: an unknown job is refused at enqueue.
-                validate=getattr(executor, "validate", None),
-            )
-            worker.start()
-            try:
-                if not worker.wait_until_assigned(START_TIMEOUT_S):
-                    raise TimeoutError(
-                        f"the example's worker was not assigned partitions of topic "
-                        f"{settings.topic!r} within {START_TIMEOUT_S:.0f}s"
-                    )
-                yield client, store, worker
-            finally:
-                client.close()
-                worker.stop()
-        finally:
-            store.close()
-    finally:
-        log.close()
+        yield client, store, worker
 
 
 START_TIMEOUT_S = 120.0
