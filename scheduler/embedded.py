@@ -80,8 +80,15 @@ class EmbeddedScheduler:
     def start(self, wait_for_assignment_s: float = 30.0) -> EmbeddedScheduler:
         self.worker.start()
         self._running = True
-        if not self.worker.wait_until_assigned(wait_for_assignment_s):
-            raise TimeoutError("the embedded worker was not assigned its partitions")
+        try:
+            if not self.worker.wait_until_assigned(wait_for_assignment_s):
+                raise TimeoutError(
+                    f"the embedded worker was not assigned its partitions within "
+                    f"{wait_for_assignment_s:g}s"
+                )
+        except BaseException:
+            self.stop()  # `with` does not call __exit__ when __enter__ raises
+            raise
         return self
 
     def stop(self) -> None:

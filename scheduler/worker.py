@@ -182,7 +182,19 @@ class Worker:
         return {lag.partition: lag.lag for lag in self.log.describe_group(self.group_id, owned)}
 
     def wait_until_assigned(self, timeout: float) -> bool:
-        return self._started.wait(timeout)
+        """True once the group has assigned this worker its partitions, False after `timeout`
+        seconds. If the worker stops first (the log refused its join: another worker process
+        on the embedded log, a consumer setting Kafka rejects), raise the error that stopped it
+        at once rather than wait out the timeout."""
+        deadline = time.monotonic() + timeout
+        while not self._started.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            if self._stopped.is_set():
+                if self.fatal_error is not None:
+                    raise self.fatal_error
+                return self._started.is_set()
+            if time.monotonic() >= deadline:
+                return False
+        return True
 
     # -- rebalance listener (called on the poll thread, inside poll) ----------------------------
 

@@ -261,3 +261,28 @@ def test_a_killed_process_not_yet_reaped_counts_as_gone() -> None:
         child.kill()
         child.wait()
     assert not process_alive(child.pid)
+
+
+def test_an_embedded_scheduler_the_group_refuses_fails_at_once_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """Its worker stops on the refused join; `start` raises that error rather than wait for an
+    assignment that cannot come and end in a TimeoutError."""
+    from scheduler.embedded import EmbeddedScheduler
+    from scheduler.executors.abc import noop_executor
+
+    scheduler = EmbeddedScheduler(data_dir=tmp_path, executor=noop_executor)
+    with scheduler.log.db_lock:
+        scheduler.log.db.execute(
+            "INSERT INTO members VALUES (?, ?, 'm', 'other-worker', ?, '[]', ?)",
+            (
+                scheduler.log.topic,
+                scheduler.worker.group_id,
+                os.getppid(),
+                time.time_ns() // 1_000_000,
+            ),
+        )
+
+    with pytest.raises(ConfigurationError, match="other-worker"):
+        scheduler.start(wait_for_assignment_s=120)
+    assert isinstance(scheduler.worker.fatal_error, ConfigurationError)
