@@ -1,5 +1,6 @@
-"""`scheduler topic move`: take the group's unread records to a new topic, after partitions
-were added to the task topic (see `scheduler.logs.kafka_move` and docs/kafka.md)."""
+"""`scheduler topic create|move`: create the task topic ahead of producers, and take the group's
+unread records to a new topic after partitions were added to it (see `scheduler.logs.kafka_move`
+and docs/kafka.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,27 @@ from scheduler.cli.output import echo_table
 @click.group()
 def topic() -> None:
     """The task topic (Kafka)."""
+
+
+@topic.command()
+@pass_state
+def create(state: CliState) -> None:
+    """Create the task topic with SCHEDULER_PARTITIONS partitions, if missing (idempotent).
+
+    Producers never create it (a broker would use its own default partition count, and workers
+    refuse a topic whose count differs), so run this before the first producer when no worker
+    has started yet. An existing topic with another count is refused with what to do.
+    """
+    from scheduler.runtime import build_log, topic_partition_check
+
+    settings = state.settings()
+    log = build_log(settings)
+    try:
+        partitions = topic_partition_check(log, settings.partitions)
+    finally:
+        log.close()
+    where = f" on {settings.kafka_bootstrap}" if settings.log == "kafka" else ""
+    click.echo(f"topic {settings.topic!r}{where} has {partitions} partitions")
 
 
 @topic.command()

@@ -85,7 +85,16 @@ class KafkaTaskLog(TaskLog):
     # -- clients -----------------------------------------------------------------------------
 
     def producer(self) -> LogProducer:
-        return KafkaLogProducer(config=self.producer_settings(), topic=self.topic)
+        producer = KafkaLogProducer(config=self.producer_settings(), topic=self.topic)
+        try:
+            # Refused here, as on the embedded log: records sent to a missing topic would wait
+            # for it and then fail one by one (a producer never creates it, see
+            # PRODUCER_DEFAULTS).
+            self.partition_count()
+        except Exception:
+            producer.close()
+            raise
+        return producer
 
     def producer_settings(self) -> dict[str, Any]:
         """The librdkafka configuration of this log's producers (defaults, then the caller's)."""
@@ -130,7 +139,9 @@ class KafkaTaskLog(TaskLog):
         if topic is None or topic.error is not None:
             raise ConfigurationError(
                 f"Kafka topic {self.topic!r} does not exist on {self._bootstrap!r}; create it "
-                "first (workers do on start, with the configured partition count)"
+                "with the deployment's partition count first: `scheduler topic create` (workers "
+                "and `scheduler enqueue` do too, with SCHEDULER_PARTITIONS), or "
+                "`KafkaTaskLog.ensure_topic(partitions)`"
             )
         return len(topic.partitions)
 

@@ -57,6 +57,10 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     # A few ms of batching multiplies throughput; firing precision is not affected by enqueueing.
     "linger.ms": 5,
     "compression.type": "lz4",
+    # Never let a send create the topic: brokers with auto.create.topics.enable (Kafka's
+    # default) would create it with their default partition count (often 1), and every worker
+    # would then refuse it. The product creates its topic with the configured count instead.
+    "allow.auto.create.topics": False,
     # librdkafka's periodic metadata refresh stays at its default (5 min): a partition without a
     # leader is looked up every 100 ms anyway, and a refresh that lands while a broker shuts down
     # gets "0 brokers", on which librdkafka drops its connection with requests in flight. A

@@ -95,29 +95,40 @@ def short_retention_task_store(
         yield store
 
 
-@pytest.fixture(params=LOGS)
-def task_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskLog]:
-    if request.param == "embedded":
+@contextmanager
+def _make_log(kind: str, tmp_path: Path, *, create_topic: bool) -> Iterator[TaskLog]:
+    log: TaskLog
+    if kind == "embedded":
         from scheduler.logs.embedded import EmbeddedTaskLog
 
-        embedded = EmbeddedTaskLog(path=str(tmp_path / "log.db"), topic="contract")
-        embedded.ensure_topic(LOG_PARTITIONS)
-        try:
-            yield embedded
-        finally:
-            embedded.close()
-    elif request.param == "kafka":
+        log = EmbeddedTaskLog(path=str(tmp_path / "log.db"), topic="contract")
+    elif kind == "kafka":
         from scheduler.logs.kafka import KafkaTaskLog
         from tests.servers import kafka_bootstrap
 
         log = KafkaTaskLog(
             bootstrap_servers=kafka_bootstrap(), topic=f"contract-{uuid4().hex[:10]}"
         )
-        log.ensure_topic(LOG_PARTITIONS)
-        try:
-            yield log
-        finally:
-            log.delete_topic()
-            log.close()
     else:
-        raise ValueError(f"unknown task log {request.param!r}")
+        raise ValueError(f"unknown task log {kind!r}")
+    try:
+        if create_topic:
+            log.ensure_topic(LOG_PARTITIONS)
+        yield log
+    finally:
+        if create_topic and kind == "kafka":
+            log.delete_topic()  # type: ignore[attr-defined]
+        log.close()
+
+
+@pytest.fixture(params=LOGS)
+def task_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskLog]:
+    with _make_log(request.param, tmp_path, create_topic=True) as log:
+        yield log
+
+
+@pytest.fixture(params=LOGS)
+def task_log_without_topic(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskLog]:
+    """A log whose topic nobody has created."""
+    with _make_log(request.param, tmp_path, create_topic=False) as log:
+        yield log

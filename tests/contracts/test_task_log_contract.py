@@ -10,6 +10,9 @@ import time
 from collections.abc import Callable
 from uuid import uuid4
 
+import pytest
+
+from scheduler.errors import ConfigurationError
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
 from scheduler.partitioning import partition_for
 from tests.contracts.conftest import LOG_PARTITIONS
@@ -326,6 +329,18 @@ def test_describe_group_reports_lag(task_log: TaskLog) -> None:
 def test_ensure_topic_reports_the_existing_partition_count(task_log: TaskLog) -> None:
     assert task_log.ensure_topic(LOG_PARTITIONS * 2) == LOG_PARTITIONS
     assert task_log.partition_count() == LOG_PARTITIONS
+
+
+def test_a_producer_of_a_topic_nobody_created_is_refused_and_creates_nothing(
+    task_log_without_topic: TaskLog,
+) -> None:
+    """Creating the topic is the deployment's (with its partition count), never a send's: on
+    Kafka a send could have the broker create it with the broker's default count."""
+    with pytest.raises(ConfigurationError, match="does not exist") as refused:
+        task_log_without_topic.producer()
+    assert "ensure_topic(partitions)" in str(refused.value)
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        task_log_without_topic.partition_count()
 
 
 def test_flush_waits_for_every_send(task_log: TaskLog) -> None:

@@ -127,8 +127,10 @@ class Fleet:
         self.producer_stats = stats
 
     def client(self) -> SchedulerClient:
-        """A producer on the fleet's topic (created by the first worker)."""
+        """A producer on the fleet's topic, created here if no worker has yet (as a deployment
+        runs `scheduler topic create` before its producers start)."""
         if self._client is None:
+            self._log.ensure_topic(PARTITIONS)
             self._client = SchedulerClient(log=self._log)
         return self._client
 

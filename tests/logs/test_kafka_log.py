@@ -159,8 +159,19 @@ def test_keyed_records_land_where_the_java_default_partitioner_puts_them() -> No
 
 
 @pytest.mark.kafka
-def test_the_partition_count_of_a_missing_topic_is_a_configuration_error() -> None:
+def test_a_record_sent_to_a_missing_topic_fails_instead_of_having_the_broker_create_it() -> None:
+    """The launcher's broker, like Kafka's default, creates a topic any client asks about, with
+    one partition. `producer()` refuses a missing topic (the contract suite checks that); this is
+    the producer underneath, for a topic deleted after it was built."""
     log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"missing-{uuid.uuid4().hex}")
+    # librdkafka gives up on a topic it has no metadata for after this long (default 30 s).
+    config = {**log.producer_settings(), "topic.metadata.propagation.max.ms": 1000}
+    producer = KafkaLogProducer(config=config, topic=log.topic)
+    try:
+        with pytest.raises(BackendUnavailableError, match="Unknown topic or partition"):
+            producer.send(b"key", b"{}").result(30)
+    finally:
+        producer.close()
     with pytest.raises(ConfigurationError, match="does not exist"):
         log.partition_count()
     log.close()
