@@ -6,6 +6,7 @@ import time
 
 import click
 
+from scheduler.cli.context import CliState, pass_state
 from scheduler.services import launcher
 from scheduler.services.errors import ServiceError
 
@@ -83,6 +84,46 @@ def status() -> None:
         _show(st)
     if not all(st.healthy for st in statuses):
         raise SystemExit(1)
+
+
+@services.command(
+    "kafka-tool",
+    # Everything after the tool's name is the tool's, `--help` included.
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("tool")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@pass_state
+def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
+    """Run one of Kafka's own command-line tools, as a Kafka distribution's bin/ has them.
+
+    TOOL is consumer-groups, topics, get-offsets, console-consumer or delete-records (the
+    scripts kafka-TOOL.sh). Without --bootstrap-server the tool gets the scheduler's Kafka
+    (SCHEDULER_KAFKA_BOOTSTRAP). The first run fetches the tools' jars with Maven. For example:
+
+    \b
+      scheduler services kafka-tool consumer-groups --describe --group scheduler-workers
+      scheduler services kafka-tool topics --describe --topic scheduler-tasks
+    """
+    from scheduler.services import kafka_tools
+    from scheduler.services.maven import is_resolved
+
+    cache = launcher.state_dir() / "cache"
+    try:
+        kafka_tools.tool_class(tool)  # an unknown name is refused before anything is fetched
+        bootstrap = state.settings().kafka_bootstrap
+        if not kafka_tools.names_server(args) and not kafka_tools.any_broker_listens(bootstrap):
+            raise ServiceError(
+                f"nothing answers at {bootstrap!r} (SCHEDULER_KAFKA_BOOTSTRAP): start a local "
+                "Kafka with `scheduler services up`, point SCHEDULER_KAFKA_BOOTSTRAP at your "
+                "brokers, or pass --bootstrap-server to the tool"
+            )
+        if not is_resolved("kafka-tools", kafka_tools.ARTIFACTS, cache):
+            click.echo("fetching Kafka's tools from Maven Central (first use only)...", err=True)
+        code = kafka_tools.run(tool, args, bootstrap=state.settings().kafka_bootstrap, cache=cache)
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    raise SystemExit(code)
 
 
 def _show_secured_login() -> None:

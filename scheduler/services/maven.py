@@ -66,8 +66,7 @@ def resolve(name: str, artifacts: list[Artifact], cache_dir: Path) -> list[Path]
     home = cache_dir / name
     lib = home / "lib"
     stamp = home / "resolved.txt"
-    wanted = "\n".join(a.coordinate() for a in artifacts) + "\n"
-    if stamp.is_file() and stamp.read_text() == wanted and any(lib.glob("*.jar")):
+    if is_resolved(name, artifacts, cache_dir):
         return sorted(lib.glob("*.jar"))
 
     mvn = shutil.which("mvn")
@@ -111,5 +110,21 @@ def resolve(name: str, artifacts: list[Artifact], cache_dir: Path) -> list[Path]
     jars = sorted(lib.glob("*.jar"))
     if not jars:
         raise ServiceError(f"Maven resolved {name} but copied no jars into {lib}")
-    stamp.write_text(wanted)
+    stamp.write_text(_wanted(artifacts))
     return jars
+
+
+def is_resolved(name: str, artifacts: list[Artifact], cache_dir: Path) -> bool:
+    """Whether `resolve` would answer from the cache, without running Maven."""
+    home = cache_dir / name
+    stamp = home / "resolved.txt"
+    return (
+        stamp.is_file()
+        and stamp.read_text() == _wanted(artifacts)
+        and any((home / "lib").glob("*.jar"))
+    )
+
+
+def _wanted(artifacts: list[Artifact]) -> str:
+    """The stamp's text: the coordinates the lib directory was resolved for."""
+    return "\n".join(a.coordinate() for a in artifacts) + "\n"

@@ -27,7 +27,8 @@ ALL_COMMANDS = command_paths(cli)
 def test_every_promised_command_exists():
     for path in [("worker",), ("enqueue",), ("enqueue-many",), ("tasks", "list"), ("tasks", "show"),
                  ("tasks", "retry"), ("tasks", "drop"), ("tasks", "cancel"), ("schema", "apply"),
-                 ("group", "status"), ("topic", "move"), ("example", "run"),
+                 ("group", "status"), ("topic", "create"), ("topic", "move"), ("example", "run"),
+                 ("services", "kafka-tool"),
                  ("settings", "show"), ("settings", "docs"), ("malformed", "list"),
                  ("malformed", "show"), ("malformed", "drop")]:  # fmt: skip
         assert path in ALL_COMMANDS
