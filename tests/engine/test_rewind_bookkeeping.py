@@ -90,3 +90,29 @@ def test_a_batch_polled_before_the_restart_cannot_skip_records_dropped_while_res
     worker._process(consumer, records(range(10, 20)))  # re-read after the seek
     assert consumer.commits[-1] == {PARTITION: 20}
     assert len(topic.stored) == 20
+
+
+class NothingCommitted(FakeConsumer):
+    """A group that has never committed for the partition (a new deployment's first records)."""
+
+    def committed(self, partitions: Iterable[int]) -> dict[int, int | None]:
+        return {partition: None for partition in partitions}
+
+
+def test_a_partition_that_fails_before_its_first_commit_is_read_again_from_its_first_record() -> (
+    None
+):
+    topic, consumer = FakeTopic(), NothingCommitted()
+    worker = worker_with(topic)
+    topic.has_tree = False  # the partition's tree failed on its very first batch
+    worker._process(consumer, records(range(0, 5)))  # dropped: nothing stored, nothing committed
+    assert not any(PARTITION in commit and commit[PARTITION] > 0 for commit in consumer.commits)
+
+    topic.has_tree = True
+    worker._rewinds.put(PARTITION)
+    worker._apply_rewinds(consumer)
+    assert consumer.seeks == [(PARTITION, 0)]  # the log's first record, whichever it is now
+
+    worker._process(consumer, records(range(0, 5)))
+    assert consumer.commits[-1] == {PARTITION: 5}
+    assert len(topic.stored) == 5

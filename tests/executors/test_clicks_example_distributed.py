@@ -13,7 +13,7 @@ from uuid import uuid4
 
 import pytest
 
-from scheduler.errors import ConfigurationError
+from scheduler.errors import ConfigurationError, PartitionCountMismatchError
 from scheduler.examples.clicks.run import example_settings, main
 from scheduler.model import TaskState
 from scheduler.partitioning import partition_for
@@ -34,6 +34,10 @@ def test_example_names_have_a_suffix_and_a_long_keyspace_is_cut_before_it() -> N
 @pytest.fixture
 def settings(tmp_path: Path, spark_session: Any) -> Settings:
     """Kafka and Cassandra (real servers, see tests/servers.py) under fresh names."""
+    return distributed_settings(tmp_path)
+
+
+def distributed_settings(tmp_path: Path) -> Settings:
     hosts, port = cassandra_contact()
     suffix = uuid4().hex[:10]
     return Settings(
@@ -99,6 +103,29 @@ def test_the_example_runs_end_to_end_on_kafka_and_cassandra_in_names_of_its_own(
             log.close()
         with pytest.raises(ConfigurationError, match=settings.cassandra_keyspace):
             open_store(settings, create_schema=False)
+    finally:
+        _drop(own)
+
+
+@pytest.mark.kafka
+@pytest.mark.cassandra
+def test_an_earlier_runs_topic_of_another_count_is_named_as_the_examples_own(
+    tmp_path: Path,
+) -> None:
+    settings = distributed_settings(tmp_path)
+    own = example_settings(settings)
+    log = build_log(own)
+    try:
+        log.ensure_topic(3)  # an earlier run, with SCHEDULER_PARTITIONS=3
+    finally:
+        log.close()
+    try:
+        with pytest.raises(PartitionCountMismatchError) as refused:
+            main(settings, events_per_hour=100, timeout_s=60)  # refused before Spark starts
+        message = str(refused.value)
+        assert f"topic {own.topic!r} has 3 partitions" in message
+        assert "are the example's own, made by an earlier run" in message
+        assert f"--delete --topic {own.topic}" in message
     finally:
         _drop(own)
 

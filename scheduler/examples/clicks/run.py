@@ -19,6 +19,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scheduler.errors import PartitionCountMismatchError
 from scheduler.examples.clicks.generate import EVENTS_PER_HOUR, generate_if_missing, hour_ids
 from scheduler.model import Task
 
@@ -237,7 +238,10 @@ def _configured(settings: Settings, executor: Executor, engine: EngineSettings) 
         stack.callback(log.close)
         store = runtime.open_store(settings, create_schema=True)
         stack.callback(store.close)
-        runtime.partition_count_check(log, store, settings.partitions)
+        try:
+            runtime.partition_count_check(log, store, settings.partitions)
+        except PartitionCountMismatchError as error:
+            raise _example_mismatch(error, settings) from None
         worker = Worker(
             log=log,
             store=store,
@@ -262,6 +266,22 @@ def _configured(settings: Settings, executor: Executor, engine: EngineSettings) 
                 f"within {START_TIMEOUT_S:.0f}s"
             )
         yield client, store, worker
+
+
+def _example_mismatch(
+    error: PartitionCountMismatchError, settings: Settings
+) -> PartitionCountMismatchError:
+    """`error`, saying that the topic and keyspace it names are the example's own, made by an
+    earlier run: the user never named them, so its advice to change SCHEDULER_TOPIC reads odd."""
+    from scheduler.settings import env_name
+
+    return PartitionCountMismatchError(
+        f"{error}. (Topic {settings.topic!r} and keyspace {settings.cassandra_keyspace!r} are the "
+        f"example's own, made by an earlier run of it with another partition count: run it "
+        f"again with that {env_name('partitions')}, or delete both to start afresh: "
+        f"`scheduler services kafka-tool topics --delete --topic {settings.topic}` and "
+        f"DROP KEYSPACE {settings.cassandra_keyspace} in cqlsh.)"
+    )
 
 
 START_TIMEOUT_S = 120.0
