@@ -1,6 +1,10 @@
 """A durable, ordered, partitioned task scheduler for data platforms.
 
-    from scheduler import Task, SchedulerClient
+    import scheduler
+    from scheduler import Task
+
+    with scheduler.connect() as client:  # the deployment the SCHEDULER_* settings describe
+        client.schedule_task(Task("user-42", due, "reminder-1", {"user": 42})).result()
 
 The public surface is re-exported here; everything else is an implementation detail.
 """
@@ -24,6 +28,7 @@ from scheduler.errors import (
 )
 from scheduler.executors.abc import ExecutionContext, Executor
 from scheduler.model import Task, TaskKey, TaskState, TaskStatus
+from scheduler.runtime import connect
 from scheduler.worker import Worker
 
 __all__ = [
@@ -50,4 +55,5 @@ __all__ = [
     "TaskTimeoutError",
     "UnknownExecutorError",
     "Worker",
+    "connect",
 ]

@@ -27,8 +27,11 @@ class SchedulerClient:
         grace_window_s: float = 10.0,
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         validate: Callable[[Task], None] | None = None,
+        owns_log: bool = False,
     ) -> None:
         self.log = log
+        self._owns_log = owns_log
+        """Whether `close` closes the log too (`scheduler.connect` built it for this client)."""
         self._grace_window_ns = int(grace_window_s * 1000) * 1_000_000
         self.max_data_bytes = max_data_bytes
         self.validate = validate
@@ -120,7 +123,11 @@ class SchedulerClient:
         return self._producer.flush(timeout)
 
     def close(self) -> None:
-        self._producer.close()
+        try:
+            self._producer.close()
+        finally:
+            if self._owns_log:
+                self.log.close()
 
     def __enter__(self) -> SchedulerClient:
         return self

@@ -16,8 +16,12 @@ from scheduler.errors import ConfigurationError, PartitionCountMismatchError, Un
 from scheduler.settings import BUILT_IN_EXECUTORS, Settings, env_name
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scheduler.client import SchedulerClient
     from scheduler.executors.abc import Executor
     from scheduler.logs.abc import TaskLog
+    from scheduler.model import Task
     from scheduler.stores.abc import TaskStore
 
 EMBEDDED_LOG_FILE = "log.db"
@@ -56,6 +60,37 @@ def build_log(settings: Settings) -> TaskLog:
     from scheduler.logs.embedded import EmbeddedTaskLog
 
     return EmbeddedTaskLog(path=str(data_dir(settings) / EMBEDDED_LOG_FILE), topic=settings.topic)
+
+
+def connect(
+    settings: Settings | None = None, *, validate: Callable[[Task], None] | None = None
+) -> SchedulerClient:
+    """A `SchedulerClient` for the deployment `settings` describe: what a producer (a web
+    service, a pipeline step) calls to schedule tasks for the workers of that deployment.
+
+    Without `settings`, the ones the workers read: the `SCHEDULER_*` environment variables over
+    the `$SCHEDULER_CONFIG` file. The topic gets the configured partition count if it is missing
+    (a producer itself never creates it, see docs/kafka.md) and is refused with
+    `PartitionCountMismatchError` if its count differs, as `scheduler enqueue` does. The client
+    owns the log it opened: closing the client closes both.
+    """
+    from scheduler.cli.config import load_settings
+    from scheduler.client import SchedulerClient
+
+    settings = settings if settings is not None else load_settings()
+    log = build_log(settings)
+    try:
+        topic_partition_check(log, settings.partitions)
+        return SchedulerClient(
+            log=log,
+            grace_window_s=settings.grace_window_s,
+            max_data_bytes=settings.max_data_bytes,
+            validate=validate,
+            owns_log=True,
+        )
+    except BaseException:
+        log.close()
+        raise
 
 
 def build_store(settings: Settings) -> TaskStore:

@@ -110,24 +110,10 @@ def connected_client(
 ) -> Iterator[tuple[SchedulerClient, int]]:
     """A client on the configured log, whose topic has the configured partition count (created if
     missing), and that count; closed with its log after."""
-    from scheduler.client import SchedulerClient
-    from scheduler.runtime import build_log, topic_partition_check
+    from scheduler.runtime import connect
 
-    log = build_log(settings)
-    try:
-        partitions = topic_partition_check(log, settings.partitions)
-        client = SchedulerClient(
-            log=log,
-            grace_window_s=settings.grace_window_s,
-            max_data_bytes=settings.max_data_bytes,
-            validate=validate,
-        )
-        try:
-            yield client, partitions
-        finally:
-            client.close()
-    finally:
-        log.close()
+    with connect(settings, validate=validate) as client:
+        yield client, settings.partitions
 
 
 def _due_time(at: str | None, delay: str | None) -> datetime:
