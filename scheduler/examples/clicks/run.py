@@ -280,7 +280,7 @@ def _example_mismatch(
         f"example's own, made by an earlier run of it with another partition count: run it "
         f"again with that {env_name('partitions')}, or delete both to start afresh: "
         f"`scheduler services kafka-tool topics --delete --topic {settings.topic}` and "
-        f"DROP KEYSPACE {settings.cassandra_keyspace} in cqlsh.)"
+        f"`DROP KEYSPACE {settings.cassandra_keyspace}` in cqlsh, see docs/cassandra.md.)"
     )
 
 
