@@ -127,6 +127,39 @@ def open_store(settings: Settings, *, create_schema: bool | None = None) -> Task
     return store
 
 
+def open_existing(settings: Settings) -> tuple[TaskLog, TaskStore]:
+    """The log and the opened store of a deployment that exists, for commands that look at it
+    or change what it holds: none of them creates a topic, a keyspace or a data directory, so a
+    mistyped name is said at once instead of answered with an empty one made on the spot."""
+    store = open_existing_store(settings)
+    try:
+        return build_log(settings), store
+    except BaseException:
+        store.close()
+        raise
+
+
+def open_existing_store(settings: Settings) -> TaskStore:
+    """The opened store of a deployment that exists (see `open_existing`). A Cassandra keyspace
+    is never created here. An embedded data directory must hold the log or the store; its store
+    is created if only the log is there (tasks enqueued, no worker has run yet)."""
+    _require_embedded_files(settings)
+    return open_store(settings, create_schema=settings.store == "sqlite")
+
+
+def _require_embedded_files(settings: Settings) -> None:
+    """Refuse an embedded data directory that holds neither the log nor the store."""
+    files = [EMBEDDED_LOG_FILE] * (settings.log == "embedded")
+    files += [EMBEDDED_STORE_FILE] * (settings.store == "sqlite")
+    home = settings.data_dir.expanduser().resolve()  # not `data_dir`, which creates it
+    if files and not any((home / name).is_file() for name in files):
+        raise ConfigurationError(
+            f"no scheduler data in {home} (no {' or '.join(files)}): nothing has been enqueued "
+            "or run with this data directory; run the command where the workers run, or point "
+            f"{env_name('data_dir')} at their data directory"
+        )
+
+
 def cassandra_replication(settings: Settings) -> dict[str, Any]:
     """The keyspace replication map for `CREATE KEYSPACE`."""
     if settings.cassandra_replication_strategy == "NetworkTopologyStrategy":
@@ -250,16 +283,19 @@ def _import_executor(path: str, setting: str) -> Executor:
     return executor
 
 
-def partition_count_check(log: TaskLog, store: TaskStore, partitions: int) -> int:
+def partition_count_check(
+    log: TaskLog, store: TaskStore, partitions: int, *, create_topic: bool = True
+) -> int:
     """Make sure the topic, the stored data and the settings agree on the partition count.
 
-    Creates the topic with `partitions` if it is missing and pins the count in the store the
-    first time. A task's partition is `murmur2(ordering_id) % count`, so running with another
-    count would look for tasks where they are not: refuse, saying which count to use.
+    Creates the topic with `partitions` if it is missing (unless not `create_topic`: then a
+    missing topic is a `ConfigurationError`) and pins the count in the store the first time. A
+    task's partition is `murmur2(ordering_id) % count`, so running with another count would look
+    for tasks where they are not: refuse, saying which count to use.
     """
     # The store first: a mismatch must be refused before a topic is created with a wrong count.
     store_partition_check(store, partitions)
-    topic_partition_check(log, partitions, pinned=True)
+    topic_partition_check(log, partitions, pinned=True, create=create_topic)
     return partitions
 
 
@@ -276,10 +312,13 @@ def store_partition_check(store: TaskStore, partitions: int) -> int:
     return stored
 
 
-def topic_partition_check(log: TaskLog, partitions: int, *, pinned: bool = False) -> int:
-    """The topic's partition count, creating the topic if missing; refuse if it differs.
-    `pinned`: the store's data is known to be partitioned into `partitions`."""
-    actual = log.ensure_topic(partitions)
+def topic_partition_check(
+    log: TaskLog, partitions: int, *, pinned: bool = False, create: bool = True
+) -> int:
+    """The topic's partition count, creating the topic if missing (if `create`, else refusing
+    it); refuse if it differs. `pinned`: the store's data is known to be partitioned into
+    `partitions`."""
+    actual = log.ensure_topic(partitions) if create else log.partition_count()
     if actual == partitions:
         return actual
     topic, count = env_name("topic"), env_name("partitions")

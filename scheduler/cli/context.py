@@ -70,19 +70,18 @@ def pass_state(function: F) -> F:
 def backends(settings: Settings, *, check: bool = True) -> Iterator[tuple[TaskLog, TaskStore]]:
     """The log and the opened store, checked to agree on the partition count, then closed."""
     from scheduler.logging_setup import ExpectedTombstoneWarnings
-    from scheduler.runtime import build_log, open_store, partition_count_check
+    from scheduler.runtime import open_existing, partition_count_check
 
     with ExitStack() as stack:
         driver_log = logging.getLogger(ExpectedTombstoneWarnings.LOGGER)
         expected = ExpectedTombstoneWarnings()
         driver_log.addFilter(expected)
         stack.callback(driver_log.removeFilter, expected)
-        log = build_log(settings)
+        log, store = open_existing(settings)
         stack.callback(log.close)
-        store = open_store(settings)
         stack.callback(store.close)
         if check:
-            partition_count_check(log, store, settings.partitions)
+            partition_count_check(log, store, settings.partitions, create_topic=False)
         yield log, store
 
 

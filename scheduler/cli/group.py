@@ -45,7 +45,7 @@ def status(state: CliState, as_json: bool) -> None:
     rows = []
     with backends(settings, check=False) as (log, store):
         try:
-            partition_count_check(log, store, settings.partitions)
+            partition_count_check(log, store, settings.partitions, create_topic=False)
         except PartitionCountMismatchError as error:
             # Shown, not refused: the group's state is what an operator needs to mend it.
             echo_err(f"warning: {error}")

@@ -192,9 +192,9 @@ def _drop_every(store: TaskStore, partition: int | None) -> int:
 
 
 def _store(settings: Settings) -> closing[TaskStore]:
-    from scheduler.runtime import open_store
+    from scheduler.runtime import open_existing_store
 
-    return closing(open_store(settings))
+    return closing(open_existing_store(settings))
 
 
 def _text(data: bytes | None) -> str | None:

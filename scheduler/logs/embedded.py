@@ -188,8 +188,10 @@ class EmbeddedTaskLog(TaskLog):
             count = len(self.partitions)
         if not count:
             raise ConfigurationError(
-                f"topic {self.topic!r} does not exist in {self.path or 'memory'}; "
-                "call ensure_topic(partitions) first"
+                f"topic {self.topic!r} does not exist in {self.path or 'memory'}; create it "
+                "with the deployment's partition count first: `scheduler topic create` (workers "
+                "and `scheduler enqueue` do too, with SCHEDULER_PARTITIONS), or "
+                "`ensure_topic(partitions)`"
             )
         return count
 

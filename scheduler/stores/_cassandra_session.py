@@ -492,6 +492,12 @@ def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:
 
 def prepare(run: Runner, keyspace: str, statements: Mapping[str, str]) -> dict[str, Any]:
     """Prepare the store's statements, or say how to create the tables they need."""
+    if replication_of(run, keyspace) is None:
+        # Said here rather than by the failed prepare, which the driver also logs as an ERROR.
+        raise ConfigurationError(
+            f"keyspace {keyspace!r} does not exist on {run.target} (SCHEDULER_CASSANDRA_KEYSPACE);"
+            " check the name, or create it with `scheduler schema apply` (workers do on start)"
+        )
     try:
         prepared = {name: run.session.prepare(text) for name, text in statements.items()}
     except Unauthorized as error:

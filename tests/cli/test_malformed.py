@@ -82,6 +82,7 @@ def test_a_record_a_worker_could_not_decode_is_listed_and_shown(script, worker, 
 
 
 def test_list_pages_by_partition_and_offset_and_says_when_none_are_kept(run, embedded):
+    assert run("topic", "create").exit_code == 0  # a deployment, with nothing set aside yet
     empty = run("malformed", "list")
     assert empty.exit_code == 0
     assert "no malformed records are kept" in empty.output
