@@ -16,6 +16,7 @@ import click
 from scheduler.cli.context import CliState, pass_state
 from scheduler.cli.keys import describe_key, due_in, parse_time, partition_of
 from scheduler.errors import TaskDataError
+from scheduler.settings import env_name
 
 if TYPE_CHECKING:
     from scheduler.client import SchedulerClient
@@ -75,14 +76,12 @@ def enqueue(
       scheduler enqueue orders-42 --at 2027-01-31T14:00:00Z --key daily-2027-01-31
     """
     from scheduler.model import Task
-    from scheduler.runtime import build_executor
 
     when = _due_time(at, delay)
     data = _data(data_json, data_file)
     settings = state.settings()
     task = Task(ordering_id, when, uniqueness_key or str(uuid.uuid4()), data)
-    executor = build_executor(settings, set_by=state.origin("executor"))
-    validate = getattr(executor, "validate", None)
+    validate = executor_check(state, settings)
     if validate is not None:
         validate(task)  # refused before connecting: a task its executor refuses needs no Kafka
     with connected_client(settings, validate) as (client, partitions):
@@ -102,6 +101,33 @@ def enqueue(
         )
     else:
         click.echo(f"enqueued {describe_key(task.key)} (partition {partition})")
+
+
+def executor_check(state: CliState, settings: Settings) -> Callable[[Task], None] | None:
+    """The configured executor's check of a task at enqueue, or None if it has none. What it
+    refuses names the executor and where it was set: the check is only right if this shell's
+    SCHEDULER_EXECUTOR is the workers', and a shell that did not set it checks against the
+    default, which wants a PySpark job in every task's data."""
+    from scheduler.errors import TaskRejected
+    from scheduler.runtime import build_executor
+
+    where = state.origin("executor")
+    validate = getattr(build_executor(settings, set_by=where), "validate", None)
+    if validate is None:
+        return None
+    given = "the default" if where == "executor" else where
+    hint = (
+        f"checked against executor {settings.executor!r} ({given}); if the workers run another, "
+        f"set {env_name('executor')} here as they have it"
+    )
+
+    def check(task: Task) -> None:
+        try:
+            validate(task)
+        except TaskRejected as error:
+            raise type(error)(f"{error} ({hint})") from None
+
+    return check
 
 
 @contextmanager

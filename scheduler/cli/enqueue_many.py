@@ -29,7 +29,7 @@ from typing import IO, Any
 import click
 
 from scheduler.cli.context import CliState, pass_state
-from scheduler.cli.enqueue import connected_client
+from scheduler.cli.enqueue import connected_client, executor_check
 from scheduler.cli.keys import due_in, parse_time
 from scheduler.errors import BackendUnavailableError, SchedulerError
 from scheduler.model import Task
@@ -76,11 +76,9 @@ def enqueue_many(state: CliState, file: Path, check_only: bool, as_json: bool) -
     durable.
     """
     from scheduler.client import check_task
-    from scheduler.runtime import build_executor
 
     settings = state.settings()
-    executor = build_executor(settings, set_by=state.origin("executor"))
-    validate = getattr(executor, "validate", None)
+    validate = executor_check(state, settings)
 
     def check(task: Task) -> None:
         check_task(

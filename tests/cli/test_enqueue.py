@@ -103,6 +103,21 @@ def test_a_task_its_executor_refuses_is_refused_before_connecting(run, embedded,
     result = run("enqueue", "orders-1", "--data", '{"args": {}}')
     assert result.exit_code == 2, result.output
     assert "has no job name" in result.output
+    assert "checked against executor 'spark' (SCHEDULER_EXECUTOR)" in result.output
+
+
+def test_a_refusal_by_the_default_executor_says_the_workers_may_run_another(
+    run, embedded, monkeypatch
+):
+    """A worker started with `--executor noop` in another shell: this shell's default executor
+    wants a PySpark job, and the refusal says which executor refused and what to set."""
+    monkeypatch.delenv("SCHEDULER_EXECUTOR")
+    result = run("enqueue", "orders-1", "--data", '{"note": "hello"}')
+    assert result.exit_code == 2, result.output
+    assert "checked against executor 'auto' (the default)" in result.output
+    assert "set SCHEDULER_EXECUTOR here as they have it" in result.output
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "noop")
+    assert run("enqueue", "orders-1", "--data", '{"note": "hello"}').exit_code == 0
 
 
 @pytest.mark.parametrize(
