@@ -120,7 +120,7 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
             )
         if not is_resolved("kafka-tools", kafka_tools.ARTIFACTS, cache):
             click.echo("fetching Kafka's tools from Maven Central (first use only)...", err=True)
-        code = kafka_tools.run(tool, args, bootstrap=state.settings().kafka_bootstrap, cache=cache)
+        code = kafka_tools.run(tool, args, bootstrap=bootstrap, cache=cache)
     except ServiceError as exc:
         raise click.ClickException(str(exc)) from exc
     raise SystemExit(code)
