@@ -21,7 +21,7 @@ import atexit
 import functools
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -173,27 +173,33 @@ class SecuredNode:
         }
 
 
-@functools.cache
-def secured_cassandra() -> SecuredNode:
-    """The secured node, from the launcher (started for this session unless already running;
-    stopped at exit if this session started it: it is only needed by a few tests)."""
+def _launched_for_tests(name: str) -> tuple[Any, str]:
+    """A secured server from the launcher, started for this session unless already running
+    (then stopped at exit: only a few tests need it); the server and its address."""
     from scheduler.services import launcher
-    from scheduler.services.cassandra import SUPERUSER, SecuredCassandra
 
-    name = launcher.SECURED_CASSANDRA
     was_running = launcher.status(name).pid is not None
     try:
         status = launcher.start(name)
     except Exception as exc:
         raise RuntimeError(
-            f"no secured Cassandra for the tests: `scheduler services up --secured-cassandra` "
+            f"no {name} for the tests: `scheduler services up --{launcher.SECURED_FLAGS[name]}` "
             f"failed: {exc}"
         ) from exc
     if not was_running:
         atexit.register(launcher.stop, name)
-    server = launcher.server(name)
+    return launcher.server(name), status.address
+
+
+@functools.cache
+def secured_cassandra() -> SecuredNode:
+    """The secured node, from the launcher."""
+    from scheduler.services import launcher
+    from scheduler.services.cassandra import SUPERUSER, SecuredCassandra
+
+    server, address = _launched_for_tests(launcher.SECURED_CASSANDRA)
     assert isinstance(server, SecuredCassandra)
-    hosts, port = parse_hosts(status.address, server.port)
+    hosts, port = parse_hosts(address, server.port)
     return SecuredNode(hosts, port, server.tls, SUPERUSER)
 
 
@@ -263,3 +269,160 @@ def operated_keyspace(keyspace: str) -> Iterator[tuple[Credentials, Session]]:
             admin.drop_keyspace()
             admin.close()
             session.execute(f"DROP ROLE {role.username}")
+
+
+@dataclass(frozen=True)
+class SecuredBroker:
+    """The launcher's second Kafka broker: TLS, SCRAM-SHA-512 logins and ACLs (see
+    `scheduler.services.kafka.SecuredKafka`)."""
+
+    bootstrap: str
+    tls: TlsFiles
+    admin: tuple[str, str]
+
+    def login(self, username: str, password: str) -> dict[str, str]:
+        """The librdkafka settings of a client that logs in as `username`."""
+        from scheduler.services.kafka import login_config
+
+        return login_config(self.tls.ca, username, password)
+
+    def admin_client(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap, **self.login(*self.admin)})
+
+
+@functools.cache
+def secured_kafka() -> SecuredBroker:
+    """The secured broker, from the launcher."""
+    from scheduler.services import launcher
+    from scheduler.services.kafka import ADMIN, SecuredKafka
+
+    server, address = _launched_for_tests(launcher.SECURED_KAFKA)
+    assert isinstance(server, SecuredKafka)
+    return SecuredBroker(address, server.tls, ADMIN)
+
+
+Acl = tuple[str, str, str]
+"""(resource type, name, operation) as kafka-acls says them: ("topic", "t", "Read"). A name
+ending in `*` is a prefix."""
+
+
+def secured_kafka_user(*acls: Acl) -> dict[str, str]:
+    """A new SCRAM user on the secured broker, allowed `acls` and nothing else; returns the
+    librdkafka settings that log in as it. Waits until the broker has applied both."""
+    import time
+
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    broker = secured_kafka()
+    username, password = f"user-{uuid4().hex[:10]}", f"pw-{uuid4().hex}"
+    mechanism = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    upsert = UserScramCredentialUpsertion(username, mechanism, password.encode())
+    admin = broker.admin_client()  # held: a collected client fails its pending futures
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result()
+    grant_kafka_acls(username, *acls)
+    config = broker.login(username, password)
+    # The credential is a metadata record the broker applies a moment after the controller
+    # commits it.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            AdminClient({"bootstrap.servers": broker.bootstrap, **config}).list_topics(timeout=2)
+            return config
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def _bindings(username: str, acls: tuple[Acl, ...]) -> list[Any]:
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    return [
+        AclBinding(
+            ResourceType[kind.upper()],
+            name.rstrip("*"),
+            ResourcePatternType.PREFIXED if name.endswith("*") else ResourcePatternType.LITERAL,
+            f"User:{username}",
+            "*",
+            AclOperation[operation.upper()],
+            AclPermissionType.ALLOW,
+        )
+        for kind, name, operation in acls
+    ]
+
+
+def grant_kafka_acls(username: str, *acls: Acl) -> None:
+    """Allow `username` `acls` on the secured broker; waits until the broker applies them."""
+    admin = secured_kafka().admin_client()
+    bindings = _bindings(username, acls)
+    if bindings:
+        for future in admin.create_acls(bindings).values():
+            future.result()
+    _wait_for_acls(username, lambda seen: all(b in seen for b in bindings))
+
+
+def revoke_kafka_acls(username: str, *acls: Acl) -> None:
+    """Take `acls` from `username` on the secured broker; waits until the broker applies it."""
+    from confluent_kafka.admin import AclBindingFilter
+
+    admin = secured_kafka().admin_client()
+    bindings = _bindings(username, acls)
+    filters = [
+        AclBindingFilter(
+            b.restype,
+            b.name,
+            b.resource_pattern_type,
+            b.principal,
+            b.host,
+            b.operation,
+            b.permission_type,
+        )
+        for b in bindings
+    ]
+    for future in admin.delete_acls(filters).values():
+        future.result()
+    _wait_for_acls(username, lambda seen: not any(b in seen for b in bindings))
+
+
+def _wait_for_acls(username: str, applied: Callable[[list[Any]], bool]) -> None:
+    """Until the broker's authorizer shows `username`'s ACLs as `applied` wants them: ACLs are
+    metadata records it applies a moment after the controller commits them."""
+    import time
+
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    mine = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        f"User:{username}",
+        None,  # type: ignore[arg-type]  # any host; the stubs want a str
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    admin = secured_kafka().admin_client()
+    deadline = time.monotonic() + 10
+    while not applied(admin.describe_acls(mine).result()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the broker did not apply the ACL change of {username} in 10 s")
+        time.sleep(0.1)

@@ -11,8 +11,15 @@ from scheduler.services import launcher
 from scheduler.services.errors import ServiceError
 
 
-def _selected(kafka: bool, cassandra: bool, secured: bool) -> tuple[str, ...]:
-    chosen = (("kafka", kafka), ("cassandra", cassandra), (launcher.SECURED_CASSANDRA, secured))
+def _selected(
+    kafka: bool, cassandra: bool, secured_kafka: bool, secured_cassandra: bool
+) -> tuple[str, ...]:
+    chosen = (
+        ("kafka", kafka),
+        ("cassandra", cassandra),
+        (launcher.SECURED_KAFKA, secured_kafka),
+        (launcher.SECURED_CASSANDRA, secured_cassandra),
+    )
     return tuple(name for name, on in chosen if on)
 
 
@@ -36,14 +43,20 @@ def services() -> None:
 @click.option("--kafka/--no-kafka", default=True, help="Start Kafka (default: yes).")
 @click.option("--cassandra/--no-cassandra", default=True, help="Start Cassandra (default: yes).")
 @click.option(
+    "--secured-kafka/--no-secured-kafka",
+    default=False,
+    help="Also start a second Kafka broker that requires TLS, a SCRAM-SHA-512 login and ACLs, "
+    "on port 9192, for trying the security settings (default: no).",
+)
+@click.option(
     "--secured-cassandra/--no-secured-cassandra",
     default=False,
     help="Also start a second Cassandra node that requires a password login and mutual TLS, "
     "on port 9142, for trying the security settings (default: no).",
 )
-def up(kafka: bool, cassandra: bool, secured_cassandra: bool) -> None:
+def up(kafka: bool, cassandra: bool, secured_kafka: bool, secured_cassandra: bool) -> None:
     """Start the servers and wait until they answer; a running healthy server is left alone."""
-    for name in _selected(kafka, cassandra, secured_cassandra):
+    for name in _selected(kafka, cassandra, secured_kafka, secured_cassandra):
         began = time.monotonic()
         try:
             st = launcher.start(name)
@@ -52,20 +65,27 @@ def up(kafka: bool, cassandra: bool, secured_cassandra: bool) -> None:
         _show(st)
         click.echo(f"{'':<17} ready after {time.monotonic() - began:.1f} s")
         if name == launcher.SECURED_CASSANDRA:
-            _show_secured_login()
+            _show_secured_cassandra_login()
+        elif name == launcher.SECURED_KAFKA:
+            _show_secured_kafka_login()
 
 
 @services.command()
 @click.option("--kafka/--no-kafka", default=True, help="Stop Kafka (default: yes).")
 @click.option("--cassandra/--no-cassandra", default=True, help="Stop Cassandra (default: yes).")
 @click.option(
+    "--secured-kafka/--no-secured-kafka",
+    default=True,
+    help="Stop the secured Kafka broker if it runs (default: yes).",
+)
+@click.option(
     "--secured-cassandra/--no-secured-cassandra",
     default=True,
     help="Stop the secured Cassandra node if it runs (default: yes).",
 )
-def down(kafka: bool, cassandra: bool, secured_cassandra: bool) -> None:
+def down(kafka: bool, cassandra: bool, secured_kafka: bool, secured_cassandra: bool) -> None:
     """Stop the servers this launcher started (their data is kept)."""
-    for name in _selected(kafka, cassandra, secured_cassandra):
+    for name in _selected(kafka, cassandra, secured_kafka, secured_cassandra):
         try:
             stopped = launcher.stop(name)
         except ServiceError as exc:
@@ -77,9 +97,10 @@ def down(kafka: bool, cassandra: bool, secured_cassandra: bool) -> None:
 def status() -> None:
     """Print each server's pid, address and whether it answers; exit 1 if any does not."""
     statuses = [launcher.status(name) for name in launcher.SERVERS]
-    secured = launcher.status(launcher.SECURED_CASSANDRA)
-    if secured.pid is not None:  # listed only when started: `up` leaves it out by default
-        statuses.append(secured)
+    for name in launcher.SECURED:
+        secured = launcher.status(name)
+        if secured.pid is not None:  # listed only when started: `up` leaves it out by default
+            statuses.append(secured)
     for st in statuses:
         _show(st)
     if not all(st.healthy for st in statuses):
@@ -97,9 +118,11 @@ def status() -> None:
 def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
     """Run one of Kafka's own command-line tools, as a Kafka distribution's bin/ has them.
 
-    TOOL is consumer-groups, topics, get-offsets, console-consumer or delete-records (the
+    TOOL is consumer-groups, topics, get-offsets, console-consumer, delete-records or acls (the
     scripts kafka-TOOL.sh). Without --bootstrap-server the tool gets the scheduler's Kafka
-    (SCHEDULER_KAFKA_BOOTSTRAP). The first run fetches the tools' jars with Maven. For example:
+    (SCHEDULER_KAFKA_BOOTSTRAP); without --command-config, the security settings of
+    SCHEDULER_KAFKA_CONFIG (TLS, a PLAIN or SCRAM login), translated for Kafka's Java client.
+    The first run fetches the tools' jars with Maven. For example:
 
     \b
       scheduler services kafka-tool consumer-groups --describe --group scheduler-workers
@@ -111,7 +134,18 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
     cache = launcher.state_dir() / "cache"
     try:
         kafka_tools.tool_class(tool)  # an unknown name is refused before anything is fetched
-        bootstrap = state.settings().kafka_bootstrap
+        settings = state.settings()
+        bootstrap = settings.kafka_bootstrap
+        # The admin client's settings: the tools are admin clients, and consumers at most.
+        kafka_config = {**settings.kafka_config, **settings.kafka_producer_config}
+        _, untranslated = kafka_tools.client_properties(kafka_config)
+        if untranslated and not kafka_tools.names_config(args):
+            click.echo(
+                f"warning: {', '.join(untranslated)} in SCHEDULER_KAFKA_CONFIG have no "
+                "translation for Kafka's Java tools; pass the tool a properties file of your "
+                "own (--command-config, or --consumer.config for console-consumer)",
+                err=True,
+            )
         if not kafka_tools.names_server(args) and not kafka_tools.any_broker_listens(bootstrap):
             raise ServiceError(
                 f"nothing answers at {bootstrap!r} (SCHEDULER_KAFKA_BOOTSTRAP): start a local "
@@ -120,13 +154,27 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
             )
         if not is_resolved("kafka-tools", kafka_tools.ARTIFACTS, cache):
             click.echo("fetching Kafka's tools from Maven Central (first use only)...", err=True)
-        code = kafka_tools.run(tool, args, bootstrap=bootstrap, cache=cache)
+        code = kafka_tools.run(
+            tool, args, bootstrap=bootstrap, cache=cache, kafka_config=kafka_config
+        )
     except ServiceError as exc:
         raise click.ClickException(str(exc)) from exc
     raise SystemExit(code)
 
 
-def _show_secured_login() -> None:
+def _show_secured_kafka_login() -> None:
+    """The settings that reach the secured broker, to paste into a shell."""
+    from scheduler.services.kafka import ADMIN, SecuredKafka, login_config
+
+    server = launcher.server(launcher.SECURED_KAFKA)
+    assert isinstance(server, SecuredKafka)
+    config = ",".join(f"{k}={v}" for k, v in login_config(server.tls.ca, *ADMIN).items())
+    click.echo(f"{'':<17} connect with (super user; create a user of your own for real use):")
+    click.echo(f"{'':<17}   export SCHEDULER_KAFKA_BOOTSTRAP={server.address}")
+    click.echo(f"{'':<17}   export SCHEDULER_KAFKA_CONFIG='{config}'")
+
+
+def _show_secured_cassandra_login() -> None:
     """The settings that reach the secured node, to paste into a shell."""
     from scheduler.services.cassandra import SUPERUSER, SecuredCassandra
 

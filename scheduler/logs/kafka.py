@@ -10,6 +10,7 @@ This is the only place that imports confluent-kafka, so the embedded mode never 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import Future
@@ -34,10 +35,14 @@ from scheduler.logs.kafka_config import (
 )
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
 from scheduler.logs.kafka_producer import KafkaLogProducer
+from scheduler.logs.kafka_security import ACL_DOCS, RefusalRecorder, not_allowed, principal
 
 __all__ = ["KafkaLogConsumer", "KafkaLogProducer", "KafkaTaskLog"]
 
 _METADATA_RETRY_S = 0.1
+_LOGIN_CHECK_S = 0.5
+"""How often the reachability check looks whether the brokers refused the login: a refusal
+arrives within a second, and says more than the timeout that would follow it."""
 _LEADERS_SETTLING = frozenset(
     {
         KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -74,9 +79,14 @@ class KafkaTaskLog(TaskLog):
         # The caller's settings apply to the admin client too: a secured cluster (SASL, TLS)
         # admits no client without them, and a wrong one should fail here, not in the first send.
         # librdkafka's admin client is a producer underneath, so the producer's settings fit.
+        self._refusals = RefusalRecorder(bootstrap_servers)
         try:
             self._admin = AdminClient(
-                merged({}, {"bootstrap.servers": bootstrap_servers}, self._producer_config)
+                merged(
+                    {"error_cb": self._refusals},
+                    {"bootstrap.servers": bootstrap_servers},
+                    self._producer_config,
+                )
             )
         except KafkaException as exc:
             raise config_refused("admin client", exc, "producer_config") from None
@@ -118,6 +128,15 @@ class KafkaTaskLog(TaskLog):
     # -- the topic ---------------------------------------------------------------------------
 
     def ensure_topic(self, partitions: int) -> int:
+        # Only a missing topic is created: a user whom the ACLs allow to use the topic but not
+        # to create topics is refused by a create request even for a topic that exists.
+        if self.topic not in self._metadata().topics:
+            self._create_topic(partitions)
+        # Creation is asynchronous on the brokers: wait until every partition has a leader, so
+        # that the first send and the first fetch do not race the controller.
+        return self._wait_for_leaders()
+
+    def _create_topic(self, partitions: int) -> None:
         new = NewTopic(
             self.topic, num_partitions=partitions, replication_factor=self._replication_factor
         )
@@ -128,11 +147,17 @@ class KafkaTaskLog(TaskLog):
             future.result()
         except KafkaException as exc:
             error = kafka_error(exc)
-            if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise unavailable(f"creating topic {self.topic!r}", exc, self._bootstrap) from exc
-        # Creation is asynchronous on the brokers: wait until every partition has a leader, so
-        # that the first send and the first fetch do not race the controller.
-        return self._wait_for_leaders()
+            if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return  # another worker or client created it meanwhile
+            raise self._failure(
+                f"creating topic {self.topic!r}",
+                exc,
+                action=f"create topic {self.topic!r}",
+                acl=("Create", f"--topic {self.topic}"),
+                alternative="Or an operator creates the topic with the deployment's partition "
+                "count (`scheduler topic create` with an admin's settings) before the "
+                "scheduler starts: it creates only a missing topic.",
+            ) from exc
 
     def partition_count(self) -> int:
         topic = self._metadata().topics.get(self.topic)
@@ -141,9 +166,21 @@ class KafkaTaskLog(TaskLog):
                 f"Kafka topic {self.topic!r} does not exist on {self._bootstrap!r}; create it "
                 "with the deployment's partition count first: `scheduler topic create` (workers "
                 "and `scheduler enqueue` do too, with SCHEDULER_PARTITIONS), or "
-                "`KafkaTaskLog.ensure_topic(partitions)`"
+                "`KafkaTaskLog.ensure_topic(partitions)`" + self._unseen_hint()
             )
         return len(topic.partitions)
+
+    def _unseen_hint(self) -> str:
+        # Brokers list only the topics the user may describe: with ACLs, "missing" may be
+        # "hidden", and creating it would then be refused for a reason that says little.
+        if "sasl.username" not in self._producer_config and "ssl.certificate.location" not in (
+            self._producer_config
+        ):
+            return ""
+        return (
+            f". With ACLs, a topic {principal(self._producer_config)} may not Describe is "
+            f"missing from the list the brokers answer with; {ACL_DOCS} lists the ACLs"
+        )
 
     def delete_topic(self) -> None:
         """Delete the topic and everything in it (for tests; there is no undo)."""
@@ -190,7 +227,12 @@ class KafkaTaskLog(TaskLog):
         future = self._admin.list_consumer_group_offsets([request], request_timeout=self._timeout)[
             group_id
         ]
-        result = self._result(future, f"reading offsets of group {group_id!r}")
+        result = self._result(
+            future,
+            f"reading offsets of group {group_id!r}",
+            action=f"read the committed offsets of group {group_id!r}",
+            acl=("Describe", f"--group {group_id}"),
+        )
         return {
             tp.partition: (tp.offset, tp.metadata or "")
             for tp in result.topic_partitions or []
@@ -201,7 +243,12 @@ class KafkaTaskLog(TaskLog):
         future = self._admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[
             group_id
         ]
-        description = self._result(future, f"describing group {group_id!r}")
+        description = self._result(
+            future,
+            f"describing group {group_id!r}",
+            action=f"describe consumer group {group_id!r}",
+            acl=("Describe", f"--group {group_id}"),
+        )
         owners: dict[int, str] = {}
         for member in description.members or []:
             for tp in member.assignment.topic_partitions or []:
@@ -233,29 +280,56 @@ class KafkaTaskLog(TaskLog):
                 error = kafka_error(exc)
                 settling = error is not None and error.code() in _LEADERS_SETTLING
                 if not settling or time.monotonic() > deadline:
-                    raise unavailable(what, exc, self._bootstrap) from exc
+                    raise self._failure(
+                        what,
+                        exc,
+                        action=f"read the offsets of topic {self.topic!r}",
+                        acl=("Describe", f"--topic {self.topic}"),
+                    ) from exc
             time.sleep(_METADATA_RETRY_S)
 
     # -- plumbing ----------------------------------------------------------------------------
 
     def _check_reachable(self) -> None:
-        try:
-            self._admin.list_topics(timeout=self._timeout)
-        except KafkaException as exc:
-            why = reason(exc)
-            first_failure = next(iter(self._connection_failures()), None)
-            if first_failure is not None:
-                why = f"{why}; first connection failure: {first_failure}"
-            raise BackendUnavailableError(
-                f"cannot reach Kafka at {self._bootstrap!r} within {self._timeout:g} s ({why}). "
-                f"Point {BOOTSTRAP_SETTING} at a running broker, or run `scheduler services up` "
-                "to start a local one."
-                + (
-                    " If it is running, check the security settings in SCHEDULER_KAFKA_CONFIG."
-                    if self._producer_config
-                    else ""
-                )
-            ) from exc
+        deadline = time.monotonic() + self._timeout
+        failures: list[str] = []
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                self._admin.list_topics(timeout=max(0.01, min(_LOGIN_CHECK_S, remaining)))
+                return
+            except KafkaException as exc:
+                failures += self._connection_failures()  # also runs the refusal recorder
+                if self._refusals.first is not None:
+                    raise self._refusals.first from None
+                if time.monotonic() < deadline:
+                    time.sleep(_METADATA_RETRY_S)  # all brokers down: list_topics fails at once
+                    continue
+                why = reason(exc)
+                if failures:
+                    why = f"{why}; first connection failure: {failures[0]}"
+                raise BackendUnavailableError(
+                    f"cannot reach Kafka at {self._bootstrap!r} within {self._timeout:g} s "
+                    f"({why}). Point {BOOTSTRAP_SETTING} at a running broker, or run `scheduler "
+                    "services up` to start a local one." + self._security_hint(failures)
+                ) from exc
+
+    def _security_hint(self, failures: list[str]) -> str:
+        # A listener that wants TLS or a login hangs up on a plaintext client's first request
+        # (and a plaintext one on a TLS client's handshake): the state says it was no outage.
+        mismatch = any(
+            f"in state {state})" in failure
+            for failure in failures
+            for state in ("APIVERSION_QUERY", "SSL_HANDSHAKE", "AUTH_HANDSHAKE")
+        )
+        if self._producer_config:
+            return " If it is running, check the security settings in SCHEDULER_KAFKA_CONFIG."
+        if mismatch:
+            return (
+                " If it is running, it hung up at the first request: its listener may want TLS "
+                "or a login (security.protocol and the rest in SCHEDULER_KAFKA_CONFIG)."
+            )
+        return ""
 
     def _connection_failures(self) -> list[str]:
         """Why librdkafka's connections failed, from its queued log lines (an admin client's
@@ -263,11 +337,15 @@ class KafkaTaskLog(TaskLog):
         every few milliseconds, and the error should say why once, not in 200 lines."""
         keep = BufferingHandler(capacity=1 << 20)
         propagate, logger.propagate = logger.propagate, False
+        # librdkafka logs a closed connection at INFO: seen even where the log shows WARNINGs.
+        level = logger.level
+        logger.setLevel(min(logging.INFO, logger.getEffectiveLevel()))
         logger.addHandler(keep)
         try:
             self._admin.poll(0)
         finally:
             logger.removeHandler(keep)
+            logger.setLevel(level)
             logger.propagate = propagate
         lines = [record.getMessage() for record in keep.buffer]
         # "FAIL [rdkafka#producer-1] [thrd:...]: ssl://host:9092/bootstrap: SSL handshake failed"
@@ -305,8 +383,30 @@ class KafkaTaskLog(TaskLog):
                 )
             time.sleep(_METADATA_RETRY_S)
 
-    def _result(self, future: Future[Any], what: str) -> Any:
+    def _result(self, future: Future[Any], what: str, *, action: str, acl: tuple[str, str]) -> Any:
         try:
             return future.result(timeout=self._timeout + 1)
         except KafkaException as exc:
-            raise unavailable(what, exc, self._bootstrap) from exc
+            raise self._failure(what, exc, action=action, acl=acl) from exc
+
+    def _failure(
+        self,
+        what: str,
+        exc: KafkaException,
+        *,
+        action: str,
+        acl: tuple[str, str],
+        alternative: str = "",
+    ) -> Exception:
+        """The error to raise for a failed admin request: the ACL to grant when the brokers
+        refused it, else Kafka being unavailable."""
+        operation, resource = acl
+        refused = not_allowed(
+            kafka_error(exc),
+            action=action,
+            operation=operation,
+            resource=resource,
+            config=self._producer_config,
+            alternative=alternative,
+        )
+        return refused if refused is not None else unavailable(what, exc, self._bootstrap)

@@ -33,8 +33,10 @@ from confluent_kafka import (
 from scheduler.errors import SchedulerError
 from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
 from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
+from scheduler.logs.kafka_security import not_allowed
 
 _COMMIT_RETRY_S = 0.1
+_REFUSAL_LOG_EVERY_S = 60.0
 _TRANSIENT = frozenset(
     {
         KafkaError.REBALANCE_IN_PROGRESS,
@@ -56,6 +58,7 @@ class KafkaLogConsumer(LogConsumer):
     def __init__(self, *, config: dict[str, Any], topic: str, request_timeout_s: float) -> None:
         self._topic = topic
         self._bootstrap = str(config.get("bootstrap.servers", ""))
+        self._config = config
         self._timeout = request_timeout_s
         strategy = str(config.get("partition.assignment.strategy", ""))
         self._cooperative = "cooperative" in strategy
@@ -70,6 +73,10 @@ class KafkaLogConsumer(LogConsumer):
         self._start_offsets: dict[int, int] = {}
         """Seeks of arriving partitions made inside `on_assigned`, applied as start offsets."""
         self._closed = False
+        self._joined = False
+        """True once the group has assigned this consumer partitions (or none) the first time."""
+        self._refusals_logged: dict[int, float] = {}
+        """When an ACL refusal of each kind was last logged, to log it once a minute."""
 
     # -- group membership --------------------------------------------------------------------
 
@@ -208,6 +215,7 @@ class KafkaLogConsumer(LogConsumer):
     # -- rebalance callbacks (run inside consume/poll/close) ---------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._joined = True
         numbers = sorted(tp.partition for tp in partitions)
         self._assigned.update(numbers)
         self._arriving = set(numbers)
@@ -252,6 +260,16 @@ class KafkaLogConsumer(LogConsumer):
         if error is not None:
             if error.code() == KafkaError._PARTITION_EOF:
                 return None
+            refused = self._not_allowed(error)
+            if refused is not None:
+                if not self._joined:
+                    # Refused from the start: an ACL is missing, and it does not appear by
+                    # waiting. Stop with what to grant instead of polling a group never joined.
+                    raise refused
+                # Revoked while running (as on Cassandra): what is stored still runs, and the
+                # consumer catches up once it is granted again. Said once a minute, not per poll.
+                self._log_refusal(error.code(), refused)
+                return None
             if error.fatal():
                 raise unavailable(f"consuming topic {self._topic!r}", error, self._bootstrap)
             # librdkafka recovers from the rest by itself (broker restarts, leader moves).
@@ -264,6 +282,22 @@ class KafkaLogConsumer(LogConsumer):
             key=message.key(),
             value=message.value(),
             timestamp_ms=timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1,
+        )
+
+    def _log_refusal(self, code: int, refused: SchedulerError) -> None:
+        now = time.monotonic()
+        if now - self._refusals_logged.get(code, -_REFUSAL_LOG_EVERY_S) >= _REFUSAL_LOG_EVERY_S:
+            self._refusals_logged[code] = now
+            logger.error("consumer of topic %r: %s", self._topic, refused)
+
+    def _not_allowed(self, error: KafkaError) -> SchedulerError | None:
+        if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            group = self._config.get("group.id")
+            action, resource = f"join consumer group {group!r}", f"--group {group}"
+        else:
+            action, resource = f"read topic {self._topic!r}", f"--topic {self._topic}"
+        return not_allowed(
+            error, action=action, operation="Read", resource=resource, config=self._config
         )
 
     def _check_assigned(self, partition: int) -> None:

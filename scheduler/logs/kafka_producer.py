@@ -24,6 +24,7 @@ from scheduler.errors import BackendUnavailableError, SchedulerError, TaskDataEr
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
 from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
+from scheduler.logs.kafka_security import not_allowed
 from scheduler.metrics import ticked
 
 _POLL_INTERVAL_S = 0.05
@@ -37,6 +38,10 @@ _CLOSE_FLUSH_S = 30.0
 _CONNECT_EARLY_S = 1.0
 """How long a new producer waits for each early metadata request: usually 1 to 60 ms."""
 _MAX_SENDERS = 64
+_FAILED_BY_FATAL = frozenset(
+    {KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
+)
+"""How librdkafka fails the records of a producer a fatal error stopped."""
 _ANY_PARTITION = -1
 """librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner chooses."""
 
@@ -47,6 +52,9 @@ class KafkaLogProducer(LogProducer):
     def __init__(self, *, config: dict[str, Any], topic: str) -> None:
         self._topic = topic
         self._bootstrap = str(config.get("bootstrap.servers", ""))
+        self._config = config
+        self._fatal: KafkaError | None = None
+        """The fatal error librdkafka stopped the producer with, once it has (see `_poll`)."""
         try:
             self._producer = Producer(config)
         except KafkaException as exc:
@@ -111,7 +119,7 @@ class KafkaLogProducer(LogProducer):
                 "_on_success": None if on_durable is None else staticmethod(on_durable),
             },
         )
-        produce, poll, topic = self._producer.produce, self._producer.poll, self._topic
+        produce, poll, topic = self._producer.produce, self._poll, self._topic
         produce_when_room, sends = self._produce_when_room, self._sends
 
         def send(key: RecordKey, value: bytes) -> Future[int]:
@@ -143,7 +151,7 @@ class KafkaLogProducer(LogProducer):
         on_delivery = batch.reporter(self.failure)
         produce, poll, topic, sends = (
             self._producer.produce,
-            self._producer.poll,
+            self._poll,
             self._topic,
             self._sends,
         )
@@ -161,7 +169,7 @@ class KafkaLogProducer(LogProducer):
     def _produce_when_room(self, key: RecordKey, value: bytes, on_delivery: Any) -> None:
         """The local queue is full: serve deliveries until there is room, never drop."""
         while True:
-            self._producer.poll(_POLL_INTERVAL_S)
+            self._poll(_POLL_INTERVAL_S)
             try:
                 self._producer.produce(self._topic, value, key, _ANY_PARTITION, on_delivery)
                 return
@@ -169,14 +177,34 @@ class KafkaLogProducer(LogProducer):
                 continue
 
     def flush(self, timeout: float) -> int:
-        return int(self._producer.flush(timeout))
+        try:
+            return int(self._producer.flush(timeout))
+        except KafkaException as exc:
+            self._note_fatal(exc)
+            return int(self._producer.flush(0))  # the records it failed are reported now
+
+    def _poll(self, timeout: float) -> None:
+        try:
+            self._producer.poll(timeout)
+        except KafkaException as exc:
+            self._note_fatal(exc)
+
+    def _note_fatal(self, exc: KafkaException) -> None:
+        """Keep the fatal error that `poll` or `flush` raised (librdkafka raises it once, then
+        fails every record with a purge): the records' failures then say what stopped it."""
+        error = kafka_error(exc)
+        if error is None or not error.fatal():
+            raise exc
+        if self._fatal is None:
+            self._fatal = error
+            logger.error("the producer for topic %r stopped: %s", self._topic, self.failure(error))
 
     def close(self) -> None:
         with self._close_lock:
             if self._closed.is_set():
                 return
             self._open = False
-            remaining = self._producer.flush(_CLOSE_FLUSH_S)
+            remaining = self.flush(_CLOSE_FLUSH_S)
             if remaining:
                 # Fail the futures of what could not be delivered instead of leaving them
                 # pending forever: purged records get delivery reports with _PURGE_QUEUE.
@@ -193,9 +221,23 @@ class KafkaLogProducer(LogProducer):
 
     def failure(self, error: KafkaError, message: Message | None = None) -> SchedulerError:
         """Why a record was not acknowledged, from its delivery report."""
+        if self._fatal is not None and error.code() in _FAILED_BY_FATAL:
+            error = self._fatal
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             size = None if message is None else len(message.value() or b"")
             return self._too_large(error, size)
+        action = f"write to topic {self._topic!r}"
+        if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            action += " (an idempotent producer gets its producer id only with Write on a topic)"
+        refused = not_allowed(
+            error,
+            action=action,
+            operation="Write",
+            resource=f"--topic {self._topic}",
+            config=self._config,
+        )
+        if refused is not None:
+            return refused
         return unavailable(
             f"making a record durable on topic {self._topic!r}", error, self._bootstrap
         )
@@ -205,6 +247,10 @@ class KafkaLogProducer(LogProducer):
         error = kafka_error(exc)
         if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             return self._too_large(error, size)
+        if error is not None and error.code() == KafkaError._FATAL and self._fatal is None:
+            self._poll(0)  # librdkafka raises the error that stopped the producer from here
+        if self._fatal is not None:
+            return self.failure(self._fatal)
         return exc
 
     def _too_large(self, error: KafkaError, size: int | None) -> TaskDataError:
@@ -234,7 +280,7 @@ class KafkaLogProducer(LogProducer):
                     wait = min(wait, deadline - time.monotonic())
                     if wait <= 0:
                         return
-                self._producer.poll(wait)
+                self._poll(wait)
         finally:
             self._serving.release()
 
@@ -243,7 +289,7 @@ class KafkaLogProducer(LogProducer):
         while not self._closed.is_set():
             sends = ticked(self._sends)
             if sends == sends_seen:  # nobody sent for a while: serve the reports here
-                self._producer.poll(_POLL_INTERVAL_S)
+                self._poll(_POLL_INTERVAL_S)
                 continue
             # Senders that send `_POLL_EVERY` records per look serve the reports themselves at
             # least that often; stay away from them longer, since every look takes the GIL from

@@ -10,6 +10,7 @@ from scheduler.services.base import HOST, Server, ServerPaths, classpath, env_po
 from scheduler.services.errors import ServiceError
 from scheduler.services.maven import Artifact
 from scheduler.services.process import run_tool
+from scheduler.services.tls import STORE_PASSWORD, TlsFiles
 
 KAFKA_VERSION = "4.1.2"
 # Kafka publishes no slf4j binding in its POMs (the tarball adds it), so without this the broker
@@ -107,6 +108,10 @@ class Kafka(Server):
             "num.recovery.threads.per.data.dir": "2",
         }
 
+    def format_options(self) -> list[str]:
+        """Extra options of the storage format that runs once, before the first start."""
+        return []
+
     def configure(self, java: str, paths: ServerPaths, jars: list[Path]) -> None:
         props = paths.conf / "server.properties"
         props.write_text(
@@ -134,6 +139,7 @@ class Kafka(Server):
                 "-c",
                 str(props),
                 "--ignore-formatted",
+                *self.format_options(),
             ],
             what=f"formatting Kafka storage in {paths.data} (kafka.tools.StorageTool)",
         )
@@ -159,13 +165,21 @@ class Kafka(Server):
             str(paths.conf / "server.properties"),
         ]
 
+    def client_config(self) -> dict[str, str]:
+        """librdkafka settings, beyond the bootstrap address, of a client that may connect."""
+        return {}
+
     def check(self, timeout: float) -> None:
         """A metadata request through the same client library the scheduler uses."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient(
-            {"bootstrap.servers": self.address, "socket.timeout.ms": int(timeout * 1000)}
+            {
+                "bootstrap.servers": self.address,
+                "socket.timeout.ms": int(timeout * 1000),
+                **self.client_config(),
+            }
         )
         try:
             metadata = admin.list_topics(timeout=timeout)
@@ -173,3 +187,80 @@ class Kafka(Server):
             raise ServiceError(f"Kafka at {self.address} did not answer metadata: {exc}") from exc
         if not metadata.brokers:
             raise ServiceError(f"Kafka at {self.address} reports no brokers yet")
+
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+ADMIN = ("scheduler-admin", "scheduler-admin-secret")
+"""The secured broker's super user (SCRAM): the way in to create users and ACLs. The broker
+also talks to itself as this user. The password guards a loopback test broker."""
+
+
+class SecuredKafka(Kafka):
+    """A second local broker as production clusters run: clients connect over TLS and log in
+    with SCRAM-SHA-512 (listener SASL_SSL), and an authorizer refuses what no ACL allows.
+
+    For tests of the product's Kafka security settings; `scheduler services up --secured-kafka`
+    starts it beside the plain broker, on its own ports. Its certificates are made on first start
+    (`scheduler.services.tls`) under ``<state dir>/kafka-secured/tls``; its one user at first is
+    the super user `ADMIN`, whose SCRAM credential is written when the storage is formatted.
+    """
+
+    name = "kafka-secured"
+    distribution = "kafka"  # the same jars as the plain broker
+
+    def __init__(self, tls_root: Path) -> None:
+        self._port = env_port("SCHEDULER_SERVICES_KAFKA_SECURED_PORT", 9192)
+        self._controller_port = env_port("SCHEDULER_SERVICES_KAFKA_SECURED_CONTROLLER_PORT", 9193)
+        self.tls = TlsFiles(tls_root)
+
+    def properties(self, paths: ServerPaths) -> dict[str, str]:
+        controller = f"{HOST}:{self._controller_port}"
+        user, password = ADMIN
+        return {
+            **super().properties(paths),
+            "listeners": f"SASL_SSL://{HOST}:{self._port},CONTROLLER://{controller}",
+            "advertised.listeners": f"SASL_SSL://{HOST}:{self._port}",
+            "inter.broker.listener.name": "SASL_SSL",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+            # The broker's own login when it connects to its listener (one node: to itself).
+            f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{user}" password="{password}";'
+            ),
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(self.tls.node_keystore),
+            "ssl.keystore.password": STORE_PASSWORD,
+            "ssl.truststore.type": "PKCS12",
+            "ssl.truststore.location": str(self.tls.node_truststore),
+            "ssl.truststore.password": STORE_PASSWORD,
+            "ssl.client.auth": "none",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # The controller listener stays plaintext on loopback, where the broker half of
+            # this process reaches the controller half as ANONYMOUS; it must be allowed the
+            # cluster actions. Clients cannot use that listener: it answers controller APIs only.
+            "super.users": f"User:{user};User:ANONYMOUS",
+        }
+
+    def format_options(self) -> list[str]:
+        user, password = ADMIN
+        return ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]"]
+
+    def configure(self, java: str, paths: ServerPaths, jars: list[Path]) -> None:
+        self.tls.make(java)
+        super().configure(java, paths, jars)
+
+    def client_config(self) -> dict[str, str]:
+        return login_config(self.tls.ca, *ADMIN)
+
+
+def login_config(ca_file: Path, username: str, password: str) -> dict[str, str]:
+    """The librdkafka settings that log in to the secured broker as `username`."""
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": SCRAM_MECHANISM,
+        "sasl.username": username,
+        "sasl.password": password,
+        "ssl.ca.location": str(ca_file),
+    }

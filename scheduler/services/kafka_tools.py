@@ -11,9 +11,12 @@ what those tools print agrees with `scheduler group status`.
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from scheduler.services.base import classpath
 from scheduler.services.errors import ServiceError
@@ -27,6 +30,7 @@ TOOLS: dict[str, str] = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
 }
 """Script names of a Kafka 4.1 distribution's `bin/`, and the class each one runs."""
 
@@ -53,6 +57,15 @@ rootLogger.appenderRef.stderr.ref = STDERR
 """
 
 _BOOTSTRAP_OPTIONS = ("--bootstrap-server", "--bootstrap-controller")
+_CONFIG_OPTIONS = ("--command-config", "--consumer.config")
+"""How the tools take a client properties file: kafka-console-consumer.sh has its own name."""
+
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_SAME_NAME = ("security.protocol", "ssl.key.password", "ssl.keystore.password")
 
 
 def tool_class(name: str) -> str:
@@ -91,8 +104,107 @@ def any_broker_listens(bootstrap: str, timeout: float = 2.0) -> bool:
     return False
 
 
-def command(name: str, args: Sequence[str], *, bootstrap: str, cache: Path) -> list[str]:
-    """The command line that runs tool `name` with `args`, resolving its jars on first use."""
+def names_config(args: Sequence[str]) -> bool:
+    """Whether `args` give the tool a client properties file of their own."""
+    return any(arg.split("=", 1)[0] in _CONFIG_OPTIONS for arg in args)
+
+
+def client_properties(config: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The Java client properties that say what librdkafka `config` (the scheduler's
+    SCHEDULER_KAFKA_CONFIG) says about security, and the security keys it could not translate.
+
+    librdkafka and the Java client name most security settings alike but differ in three:
+    a SASL login is `sasl.username`/`sasl.password` there and a JAAS line here, certificates
+    are PEM file paths there and keystores here (which take PEM too, inline or as a file), and
+    "no host name check" is `none` there and empty here. Keys that are not about security
+    (tuning, ids) do not concern a tool and are left out.
+    """
+    props: dict[str, str] = {}
+    left: list[str] = []
+    for key in _SAME_NAME:
+        if key in config:
+            props[key] = str(config[key])
+    mechanism = str(config.get("sasl.mechanism", config.get("sasl.mechanisms", ""))).upper()
+    if mechanism:
+        props["sasl.mechanism"] = mechanism
+    if "sasl.username" in config:
+        module = _JAAS_MODULES.get(mechanism)
+        if module is None:
+            left.append("sasl.username")
+        else:
+            user, password = (
+                _jaas_quoted(config.get(k, "")) for k in ("sasl.username", "sasl.password")
+            )
+            props["sasl.jaas.config"] = f"{module} required username={user} password={password};"
+    ca = config.get("ssl.ca.location")
+    if ca is not None:
+        props["ssl.truststore.type"] = "PEM"
+        props["ssl.truststore.location"] = str(ca)
+    certificate, private_key = (
+        config.get("ssl.certificate.location"),
+        config.get("ssl.key.location"),
+    )
+    if certificate is not None and private_key is not None:
+        # Inline: a PEM keystore file would have to hold the key and the chain together.
+        props["ssl.keystore.type"] = "PEM"
+        props["ssl.keystore.certificate.chain"] = Path(str(certificate)).read_text()
+        props["ssl.keystore.key"] = Path(str(private_key)).read_text()
+    elif "ssl.keystore.location" in config:  # a PKCS#12 file, in librdkafka as in Java
+        props["ssl.keystore.type"] = "PKCS12"
+        props["ssl.keystore.location"] = str(config["ssl.keystore.location"])
+    if "ssl.endpoint.identification.algorithm" in config:
+        algorithm = str(config["ssl.endpoint.identification.algorithm"])
+        props["ssl.endpoint.identification.algorithm"] = "" if algorithm == "none" else algorithm
+    handled = {
+        *_SAME_NAME,
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.keystore.location",
+        "ssl.endpoint.identification.algorithm",
+        *([] if "sasl.username" in left else ["sasl.username"]),
+    }
+    left += [k for k in config if k.startswith(("sasl.", "ssl.")) and k not in handled]
+    return props, sorted(set(left))
+
+
+def _jaas_quoted(value: object) -> str:
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def write_client_properties(props: Mapping[str, str], directory: Path) -> Path:
+    """`props` as a properties file only its owner can read (it may hold a password)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="client-", suffix=".properties", dir=directory)
+    with os.fdopen(fd, "w") as handle:  # mkstemp made it 0600
+        handle.write("# Written by `scheduler services kafka-tool`, from SCHEDULER_KAFKA_CONFIG\n")
+        for key, value in props.items():
+            handle.write(f"{key}={_escaped(value)}\n")
+    return Path(name)
+
+
+def _escaped(value: str) -> str:
+    """A value as java.util.Properties reads it back: backslashes, line ends and a leading
+    space escaped (PEM text spans lines)."""
+    value = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return "\\" + value if value.startswith(" ") else value
+
+
+def command(
+    name: str,
+    args: Sequence[str],
+    *,
+    bootstrap: str,
+    cache: Path,
+    client_config: Path | None = None,
+) -> list[str]:
+    """The command line that runs tool `name` with `args`, resolving its jars on first use.
+    `client_config`, a properties file, is passed as the tool's option for one, unless `args`
+    pass their own."""
     main_class = tool_class(name)
     java = require_java17()
     jars = resolve("kafka-tools", ARTIFACTS, cache)
@@ -108,11 +220,32 @@ def command(name: str, args: Sequence[str], *, bootstrap: str, cache: Path) -> l
         classpath(jars),
         main_class,
         *with_bootstrap(args, bootstrap),
+        *_config_option(main_class, args, client_config),
     ]
 
 
-def run(name: str, args: Sequence[str], *, bootstrap: str, cache: Path) -> int:
-    """Run tool `name` in the foreground, its output to ours; its exit code."""
-    return subprocess.run(
-        command(name, args, bootstrap=bootstrap, cache=cache), check=False
-    ).returncode
+def _config_option(main_class: str, args: Sequence[str], client_config: Path | None) -> list[str]:
+    if client_config is None or names_config(args):
+        return []
+    console = main_class == TOOLS["kafka-console-consumer"]
+    return ["--consumer.config" if console else "--command-config", str(client_config)]
+
+
+def run(
+    name: str,
+    args: Sequence[str],
+    *,
+    bootstrap: str,
+    cache: Path,
+    kafka_config: Mapping[str, Any] | None = None,
+) -> int:
+    """Run tool `name` in the foreground, its output to ours; its exit code. `kafka_config`,
+    librdkafka settings, reaches the tool as Java client properties (`client_properties`)."""
+    props, _ = client_properties(kafka_config or {})
+    properties = write_client_properties(props, cache / "kafka-tools" / "run") if props else None
+    try:
+        argv = command(name, args, bootstrap=bootstrap, cache=cache, client_config=properties)
+        return subprocess.run(argv, check=False).returncode
+    finally:
+        if properties is not None:
+            properties.unlink(missing_ok=True)

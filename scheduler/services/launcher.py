@@ -19,7 +19,7 @@ from pathlib import Path
 from scheduler.services.base import HOST, Server, ServerPaths
 from scheduler.services.cassandra import Cassandra, SecuredCassandra
 from scheduler.services.errors import ServiceError
-from scheduler.services.kafka import Kafka
+from scheduler.services.kafka import Kafka, SecuredKafka
 from scheduler.services.maven import resolve
 from scheduler.services.process import (
     log_tail,
@@ -33,7 +33,12 @@ from scheduler.services.process import (
 SERVERS: tuple[str, ...] = ("kafka", "cassandra")
 """What `up` starts by default: the servers the product's tests and local runs talk to."""
 SECURED_CASSANDRA = "cassandra-secured"
-ALL_SERVERS = (*SERVERS, SECURED_CASSANDRA)
+SECURED_KAFKA = "kafka-secured"
+SECURED = (SECURED_KAFKA, SECURED_CASSANDRA)
+"""Servers `up` starts only when asked: for tests and trials of the security settings."""
+SECURED_FLAGS = {SECURED_KAFKA: "secured-kafka", SECURED_CASSANDRA: "secured-cassandra"}
+"""The `scheduler services up` option that starts each."""
+ALL_SERVERS = (*SERVERS, *SECURED)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,8 @@ def server(name: str) -> Server:
         return Cassandra()
     if name == SECURED_CASSANDRA:
         return SecuredCassandra(state_dir() / SECURED_CASSANDRA / "tls")
+    if name == SECURED_KAFKA:
+        return SecuredKafka(state_dir() / SECURED_KAFKA / "tls")
     raise ServiceError(f"unknown server {name!r}: choose one of {', '.join(ALL_SERVERS)}")
 
 
@@ -123,11 +130,12 @@ def start(name: str) -> ServerStatus:
                 return status(name)  # someone else's server answers: reuse it
             busy = [p for p in srv.ports if port_open(HOST, p)]
             if busy:
+                variable = f"SCHEDULER_SERVICES_{name.upper().replace('-', '_')}_PORT"
                 raise ServiceError(
                     f"cannot start {name}: port(s) {busy} on {HOST} are taken by a process this "
                     f"launcher did not start (state dir {paths.root.parent}). Stop it, or move "
-                    f"the server with SCHEDULER_SERVICES_{name.upper()}_PORT, or point clients "
-                    "at it with SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS."
+                    f"the server with {variable}, or point clients at it"
+                    " with SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS."
                 )
             java = require_java17()
             jars = resolve(srv.distribution, srv.artifacts(), paths.cache)
@@ -172,7 +180,7 @@ def stop(name: str) -> bool:
         pid = running_pid(paths.pid_file, srv.main_class)
         if pid is None:
             return False
-        terminate(pid, srv.main_class, grace=60.0 if name == "cassandra" else 30.0)
+        terminate(pid, srv.main_class, grace=60.0 if srv.distribution == "cassandra" else 30.0)
         paths.pid_file.unlink(missing_ok=True)
         return True
 

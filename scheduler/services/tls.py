@@ -1,9 +1,10 @@
-"""Test certificates for the secured local Cassandra: a private CA, a node and a client certificate.
+"""Test certificates for the secured local servers: a private CA, a node and a client certificate.
 
 Made with the `openssl` and `keytool` command-line tools (both present wherever the launcher's
 Java is), once per state dir, and kept: a client's CA file stays valid across node restarts.
 The node gets a PKCS12 keystore and truststore (what Cassandra's default SSL context factory
-reads); the client gets PEM files, what Python's `ssl` module reads.
+and a Kafka broker read); the client gets PEM files, what Python's `ssl` module and librdkafka
+read.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class TlsFiles:
         openssl = shutil.which("openssl")
         if openssl is None:
             raise ServiceError(
-                "the secured Cassandra needs the `openssl` command to make its test "
+                "the secured servers need the `openssl` command to make their test "
                 "certificates; install OpenSSL (Debian: apt-get install openssl)"
             )
         keytool = str(Path(java).with_name("keytool"))

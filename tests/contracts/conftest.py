@@ -6,6 +6,7 @@ keyspace or topic so that tests never see each other's rows or records.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +31,13 @@ STORES = [
     # The same contract over mutual TLS, logged in as a role that is not a superuser.
     pytest.param("cassandra-secured", marks=pytest.mark.cassandra),
 ]
-LOGS = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
+LOGS = [
+    "embedded",
+    pytest.param("kafka", marks=pytest.mark.kafka),
+    # The same contract over TLS and a SCRAM login, as a user the ACLs allow only what
+    # docs/kafka.md lists (on topics and groups named contract-*).
+    pytest.param("kafka-secured", marks=pytest.mark.kafka),
+]
 
 
 @contextmanager
@@ -109,6 +116,17 @@ def _make_log(kind: str, tmp_path: Path, *, create_topic: bool) -> Iterator[Task
         log = KafkaTaskLog(
             bootstrap_servers=kafka_bootstrap(), topic=f"contract-{uuid4().hex[:10]}"
         )
+    elif kind == "kafka-secured":
+        from scheduler.logs.kafka import KafkaTaskLog
+        from tests.servers import secured_kafka
+
+        login = _contract_kafka_user()
+        log = KafkaTaskLog(
+            bootstrap_servers=secured_kafka().bootstrap,
+            topic=f"contract-{uuid4().hex[:10]}",
+            producer_config=login,
+            consumer_config=login,
+        )
     else:
         raise ValueError(f"unknown task log {kind!r}")
     try:
@@ -116,9 +134,20 @@ def _make_log(kind: str, tmp_path: Path, *, create_topic: bool) -> Iterator[Task
             log.ensure_topic(LOG_PARTITIONS)
         yield log
     finally:
-        if create_topic and kind == "kafka":
+        if create_topic and kind != "embedded":
             log.delete_topic()  # type: ignore[attr-defined]
         log.close()
+
+
+@functools.cache
+def _contract_kafka_user() -> dict[str, str]:
+    from tests.servers import secured_kafka_user
+
+    return secured_kafka_user(
+        *(("topic", "contract-*", op) for op in ("Create", "Describe", "Read", "Write")),
+        ("topic", "contract-*", "Delete"),  # the fixture's clean-up, not the scheduler's
+        *(("group", "contract-*", op) for op in ("Read", "Describe")),
+    )
 
 
 @pytest.fixture(params=LOGS)

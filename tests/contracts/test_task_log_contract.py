@@ -364,9 +364,15 @@ def delete_before(log: TaskLog, partition: int, offset: int) -> None:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from tests.servers import kafka_bootstrap
+    from scheduler.logs.kafka import KafkaTaskLog
+    from tests.servers import secured_kafka
 
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap()})
+    assert isinstance(log, KafkaTaskLog)
+    bootstrap = log.producer_settings()["bootstrap.servers"]
+    if "sasl.username" in log.producer_settings():  # retention is the broker's, so its admin's
+        admin = secured_kafka().admin_client()
+    else:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_records([TopicPartition(log.topic, partition, offset)]).values():
         future.result(30)
 

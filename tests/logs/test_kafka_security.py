@@ -1,0 +1,299 @@
+"""Logging in, TLS and ACLs against a real secured broker: what each wrong setting looks like.
+
+The secured broker (tests/servers.py) speaks only SASL_SSL, logs users in with SCRAM-SHA-512
+and refuses whatever no ACL allows. A refusal that retrying cannot fix must stop the client at
+once with a `ConfigurationError` that names the setting to fix or the ACL to grant, instead of
+waiting out the request timeout and blaming the network. The task-log contract itself runs over
+this broker too, as a user with only the documented ACLs (tests/contracts, `kafka-secured`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.logs.kafka import KafkaTaskLog
+from tests.servers import (
+    SecuredBroker,
+    grant_kafka_acls,
+    revoke_kafka_acls,
+    secured_kafka,
+    secured_kafka_user,
+)
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 2
+
+
+@pytest.fixture(scope="module")
+def broker() -> SecuredBroker:
+    return secured_kafka()
+
+
+@pytest.fixture
+def topic(broker: SecuredBroker) -> Iterator[str]:
+    """A topic the broker's admin made, as an operator does before the scheduler starts."""
+    name = f"sec-{uuid.uuid4().hex[:10]}"
+    admin = KafkaTaskLog(
+        bootstrap_servers=broker.bootstrap,
+        topic=name,
+        producer_config=broker.login(*broker.admin),
+    )
+    admin.ensure_topic(PARTITIONS)
+    yield name
+    admin.delete_topic()
+    admin.close()
+
+
+def task_log(broker: SecuredBroker, topic: str, login: dict[str, str]) -> KafkaTaskLog:
+    return KafkaTaskLog(
+        bootstrap_servers=broker.bootstrap,
+        topic=topic,
+        producer_config=login,
+        consumer_config=login,
+        request_timeout_s=5,
+    )
+
+
+def refused_at_start(
+    broker: SecuredBroker, caplog: pytest.LogCaptureFixture, **login: Any
+) -> tuple[str, float]:
+    """Build a log with `login`; the refusal's message and how long it took."""
+    caplog.set_level(logging.DEBUG, logger="scheduler.logs.kafka")
+    began = time.monotonic()
+    with pytest.raises(ConfigurationError) as raised:
+        task_log(broker, "any", {**broker.login(*broker.admin), **login})
+    took = time.monotonic() - began
+    # One error that says what to fix, not librdkafka's line per reconnect.
+    assert [r.getMessage()[:100] for r in caplog.records if r.levelno >= logging.WARNING] == []
+    return str(raised.value), took
+
+
+def test_a_wrong_password_is_refused_at_once_naming_the_settings(
+    broker: SecuredBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    message, took = refused_at_start(broker, caplog, **{"sasl.password": "not-it"})
+
+    assert took < 4  # the request timeout is 5 s: the refusal did not wait it out
+    assert "refused the login" in message
+    assert "invalid credentials" in message  # librdkafka's words
+    assert "sasl.username and sasl.password" in message
+    assert "SCHEDULER_KAFKA_CONFIG" in message
+    assert "Retrying will not help" in message
+
+
+def test_a_mechanism_the_brokers_do_not_offer_is_refused_naming_theirs(
+    broker: SecuredBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    message, _ = refused_at_start(broker, caplog, **{"sasl.mechanism": "SCRAM-SHA-256"})
+
+    assert "supported mechanisms: SCRAM-SHA-512" in message
+    assert "set sasl.mechanism" in message
+
+
+def test_an_untrusted_broker_certificate_is_refused_naming_the_ca_setting(
+    broker: SecuredBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The system's CAs do not include the broker's private one.
+    message, took = refused_at_start(broker, caplog, **{"ssl.ca.location": "probe"})
+
+    assert took < 4
+    assert "refused the TLS connection" in message
+    assert "certificate verify failed" in message
+    assert "set ssl.ca.location" in message
+
+
+def test_a_plaintext_client_on_the_tls_listener_is_told_it_may_want_tls(
+    broker: SecuredBroker,
+) -> None:
+    # Not a refusal the brokers name: the listener hangs up. The same happens while a broker
+    # restarts, so this stays "unavailable" (retried by workers), with the likely cause.
+    with pytest.raises(BackendUnavailableError) as raised:
+        KafkaTaskLog(bootstrap_servers=broker.bootstrap, topic="any", request_timeout_s=2)
+
+    message = str(raised.value)
+    assert "in state APIVERSION_QUERY" in message
+    assert "its listener may want TLS or a login" in message
+
+
+def test_a_user_with_the_documented_acls_uses_a_topic_it_may_not_create(
+    broker: SecuredBroker, topic: str
+) -> None:
+    login = secured_kafka_user(
+        *(("topic", topic, op) for op in ("Describe", "Read", "Write")),
+    )
+    log = task_log(broker, topic, login)
+    try:
+        # A create request for an existing topic is refused without Create; a worker's start
+        # asks only when the topic is missing.
+        assert log.ensure_topic(PARTITIONS) == PARTITIONS
+        producer = log.producer()
+        assert producer.send(b"k", b"v").result(10) >= 0
+        producer.close()
+    finally:
+        log.close()
+
+
+def test_a_missing_topic_the_user_may_not_create_names_the_acl_and_the_way_around(
+    broker: SecuredBroker,
+) -> None:
+    name = f"sec-{uuid.uuid4().hex[:10]}"
+    login = secured_kafka_user(("topic", name, "Describe"))
+    log = task_log(broker, name, login)
+    with pytest.raises(ConfigurationError) as raised:
+        log.ensure_topic(PARTITIONS)
+    log.close()
+
+    message = str(raised.value)
+    user = login["sasl.username"]
+    assert f"did not allow User:{user} to create topic {name!r}" in message
+    assert f"--allow-principal User:{user} --operation Create --topic {name}" in message
+    assert "`scheduler topic create` with an admin's settings" in message
+
+
+def test_a_producer_without_write_fails_its_records_naming_the_acl(
+    broker: SecuredBroker, topic: str
+) -> None:
+    login = secured_kafka_user(("topic", topic, "Describe"))
+    log = task_log(broker, topic, login)
+    producer = log.producer()
+    try:
+        # Without Write on any topic the idempotent producer gets no producer id, a fatal error
+        # that may come before the send (which then raises) or after it (the future fails).
+        with pytest.raises(ConfigurationError) as raised:
+            producer.send(b"k", b"v").result(10)
+        with pytest.raises(ConfigurationError):
+            producer.send(b"k", b"v").result(10)  # and so are the records after it
+    finally:
+        producer.close()
+        log.close()
+
+    assert f"--operation Write --topic {topic}" in str(raised.value)
+
+
+def test_a_producer_allowed_to_write_elsewhere_only_fails_its_records_naming_the_acl(
+    broker: SecuredBroker, topic: str
+) -> None:
+    # Write on another topic gets it a producer id; this topic's records are refused one by one.
+    login = secured_kafka_user(("topic", topic, "Describe"), ("topic", "elsewhere-*", "Write"))
+    log = task_log(broker, topic, login)
+    producer = log.producer()
+    try:
+        future = producer.send(b"k", b"v")
+        with pytest.raises(ConfigurationError) as raised:
+            future.result(10)
+    finally:
+        producer.close()
+        log.close()
+
+    assert "Topic authorization failed" in str(raised.value)
+    assert f"--operation Write --topic {topic}" in str(raised.value)
+
+
+def test_a_consumer_outside_its_groups_acls_stops_naming_the_group_acl(
+    broker: SecuredBroker, topic: str
+) -> None:
+    login = secured_kafka_user(*(("topic", topic, op) for op in ("Describe", "Read")))
+    log = task_log(broker, topic, login)
+    consumer = log.consumer("sec-group", client_id="c1")
+
+    class Listener:
+        def on_assigned(self, partitions: list[int]) -> None: ...
+        def on_revoked(self, partitions: list[int]) -> None: ...
+        def on_lost(self, partitions: list[int]) -> None: ...
+
+    consumer.subscribe(Listener())
+    try:
+        with pytest.raises(ConfigurationError) as raised:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                consumer.poll(10, timeout=0.2)
+    finally:
+        consumer.close()
+        log.close()
+
+    message = str(raised.value)
+    assert "to join consumer group 'sec-group'" in message
+    assert "--operation Read --group sec-group" in message
+
+
+class Assigned:
+    """A rebalance listener that notes that the group assigned the consumer partitions."""
+
+    def __init__(self) -> None:
+        self.partitions: set[int] = set()
+
+    def on_assigned(self, partitions: list[int]) -> None:
+        self.partitions |= set(partitions)
+
+    def on_revoked(self, partitions: list[int]) -> None:
+        self.partitions -= set(partitions)
+
+    def on_lost(self, partitions: list[int]) -> None:
+        self.partitions -= set(partitions)
+
+
+def test_an_acl_revoked_from_a_running_consumer_is_logged_and_it_reads_on_once_granted(
+    broker: SecuredBroker, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    reading = ("topic", topic, "Read")
+    login = secured_kafka_user(
+        ("topic", topic, "Describe"),
+        reading,
+        ("group", "sec-g", "Read"),
+        ("group", "sec-g", "Describe"),
+    )
+    user = login["sasl.username"]
+    log = task_log(broker, topic, login)
+    consumer = log.consumer("sec-g", client_id="c1")
+    listener = Assigned()
+    consumer.subscribe(listener)
+    writer = task_log(broker, topic, broker.login(*broker.admin)).producer()
+    try:
+        deadline = time.monotonic() + 30
+        while listener.partitions != set(range(PARTITIONS)) and time.monotonic() < deadline:
+            consumer.poll(10, timeout=0.2)
+        assert listener.partitions == set(range(PARTITIONS))
+
+        revoke_kafka_acls(user, reading)
+        writer.send(b"k", b"while revoked").result(10)
+        caplog.set_level(logging.ERROR, logger="scheduler.logs.kafka")
+        records = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # no raise: the refusal is retried
+            records += consumer.poll(10, timeout=0.2)
+        assert records == []
+        refusals = [r.getMessage() for r in caplog.records if "--operation Read" in r.getMessage()]
+        assert len(refusals) == 1, refusals  # once a minute, not once a poll
+        assert f"--operation Read --topic {topic}" in refusals[0]
+
+        grant_kafka_acls(user, reading)
+        deadline = time.monotonic() + 30
+        while not records and time.monotonic() < deadline:
+            records += consumer.poll(10, timeout=0.2)
+        assert [r.value for r in records] == [b"while revoked"]
+    finally:
+        writer.close()
+        consumer.close()
+        log.close()
+
+
+def test_reading_the_groups_offsets_without_describe_names_the_acl(
+    broker: SecuredBroker, topic: str
+) -> None:
+    login = secured_kafka_user(*(("topic", topic, op) for op in ("Describe", "Read")))
+    log = task_log(broker, topic, login)
+    try:
+        with pytest.raises(ConfigurationError) as raised:
+            log.describe_group("sec-group")
+    finally:
+        log.close()
+
+    assert "--operation Describe --group sec-group" in str(raised.value)
