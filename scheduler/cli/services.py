@@ -138,7 +138,7 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
         bootstrap = settings.kafka_bootstrap
         # The admin client's settings: the tools are admin clients, and consumers at most.
         kafka_config = {**settings.kafka_config, **settings.kafka_producer_config}
-        _, untranslated = kafka_tools.client_properties(kafka_config)
+        client_props, untranslated = kafka_tools.client_properties(kafka_config)
         if untranslated and not kafka_tools.names_config(args):
             click.echo(
                 f"warning: {', '.join(untranslated)} in SCHEDULER_KAFKA_CONFIG have no "
@@ -155,7 +155,7 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
         if not is_resolved("kafka-tools", kafka_tools.ARTIFACTS, cache):
             click.echo("fetching Kafka's tools from Maven Central (first use only)...", err=True)
         code = kafka_tools.run(
-            tool, args, bootstrap=bootstrap, cache=cache, kafka_config=kafka_config
+            tool, args, bootstrap=bootstrap, cache=cache, client_props=client_props
         )
     except ServiceError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -165,7 +165,7 @@ def client_properties(config: Mapping[str, Any]) -> tuple[dict[str, str], list[s
         "ssl.key.location",
         "ssl.keystore.location",
         "ssl.endpoint.identification.algorithm",
-        *([] if "sasl.username" in left else ["sasl.username"]),
+        "sasl.username",  # in `left` already when its mechanism has no JAAS module here
     }
     left += [k for k in config if k.startswith(("sasl.", "ssl.")) and k not in handled]
     return props, sorted(set(left))
@@ -237,12 +237,14 @@ def run(
     *,
     bootstrap: str,
     cache: Path,
-    kafka_config: Mapping[str, Any] | None = None,
+    client_props: Mapping[str, str] | None = None,
 ) -> int:
-    """Run tool `name` in the foreground, its output to ours; its exit code. `kafka_config`,
-    librdkafka settings, reaches the tool as Java client properties (`client_properties`)."""
-    props, _ = client_properties(kafka_config or {})
-    properties = write_client_properties(props, cache / "kafka-tools" / "run") if props else None
+    """Run tool `name` in the foreground, its output to ours; its exit code. `client_props`,
+    Java client properties (`client_properties`), reach the tool in a file unless `args` name
+    a file of their own."""
+    properties = None
+    if client_props and not names_config(args):
+        properties = write_client_properties(client_props, cache / "kafka-tools" / "run")
     try:
         argv = command(name, args, bootstrap=bootstrap, cache=cache, client_config=properties)
         return subprocess.run(argv, check=False).returncode
