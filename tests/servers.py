@@ -24,6 +24,7 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
@@ -279,6 +280,11 @@ class SecuredBroker:
     bootstrap: str
     tls: TlsFiles
     admin: tuple[str, str]
+    certificate_bootstrap: str
+    """The mutual-TLS listener, where clients log in with a certificate."""
+    certificate_login: dict[str, str]
+    """The librdkafka settings that log in there with the client certificate, as
+    `scheduler.services.kafka.CERT_PRINCIPAL` (who has no ACL but those a test grants)."""
 
     def login(self, username: str, password: str) -> dict[str, str]:
         """The librdkafka settings of a client that logs in as `username`."""
@@ -300,7 +306,9 @@ def secured_kafka() -> SecuredBroker:
 
     server, address = _launched_for_tests(launcher.SECURED_KAFKA)
     assert isinstance(server, SecuredKafka)
-    return SecuredBroker(address, server.tls, ADMIN)
+    return SecuredBroker(
+        address, server.tls, ADMIN, server.mtls_address, server.certificate_config()
+    )
 
 
 Acl = tuple[str, str, str]
@@ -366,7 +374,8 @@ def _bindings(username: str, acls: tuple[Acl, ...]) -> list[Any]:
 
 
 def grant_kafka_acls(username: str, *acls: Acl) -> None:
-    """Allow `username` `acls` on the secured broker; waits until the broker applies them."""
+    """Allow `username` `acls` on the secured broker; waits until the broker applies them.
+    `username` is the principal's name, without `User:` (a certificate's: `CN=scheduler`)."""
     admin = secured_kafka().admin_client()
     bindings = _bindings(username, acls)
     if bindings:
@@ -426,3 +435,14 @@ def _wait_for_acls(username: str, applied: Callable[[list[Any]], bool]) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the broker did not apply the ACL change of {username} in 10 s")
         time.sleep(0.1)
+
+
+def self_signed_certificate(directory: Path, subject: str) -> tuple[Path, Path]:
+    """A certificate (PEM) with `subject` ("/O=Acme/CN=app") that no CA signed, and its key."""
+    import subprocess
+
+    certificate, key = directory / "self-signed.pem", directory / "self-signed.key"
+    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
+    files = ["-keyout", str(key), "-out", str(certificate)]
+    subprocess.run([*request, "-subj", subject, *files], check=True, capture_output=True)
+    return certificate, key

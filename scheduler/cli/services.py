@@ -45,8 +45,9 @@ def services() -> None:
 @click.option(
     "--secured-kafka/--no-secured-kafka",
     default=False,
-    help="Also start a second Kafka broker that requires TLS, a SCRAM-SHA-512 login and ACLs, "
-    "on port 9192, for trying the security settings (default: no).",
+    help="Also start a second Kafka broker that requires TLS, a SCRAM-SHA-512 login (port 9192) "
+    "or a client certificate (port 9194), and ACLs, for trying the security settings "
+    "(default: no).",
 )
 @click.option(
     "--secured-cassandra/--no-secured-cassandra",
@@ -164,14 +165,26 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
 
 def _show_secured_kafka_login() -> None:
     """The settings that reach the secured broker, to paste into a shell."""
-    from scheduler.services.kafka import ADMIN, SecuredKafka, login_config
+    from scheduler.services.kafka import ADMIN, CERT_PRINCIPAL, SecuredKafka, login_config
 
     server = launcher.server(launcher.SECURED_KAFKA)
     assert isinstance(server, SecuredKafka)
-    config = ",".join(f"{k}={v}" for k, v in login_config(server.tls.ca, *ADMIN).items())
-    click.echo(f"{'':<17} connect with (super user; create a user of your own for real use):")
-    click.echo(f"{'':<17}   export SCHEDULER_KAFKA_BOOTSTRAP={server.address}")
-    click.echo(f"{'':<17}   export SCHEDULER_KAFKA_CONFIG='{config}'")
+    for what, address, login in (
+        (
+            "super user; create a user of your own for real use",
+            server.address,
+            login_config(server.tls.ca, *ADMIN),
+        ),
+        (
+            f"client certificate, as {CERT_PRINCIPAL}: grant it ACLs first",
+            server.mtls_address,
+            server.certificate_config(),
+        ),
+    ):
+        config = ",".join(f"{k}={v}" for k, v in login.items())
+        click.echo(f"{'':<17} connect with ({what}):")
+        click.echo(f"{'':<17}   export SCHEDULER_KAFKA_BOOTSTRAP={address}")
+        click.echo(f"{'':<17}   export SCHEDULER_KAFKA_CONFIG='{config}'")
 
 
 def _show_secured_cassandra_login() -> None:

@@ -79,7 +79,7 @@ class KafkaTaskLog(TaskLog):
         # The caller's settings apply to the admin client too: a secured cluster (SASL, TLS)
         # admits no client without them, and a wrong one should fail here, not in the first send.
         # librdkafka's admin client is a producer underneath, so the producer's settings fit.
-        self._refusals = RefusalRecorder(bootstrap_servers)
+        self._refusals = RefusalRecorder(bootstrap_servers, self._producer_config)
         try:
             self._admin = AdminClient(
                 merged(

@@ -10,6 +10,9 @@ stops at once with that, instead of waiting out a timeout and blaming the networ
 
 from __future__ import annotations
 
+import re
+import shlex
+import ssl
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -29,27 +32,119 @@ _AUTHORIZATION: dict[int, str] = {
 """Kafka's authorization error codes, by the kind of resource whose ACL is missing."""
 
 
+_CLIENT_CERTIFICATE_SETTINGS = (
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.keystore.location",
+    "ssl_certificate",
+)
+"""Where librdkafka takes a client certificate from: PEM file, inline PEM, PKCS#12, object."""
+
+_ALERT = re.compile(r"(?:ssl/tls|sslv3|tlsv1[0-9]*) alert ([a-z ]+)")
+"""A TLS alert the broker sent, in OpenSSL's words ("ssl/tls alert bad certificate", "tlsv13
+alert certificate required"): its TLS refused the client, which retrying does not change."""
+
+_CERTIFICATE_ALERTS = frozenset(
+    (
+        "bad certificate",
+        "unsupported certificate",
+        "certificate revoked",
+        "certificate expired",
+        "certificate unknown",
+        "unknown ca",
+        "certificate required",
+        "access denied",
+    )
+)
+"""Alerts about the client's certificate: a listener with ssl.client.auth=required (mutual TLS)
+sends one for a missing certificate or one its truststore does not accept."""
+
+_HANDSHAKE_ALERTS = frozenset(("handshake failure", "protocol version", "insufficient security"))
+"""Alerts about the TLS versions or ciphers the two sides allow."""
+
+_RDN_NAMES = {
+    "commonName": "CN",
+    "organizationalUnitName": "OU",
+    "organizationName": "O",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "countryName": "C",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+"""The attribute names of RFC 2253, which Kafka's default principal of a certificate uses."""
+
+
 def principal(config: Mapping[str, Any]) -> str:
     """Who the brokers see, as far as the client's settings tell: `User:<sasl.username>` for a
-    SASL login with a user name, else a description (TLS certificates and Kerberos name their
-    user on the broker's side)."""
+    SASL login with a user name; for mutual TLS, `User:<subject>` of the client certificate, as
+    Kafka's default principal builder names it (brokers with ssl.principal.mapping.rules map it
+    further); else a description (Kerberos names its user on the broker's side)."""
     protocol = str(config.get("security.protocol", "plaintext")).upper()
     username = config.get("sasl.username")
     if protocol.startswith("SASL") and username:
         return f"User:{username}"
     if protocol == "SSL":
+        subject = certificate_subject(config.get("ssl.certificate.location"))
+        if subject is not None:
+            return f"User:{subject}"
         return "the user of the client certificate (ssl.certificate.location)"
     if protocol.startswith("SASL"):
         return f"the {config.get('sasl.mechanism', 'GSSAPI')} login"
     return "User:ANONYMOUS (no login: security.protocol is PLAINTEXT)"
 
 
-def login_refusal(error: KafkaError, bootstrap: str) -> ConfigurationError | None:
+def certificate_subject(path: object) -> str | None:
+    """The subject of the PEM certificate at `path` as RFC 2253 writes it, most specific name
+    first ("CN=app,O=Acme"), the way Java's `X500Principal.getName()` gives it to Kafka; None
+    if the file cannot be read or names an attribute RFC 2253 has no name for."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        # The standard library's only certificate parser that takes a file; private, but in
+        # every CPython since 2.7 (its tests use it). Anything else it does is not relied on.
+        decoded = ssl._ssl._test_decode_cert(path)  # type: ignore[attr-defined]
+        rdns = decoded["subject"]
+        return ",".join(
+            "+".join(f"{_RDN_NAMES[name]}={_rfc2253_escaped(value)}" for name, value in rdn)
+            for rdn in reversed(rdns)
+        )
+    except Exception:  # an unreadable file or an unusual subject: the caller describes it
+        return None
+
+
+def _rfc2253_escaped(value: str) -> str:
+    """`value` with the escapes of RFC 2253, section 2.4 (Java writes the same)."""
+    escaped = re.sub(r'([,+"\\<>;])', r"\\\1", value)
+    if escaped.startswith((" ", "#")):
+        escaped = "\\" + escaped
+    if escaped.endswith(" "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped
+
+
+def login_refusal(
+    error: KafkaError, bootstrap: str, config: Mapping[str, Any] | None = None
+) -> ConfigurationError | None:
     """A `ConfigurationError` for a connection the brokers refused on its security settings
-    (librdkafka's `_AUTHENTICATION` and `_SSL` errors), else None: other connection failures
-    (nothing listening, a broker restarting) are transient and stay the caller's to report."""
+    (librdkafka's `_AUTHENTICATION` and `_SSL` errors, and a TLS alert the brokers sent), else
+    None: other connection failures (nothing listening, a broker restarting) are transient and
+    stay the caller's to report. `config` is the client's, to tell a missing client
+    certificate from a refused one."""
     code, text = error.code(), error.str()
-    if code == KafkaError._AUTHENTICATION:
+    alert = _ALERT.search(text)
+    alert_name = alert.group(1).strip() if alert else ""
+    also = ""
+    if alert_name in _CERTIFICATE_ALERTS:
+        what, fix, also = _certificate_refusal(config or {})
+    elif alert_name in _HANDSHAKE_ALERTS:
+        what = "refused the TLS connection"
+        fix = (
+            "check ssl.* against the brokers' TLS listener (the TLS versions and cipher suites "
+            "both sides allow)"
+        )
+    elif code == KafkaError._AUTHENTICATION:
         if "mechanism" in text and "handshake failed" in text:
             fix = "set sasl.mechanism to one the brokers list"
         else:
@@ -69,7 +164,28 @@ def login_refusal(error: KafkaError, bootstrap: str) -> ConfigurationError | Non
         return None
     return ConfigurationError(
         f"Kafka at {bootstrap!r} {what}: {text}. Retrying will not help: {fix} in "
-        f"{SECURITY_SETTING} (librdkafka's security properties)."
+        f"{SECURITY_SETTING} (librdkafka's security properties).{also}"
+    )
+
+
+def _certificate_refusal(config: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What a certificate alert means for this client, the fix and another way out: the brokers
+    ask for a client certificate (mutual TLS) and got none, or did not accept the one they got."""
+    given = next((name for name in _CLIENT_CERTIFICATE_SETTINGS if config.get(name)), None)
+    if given is None:
+        return (
+            "requires a client certificate (mutual TLS) and the client sent none",
+            "set ssl.certificate.location and ssl.key.location to the PEM files of a "
+            "certificate signed by a CA the brokers trust (and ssl.key.password if the key is "
+            "encrypted)",
+            "",
+        )
+    subject = certificate_subject(config.get(given))
+    return (
+        f"did not accept the client certificate{f' {subject}' if subject else ''} ({given})",
+        f"set {given} to a certificate that a CA in the brokers' truststore signed and that "
+        "has not expired",
+        " Or the brokers' operator adds the certificate's CA to their truststore.",
     )
 
 
@@ -89,7 +205,7 @@ def not_allowed(
     if error is None or error.code() not in _AUTHORIZATION:
         return None
     who = principal(config)
-    grantee = who if who.startswith("User:") and " " not in who else "<principal>"
+    grantee = shlex.quote(who) if who.startswith("User:") else "<principal>"
     return ConfigurationError(
         f"Kafka did not allow {who} to {action} ({error.str()}). The brokers check ACLs: an "
         f"operator grants this one with `kafka-acls --add --allow-principal {grantee} "
@@ -103,13 +219,14 @@ class RefusalRecorder:
     """An `error_cb` for librdkafka clients that keeps the first security refusal it reports,
     for the thread that waits on the client to raise (callbacks run inside `poll`)."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, config: Mapping[str, Any]) -> None:
         self._bootstrap = bootstrap
+        self._config = config
         self._lock = threading.Lock()
         self.first: ConfigurationError | None = None
 
     def __call__(self, error: KafkaError) -> None:
-        refusal = login_refusal(error, self._bootstrap)
+        refusal = login_refusal(error, self._bootstrap, self._config)
         if refusal is not None:
             with self._lock:
                 if self.first is None:

@@ -193,16 +193,20 @@ SCRAM_MECHANISM = "SCRAM-SHA-512"
 ADMIN = ("scheduler-admin", "scheduler-admin-secret")
 """The secured broker's super user (SCRAM): the way in to create users and ACLs. The broker
 also talks to itself as this user. The password guards a loopback test broker."""
+CERT_PRINCIPAL = "User:CN=scheduler"
+"""Who the secured broker's client certificate (`TlsFiles.client_cert`) logs in as."""
 
 
 class SecuredKafka(Kafka):
     """A second local broker as production clusters run: clients connect over TLS and log in
-    with SCRAM-SHA-512 (listener SASL_SSL), and an authorizer refuses what no ACL allows.
+    with SCRAM-SHA-512 (listener SASL_SSL), or with a client certificate (listener SSL, mutual
+    TLS), and an authorizer refuses what no ACL allows.
 
     For tests of the product's Kafka security settings; `scheduler services up --secured-kafka`
     starts it beside the plain broker, on its own ports. Its certificates are made on first start
     (`scheduler.services.tls`) under ``<state dir>/kafka-secured/tls``; its one user at first is
-    the super user `ADMIN`, whose SCRAM credential is written when the storage is formatted.
+    the super user `ADMIN`, whose SCRAM credential is written when the storage is formatted. The
+    client certificate's user, `CERT_PRINCIPAL`, is allowed nothing until ACLs say otherwise.
     """
 
     name = "kafka-secured"
@@ -211,17 +215,30 @@ class SecuredKafka(Kafka):
     def __init__(self, tls_root: Path) -> None:
         self._port = env_port("SCHEDULER_SERVICES_KAFKA_SECURED_PORT", 9192)
         self._controller_port = env_port("SCHEDULER_SERVICES_KAFKA_SECURED_CONTROLLER_PORT", 9193)
+        self._mtls_port = env_port("SCHEDULER_SERVICES_KAFKA_SECURED_MTLS_PORT", 9194)
         self.tls = TlsFiles(tls_root)
+
+    @property
+    def ports(self) -> list[int]:
+        return [*super().ports, self._mtls_port]
+
+    @property
+    def mtls_address(self) -> str:
+        """The listener where clients log in with a certificate instead of a password."""
+        return f"{HOST}:{self._mtls_port}"
 
     def properties(self, paths: ServerPaths) -> dict[str, str]:
         controller = f"{HOST}:{self._controller_port}"
         user, password = ADMIN
         return {
             **super().properties(paths),
-            "listeners": f"SASL_SSL://{HOST}:{self._port},CONTROLLER://{controller}",
-            "advertised.listeners": f"SASL_SSL://{HOST}:{self._port}",
+            "listeners": (
+                f"SASL_SSL://{HOST}:{self._port},SSL://{self.mtls_address},"
+                f"CONTROLLER://{controller}"
+            ),
+            "advertised.listeners": f"SASL_SSL://{HOST}:{self._port},SSL://{self.mtls_address}",
             "inter.broker.listener.name": "SASL_SSL",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+            "listener.security.protocol.map": ("CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL"),
             "sasl.enabled.mechanisms": SCRAM_MECHANISM,
             "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
             # The broker's own login when it connects to its listener (one node: to itself).
@@ -236,6 +253,10 @@ class SecuredKafka(Kafka):
             "ssl.truststore.location": str(self.tls.node_truststore),
             "ssl.truststore.password": STORE_PASSWORD,
             "ssl.client.auth": "none",
+            # Mutual TLS on the SSL listener only: a client without a certificate the CA signed
+            # is refused in the handshake, and one with it is `CERT_PRINCIPAL` (Kafka's default
+            # principal builder names the certificate's subject).
+            "listener.name.ssl.ssl.client.auth": "required",
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             # The controller listener stays plaintext on loopback, where the broker half of
             # this process reaches the controller half as ANONYMOUS; it must be allowed the
@@ -253,6 +274,16 @@ class SecuredKafka(Kafka):
 
     def client_config(self) -> dict[str, str]:
         return login_config(self.tls.ca, *ADMIN)
+
+    def certificate_config(self) -> dict[str, str]:
+        """The librdkafka settings of a client that logs in on `mtls_address` with the client
+        certificate, as `CERT_PRINCIPAL`."""
+        return {
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(self.tls.ca),
+            "ssl.certificate.location": str(self.tls.client_cert),
+            "ssl.key.location": str(self.tls.client_key),
+        }
 
 
 def login_config(ca_file: Path, username: str, password: str) -> dict[str, str]:

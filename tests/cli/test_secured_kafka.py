@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,59 +79,114 @@ def test_the_properties_file_reads_back_as_written_and_only_its_owner_may_read_i
     assert {k: undone(v) for k, v in read.items()} == {"ssl.keystore.key": value, "k": " lead"}
 
 
-@pytest.mark.kafka
-@pytest.mark.slow
-def test_a_worker_runs_tasks_as_a_user_with_only_the_documented_acls(
-    script, worker, distributed, monkeypatch
-) -> None:
-    from tests.servers import secured_kafka, secured_kafka_user
+def documented_acls(topic: str, group: str) -> tuple[tuple[str, str, str], ...]:
+    """The ACLs docs/kafka.md lists for a worker that also enqueues, on an existing topic."""
+    return (
+        *(("topic", topic, op) for op in ("Describe", "Read", "Write")),
+        *(("group", group, op) for op in ("Read", "Describe")),
+    )
+
+
+def log_in(monkeypatch: pytest.MonkeyPatch, bootstrap: str, login: dict[str, str]) -> None:
+    """Have the next commands connect to `bootstrap` with `login` (librdkafka settings)."""
+    monkeypatch.setenv("SCHEDULER_KAFKA_BOOTSTRAP", bootstrap)
+    monkeypatch.setenv("SCHEDULER_KAFKA_CONFIG", ",".join(f"{k}={v}" for k, v in login.items()))
+
+
+@pytest.fixture
+def topic_on_the_secured_broker(
+    script, distributed, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, str, str]:
+    """The secured broker, and the test's topic and group names: the topic made by the broker's
+    admin (`scheduler topic create`), as docs/kafka.md has an operator do. The store is SQLite:
+    these tests are about Kafka."""
+    from tests.servers import secured_kafka
 
     broker = secured_kafka()
-    topic, group = distributed["SCHEDULER_TOPIC"], distributed["SCHEDULER_GROUP_ID"]
     monkeypatch.setenv("SCHEDULER_STORE", "sqlite")
-    monkeypatch.setenv("SCHEDULER_KAFKA_BOOTSTRAP", broker.bootstrap)
-
-    def as_user(login: dict[str, str]) -> None:
-        monkeypatch.setenv("SCHEDULER_KAFKA_CONFIG", ",".join(f"{k}={v}" for k, v in login.items()))
-
-    # The operator makes the topic, as its admin.
-    as_user(broker.login(*broker.admin))
+    log_in(monkeypatch, broker.bootstrap, broker.login(*broker.admin))
     created = script("topic", "create")
     assert created.returncode == 0, created.stderr
+    return broker, distributed["SCHEDULER_TOPIC"], distributed["SCHEDULER_GROUP_ID"]
 
-    as_user(
-        secured_kafka_user(
-            *(("topic", topic, op) for op in ("Describe", "Read", "Write")),
-            *(("group", group, op) for op in ("Read", "Describe")),
-        )
-    )
-    checked = script("topic", "create")  # without Create: it only checks the existing topic
-    assert checked.returncode == 0, checked.stderr
-    enqueued = script("enqueue", "secured-k", "--in", "1s", "--key", "k1")
-    assert enqueued.returncode == 0, enqueued.stderr
-    running = worker()
 
-    def states() -> list[str]:
-        listed = script("tasks", "list", "--ordering-id", "secured-k", "--json")
-        if listed.returncode != 0:  # the worker has not made its store yet
-            return [listed.stderr]
-        return [row["state"] for row in json.loads(listed.stdout)]
-
-    assert wait_for(lambda: states() == ["succeeded"]), states()
-
-    status = script("group", "status", "--json")
-    assert status.returncode == 0, status.stderr
-    assert {row["owner"] for row in json.loads(status.stdout)} != {None}
-
-    # Kafka's own tool logs in with the same settings, translated for the Java client.
+def kafka_tool_describes_the_group(script, group: str, topic: str) -> None:
     described = script(
         "services", "kafka-tool", "consumer-groups", "--describe", "--group", group, timeout=120
     )
     assert described.returncode == 0, described.stderr
     assert topic in described.stdout
 
+
+def runs_a_task(script, ordering_id: str) -> None:
+    """Enqueue a task due in a second, with the settings in effect, and wait until the running
+    worker has run it."""
+    enqueued = script("enqueue", ordering_id, "--in", "1s", "--key", "k1")
+    assert enqueued.returncode == 0, enqueued.stderr
+
+    def states() -> list[str]:
+        listed = script("tasks", "list", "--ordering-id", ordering_id, "--json")
+        if listed.returncode != 0:  # the worker has not made its store yet
+            return [listed.stderr]
+        return [row["state"] for row in json.loads(listed.stdout)]
+
+    assert wait_for(lambda: states() == ["succeeded"]), states()
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_worker_runs_tasks_as_a_user_with_only_the_documented_acls(
+    script, worker, monkeypatch, topic_on_the_secured_broker
+) -> None:
+    from tests.servers import secured_kafka_user
+
+    broker, topic, group = topic_on_the_secured_broker
+
+    log_in(
+        monkeypatch,
+        broker.bootstrap,
+        secured_kafka_user(*documented_acls(topic, group)),
+    )
+    checked = script("topic", "create")  # without Create: it only checks the existing topic
+    assert checked.returncode == 0, checked.stderr
+    running = worker()
+    runs_a_task(script, "secured-k")
+
+    status = script("group", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert {row["owner"] for row in json.loads(status.stdout)} != {None}
+
+    # Kafka's own tool logs in with the same settings, translated for the Java client.
+    kafka_tool_describes_the_group(script, group, topic)
+
     running.terminate()
     assert running.wait(timeout=60) == 0
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_worker_logs_in_with_a_client_certificate(
+    script, worker, monkeypatch, topic_on_the_secured_broker
+) -> None:
+    from scheduler.services.kafka import CERT_PRINCIPAL
+    from tests.servers import grant_kafka_acls, revoke_kafka_acls
+
+    broker, topic, group = topic_on_the_secured_broker
+    user = CERT_PRINCIPAL.removeprefix("User:")
+    acls = documented_acls(topic, group)
+    grant_kafka_acls(user, *acls)
+    try:
+        log_in(monkeypatch, broker.certificate_bootstrap, broker.certificate_login)
+        running = worker()
+        runs_a_task(script, "by-cert")
+
+        # Kafka's own tool logs in with the certificate too (translated into a PEM keystore).
+        kafka_tool_describes_the_group(script, group, topic)
+
+        running.terminate()
+        assert running.wait(timeout=60) == 0
+    finally:
+        revoke_kafka_acls(user, *acls)
 
 
 @pytest.mark.kafka
@@ -142,11 +198,10 @@ def test_a_worker_outside_its_groups_acls_stops_at_once_naming_the_acl(
     broker = secured_kafka()
     topic, group = distributed["SCHEDULER_TOPIC"], distributed["SCHEDULER_GROUP_ID"]
     monkeypatch.setenv("SCHEDULER_STORE", "sqlite")
-    monkeypatch.setenv("SCHEDULER_KAFKA_BOOTSTRAP", broker.bootstrap)
     login = secured_kafka_user(
         *(("topic", topic, op) for op in ("Create", "Describe", "Read", "Write"))
     )
-    monkeypatch.setenv("SCHEDULER_KAFKA_CONFIG", ",".join(f"{k}={v}" for k, v in login.items()))
+    log_in(monkeypatch, broker.bootstrap, login)
 
     result = script("worker", timeout=60)
 

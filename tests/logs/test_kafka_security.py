@@ -1,7 +1,8 @@
 """Logging in, TLS and ACLs against a real secured broker: what each wrong setting looks like.
 
-The secured broker (tests/servers.py) speaks only SASL_SSL, logs users in with SCRAM-SHA-512
-and refuses whatever no ACL allows. A refusal that retrying cannot fix must stop the client at
+The secured broker (tests/servers.py) logs users in with SCRAM-SHA-512 over TLS (SASL_SSL), or
+by their client certificate on a second listener (SSL, mutual TLS), and refuses whatever no
+ACL allows. A refusal that retrying cannot fix must stop the client at
 once with a `ConfigurationError` that names the setting to fix or the ACL to grant, instead of
 waiting out the request timeout and blaming the network. The task-log contract itself runs over
 this broker too, as a user with only the documented ACLs (tests/contracts, `kafka-secured`).
@@ -13,18 +14,21 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs.kafka import KafkaTaskLog
+from scheduler.services.kafka import CERT_PRINCIPAL
 from tests.servers import (
     SecuredBroker,
     grant_kafka_acls,
     revoke_kafka_acls,
     secured_kafka,
     secured_kafka_user,
+    self_signed_certificate,
 )
 
 pytestmark = pytest.mark.kafka
@@ -297,3 +301,108 @@ def test_reading_the_groups_offsets_without_describe_names_the_acl(
         log.close()
 
     assert "--operation Describe --group sec-group" in str(raised.value)
+
+
+# -- mutual TLS: the listener that logs clients in by their certificate ----------------------
+
+
+def certificate_log(broker: SecuredBroker, topic: str, **login: str) -> KafkaTaskLog:
+    return KafkaTaskLog(
+        bootstrap_servers=broker.certificate_bootstrap,
+        topic=topic,
+        producer_config={**broker.certificate_login, **login},
+        request_timeout_s=5,
+    )
+
+
+def refused_on_certificate(broker: SecuredBroker, **login: str) -> tuple[str, float]:
+    began = time.monotonic()
+    with pytest.raises(ConfigurationError) as raised:
+        certificate_log(broker, "any", **login)
+    return str(raised.value), time.monotonic() - began
+
+
+def test_a_client_without_a_certificate_is_told_the_listener_wants_one(
+    broker: SecuredBroker,
+) -> None:
+    without = {
+        k: v
+        for k, v in broker.certificate_login.items()
+        if not k.startswith(("ssl.cert", "ssl.key"))
+    }
+    with pytest.raises(ConfigurationError) as raised:
+        KafkaTaskLog(
+            bootstrap_servers=broker.certificate_bootstrap,
+            topic="any",
+            producer_config=without,
+            request_timeout_s=5,
+        )
+
+    message = str(raised.value)
+    assert "requires a client certificate (mutual TLS) and the client sent none" in message
+    assert "alert" in message  # librdkafka's words, for a search
+    assert "set ssl.certificate.location and ssl.key.location" in message
+
+
+def test_a_certificate_the_brokers_do_not_trust_is_refused_naming_its_subject(
+    broker: SecuredBroker, tmp_path: Path
+) -> None:
+    certificate, key = self_signed_certificate(tmp_path, "/O=Elsewhere/CN=stranger")
+
+    message, took = refused_on_certificate(
+        broker, **{"ssl.certificate.location": str(certificate), "ssl.key.location": str(key)}
+    )
+
+    assert took < 4  # the request timeout is 5 s: the refusal did not wait it out
+    assert "did not accept the client certificate CN=stranger,O=Elsewhere" in message
+    assert "a CA in the brokers' truststore signed" in message
+    assert "Retrying will not help" in message
+
+
+def test_a_certificate_login_is_named_by_its_subject_in_the_acl_to_grant(
+    broker: SecuredBroker,
+) -> None:
+    name = f"sec-{uuid.uuid4().hex[:10]}"
+    log = certificate_log(broker, name)
+    try:
+        with pytest.raises(ConfigurationError) as raised:
+            log.ensure_topic(PARTITIONS)
+    finally:
+        log.close()
+
+    message = str(raised.value)
+    assert f"did not allow {CERT_PRINCIPAL} to create topic {name!r}" in message
+    assert f"--allow-principal {CERT_PRINCIPAL} --operation Create --topic {name}" in message
+
+
+def test_a_certificate_login_with_its_acls_sends_and_reads_records(
+    broker: SecuredBroker, topic: str
+) -> None:
+    user, group = CERT_PRINCIPAL.removeprefix("User:"), f"{topic}-g"
+    acls = (
+        *(("topic", topic, op) for op in ("Describe", "Read", "Write")),
+        *(("group", group, op) for op in ("Describe", "Read")),
+    )
+    grant_kafka_acls(user, *acls)
+    log = KafkaTaskLog(
+        bootstrap_servers=broker.certificate_bootstrap,
+        topic=topic,
+        producer_config=broker.certificate_login,
+        consumer_config=broker.certificate_login,
+        request_timeout_s=5,
+    )
+    consumer = log.consumer(group, client_id="c1")
+    consumer.subscribe(Assigned())
+    try:
+        producer = log.producer()
+        producer.send(b"k", b"by certificate").result(10)
+        producer.close()
+        records = []
+        deadline = time.monotonic() + 30
+        while not records and time.monotonic() < deadline:
+            records += consumer.poll(10, timeout=0.2)
+        assert [r.value for r in records] == [b"by certificate"]
+    finally:
+        consumer.close()
+        log.close()
+        revoke_kafka_acls(user, *acls)

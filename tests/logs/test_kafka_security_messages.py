@@ -1,0 +1,115 @@
+"""What a security refusal says, from librdkafka's error text and the client's settings alone
+(the same refusals from a real broker are in test_kafka_security.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError
+
+from scheduler.logs.kafka_security import (
+    certificate_subject,
+    login_refusal,
+    not_allowed,
+    principal,
+)
+from tests.servers import self_signed_certificate
+
+BOOTSTRAP = "broker-1:9093"
+
+
+def transport_failure(alert: str) -> KafkaError:
+    return KafkaError(
+        KafkaError._TRANSPORT,
+        f"ssl://{BOOTSTRAP}/bootstrap: Receive failed: error:0A00045C:SSL routines::{alert} "
+        "(after 2ms in state APIVERSION_QUERY)",
+    )
+
+
+def test_a_certificate_subject_is_written_as_kafka_names_its_user(tmp_path: Path) -> None:
+    certificate, _ = self_signed_certificate(
+        tmp_path, '/C=DE/O=Acme, Inc./OU=data\\+eng/CN=spark "jobs";x'
+    )
+    # RFC 2253, most specific name first, with its escapes: what Java's
+    # X500Principal.getName() printed for this certificate, which Kafka's default principal
+    # builder uses (checked once by hand with a few lines of Java).
+    java_name = 'CN=spark \\"jobs\\"\\;x,OU=data\\+eng,O=Acme\\, Inc.,C=DE'
+
+    assert certificate_subject(str(certificate)) == java_name
+    config = {"security.protocol": "SSL", "ssl.certificate.location": str(certificate)}
+    assert principal(config) == f"User:{java_name}"
+
+
+def test_a_certificate_that_cannot_be_read_is_described_not_named(tmp_path: Path) -> None:
+    missing = {"security.protocol": "SSL", "ssl.certificate.location": str(tmp_path / "gone.pem")}
+
+    assert certificate_subject(str(tmp_path / "gone.pem")) is None
+    assert principal(missing) == "the user of the client certificate (ssl.certificate.location)"
+    assert principal({"security.protocol": "SSL"}).startswith("the user of the client certificate")
+
+
+@pytest.mark.parametrize(
+    "alert",
+    [
+        "ssl/tls alert bad certificate",
+        "tlsv13 alert certificate required",
+        "tlsv1 alert unknown ca",
+    ],
+)
+def test_a_certificate_alert_without_a_certificate_asks_for_one(alert: str) -> None:
+    refusal = login_refusal(transport_failure(alert), BOOTSTRAP, {"security.protocol": "SSL"})
+
+    assert refusal is not None
+    assert "requires a client certificate (mutual TLS) and the client sent none" in str(refusal)
+    assert "set ssl.certificate.location and ssl.key.location" in str(refusal)
+
+
+def test_a_certificate_alert_with_a_certificate_names_the_setting_it_came_from() -> None:
+    config = {"security.protocol": "SSL", "ssl.keystore.location": "/etc/kafka/client.p12"}
+
+    refusal = login_refusal(
+        transport_failure("ssl/tls alert certificate expired"), BOOTSTRAP, config
+    )
+
+    assert refusal is not None
+    assert "did not accept the client certificate (ssl.keystore.location)" in str(refusal)
+    assert "set ssl.keystore.location to a certificate that a CA" in str(refusal)
+
+
+def test_a_handshake_alert_points_at_the_tls_settings() -> None:
+    refusal = login_refusal(transport_failure("ssl/tls alert handshake failure"), BOOTSTRAP, {})
+
+    assert refusal is not None
+    assert "refused the TLS connection" in str(refusal)
+    assert "TLS versions and cipher suites" in str(refusal)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        transport_failure("ssl/tls alert internal error"),  # the broker's trouble, maybe passing
+        KafkaError(KafkaError._TRANSPORT, f"{BOOTSTRAP}/bootstrap: Connect to ipv4#... failed"),
+        KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"),
+    ],
+)
+def test_other_connection_failures_are_not_refusals(error: KafkaError) -> None:
+    assert login_refusal(error, BOOTSTRAP, {"ssl.certificate.location": "/c.pem"}) is None
+
+
+def test_the_acl_to_grant_quotes_a_principal_a_shell_would_split(tmp_path: Path) -> None:
+    certificate, _ = self_signed_certificate(tmp_path, "/O=Acme/CN=spark jobs")
+    config = {"security.protocol": "SSL", "ssl.certificate.location": str(certificate)}
+
+    refusal = not_allowed(
+        KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed"),
+        action="write to topic 't'",
+        operation="Write",
+        resource="--topic t",
+        config=config,
+    )
+
+    assert refusal is not None
+    assert "--allow-principal 'User:CN=spark jobs,O=Acme' --operation Write --topic t" in str(
+        refusal
+    )
