@@ -74,8 +74,8 @@ def connect(
     `PartitionCountMismatchError` if its count differs, as `scheduler enqueue` does. The client
     owns the log it opened: closing the client closes both.
     """
-    from scheduler.cli.config import load_settings
     from scheduler.client import SchedulerClient
+    from scheduler.config import load_settings
 
     settings = settings if settings is not None else load_settings()
     log = build_log(settings)

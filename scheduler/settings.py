@@ -1,7 +1,7 @@
 """Every setting of the CLI and the service, in one flat model: type, default, docs, validation.
 
 Library classes take typed arguments and never read files or the environment; this model says
-what may be configured, and `scheduler.cli.config.load_settings` reads it from a TOML file, then
+what may be configured, and `scheduler.config.load_settings` reads it from a TOML file, then
 `SCHEDULER_*` variables, then command-line options, each later source winning. Fields are flat
 so that a setting has one name everywhere (`partitions`, `SCHEDULER_PARTITIONS`). Each field's
 docstring is its description, from which `docs/configuration.md` is generated.

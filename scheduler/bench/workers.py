@@ -23,7 +23,7 @@ from uuid import uuid4
 
 from scheduler.bench.common import DISTRIBUTED, BenchOptions
 from scheduler.bench.probe import PROBE_ENV
-from scheduler.cli.config import CONFIG_ENV
+from scheduler.config import CONFIG_ENV
 from scheduler.fleet import WorkerProcess
 
 PARTITIONS = 16
@@ -131,7 +131,7 @@ def backend(
 
 def run_settings(run: Backend) -> Any:
     """The `Settings` a worker of this run sees: the run's variables over the settings file."""
-    from scheduler.cli.config import load_settings
+    from scheduler.config import load_settings
 
     not_settings = (PROBE_ENV, "SCHEDULER_FLEET_RECORD", CONFIG_ENV)
     values: dict[str, Any] = {
@@ -175,7 +175,7 @@ def close_backend(run: Backend) -> None:
 
 def twin_main() -> None:
     """Two `Worker`s in one process on the embedded backends, until SIGTERM (`python -m`)."""
-    from scheduler.cli.config import load_settings
+    from scheduler.config import load_settings
     from scheduler.logging_setup import configure_logging
     from scheduler.runtime import build_executor, build_log, open_store, partition_count_check
     from scheduler.worker import Worker

@@ -86,7 +86,7 @@ def _options(
     data_bytes: int = 0,
 ) -> Any:
     from scheduler.bench.common import BACKENDS, BenchOptions
-    from scheduler.cli.config import env_config
+    from scheduler.config import env_config
 
     chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
     unknown = [b for b in chosen if b not in BACKENDS]

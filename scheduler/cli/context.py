@@ -38,7 +38,7 @@ class CliState:
     def settings(self, **overrides: Any) -> Settings:
         """The effective settings, with this subcommand's options on top; logs configured."""
         if self._settings is None:
-            from scheduler.cli.config import load_settings, unknown_environment
+            from scheduler.config import load_settings, unknown_environment
             from scheduler.logging_setup import configure_logging
 
             self.overrides.update(overrides)
@@ -51,7 +51,7 @@ class CliState:
     def origin(self, name: str) -> str:
         """How errors should name where setting `name` came from (`--executor`, the variable,
         the settings file's key), so that the user fixes the value where they wrote it."""
-        from scheduler.cli.config import origin
+        from scheduler.config import origin
 
         return origin(name, self.config, self.overrides)
 

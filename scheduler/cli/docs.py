@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scheduler.cli.config import CONFIG_ENV, accepted
+from scheduler.config import CONFIG_ENV, accepted
 from scheduler.settings import Settings, env_name
 
 SECTIONS = {

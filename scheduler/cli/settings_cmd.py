@@ -24,7 +24,7 @@ def show(state: CliState, as_json: bool) -> None:
 
     Values that look like secrets (Kafka passwords, tokens) are masked.
     """
-    from scheduler.cli.config import sources
+    from scheduler.config import sources
     from scheduler.settings import env_name
 
     effective = state.settings()

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from scheduler.cli.config import CONFIG_ENV
 from scheduler.cli.main import cli
+from scheduler.config import CONFIG_ENV
 from scheduler.settings import Settings, env_name
 
 SERVER_VARIABLES = ("SCHEDULER_KAFKA_BOOTSTRAP", "SCHEDULER_CASSANDRA_HOSTS")

@@ -11,7 +11,7 @@ import pytest
 
 import scheduler
 from scheduler import PartitionCountMismatchError, Task
-from scheduler.cli.config import load_settings
+from scheduler.config import load_settings
 from scheduler.partitioning import partition_for
 from scheduler.runtime import build_log
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from scheduler.cli.config import load_settings
+from scheduler.config import load_settings
 from scheduler.engine.reload_mark import ReloadMark
 from scheduler.model import Task, TaskKey
 from scheduler.runtime import build_log, open_store

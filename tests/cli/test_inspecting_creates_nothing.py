@@ -29,7 +29,7 @@ def test_an_embedded_data_dir_nothing_ran_in_is_named_and_left_uncreated(run, em
 def test_a_mistyped_keyspace_or_topic_is_named_and_neither_is_created(
     run, distributed, monkeypatch
 ):
-    from scheduler.cli.config import load_settings
+    from scheduler.config import load_settings
     from scheduler.errors import ConfigurationError
     from scheduler.runtime import build_log, open_store
 

@@ -60,8 +60,8 @@ def test_an_unreachable_kafka_is_named_in_seconds_not_after_the_tools_30_s_timeo
 def test_kafkas_consumer_group_tool_shows_the_offsets_and_owners_group_status_shows(
     script, worker, distributed
 ):
-    from scheduler.cli.config import load_settings
     from scheduler.client import SchedulerClient
+    from scheduler.config import load_settings
     from scheduler.model import Task
     from scheduler.runtime import build_log
 

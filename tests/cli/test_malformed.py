@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from scheduler.cli.config import load_settings
+from scheduler.config import load_settings
 from scheduler.partitioning import partition_for
 from scheduler.runtime import build_log, open_store
 from scheduler.stores.abc import MalformedRecord

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from scheduler.cli.config import load_settings
+from scheduler.config import load_settings
 from scheduler.errors import ConfigurationError, PartitionCountMismatchError
 from scheduler.executors.abc import noop_executor
 from scheduler.logging_setup import configure_logging

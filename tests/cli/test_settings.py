@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli.config import load_settings
+from scheduler.config import load_settings
 from scheduler.errors import ConfigurationError
 from scheduler.runtime import cassandra_replication
 
@@ -42,7 +42,7 @@ def test_a_variable_that_is_no_setting_is_named_with_the_setting_meant(
 def test_only_variables_that_are_no_setting_and_not_the_products_own_are_warned_about(
     monkeypatch,
 ):
-    from scheduler.cli.config import unknown_environment
+    from scheduler.config import unknown_environment
 
     for variable in os.environ:
         if variable.upper().startswith("SCHEDULER_"):

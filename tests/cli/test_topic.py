@@ -22,8 +22,8 @@ def test_topic_create_makes_the_embedded_topic_once_and_refuses_another_count(
 @pytest.mark.kafka
 @pytest.mark.cassandra
 def test_a_producer_can_start_once_topic_create_made_the_kafka_topic(run, distributed):
-    from scheduler.cli.config import load_settings
     from scheduler.client import SchedulerClient
+    from scheduler.config import load_settings
     from scheduler.errors import ConfigurationError
     from scheduler.runtime import build_log
 

@@ -496,7 +496,7 @@ def test_producer_only_settings_can_stay_out_of_the_consumers(
 ) -> None:
     """`linger.ms` in the shared settings reaches the consumers too, which say they ignore it;
     in the producer's own settings it reaches the producer only."""
-    from scheduler.cli.config import load_settings
+    from scheduler.config import load_settings
     from scheduler.runtime import build_log
 
     caplog.set_level(logging.DEBUG, logger="scheduler.logs.kafka")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.cli.config import load_settings
+from scheduler.config import load_settings
 from scheduler.services.cassandra import CASSANDRA_VERSION
 from scheduler.services.kafka import KAFKA_VERSION
 from scheduler.settings import ENV_PREFIX, Settings, env_name

@@ -6,7 +6,7 @@ from itertools import pairwise
 
 import pytest
 
-from scheduler.cli.config import load_settings
+from scheduler.config import load_settings
 from scheduler.errors import ConfigurationError
 from scheduler.runtime import build_store
 from scheduler.stores.cassandra import CassandraTaskStore
