@@ -35,7 +35,13 @@ from scheduler.logs.kafka_config import (
 )
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
 from scheduler.logs.kafka_producer import KafkaLogProducer
-from scheduler.logs.kafka_security import ACL_DOCS, RefusalRecorder, not_allowed, principal
+from scheduler.logs.kafka_security import (
+    ACL_DOCS,
+    RefusalRecorder,
+    logs_in,
+    not_allowed,
+    principal,
+)
 
 __all__ = ["KafkaLogConsumer", "KafkaLogProducer", "KafkaTaskLog"]
 
@@ -156,7 +162,9 @@ class KafkaTaskLog(TaskLog):
                 acl=("Create", f"--topic {self.topic}"),
                 alternative="Or an operator creates the topic with the deployment's partition "
                 "count (`scheduler topic create` with an admin's settings) before the "
-                "scheduler starts: it creates only a missing topic.",
+                "scheduler starts: it creates only a missing topic. If it exists already, "
+                "this user may not Describe it (brokers answer as if it did not exist): grant "
+                f"`--operation Describe --topic {self.topic}` too.",
             ) from exc
 
     def partition_count(self) -> int:
@@ -173,9 +181,7 @@ class KafkaTaskLog(TaskLog):
     def _unseen_hint(self) -> str:
         # Brokers list only the topics the user may describe: with ACLs, "missing" may be
         # "hidden", and creating it would then be refused for a reason that says little.
-        if "sasl.username" not in self._producer_config and "ssl.certificate.location" not in (
-            self._producer_config
-        ):
+        if not logs_in(self._producer_config):
             return ""
         return (
             f". With ACLs, a topic {principal(self._producer_config)} may not Describe is "

@@ -89,10 +89,23 @@ def principal(config: Mapping[str, Any]) -> str:
         subject = certificate_subject(config.get("ssl.certificate.location"))
         if subject is not None:
             return f"User:{subject}"
-        return "the user of the client certificate (ssl.certificate.location)"
+        given = _certificate_setting(config) or "ssl.certificate.location"
+        return f"the user of the client certificate ({given})"
     if protocol.startswith("SASL"):
         return f"the {config.get('sasl.mechanism', 'GSSAPI')} login"
     return "User:ANONYMOUS (no login: security.protocol is PLAINTEXT)"
+
+
+def logs_in(config: Mapping[str, Any]) -> bool:
+    """Whether the client logs in as a user of its own (a SASL login or a client certificate),
+    which ACLs may then restrict; else it is whoever the brokers let in without one."""
+    protocol = str(config.get("security.protocol", "plaintext")).upper()
+    return protocol.startswith("SASL") or _certificate_setting(config) is not None
+
+
+def _certificate_setting(config: Mapping[str, Any]) -> str | None:
+    """The setting the client's certificate comes from, if it has one."""
+    return next((name for name in _CLIENT_CERTIFICATE_SETTINGS if config.get(name)), None)
 
 
 def certificate_subject(path: object) -> str | None:
@@ -171,7 +184,7 @@ def login_refusal(
 def _certificate_refusal(config: Mapping[str, Any]) -> tuple[str, str, str]:
     """What a certificate alert means for this client, the fix and another way out: the brokers
     ask for a client certificate (mutual TLS) and got none, or did not accept the one they got."""
-    given = next((name for name in _CLIENT_CERTIFICATE_SETTINGS if config.get(name)), None)
+    given = _certificate_setting(config)
     if given is None:
         return (
             "requires a client certificate (mutual TLS) and the client sent none",

@@ -209,3 +209,50 @@ def test_a_worker_outside_its_groups_acls_stops_at_once_naming_the_acl(
     assert f"to join consumer group {group!r}" in result.stderr
     assert f"--operation Read --group {group}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.kafka
+def test_a_pkcs12_keystore_logs_in_the_scheduler_and_kafkas_tools(
+    script, monkeypatch, topic_on_the_secured_broker, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from scheduler.services.kafka import CERT_PRINCIPAL
+    from tests.servers import grant_kafka_acls, revoke_kafka_acls
+
+    broker, topic, _ = topic_on_the_secured_broker
+    keystore = tmp_path / "client.p12"
+    pem = broker.certificate_login
+    export = ["openssl", "pkcs12", "-export", "-passout", "pass:keystore-secret"]
+    files = ["-in", pem["ssl.certificate.location"], "-inkey", pem["ssl.key.location"]]
+    subprocess.run([*export, *files, "-out", str(keystore)], check=True, capture_output=True)
+    log_in(
+        monkeypatch,
+        broker.certificate_bootstrap,
+        {
+            "security.protocol": "SSL",
+            "ssl.ca.location": pem["ssl.ca.location"],
+            "ssl.keystore.location": str(keystore),
+            "ssl.keystore.password": "keystore-secret",
+        },
+    )
+
+    # Logged in (no ACL yet): the topic is hidden from it, so enqueue would create it, and the
+    # refusal names the certificate's setting and says that the topic may just be hidden.
+    refused = script("enqueue", "p12", "--in", "1h")
+    assert refused.returncode == 2, refused.stderr
+    assert "did not allow the user of the client certificate (ssl.keystore.location)" in (
+        refused.stderr
+    )
+    assert "If it exists already, this user may not Describe it" in refused.stderr
+
+    # Kafka's Java tool logs in with the keystore as the same user: it sees the topic once that
+    # user may describe it.
+    user = CERT_PRINCIPAL.removeprefix("User:")
+    grant_kafka_acls(user, ("topic", topic, "Describe"))
+    try:
+        listed = script("services", "kafka-tool", "topics", "--list", timeout=120)
+    finally:
+        revoke_kafka_acls(user, ("topic", topic, "Describe"))
+    assert listed.returncode == 0, listed.stderr
+    assert topic in listed.stdout.split()

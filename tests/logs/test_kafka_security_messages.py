@@ -47,6 +47,9 @@ def test_a_certificate_that_cannot_be_read_is_described_not_named(tmp_path: Path
     assert certificate_subject(str(tmp_path / "gone.pem")) is None
     assert principal(missing) == "the user of the client certificate (ssl.certificate.location)"
     assert principal({"security.protocol": "SSL"}).startswith("the user of the client certificate")
+    # A PKCS#12 keystore is not read (the standard library has no parser for it): named instead.
+    keystore = {"security.protocol": "SSL", "ssl.keystore.location": "/etc/kafka/client.p12"}
+    assert principal(keystore) == "the user of the client certificate (ssl.keystore.location)"
 
 
 @pytest.mark.parametrize(
