@@ -164,7 +164,8 @@ class Settings(BaseSettings):
     """Extra librdkafka settings for producers, consumers and the admin client (security,
     tuning) as `key=value,key=value`, JSON or a TOML table; they win over the product's
     defaults. A key or value librdkafka refuses fails at start with its reason. `settings show`
-    masks values of keys that contain `password`, `secret` or `token`."""
+    masks secrets: keys that contain `password`, `secret`, `token` or `credential`, key
+    material (`ssl.key.pem`) and `sasl.oauthbearer.config`."""
     kafka_producer_config: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
     """librdkafka settings for producers (and the admin client) only, over `kafka_config`:
     producer-only properties such as `linger.ms` given to every client make each consumer log a
@@ -230,7 +231,8 @@ class Settings(BaseSettings):
     spark_app_name: Annotated[str, Field(min_length=1)] = "scheduler"
     """Spark application name."""
     spark_conf: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
-    """Extra Spark configuration as `key=value,key=value`, JSON or a TOML table."""
+    """Extra Spark configuration as `key=value,key=value`, JSON or a TOML table. `settings show`
+    masks secrets, as in `kafka_config` (`fs.s3a.secret.key`, `fs.azure.account.key.*`)."""
     spark_job_modules: CommaList = ["scheduler.examples"]
     """Packages whose `module:function` jobs a task may name without registering them first."""
 

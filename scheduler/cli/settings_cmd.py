@@ -48,19 +48,32 @@ def docs() -> None:
     click.echo(render_markdown(), nl=False)
 
 
-SECRET_WORDS = ("password", "secret", "token")
-"""Settings, and keys of the `kafka_*config` mappings, whose values are masked."""
+SECRET_WORDS = ("password", "secret", "token", "credential")
+"""Settings, and keys of the mapping settings (`kafka_*config`, `spark_conf`), whose values are
+masked."""
+
+_SECRET_KEYS = frozenset(("sasl.oauthbearer.config",))
+"""Keys whose value is free text that usually holds a secret (librdkafka's OAUTHBEARER one)."""
+
+_NOT_SECRET_SUFFIXES = (".location", ".type", ".algorithm")
+"""A `key` part names a key, but these say where it is or what kind: shown."""
 
 
 def _masked(name: str, value: Any) -> Any:
     if value is not None and any(word in name for word in SECRET_WORDS):
         return "***"
-    if name.startswith("kafka_") and name.endswith("config") and isinstance(value, dict):
-        return {
-            key: "***" if any(word in key.lower() for word in SECRET_WORDS) else item
-            for key, item in value.items()
-        }
+    if isinstance(value, dict):
+        return {key: "***" if _is_secret(str(key)) else item for key, item in value.items()}
     return value
+
+
+def _is_secret(key: str) -> bool:
+    """Whether a librdkafka or Spark property holds a secret: a password, token or secret, or
+    key material (`ssl.key.pem`, `fs.s3a.secret.key`, `fs.azure.account.key.<account>`)."""
+    lowered = key.lower()
+    if lowered in _SECRET_KEYS or any(word in lowered for word in SECRET_WORDS):
+        return True
+    return "key" in lowered.split(".") and not lowered.endswith(_NOT_SECRET_SUFFIXES)
 
 
 def _text(value: Any) -> str:

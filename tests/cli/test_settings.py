@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -247,3 +248,25 @@ def test_secrets_in_the_per_client_kafka_settings_are_masked_too(run, monkeypatc
     assert result.exit_code == 0
     assert "hunter2" not in result.output and "hunter3" not in result.output
     assert "linger.ms=10" in result.output
+
+
+def test_key_material_and_cloud_secrets_in_mapping_settings_are_masked(run, monkeypatch):
+    monkeypatch.setenv(
+        "SCHEDULER_KAFKA_CONFIG",
+        "security.protocol=SSL,ssl.key.pem=PRIVATE-PEM,ssl.key.location=/etc/k.pem,"
+        "sasl.oauthbearer.config=clientSecret=OAUTH-TEXT",
+    )
+    monkeypatch.setenv(
+        "SCHEDULER_SPARK_CONF",
+        "spark.hadoop.fs.s3a.secret.key=S3-SECRET,"
+        "spark.hadoop.fs.azure.account.key.acct.blob.core.windows.net=AZURE-KEY,"
+        "spark.io.encryption.keySizeBits=256",
+    )
+    result = run("settings", "show", "--json")
+    assert result.exit_code == 0, result.output
+    for secret in ("PRIVATE-PEM", "OAUTH-TEXT", "S3-SECRET", "AZURE-KEY"):
+        assert secret not in result.output
+    shown = json.loads(result.output)
+    # Where a key is and what kind it is are not secrets, and an operator needs to see them.
+    assert shown["kafka_config"]["ssl.key.location"] == "/etc/k.pem"
+    assert shown["spark_conf"]["spark.io.encryption.keySizeBits"] == "256"
