@@ -9,12 +9,16 @@ batching and timeouts there, and take responsibility for the ones they override.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.logs.kafka_security import names_a_refusal
 
 logger = logging.getLogger("scheduler.logs.kafka")
 """librdkafka's own log lines go here instead of to stderr."""
@@ -42,7 +46,45 @@ class _WaitsLibrdkafkaRetries(logging.Filter):
         return True
 
 
+class _RefusalsOncePerMinute(logging.Filter):
+    """Lets one of librdkafka's lines about a refused login or certificate through per client,
+    broker and reason a minute, with the count of those held back.
+
+    A running client whose login the brokers start to refuse (a password rotated, a user
+    deleted, a certificate expired) reconnects a few times a second, and librdkafka logs an
+    ERROR line each time: about ten thousand an hour per worker, all saying the same. The worker
+    keeps retrying, as for a revoked ACL (what is stored keeps running), so the line must stay
+    visible, once a minute. At start the same refusal stops the command instead (see
+    `kafka_security.RefusalRecorder`).
+    """
+
+    EVERY_S = 60.0
+    _TIMING = re.compile(r" \(after \d+ms in state \w+\)")
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._shown: dict[str, tuple[float, int]] = {}  # line -> (shown at, held back since)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith("FAIL ") or not names_a_refusal(message):
+            return True
+        line, now = self._TIMING.sub("", message), self._clock()
+        with self._lock:
+            shown_at, held_back = self._shown.get(line, (None, 0))
+            if shown_at is not None and now - shown_at < self.EVERY_S:
+                self._shown[line] = (shown_at, held_back + 1)
+                return False
+            self._shown[line] = (now, 0)
+        if held_back:
+            record.msg, record.args = f"{message} ({held_back} more like it before)", ()
+        return True
+
+
 logger.addFilter(_WaitsLibrdkafkaRetries())
+logger.addFilter(_RefusalsOncePerMinute())
 
 BOOTSTRAP_SETTING = "SCHEDULER_KAFKA_BOOTSTRAP"
 """The environment variable (read by the service's settings) that names the brokers."""

@@ -137,6 +137,15 @@ def _rfc2253_escaped(value: str) -> str:
     return escaped
 
 
+def names_a_refusal(text: str) -> bool:
+    """Whether librdkafka's words about a failed connection say the brokers refused the client's
+    login or certificate (which lasts until someone changes a setting), not that they are away."""
+    alert = _ALERT.search(text)
+    if alert is not None and alert.group(1).strip() in _CERTIFICATE_ALERTS | _HANDSHAKE_ALERTS:
+        return True
+    return "SASL authentication error" in text or "certificate verify failed" in text
+
+
 def login_refusal(
     error: KafkaError, bootstrap: str, config: Mapping[str, Any] | None = None
 ) -> ConfigurationError | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,38 @@ def test_the_acl_to_grant_quotes_a_principal_a_shell_would_split(tmp_path: Path)
     assert "--allow-principal 'User:CN=spark jobs,O=Acme' --operation Write --topic t" in str(
         refusal
     )
+
+
+def test_a_refused_login_is_logged_once_a_minute_per_client_not_per_reconnect() -> None:
+    from scheduler.logs.kafka_config import _RefusalsOncePerMinute
+
+    now = [0.0]
+    refusals = _RefusalsOncePerMinute(clock=lambda: now[0])
+
+    def line(client: str, after_ms: int) -> logging.LogRecord:
+        text = (
+            f"FAIL [{client}#consumer-3] [thrd:sasl_ssl://b:9092/bootstrap]: sasl_ssl://b:9092/"
+            "bootstrap: SASL authentication error: Authentication failed during authentication "
+            f"due to invalid credentials (after {after_ms}ms in state AUTH_REQ)"
+        )
+        return logging.LogRecord("scheduler.logs.kafka", logging.ERROR, "", 0, text, (), None)
+
+    # A reconnect every ~350 ms: the first line shows, the rest of the minute does not.
+    shown = [refusals.filter(line("w1", 300 + i)) for i in range(170)]
+    assert shown == [True] + [False] * 169
+    assert refusals.filter(line("w2", 301))  # another client's refusal is its own
+    now[0] = 60.0
+    again = line("w1", 302)
+    assert refusals.filter(again)
+    assert again.getMessage().endswith("(169 more like it before)")
+    # Lines about anything else pass as they come (a broker away is librdkafka's to back off).
+    away = logging.LogRecord(
+        "scheduler.logs.kafka",
+        logging.ERROR,
+        "",
+        0,
+        "FAIL [w1] b:9092: Connection refused",
+        (),
+        None,
+    )
+    assert all(refusals.filter(away) for _ in range(3))
