@@ -81,7 +81,7 @@ def principal(config: Mapping[str, Any]) -> str:
     SASL login with a user name; for mutual TLS, `User:<subject>` of the client certificate, as
     Kafka's default principal builder names it (brokers with ssl.principal.mapping.rules map it
     further); else a description (Kerberos names its user on the broker's side)."""
-    protocol = str(config.get("security.protocol", "plaintext")).upper()
+    protocol = _protocol(config)
     username = config.get("sasl.username")
     if protocol.startswith("SASL") and username:
         return f"User:{username}"
@@ -99,8 +99,11 @@ def principal(config: Mapping[str, Any]) -> str:
 def logs_in(config: Mapping[str, Any]) -> bool:
     """Whether the client logs in as a user of its own (a SASL login or a client certificate),
     which ACLs may then restrict; else it is whoever the brokers let in without one."""
-    protocol = str(config.get("security.protocol", "plaintext")).upper()
-    return protocol.startswith("SASL") or _certificate_setting(config) is not None
+    return _protocol(config).startswith("SASL") or _certificate_setting(config) is not None
+
+
+def _protocol(config: Mapping[str, Any]) -> str:
+    return str(config.get("security.protocol", "plaintext")).upper()
 
 
 def _certificate_setting(config: Mapping[str, Any]) -> str | None:
@@ -140,10 +143,15 @@ def _rfc2253_escaped(value: str) -> str:
 def names_a_refusal(text: str) -> bool:
     """Whether librdkafka's words about a failed connection say the brokers refused the client's
     login or certificate (which lasts until someone changes a setting), not that they are away."""
-    alert = _ALERT.search(text)
-    if alert is not None and alert.group(1).strip() in _CERTIFICATE_ALERTS | _HANDSHAKE_ALERTS:
+    if _alert(text) in _CERTIFICATE_ALERTS | _HANDSHAKE_ALERTS:
         return True
     return "SASL authentication error" in text or "certificate verify failed" in text
+
+
+def _alert(text: str) -> str:
+    """The TLS alert the brokers sent, by name ("bad certificate"), if `text` reports one."""
+    found = _ALERT.search(text)
+    return found.group(1).strip() if found else ""
 
 
 def login_refusal(
@@ -155,8 +163,7 @@ def login_refusal(
     stay the caller's to report. `config` is the client's, to tell a missing client
     certificate from a refused one."""
     code, text = error.code(), error.str()
-    alert = _ALERT.search(text)
-    alert_name = alert.group(1).strip() if alert else ""
+    alert_name = _alert(text)
     also = ""
     if alert_name in _CERTIFICATE_ALERTS:
         what, fix, also = _certificate_refusal(config or {})
