@@ -244,7 +244,11 @@ class Settings(BaseSettings):
     log_format: Annotated[Literal["text", "json"], _case("lower")] = "text"
     """Log lines as readable `text` or `json` (one object a line, for log shippers)."""
     metrics_port: Annotated[Port | None, EmptyIsNone] = None
-    """Serve Prometheus metrics on this port (`scheduler worker` only); empty: off."""
+    """Serve Prometheus metrics (`/metrics`) and health probes (`/healthz`, `/readyz`) on this
+    port (`scheduler worker` only); empty: off."""
+    health_stall_s: Annotated[float, Field(gt=0)] = 300.0
+    """`/healthz` fails once the worker's poll loop has not turned for this many seconds (a stuck
+    worker; Kafka's `max.poll.interval.ms`, 300 s by default, is the same silence)."""
 
     @field_validator("cassandra_consistency")
     @classmethod

@@ -32,6 +32,7 @@ from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 from scheduler.errors import SchedulerError
 from scheduler.executors.abc import Executor
+from scheduler.health import DEFAULT_STALL_S, Health, State, stall_problem
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
 from scheduler.stores.abc import MalformedRecord, TaskStore
 from scheduler.topic_guard import TopicGuard
@@ -96,6 +97,8 @@ class Worker:
         self._marks_due = 0.0
         self._guard = TopicGuard(log)
         self.fatal_error: BaseException | None = None
+        self._last_turn = time.monotonic()
+        """When the poll loop last turned (read by `health` from the probes' thread)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -181,6 +184,32 @@ class Worker:
             return {}
         return {lag.partition: lag.lag for lag in self.log.describe_group(self.group_id, owned)}
 
+    def health(self, stall_s: float = DEFAULT_STALL_S) -> Health:
+        """What the worker's probes answer (`scheduler.health`); any thread."""
+        silent_s = time.monotonic() - self._last_turn
+        consumer, problem = self._consumer, None
+        state: State
+        if self._stopped.is_set():
+            state = "stopped" if self.fatal_error is None else "failed"
+            if self.fatal_error is not None:
+                problem = f"stopped on an error: {self.fatal_error}"
+        elif silent_s > stall_s:
+            state, problem = "stalled", stall_problem(silent_s, stall_s)
+        elif self._stop.is_set():
+            state = "stopping"
+        elif self._thread is None or consumer is None or not consumer.has_joined():
+            state = "starting"
+        else:
+            state = "running"
+        return Health(
+            state=state,
+            last_poll_s=round(silent_s, 3),
+            partitions=sorted(consumer.assignment()) if consumer is not None else [],
+            # A copy first: the poll thread changes the dict while this runs.
+            persist_failing=dict(sorted(self._persist_failures.copy().items())),
+            problem=problem,
+        )
+
     def wait_until_assigned(self, timeout: float) -> bool:
         """True once the group has assigned this worker its partitions, False after `timeout`
         seconds. If the worker stops first (the log refused its join: another worker process
@@ -244,6 +273,7 @@ class Worker:
         try:
             consumer.subscribe(self)
             while not self._stop.is_set():
+                self._last_turn = time.monotonic()
                 self._apply_rewinds(consumer)
                 records = consumer.poll(self.settings.poll_max_records, timeout=0.2)
                 if records:

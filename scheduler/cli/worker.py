@@ -8,7 +8,6 @@ from contextlib import ExitStack
 import click
 
 from scheduler.cli.context import CliState, pass_state
-from scheduler.errors import ConfigurationError
 
 logger = logging.getLogger("scheduler.cli.worker")
 
@@ -23,7 +22,8 @@ logger = logging.getLogger("scheduler.cli.worker")
 @click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535),
-    help="Serve Prometheus metrics at http://0.0.0.0:PORT/metrics (setting metrics_port).",
+    help="Serve Prometheus metrics at http://0.0.0.0:PORT/metrics, and health probes at "
+    "/healthz and /readyz (setting metrics_port).",
 )
 @click.option("--client-id", help="This worker's name in the group (setting client_id).")
 @pass_state
@@ -37,6 +37,7 @@ def worker(
     gracefully: no new task starts, running ones get shutdown_deadline_s to finish, and
     everything accepted stays in the store for the next start.
     """
+    from scheduler.health import serve
     from scheduler.runtime import (
         build_executor,
         build_log,
@@ -66,7 +67,10 @@ def worker(
             client_id=settings.client_id,
         )
         if settings.metrics_port is not None:
-            _serve_metrics(settings.metrics_port)
+            stall_s = settings.health_stall_s
+            server = serve(settings.metrics_port, lambda: running.health(stall_s))
+            stack.callback(server.server_close)
+            stack.callback(server.shutdown)
 
         def banner() -> None:
             # Once started: a worker whose consumer is refused prints only its error.
@@ -75,20 +79,9 @@ def worker(
                 f"{describe(settings)}; executor {settings.executor}, pool of {settings.pool_size}"
             )
             if settings.metrics_port is not None:
-                click.echo(f"metrics at http://0.0.0.0:{settings.metrics_port}/metrics")
+                base = f"http://0.0.0.0:{settings.metrics_port}"
+                click.echo(f"metrics at {base}/metrics, health at {base}/healthz and /readyz")
             click.echo("stop with Ctrl-C or SIGTERM")
 
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
-
-
-def _serve_metrics(port: int) -> None:
-    from prometheus_client import start_http_server
-
-    try:
-        start_http_server(port)
-    except OSError as error:
-        raise ConfigurationError(
-            f"cannot serve metrics on port {port} ({error}); choose a free port with "
-            "--metrics-port or SCHEDULER_METRICS_PORT"
-        ) from error

@@ -122,6 +122,8 @@ class EmbeddedConsumer(LogConsumer):
         self._turn = 0
         self._next_heartbeat = 0.0
         self._closed = False
+        self._joined = False
+        """True once the first poll after `subscribe` took this member's share (maybe none)."""
 
     def subscribe(self, listener: RebalanceListener) -> None:
         if self._listener is not None:
@@ -200,6 +202,7 @@ class EmbeddedConsumer(LogConsumer):
             self._record_membership()
         if assigned:
             listener.on_assigned(assigned)
+        self._joined = True
 
     def _has_news(self) -> bool:
         """Whether `poll` has anything to do right now (log condition held)."""
@@ -280,6 +283,9 @@ class EmbeddedConsumer(LogConsumer):
     def assignment(self) -> set[int]:
         with self._log.cond:
             return set(self._member.owned)
+
+    def has_joined(self) -> bool:
+        return self._joined
 
     def close(self) -> None:
         if self._closed:

@@ -192,6 +192,11 @@ class LogConsumer(ABC):
     def assignment(self) -> set[int]:
         """The partitions this consumer owns now."""
 
+    def has_joined(self) -> bool:
+        """Whether the group has given this consumer its share since `subscribe`, possibly no
+        partition at all (more consumers than partitions). Any thread."""
+        return bool(self.assignment())
+
     @abstractmethod
     def close(self) -> None:
         """Leave the group: the listener's `on_revoked` runs for every owned partition."""

@@ -94,6 +94,9 @@ class KafkaLogConsumer(LogConsumer):
     def assignment(self) -> set[int]:
         return set(self._assigned)
 
+    def has_joined(self) -> bool:
+        return self._joined
+
     def close(self) -> None:
         if self._closed:
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import time
@@ -25,20 +26,23 @@ def test_the_worker_says_where_it_runs_serves_metrics_and_stops_on_sigterm(
     port = free_port()
     monkeypatch.setenv("SCHEDULER_METRICS_PORT", str(port))
     process = worker()
+    ready: dict = {}
     deadline = time.monotonic() + 30
-    body = b""
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read()
-            break
+    while time.monotonic() < deadline and process.poll() is None and not ready:
+        try:  # 503 (an HTTPError, an OSError) until the worker has its partitions
+            ready = json.loads(
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5).read()
+            )
         except OSError:
             time.sleep(0.2)
+    assert ready["state"] == "running" and ready["partitions"] == [0, 1, 2, 3], ready
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
     assert b"scheduler_partitions_owned" in body
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err
     assert str(embedded / "log.db") in out and "executor noop" in out
-    assert f"metrics at http://0.0.0.0:{port}/metrics" in out
+    assert f"metrics at http://0.0.0.0:{port}/metrics, health at " in out
     assert "stopped" in out
 
 

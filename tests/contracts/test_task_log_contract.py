@@ -212,11 +212,13 @@ def test_a_second_consumer_in_the_group_takes_partitions_incrementally(task_log:
     second = task_log.consumer(group_id, client_id="second")
     second_events = Recorder()
     second.subscribe(second_events)
+    assert first.has_joined() and not second.has_joined()  # the join happens inside poll
 
     poll_until(
         [first, second],
         lambda _: bool(second.assignment()) and first.assignment() | second.assignment() == ALL,
     )
+    assert second.has_joined()
 
     kept, taken = first.assignment(), second.assignment()
     assert kept and taken and not kept & taken

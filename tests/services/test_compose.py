@@ -8,6 +8,8 @@ somebody's workers silently used a default (a warning in their logs at best).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 import yaml
 
 from scheduler.config import load_settings
+from scheduler.health import Health, serve
 from scheduler.services.cassandra import CASSANDRA_VERSION
 from scheduler.services.kafka import KAFKA_VERSION
 from scheduler.settings import ENV_PREFIX, Settings, env_name
@@ -71,3 +74,23 @@ def test_the_image_builds_from_files_that_exist():
         for source in sources:
             assert (root / source).exists(), f"COPY {source}: no such file in the repository"
     assert 'CMD ["scheduler", "worker"]' in dockerfile
+
+
+@pytest.mark.parametrize("state", ["running", "stalled"])
+def test_the_workers_healthcheck_fails_exactly_when_liveness_does(compose, state):
+    """The compose healthcheck's command, run against a probe server on a free port: exit 0 for
+    a live worker, non-zero for a stuck one (urlopen raises on the 503)."""
+    worker = compose["services"]["worker"]
+    port = str(worker["environment"]["SCHEDULER_METRICS_PORT"])
+    kind, program, flag, code = worker["healthcheck"]["test"]
+    assert (kind, program, flag) == ("CMD", "python", "-c")
+    assert f"http://127.0.0.1:{port}/healthz" in code
+    health = Health(state=state, last_poll_s=0.1)
+    server = serve(0, lambda: health, host="127.0.0.1")
+    try:
+        local = code.replace(f":{port}/", f":{server.server_port}/")
+        checked = subprocess.run([sys.executable, "-c", local], capture_output=True, timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (checked.returncode == 0) == health.live, checked.stderr
