@@ -37,7 +37,7 @@ def worker(
     gracefully: no new task starts, running ones get shutdown_deadline_s to finish, and
     everything accepted stays in the store for the next start.
     """
-    from scheduler.health import serve
+    from scheduler.health import Health, serve
     from scheduler.runtime import (
         build_executor,
         build_log,
@@ -49,6 +49,16 @@ def worker(
 
     settings = state.settings(executor=executor, metrics_port=metrics_port, client_id=client_id)
     with ExitStack() as stack:
+        built: list[Worker] = []
+        if settings.metrics_port is not None:
+            # First: probes answer "starting" while Spark, Kafka and Cassandra are connected.
+            stall_s = settings.health_stall_s
+            server = serve(
+                settings.metrics_port,
+                lambda: built[0].health(stall_s) if built else Health("starting", 0.0),
+            )
+            stack.callback(server.server_close)
+            stack.callback(server.shutdown)
         task_executor = build_executor(settings, set_by=state.origin("executor"))
         stop = getattr(task_executor, "stop", None)
         if callable(stop):
@@ -66,11 +76,7 @@ def worker(
             group_id=settings.group_id,
             client_id=settings.client_id,
         )
-        if settings.metrics_port is not None:
-            stall_s = settings.health_stall_s
-            server = serve(settings.metrics_port, lambda: running.health(stall_s))
-            stack.callback(server.server_close)
-            stack.callback(server.shutdown)
+        built.append(running)
 
         def banner() -> None:
             # Once started: a worker whose consumer is refused prints only its error.

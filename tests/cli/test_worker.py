@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler.cli.main import cli
+from tests.engine.helpers import probe
 
 
 def free_port() -> int:
@@ -96,3 +97,35 @@ def test_a_damaged_embedded_file_is_named_without_a_traceback(script, embedded, 
     assert result.returncode == 3, result.stderr
     assert f"{str(embedded / damaged)!r}: file is not a database" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_probes_answer_starting_while_the_worker_connects(
+    worker, embedded, monkeypatch, tmp_path
+):
+    """The port answers from the first moment: liveness passes and readiness waits while the
+    executor, the log and the store are set up (a SparkSession takes seconds)."""
+    port = free_port()
+    gate = tmp_path / "go"
+    (tmp_path / "slow_jobs.py").write_text(
+        "import pathlib, time\n"
+        f"while not pathlib.Path({str(gate)!r}).exists():\n"
+        "    time.sleep(0.05)\n"
+        "def run(task, context):\n"
+        "    pass\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "slow_jobs:run")
+    monkeypatch.setenv("SCHEDULER_METRICS_PORT", str(port))
+    process = worker()
+    deadline = time.monotonic() + 30
+    while (starting := probe(port, "/readyz")) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert starting is not None and starting[0] == 503, starting
+    assert starting[1]["state"] == "starting"
+    live = probe(port, "/healthz")
+    assert live is not None and live[0] == 200
+    gate.touch()
+    while (ready := probe(port, "/readyz")) is not None and ready[0] != 200:
+        assert time.monotonic() < deadline + 30 and process.poll() is None
+        time.sleep(0.1)
+    assert ready is not None and ready[1]["partitions"] == [0, 1, 2, 3]
