@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.request
 from datetime import UTC, datetime
@@ -13,14 +12,9 @@ import pytest
 
 from scheduler.cli.enqueue_many import parse_line
 from tests.cli.helpers import wait_for
+from tests.http import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def scraped_lag(port: int) -> dict[str, float]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import time
 import urllib.request
 
@@ -12,13 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler.cli.main import cli
-from tests.engine.helpers import probe
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.http import free_port, probe
 
 
 def test_the_worker_says_where_it_runs_serves_metrics_and_stops_on_sigterm(

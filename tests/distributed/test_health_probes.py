@@ -3,7 +3,6 @@ than partitions) is ready, and takes the partition over when its owner is killed
 
 from __future__ import annotations
 
-import socket
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,15 +12,9 @@ from scheduler import Task
 from scheduler.client import SchedulerClient
 from scheduler.fleet import as_key_tuple
 from tests.distributed.conftest import START_TIMEOUT_S, wait_for
-from tests.engine.helpers import probe
+from tests.http import free_port, probe
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def ready(port: int) -> dict[str, Any] | None:

@@ -8,12 +8,14 @@ test sessions on the machine see the outage too.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
 
 from scheduler.fleet import HistoryReport, KeyTuple, LoadGenerator, read_history
 from tests.distributed.conftest import START_TIMEOUT_S, Fleet, now_ms, some_sleep
+from tests.http import free_port, probe
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
@@ -25,6 +27,43 @@ UNRECORDED_AFTER_MS = 10_000
 """A task may run twice only if its first run ended while its SUCCEEDED status could not be
 written: from just before the store went down (statuses are flushed every 20 ms, a write in
 progress may fail) until its partition, restarted with a backoff of up to 5 s, wrote again."""
+HEALTH_STALL_S = 5.0
+"""The workers' `health_stall_s` here: far below the outage, so a poll loop that waited on the
+server would fail /healthz (docs/metrics.md: an outage fails neither probe)."""
+
+
+class ProbeWatch:
+    """Asks the workers' /healthz and /readyz every 0.25 s, keeping every answer that was not a
+    200 and the longest `last_poll_s` seen."""
+
+    def __init__(self, ports: dict[str, int]) -> None:
+        self.ports = ports
+        self.failed: list[tuple[str, str, int | None, dict]] = []
+        self.longest_silence_s = 0.0
+        self.answers = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> ProbeWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            for name, port in self.ports.items():
+                for path in ("/healthz", "/readyz"):
+                    answer = probe(port, path)
+                    self.answers += 1
+                    if answer is None or answer[0] != 200:
+                        status, body = answer if answer is not None else (None, {})
+                        self.failed.append((name, path, status, body))
+                    else:
+                        silence = float(answer[1]["last_poll_s"])
+                        self.longest_silence_s = max(self.longest_silence_s, silence)
 
 
 def restartable(name: str) -> None:
@@ -40,9 +79,14 @@ def restart_under_load(fleet: Fleet, name: str) -> tuple[HistoryReport, LoadGene
     from scheduler.services import launcher
 
     restartable(name)
-    workers = [fleet.worker("w1"), fleet.worker("w2")]
+    ports = {"w1": free_port(), "w2": free_port()}
+    workers = [
+        fleet.worker(name, metrics_port=str(port), health_stall_s=str(HEALTH_STALL_S))
+        for name, port in ports.items()
+    ]
     for worker in workers:
         worker.wait_until_owning(START_TIMEOUT_S)
+    watch = ProbeWatch(ports)
     load = LoadGenerator(
         fleet.client(),
         ordering_ids=20,
@@ -52,6 +96,7 @@ def restart_under_load(fleet: Fleet, name: str) -> tuple[HistoryReport, LoadGene
         data=some_sleep(),
     ).start()
     time.sleep(5)
+    watch.start()
     began = now_ms()
     status = launcher.restart(name)
     back = now_ms()
@@ -59,6 +104,12 @@ def restart_under_load(fleet: Fleet, name: str) -> tuple[HistoryReport, LoadGene
     for worker in workers:
         assert worker.alive, f"{worker.name} died:\n{worker.output()[-3000:]}"
     time.sleep(AFTER_RESTART_S)
+    watch.stop()
+    print(
+        f"\n[{name} restart] probes: {watch.answers} answers, longest poll-loop silence "
+        f"{watch.longest_silence_s:.2f} s"
+    )
+    assert watch.answers and not watch.failed, watch.failed[:5]
     load.stop()
     accepted = load.join(timeout=180)
     report = fleet.wait_until_executed(accepted, timeout=150)

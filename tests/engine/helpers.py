@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from scheduler.executors.abc import ExecutionContext
 from scheduler.model import Task, TaskKey
-
-
-def probe(port: int, path: str) -> tuple[int, dict[str, Any]] | None:
-    """A worker's health probe on 127.0.0.1: (HTTP status, JSON body), or None while nothing
-    answers on the port."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as refused:
-        return refused.code, json.loads(refused.read())
-    except OSError:
-        return None
 
 
 def soon(ms: int = 0) -> datetime:

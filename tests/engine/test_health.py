@@ -16,7 +16,8 @@ from scheduler.health import serve
 from scheduler.stores.abc import TaskStore
 from scheduler.testing import TEST_SETTINGS, TestEngine
 from scheduler.worker import Worker
-from tests.engine.helpers import Recorder, probe, soon
+from tests.engine.helpers import Recorder, soon
+from tests.http import probe
 
 
 def answer(port: int, path: str) -> tuple[int, dict[str, Any]]:
