@@ -18,7 +18,6 @@ would only add rebalances to it. The body names such partitions (`persist_failin
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -27,8 +26,6 @@ from typing import Any, Literal
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from scheduler.errors import ConfigurationError
-
-logger = logging.getLogger(__name__)
 
 State = Literal["starting", "running", "stalled", "stopping", "stopped", "failed"]
 
