@@ -201,6 +201,9 @@ class Worker:
             state = "starting"
         else:
             state = "running"
+        if problem is None and consumer is not None and state != "stopped":
+            # A refused login or ACL: said, though the probes still pass (as for an outage).
+            problem = consumer.problem()
         return Health(
             state=state,
             last_poll_s=round(silent_s, 3),

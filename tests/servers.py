@@ -319,23 +319,39 @@ ending in `*` is a prefix."""
 def secured_kafka_user(*acls: Acl) -> dict[str, str]:
     """A new SCRAM user on the secured broker, allowed `acls` and nothing else; returns the
     librdkafka settings that log in as it. Waits until the broker has applied both."""
+    username, password = f"user-{uuid4().hex[:10]}", f"pw-{uuid4().hex}"
+    set_kafka_password(username, password)
+    grant_kafka_acls(username, *acls)
+    return secured_kafka().login(username, password)
+
+
+def set_kafka_password(username: str, password: str | None) -> None:
+    """Give `username` this SCRAM password on the secured broker (creating the user), or with
+    None delete its credential, so that its next login is refused. Waits until the broker
+    accepts a new password; a deletion is not waited for."""
     import time
 
     from confluent_kafka.admin import (
         AdminClient,
         ScramCredentialInfo,
         ScramMechanism,
+        UserScramCredentialDeletion,
         UserScramCredentialUpsertion,
     )
 
     broker = secured_kafka()
-    username, password = f"user-{uuid4().hex[:10]}", f"pw-{uuid4().hex}"
-    mechanism = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
-    upsert = UserScramCredentialUpsertion(username, mechanism, password.encode())
+    change: Any = (
+        UserScramCredentialDeletion(username, ScramMechanism.SCRAM_SHA_512)
+        if password is None
+        else UserScramCredentialUpsertion(
+            username, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode()
+        )
+    )
     admin = broker.admin_client()  # held: a collected client fails its pending futures
-    for future in admin.alter_user_scram_credentials([upsert]).values():
+    for future in admin.alter_user_scram_credentials([change]).values():
         future.result()
-    grant_kafka_acls(username, *acls)
+    if password is None:
+        return
     config = broker.login(username, password)
     # The credential is a metadata record the broker applies a moment after the controller
     # commits it.
@@ -343,7 +359,7 @@ def secured_kafka_user(*acls: Acl) -> dict[str, str]:
     while True:
         try:
             AdminClient({"bootstrap.servers": broker.bootstrap, **config}).list_topics(timeout=2)
-            return config
+            return
         except Exception:
             if time.monotonic() > deadline:
                 raise

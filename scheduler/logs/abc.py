@@ -197,6 +197,13 @@ class LogConsumer(ABC):
         partition at all (more consumers than partitions). Any thread."""
         return bool(self.assignment())
 
+    def problem(self) -> str | None:
+        """What keeps this consumer from reading while it runs on and keeps trying (Kafka: a
+        login or an ACL the brokers refuse), in words that say what to change; None while
+        nothing does. Outages of the log itself are not problems here: they end by themselves.
+        Any thread."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Leave the group: the listener's `on_revoked` runs for every owned partition."""

@@ -33,10 +33,14 @@ from confluent_kafka import (
 from scheduler.errors import SchedulerError
 from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
 from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
-from scheduler.logs.kafka_security import not_allowed
+from scheduler.logs.kafka_security import (
+    REFUSAL_HOLDS_S,
+    REFUSAL_LOG_EVERY_S,
+    RefusalRecorder,
+    not_allowed,
+)
 
 _COMMIT_RETRY_S = 0.1
-_REFUSAL_LOG_EVERY_S = 60.0
 _TRANSIENT = frozenset(
     {
         KafkaError.REBALANCE_IN_PROGRESS,
@@ -62,8 +66,17 @@ class KafkaLogConsumer(LogConsumer):
         self._timeout = request_timeout_s
         strategy = str(config.get("partition.assignment.strategy", ""))
         self._cooperative = "cooperative" in strategy
+        self._refusals = RefusalRecorder(
+            self._bootstrap,
+            config,
+            client=f"consumer of topic {topic!r}",
+            meanwhile=(
+                "The consumer keeps trying and loses nothing: records wait in the topic, and "
+                "the tasks already stored run on."
+            ),
+        )
         try:
-            self._consumer = Consumer(config)
+            self._consumer = Consumer({**config, "error_cb": self._refusals})
         except KafkaException as exc:
             raise config_refused("consumer", exc, "consumer_config") from None
         self._listener: RebalanceListener | None = None
@@ -77,6 +90,8 @@ class KafkaLogConsumer(LogConsumer):
         """True once the group has assigned this consumer partitions (or none) the first time."""
         self._refusals_logged: dict[int, float] = {}
         """When an ACL refusal of each kind was last logged, to log it once a minute."""
+        self._not_allowed_last: tuple[float, SchedulerError] | None = None
+        """The latest ACL refusal of a running consumer and when it came, for `problem`."""
 
     # -- group membership --------------------------------------------------------------------
 
@@ -96,6 +111,15 @@ class KafkaLogConsumer(LogConsumer):
 
     def has_joined(self) -> bool:
         return self._joined
+
+    def problem(self) -> str | None:
+        refused = self._refusals.recent()
+        if refused is not None:
+            return str(refused)
+        latest = self._not_allowed_last
+        if latest is not None and time.monotonic() - latest[0] <= REFUSAL_HOLDS_S:
+            return str(latest[1])
+        return None
 
     def close(self) -> None:
         if self._closed:
@@ -289,7 +313,8 @@ class KafkaLogConsumer(LogConsumer):
 
     def _log_refusal(self, code: int, refused: SchedulerError) -> None:
         now = time.monotonic()
-        if now - self._refusals_logged.get(code, -_REFUSAL_LOG_EVERY_S) >= _REFUSAL_LOG_EVERY_S:
+        self._not_allowed_last = (now, refused)
+        if now - self._refusals_logged.get(code, -REFUSAL_LOG_EVERY_S) >= REFUSAL_LOG_EVERY_S:
             self._refusals_logged[code] = now
             logger.error("consumer of topic %r: %s", self._topic, refused)
 

@@ -24,7 +24,7 @@ from scheduler.errors import BackendUnavailableError, SchedulerError, TaskDataEr
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
 from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
-from scheduler.logs.kafka_security import not_allowed
+from scheduler.logs.kafka_security import RefusalRecorder, not_allowed
 from scheduler.metrics import ticked
 
 _POLL_INTERVAL_S = 0.05
@@ -55,8 +55,17 @@ class KafkaLogProducer(LogProducer):
         self._config = config
         self._fatal: KafkaError | None = None
         """The fatal error librdkafka stopped the producer with, once it has (see `_poll`)."""
+        self._refusals = RefusalRecorder(
+            self._bootstrap,
+            config,
+            client=f"producer of topic {topic!r}",
+            meanwhile=(
+                "The producer keeps trying: records wait, and fail once they have waited "
+                "message.timeout.ms."
+            ),
+        )
         try:
-            self._producer = Producer(config)
+            self._producer = Producer({**config, "error_cb": self._refusals})
         except KafkaException as exc:
             raise config_refused("producer", exc, "producer_config") from None
         self._connect_early()
@@ -238,9 +247,13 @@ class KafkaLogProducer(LogProducer):
         )
         if refused is not None:
             return refused
-        return unavailable(
+        failed = unavailable(
             f"making a record durable on topic {self._topic!r}", error, self._bootstrap
         )
+        login_refused = self._refusals.recent()  # why the record never got through, then
+        if login_refused is not None:
+            return BackendUnavailableError(f"{failed}. {login_refused}")
+        return failed
 
     def refused(self, exc: KafkaException, size: int) -> Exception:
         """Why `produce` refused a record outright (librdkafka's own checks)."""

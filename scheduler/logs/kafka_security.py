@@ -10,16 +10,20 @@ stops at once with that, instead of waiting out a timeout and blaming the networ
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 import ssl
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError
 
 from scheduler.errors import ConfigurationError
+
+logger = logging.getLogger("scheduler.logs.kafka")  # kafka_config's, which imports this module
 
 SECURITY_SETTING = "SCHEDULER_KAFKA_CONFIG"
 ACL_DOCS = "docs/kafka.md, 'Connecting to a secured cluster'"
@@ -155,13 +159,19 @@ def _alert(text: str) -> str:
 
 
 def login_refusal(
-    error: KafkaError, bootstrap: str, config: Mapping[str, Any] | None = None
+    error: KafkaError,
+    bootstrap: str,
+    config: Mapping[str, Any] | None = None,
+    *,
+    meanwhile: str | None = None,
 ) -> ConfigurationError | None:
     """A `ConfigurationError` for a connection the brokers refused on its security settings
     (librdkafka's `_AUTHENTICATION` and `_SSL` errors, and a TLS alert the brokers sent), else
     None: other connection failures (nothing listening, a broker restarting) are transient and
     stay the caller's to report. `config` is the client's, to tell a missing client
-    certificate from a refused one."""
+    certificate from a refused one. `meanwhile` says what a client that runs on does until the
+    login is accepted again (a refusal of a running client: a password changed, a user
+    deleted); without it, the message is for a client that stops."""
     code, text = error.code(), error.str()
     alert_name = _alert(text)
     also = ""
@@ -191,9 +201,15 @@ def login_refusal(
         what = "refused the TLS connection"
     else:
         return None
+    where = f"in {SECURITY_SETTING} (librdkafka's security properties)"
+    if meanwhile is None:
+        return ConfigurationError(
+            f"Kafka at {bootstrap!r} {what}: {text}. Retrying will not help: {fix} {where}.{also}"
+        )
     return ConfigurationError(
-        f"Kafka at {bootstrap!r} {what}: {text}. Retrying will not help: {fix} in "
-        f"{SECURITY_SETTING} (librdkafka's security properties).{also}"
+        f"Kafka at {bootstrap!r} {what}: {text}. {meanwhile} To end it, {fix} {where} and "
+        f"restart the process, which reads its settings at start, or have the cluster accept "
+        f"the login again.{also}"
     )
 
 
@@ -244,19 +260,70 @@ def not_allowed(
     )
 
 
-class RefusalRecorder:
-    """An `error_cb` for librdkafka clients that keeps the first security refusal it reports,
-    for the thread that waits on the client to raise (callbacks run inside `poll`)."""
+REFUSAL_LOG_EVERY_S = 60.0
+"""A running client's refusal is logged in the scheduler's words at most this often."""
+REFUSAL_HOLDS_S = 30.0
+"""A refusal reported this recently still holds: while one lasts, librdkafka tries again at
+least every `reconnect.backoff.max.ms` (10 s by default) and is refused each time."""
 
-    def __init__(self, bootstrap: str, config: Mapping[str, Any]) -> None:
+
+class RefusalRecorder:
+    """An `error_cb` for librdkafka clients (callbacks run inside `poll`, on the polling thread).
+
+    It keeps the first security refusal, for the thread that waits on a client to start and
+    raises it, and the latest, for a client that runs on (`recent`): a running client whose
+    login the brokers start to refuse (a password changed, a user deleted, a certificate
+    expired, each seen at the next login, which brokers with `connections.max.reauth.ms` ask
+    for) keeps trying, and what it waits for is said in the scheduler's words. Given `client`,
+    it logs that once a minute too: librdkafka's own lines say what failed, not which setting
+    to change.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        config: Mapping[str, Any],
+        *,
+        client: str | None = None,
+        meanwhile: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._bootstrap = bootstrap
         self._config = config
+        self._client = client
+        self._meanwhile = meanwhile
+        self._clock = clock
         self._lock = threading.Lock()
         self.first: ConfigurationError | None = None
+        self._latest: tuple[float, KafkaError] | None = None
+        self._logged_at: float | None = None
 
     def __call__(self, error: KafkaError) -> None:
         refusal = login_refusal(error, self._bootstrap, self._config)
-        if refusal is not None:
-            with self._lock:
-                if self.first is None:
-                    self.first = refusal
+        if refusal is None:
+            return
+        now = self._clock()
+        with self._lock:
+            if self.first is None:
+                self.first = refusal
+            self._latest = (now, error)
+            due = self._logged_at is None or now - self._logged_at >= REFUSAL_LOG_EVERY_S
+            log = self._client is not None and due
+            if log:
+                self._logged_at = now
+        if log:
+            logger.error("%s: %s", self._client, self._running(error))
+
+    def recent(self) -> ConfigurationError | None:
+        """The refusal that holds now, said for a client that runs on; None if the brokers
+        have refused nothing for `REFUSAL_HOLDS_S`."""
+        with self._lock:
+            latest = self._latest
+        if latest is None or self._clock() - latest[0] > REFUSAL_HOLDS_S:
+            return None
+        return self._running(latest[1])
+
+    def _running(self, error: KafkaError) -> ConfigurationError:
+        refusal = login_refusal(error, self._bootstrap, self._config, meanwhile=self._meanwhile)
+        assert refusal is not None  # recorded because it is one
+        return refusal

@@ -193,6 +193,8 @@ SCRAM_MECHANISM = "SCRAM-SHA-512"
 ADMIN = ("scheduler-admin", "scheduler-admin-secret")
 """The secured broker's super user (SCRAM): the way in to create users and ACLs. The broker
 also talks to itself as this user. The password guards a loopback test broker."""
+REAUTH_MS = 10_000
+"""The secured broker's `connections.max.reauth.ms`: how long a SASL login lasts."""
 CERT_PRINCIPAL = "User:CN=scheduler"
 """Who the secured broker's client certificate (`TlsFiles.client_cert`) logs in as."""
 
@@ -257,6 +259,10 @@ class SecuredKafka(Kafka):
             # is refused in the handshake, and one with it is `CERT_PRINCIPAL` (Kafka's default
             # principal builder names the certificate's subject).
             "listener.name.ssl.ssl.client.auth": "required",
+            # Logins last 10 s (KIP-368): librdkafka logs in again before that on every
+            # connection, so a password changed or a user deleted is refused within seconds,
+            # not at the next reconnect, hours later, as on a cluster without it.
+            "connections.max.reauth.ms": str(REAUTH_MS),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             # The controller listener stays plaintext on loopback, where the broker half of
             # this process reaches the controller half as ANONYMOUS; it must be allowed the

@@ -165,6 +165,55 @@ def test_a_worker_runs_tasks_as_a_user_with_only_the_documented_acls(
 
 @pytest.mark.kafka
 @pytest.mark.slow
+def test_a_worker_whose_login_is_refused_while_running_says_what_to_change_and_loses_nothing(
+    script, worker, monkeypatch, topic_on_the_secured_broker
+) -> None:
+    """The user's credential is deleted under a running worker (the secured broker asks for a
+    new login every 10 s, as clusters with connections.max.reauth.ms do): the worker says once
+    what to change, its probes pass and name the problem, and a task enqueued meanwhile by
+    another user runs once the login is accepted again."""
+    from tests.http import free_port, probe
+    from tests.servers import secured_kafka_user, set_kafka_password
+
+    broker, topic, group = topic_on_the_secured_broker
+    login = secured_kafka_user(*documented_acls(topic, group))
+    user, password = login["sasl.username"], login["sasl.password"]
+    log_in(monkeypatch, broker.bootstrap, login)
+    port = free_port()
+    monkeypatch.setenv("SCHEDULER_METRICS_PORT", str(port))
+    running = worker()
+    runs_a_task(script, "before")
+
+    def problem() -> str:
+        answered = probe(port, "/readyz")
+        return "" if answered is None else str(answered[1].get("problem") or "")
+
+    set_kafka_password(user, None)
+    assert "refused the login" in wait_for(problem, timeout=30)
+    status, body = probe(port, "/readyz") or (0, {})
+    assert (status, body.get("state")) == (200, "running"), body  # no restart would help
+
+    log_in(monkeypatch, broker.bootstrap, broker.login(*broker.admin))
+    enqueued = script("enqueue", "during", "--in", "1s", "--key", "k1")
+    assert enqueued.returncode == 0, enqueued.stderr
+    set_kafka_password(user, password)
+
+    def state_of_during() -> list[str]:
+        listed = script("tasks", "list", "--ordering-id", "during", "--json")
+        return [row["state"] for row in json.loads(listed.stdout)] if not listed.returncode else []
+
+    assert wait_for(state_of_during) == ["succeeded"]
+    running.terminate()
+    _, stderr = running.communicate(timeout=60)
+    said = [line for line in stderr.splitlines() if "consumer of topic" in line]
+    assert len(said) == 1, said  # once a minute, not once a reconnect
+    assert f"Kafka at {broker.bootstrap!r} refused the login" in said[0]
+    assert "check sasl.username and sasl.password" in said[0]
+    assert "SCHEDULER_KAFKA_CONFIG" in said[0] and "records wait in the topic" in said[0]
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
 def test_a_worker_logs_in_with_a_client_certificate(
     script, worker, monkeypatch, topic_on_the_secured_broker
 ) -> None:

@@ -219,6 +219,7 @@ def test_a_second_consumer_in_the_group_takes_partitions_incrementally(task_log:
         lambda _: bool(second.assignment()) and first.assignment() | second.assignment() == ALL,
     )
     assert second.has_joined()
+    assert first.problem() is None and second.problem() is None  # nothing refused
 
     kept, taken = first.assignment(), second.assignment()
     assert kept and taken and not kept & taken

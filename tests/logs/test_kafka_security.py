@@ -29,6 +29,7 @@ from tests.servers import (
     secured_kafka,
     secured_kafka_user,
     self_signed_certificate,
+    set_kafka_password,
 )
 
 pytestmark = pytest.mark.kafka
@@ -285,6 +286,91 @@ def test_an_acl_revoked_from_a_running_consumer_is_logged_and_it_reads_on_once_g
         assert [r.value for r in records] == [b"while revoked"]
     finally:
         writer.close()
+        consumer.close()
+        log.close()
+
+
+def test_a_login_refused_while_running_is_said_with_what_to_change_and_nothing_is_lost(
+    broker: SecuredBroker, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The secured broker asks every client to log in again within 10 s (REAUTH_MS), as a
+    # cluster with connections.max.reauth.ms does: a deleted user is refused at that login.
+    login = secured_kafka_user(
+        ("topic", topic, "Describe"),
+        ("topic", topic, "Read"),
+        ("topic", topic, "Write"),
+        ("group", "sec-r", "Read"),
+        ("group", "sec-r", "Describe"),
+    )
+    user, password = login["sasl.username"], login["sasl.password"]
+    log = KafkaTaskLog(
+        bootstrap_servers=broker.bootstrap,
+        topic=topic,
+        producer_config={**login, "message.timeout.ms": "5000"},
+        consumer_config=login,
+        request_timeout_s=5,
+    )
+    consumer = log.consumer("sec-r", client_id="c1")
+    listener = Assigned()
+    consumer.subscribe(listener)
+    producer = log.producer()
+    writer = task_log(broker, topic, broker.login(*broker.admin)).producer()
+    caplog.set_level(logging.ERROR, logger="scheduler.logs.kafka")
+
+    def said(client: str) -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.getMessage().startswith(f"{client} of topic {topic!r}: ")
+        ]
+
+    try:
+        deadline = time.monotonic() + 30
+        while listener.partitions != set(range(PARTITIONS)) and time.monotonic() < deadline:
+            consumer.poll(10, timeout=0.2)
+        assert listener.partitions == set(range(PARTITIONS))
+        assert producer.send(b"k", b"before").result(10) in range(PARTITIONS)
+        assert consumer.problem() is None
+
+        set_kafka_password(user, None)
+        deadline = time.monotonic() + 30  # the next login comes within REAUTH_MS
+        records = []
+        while not (said("consumer") and said("producer")) and time.monotonic() < deadline:
+            records += consumer.poll(10, timeout=0.2)
+            producer.flush(0)  # serves the producer's callbacks, as its own thread does
+        problem = consumer.problem()
+        assert problem is not None and "refused the login" in problem
+
+        # Each client says it once, in the scheduler's words: what waits, and what to change.
+        [consumer_said], [producer_said] = said("consumer"), said("producer")
+        for message in (consumer_said, producer_said):
+            assert f"Kafka at {broker.bootstrap!r} refused the login" in message
+            assert "check sasl.username and sasl.password" in message
+            assert "SCHEDULER_KAFKA_CONFIG" in message
+        assert "records wait in the topic" in consumer_said
+        assert "message.timeout.ms" in producer_said
+
+        # A record of this producer fails once it has waited, saying why; another producer's
+        # record waits in the topic for the consumer to read once it may log in again.
+        refused = producer.send(b"k", b"refused")
+        with pytest.raises(BackendUnavailableError, match="refused the login"):
+            refused.result(30)
+        writer.send(b"k", b"while refused").result(10)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            records += consumer.poll(10, timeout=0.2)
+        assert [r.value for r in records] in ([], [b"before"])  # read before the next login
+        assert len(said("consumer")) == 1  # once a minute, not once a reconnect
+
+        set_kafka_password(user, password)
+        deadline = time.monotonic() + 30
+        while b"while refused" not in [r.value for r in records] and time.monotonic() < deadline:
+            records += consumer.poll(10, timeout=0.2)
+        assert [r.value for r in records][-1:] == [b"while refused"]
+        assert producer.send(b"k", b"after").result(10) in range(PARTITIONS)
+    finally:
+        writer.close()
+        producer.close()
         consumer.close()
         log.close()
 

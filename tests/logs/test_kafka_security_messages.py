@@ -10,6 +10,8 @@ import pytest
 from confluent_kafka import KafkaError
 
 from scheduler.logs.kafka_security import (
+    REFUSAL_HOLDS_S,
+    RefusalRecorder,
     certificate_subject,
     login_refusal,
     not_allowed,
@@ -152,3 +154,58 @@ def test_a_refused_login_is_logged_once_a_minute_per_client_not_per_reconnect() 
         None,
     )
     assert all(refusals.filter(away) for _ in range(3))
+
+
+def refused_login(during: str = "authentication") -> KafkaError:
+    return KafkaError(
+        KafkaError._AUTHENTICATION,
+        f"sasl_ssl://{BOOTSTRAP}/1: SASL authentication error: Authentication failed during "
+        f"{during} due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+    )
+
+
+def test_a_running_clients_refused_login_is_said_once_a_minute_with_what_to_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    recorder = RefusalRecorder(
+        BOOTSTRAP,
+        {"sasl.username": "u"},
+        client="consumer of topic 't'",
+        meanwhile="Records wait.",
+        clock=lambda: now[0],
+    )
+    caplog.set_level(logging.ERROR, logger="scheduler.logs.kafka")
+    recorder(KafkaError(KafkaError._TRANSPORT, "Connection refused"))  # a broker away: no
+    assert recorder.recent() is None and recorder.first is None and not caplog.records
+
+    for second in range(59):  # a reconnect a second, each refused
+        now[0] = float(second)
+        recorder(refused_login("re-authentication" if second == 0 else "authentication"))
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 1
+    assert logged[0].startswith(f"consumer of topic 't': Kafka at '{BOOTSTRAP}' refused the login")
+    assert "during re-authentication" in logged[0]
+    assert "Records wait. To end it, check sasl.username and sasl.password" in logged[0]
+    assert "SCHEDULER_KAFKA_CONFIG" in logged[0] and "restart the process" in logged[0]
+    assert "Retrying will not help" not in logged[0]  # it does, once the cluster accepts it
+    # The first refusal is the one a starting client raises, in the words for stopping.
+    assert recorder.first is not None and "Retrying will not help" in str(recorder.first)
+
+    now[0] = 60.0
+    recorder(refused_login())
+    assert len(caplog.records) == 2  # a minute on: said again
+    assert "refused the login" in str(recorder.recent())
+    now[0] += REFUSAL_HOLDS_S + 0.1  # no refusal since: the login got through
+    assert recorder.recent() is None
+    assert len(caplog.records) == 2
+
+
+def test_a_recorder_without_a_client_name_keeps_refusals_without_logging_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = RefusalRecorder(BOOTSTRAP, {})
+    caplog.set_level(logging.DEBUG, logger="scheduler.logs.kafka")
+    recorder(refused_login())
+    assert recorder.first is not None and recorder.recent() is not None
+    assert not caplog.records
