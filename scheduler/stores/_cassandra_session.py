@@ -40,7 +40,7 @@ from cassandra.policies import (
 )
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, tuple_factory
 
-from scheduler.errors import ConfigurationError
+from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.cassandra_security import (
     Credentials,
@@ -256,6 +256,9 @@ class Runner:
         self._policy = policy
         self.on_schema_gone: Callable[[], object] | None = None
         """Called when a statement finds the keyspace or a table dropped (see `schema_gone`)."""
+        self.on_unavailable: Callable[[Runner], BaseException | None] | None = None
+        """Called when a statement failed for good on unreachable nodes; returns the error to
+        raise instead, if any (see `CassandraTaskStore._unavailable`)."""
 
     def _describe(self, what: str) -> Callable[[BaseException], str]:
         def describe(error: BaseException) -> str:
@@ -353,6 +356,11 @@ class Runner:
             )
         except Unauthorized as error:
             raise not_permitted(error, self.target, what) from None
+        except BackendUnavailableError as error:
+            instead = None if self.on_unavailable is None else self.on_unavailable(self)
+            if instead is None:
+                raise
+            raise instead from error
         except InvalidRequest as error:
             gone = schema_gone(error, self.target, what)
             if gone is None:

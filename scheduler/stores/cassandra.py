@@ -65,6 +65,11 @@ _CACHE_LIMIT = 10_000  # entries per cache before useless ones are swept out
 _MAX_TTL_S = 630_720_000  # Cassandra's limit: 20 years
 _IN_CHUNK = 100  # keys per multi-column IN; keeps each read small and its coordinator quick
 _MIN_BUCKET = -(2**63)
+_RECONNECT_AFTER_S = 10.0
+"""With every node down this long, the store connects anew (see `_unavailable`), at most this
+often: the driver's own reconnections wait at most 5 s between tries, so a node that answers
+has been found by then."""
+_ONE_TRY = RetryPolicy(attempts=1)
 
 
 def _now_ms() -> int:
@@ -127,6 +132,11 @@ class CassandraTaskStore(TaskStore):
         self._run: Runner | None = None
         self._q: dict[str, PreparedStatement] = {}
         self._lock = threading.Lock()
+        self._reconnecting = threading.Lock()
+        self._down_since: float | None = None
+        """When a failed statement first found every node down (None: some node was up)."""
+        self._refused: BackendUnavailableError | None = None
+        """Why the last new connection was refused, said for every statement until one works."""
         self._indexed: dict[int, set[int]] = defaultdict(set)
         self._status_indexed: dict[tuple[int, int], float] = {}  # -> expiry of the index row
 
@@ -150,7 +160,10 @@ class CassandraTaskStore(TaskStore):
             self._prepare()
 
     def _connect(self) -> None:
-        self._cluster, self._run = open_runner(
+        self._cluster, self._run = self._open_runner(self.retry_policy)
+
+    def _open_runner(self, policy: RetryPolicy) -> tuple[Any, Runner]:
+        cluster, run = open_runner(
             hosts=self.hosts,
             port=self.port,
             consistency=self._consistency,
@@ -158,11 +171,69 @@ class CassandraTaskStore(TaskStore):
             connect_timeout_s=self.connect_timeout_s,
             request_timeout_s=self.request_timeout_s,
             concurrency=self.max_concurrency,
-            policy=self.retry_policy,
+            policy=policy,
             credentials=self.credentials,
             tls=self.tls,
         )
-        self._run.on_schema_gone = self._forget_indexes
+        run.on_schema_gone = self._forget_indexes
+        run.on_unavailable = self._unavailable
+        return cluster, run
+
+    def _unavailable(self, failing: Runner) -> BaseException | None:
+        """After a statement failed for good on unreachable nodes: connect anew once every node
+        has been down for `_RECONNECT_AFTER_S`, and say why a new connection is refused.
+
+        The driver reconnects to a node that went down by itself, but it stops for good when the
+        node refuses the login once (cassandra-driver's reconnection handlers give up on
+        `AuthenticationFailed`): a password changed while a node restarted, or a role that could
+        not be read just then, would leave the store down even after the login works again. A
+        new connection is the way back, and one that is refused says why. The failing statement
+        still fails: its caller retries it, on the new connection if there is one.
+        """
+        cluster = self._cluster
+        if failing is not self._run or cluster is None:
+            return None  # closed, or connected anew already
+        if any(host.is_up for host in cluster.metadata.all_hosts()):
+            self._down_since = self._refused = None
+            return None
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        if now - self._down_since < _RECONNECT_AFTER_S:
+            return self._refused
+        if not self._reconnecting.acquire(blocking=False):
+            return self._refused  # another thread is connecting; this one's caller retries
+        try:
+            self._down_since = now  # the next try, if this one fails, after as long again
+            fresh, run = self._open_runner(_ONE_TRY)
+            try:
+                prepared = driver.prepare(run, self.keyspace, schema.statements(self.keyspace))
+            except BaseException:
+                fresh.shutdown()
+                raise
+        except ConfigurationError as refused:  # the login or the TLS handshake
+            self._refused = BackendUnavailableError(
+                f"{refused}. The store connects again every {_RECONNECT_AFTER_S:.0f} s and "
+                "loses nothing meanwhile (a worker's records wait in the log); once the setting "
+                "is changed, restart the process, which reads it at start, or have the cluster "
+                "accept the login again"
+            )
+            return self._refused
+        except BackendUnavailableError:
+            self._refused = None
+            return None  # the nodes are still away, as the failing statement says
+        finally:
+            self._reconnecting.release()
+        self._cluster, self._run, self._q = fresh, run, prepared
+        self._down_since = self._refused = None
+        log.warning(
+            "connected to Cassandra at %s anew, after its nodes had all been down for %.0f s "
+            "or more",
+            self.target,
+            _RECONNECT_AFTER_S,
+        )
+        cluster.shutdown()
+        return None
 
     def _forget_indexes(self) -> None:
         """The keyspace or a table was dropped: the index rows these caches vouch for went with

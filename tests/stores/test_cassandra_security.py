@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import ssl
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +33,7 @@ from tests.servers import (
     operated_keyspace,
     secured_cassandra,
     secured_cassandra_role,
+    superuser_session,
 )
 
 FAST = RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.02)
@@ -285,3 +287,60 @@ def test_a_permission_the_role_lacks_is_named_not_a_traceback(
     assert "refused to apply the schema" in message
     assert f"User {role_store.credentials.username} has no CREATE permission" in message
     assert "grant the role" in message
+
+
+# -- a login refused while the store runs ---------------------------------------------------
+
+
+def change_password(role: Credentials, password: str) -> None:
+    """As an operator would with cqlsh. Cassandra refuses a change within 5 s of the last one."""
+    with superuser_session() as session:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                session.execute(f"ALTER ROLE {role.username} WITH PASSWORD = %s", (password,))
+                return
+            except NoHostAvailable as error:
+                if "can only be changed every" not in str(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)
+
+
+@pytest.mark.cassandra
+def test_a_login_refused_after_a_node_restart_is_named_and_the_store_returns_once_accepted(
+    role_store: CassandraTaskStore,
+) -> None:
+    """The password changes under a running store and the node restarts: the driver's new
+    connections are refused, and it stops reconnecting to that node for good. The store says
+    why, keeps trying, and works again, with what it held, once the login is accepted."""
+    from scheduler.services import launcher
+
+    role = role_store.credentials
+    assert role is not None
+    role_store.open(create_schema=False)
+    task = Task("kept", datetime.now(UTC) + timedelta(hours=1), "k1", {"n": 1})
+    role_store.write_tasks(0, [task])
+
+    change_password(role, "rotated-" + role.password)
+    launcher.restart(launcher.SECURED_CASSANDRA)
+
+    def failure() -> str:
+        try:
+            role_store.list_tasks(0, ordering_id="kept")
+            return ""
+        except BackendUnavailableError as error:
+            return str(error)
+
+    deadline = time.monotonic() + 60  # a new connection is tried 10 s after all nodes are down
+    while "did not accept user" not in (said := failure()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert f"did not accept user {role.username!r}" in said
+    assert "SCHEDULER_CASSANDRA_PASSWORD" in said and "connects again every 10 s" in said
+    assert "did not accept user" in failure()  # every statement says so, not just one
+
+    change_password(role, role.password)
+    deadline = time.monotonic() + 60
+    while failure() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    listed = role_store.list_tasks(0, ordering_id="kept")
+    assert [view.task.key for view in listed] == [task.key]
