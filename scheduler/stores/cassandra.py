@@ -207,7 +207,7 @@ class CassandraTaskStore(TaskStore):
             self._down_since = now  # the next try, if this one fails, after as long again
             fresh, run = self._open_runner(_ONE_TRY)
             try:
-                prepared = driver.prepare(run, self.keyspace, schema.statements(self.keyspace))
+                prepared = self._statements(run)
             except BaseException:
                 fresh.shutdown()
                 raise
@@ -288,8 +288,11 @@ class CassandraTaskStore(TaskStore):
         return self._run
 
     def _prepare(self) -> None:
-        run = self._runner()
-        self._q = driver.prepare(run, self.keyspace, schema.statements(self.keyspace))
+        self._q = self._statements(self._runner())
+
+    def _statements(self, run: Runner) -> dict[str, PreparedStatement]:
+        """The store's statements, prepared on `run`'s session."""
+        return driver.prepare(run, self.keyspace, schema.statements(self.keyspace))
 
     # -- metadata -----------------------------------------------------------------------------
 
