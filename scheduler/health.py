@@ -12,7 +12,8 @@ balancer's check):
 
 Both answer with the same JSON body. An unreachable store or broker does not fail either probe:
 the worker retries by itself, and restarting a whole fleet in a restart loop during an outage
-would only add rebalances to it. The body names such partitions (`persist_failing`).
+would only add rebalances to it. The body names such partitions (`persist_failing`) and says
+what keeps the store or the consumer from working (`problem`).
 """
 
 from __future__ import annotations

@@ -201,9 +201,11 @@ class Worker:
             state = "starting"
         else:
             state = "running"
-        if problem is None and consumer is not None and state != "stopped":
-            # A refused login or ACL: said, though the probes still pass (as for an outage).
-            problem = consumer.problem()
+        if problem is None and state != "stopped":
+            # A refused login or ACL, a store with no node up: said, though the probes still
+            # pass (the worker keeps trying by itself, and a restart would not help).
+            found = [self.store.problem(), consumer.problem() if consumer is not None else None]
+            problem = "; ".join(said for said in found if said) or None
         return Health(
             state=state,
             last_poll_s=round(silent_s, 3),

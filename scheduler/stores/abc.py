@@ -125,6 +125,13 @@ class TaskStore(ABC):
     def close(self) -> None:
         """Release connections."""
 
+    def problem(self) -> str | None:
+        """What keeps the store from working while its users run on and keep trying (Cassandra:
+        every node down, or a new connection's login refused), in words that say what to do;
+        None while nothing does. Answers from what the client already knows, without a round
+        trip, so a probe can ask it every second. Any thread."""
+        return None
+
     # -- metadata ---------------------------------------------------------------------------
 
     @abstractmethod

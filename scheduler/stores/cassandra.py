@@ -235,6 +235,18 @@ class CassandraTaskStore(TaskStore):
         cluster.shutdown()
         return None
 
+    def problem(self) -> str | None:
+        cluster = self._cluster
+        if cluster is None or any(host.is_up for host in cluster.metadata.all_hosts()):
+            return None
+        if self._refused is not None:
+            return str(self._refused)
+        return (
+            f"no Cassandra node at {self.target} answers: the store retries with backoff and "
+            "loses nothing meanwhile (a worker's records wait in the log); if this lasts, check "
+            "that the nodes are up and reachable from here"
+        )
+
     def _forget_indexes(self) -> None:
         """The keyspace or a table was dropped: the index rows these caches vouch for went with
         it. Kept, they would let rows written after `schema apply` recreates the tables go

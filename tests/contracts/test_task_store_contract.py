@@ -28,6 +28,11 @@ def load_all(store: TaskStore, partition: int, page: int = 1000) -> list:
     return store.load_tasks(partition, None, FAR_FUTURE_MS, page)
 
 
+def test_an_open_store_that_answers_has_no_problem(task_store: TaskStore) -> None:
+    task_store.write_tasks(0, [task("a", BASE_MS)])
+    assert task_store.problem() is None
+
+
 # -- schedule rows -------------------------------------------------------------------------
 
 

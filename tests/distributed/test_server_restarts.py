@@ -34,13 +34,16 @@ server would fail /healthz (docs/metrics.md: an outage fails neither probe)."""
 
 class ProbeWatch:
     """Asks the workers' /healthz and /readyz every 0.25 s, keeping every answer that was not a
-    200 and the longest `last_poll_s` seen."""
+    200, the longest `last_poll_s` seen, the problems the bodies named and each worker's last
+    one."""
 
     def __init__(self, ports: dict[str, int]) -> None:
         self.ports = ports
         self.failed: list[tuple[str, str, int | None, dict]] = []
         self.longest_silence_s = 0.0
         self.answers = 0
+        self.problems: set[str] = set()
+        self.last_problem: dict[str, str | None] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -64,6 +67,9 @@ class ProbeWatch:
                     else:
                         silence = float(answer[1]["last_poll_s"])
                         self.longest_silence_s = max(self.longest_silence_s, silence)
+                        self.last_problem[name] = answer[1]["problem"]
+                        if answer[1]["problem"]:
+                            self.problems.add(answer[1]["problem"])
 
 
 def restartable(name: str) -> None:
@@ -73,9 +79,11 @@ def restartable(name: str) -> None:
         pytest.skip(f"{name} was not started by this checkout's launcher, so it cannot restart it")
 
 
-def restart_under_load(fleet: Fleet, name: str) -> tuple[HistoryReport, LoadGenerator, int, int]:
+def restart_under_load(
+    fleet: Fleet, name: str
+) -> tuple[HistoryReport, LoadGenerator, int, int, ProbeWatch]:
     """Two workers under load; restart `name`; wait for the backlog. Returns the report, the
-    load, and when the restart began and ended (epoch ms)."""
+    load, when the restart began and ended (epoch ms), and what the probes answered."""
     from scheduler.services import launcher
 
     restartable(name)
@@ -115,7 +123,7 @@ def restart_under_load(fleet: Fleet, name: str) -> tuple[HistoryReport, LoadGene
     report = fleet.wait_until_executed(accepted, timeout=150)
     for worker in workers:
         assert worker.alive, f"{worker.name} died:\n{worker.output()[-3000:]}"
-    return report, load, began, back
+    return report, load, began, back, watch
 
 
 def drained_after(fleet: Fleet, report: HistoryReport, back_ms: int) -> float:
@@ -154,13 +162,17 @@ def check(report: HistoryReport) -> None:
 
 
 def test_a_cassandra_restart_under_load_loses_no_task(fleet: Fleet) -> None:
-    report, load, began, back = restart_under_load(fleet, "cassandra")
+    report, load, began, back, watch = restart_under_load(fleet, "cassandra")
     print(
         f"\n[cassandra restart] {report.summary()}; down for {(back - began) / 1000:.1f} s, "
         f"backlog drained {drained_after(fleet, report, back):.1f} s after it was back"
     )
     check(report)
     assert load.failed == [], "Kafka was up: every send should have been acknowledged"
+    # The probes passed throughout (checked in restart_under_load) and said why the workers
+    # were waiting, then stopped saying it once the node was back.
+    assert any("no Cassandra node at" in said for said in watch.problems), watch.problems
+    assert set(watch.last_problem.values()) == {None}, watch.last_problem
     stray = duplicates_outside_the_outage(fleet, report, began, back)
     assert stray == {}, (
         f"only tasks that ran while statuses could not be written may run twice: {stray}"
@@ -168,7 +180,7 @@ def test_a_cassandra_restart_under_load_loses_no_task(fleet: Fleet) -> None:
 
 
 def test_a_kafka_restart_under_load_loses_no_accepted_task(fleet: Fleet) -> None:
-    report, load, began, back = restart_under_load(fleet, "kafka")
+    report, load, began, back, _ = restart_under_load(fleet, "kafka")
     print(
         f"\n[kafka restart] {report.summary()}; down for {(back - began) / 1000:.1f} s, "
         f"sends failed {len(load.failed)} of {load.sent}, "

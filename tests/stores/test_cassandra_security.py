@@ -337,6 +337,8 @@ def test_a_login_refused_after_a_node_restart_is_named_and_the_store_returns_onc
     assert f"did not accept user {role.username!r}" in said
     assert "SCHEDULER_CASSANDRA_PASSWORD" in said and "connects again every 10 s" in said
     assert "did not accept user" in failure()  # every statement says so, not just one
+    problem = role_store.problem()  # what a worker's probes carry
+    assert problem is not None and f"did not accept user {role.username!r}" in problem
 
     change_password(role, role.password)
     deadline = time.monotonic() + 60
@@ -344,3 +346,4 @@ def test_a_login_refused_after_a_node_restart_is_named_and_the_store_returns_onc
         time.sleep(0.5)
     listed = role_store.list_tasks(0, ordering_id="kept")
     assert [view.task.key for view in listed] == [task.key]
+    assert role_store.problem() is None
