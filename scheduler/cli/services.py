@@ -119,9 +119,9 @@ def status() -> None:
 def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
     """Run one of Kafka's own command-line tools, as a Kafka distribution's bin/ has them.
 
-    TOOL is consumer-groups, topics, get-offsets, console-consumer, delete-records or acls (the
-    scripts kafka-TOOL.sh). Without --bootstrap-server the tool gets the scheduler's Kafka
-    (SCHEDULER_KAFKA_BOOTSTRAP); without --command-config, the security settings of
+    TOOL is consumer-groups, topics, get-offsets, console-consumer, delete-records, acls or
+    configs (the scripts kafka-TOOL.sh). Without --bootstrap-server the tool gets the scheduler's
+    Kafka (SCHEDULER_KAFKA_BOOTSTRAP); without --command-config, the security settings of
     SCHEDULER_KAFKA_CONFIG (TLS, a PLAIN or SCRAM login), translated for Kafka's Java client.
     The first run fetches the tools' jars with Maven. For example:
 
@@ -130,7 +130,6 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
       scheduler services kafka-tool topics --describe --topic scheduler-tasks
     """
     from scheduler.services import kafka_tools
-    from scheduler.services.maven import is_resolved
 
     cache = launcher.state_dir() / "cache"
     try:
@@ -153,7 +152,7 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
                 "Kafka with `scheduler services up`, point SCHEDULER_KAFKA_BOOTSTRAP at your "
                 "brokers, or pass --bootstrap-server to the tool"
             )
-        if not is_resolved("kafka-tools", kafka_tools.ARTIFACTS, cache):
+        if kafka_tools.needs_fetch(tool, cache):
             click.echo("fetching Kafka's tools from Maven Central (first use only)...", err=True)
         code = kafka_tools.run(
             tool, args, bootstrap=bootstrap, cache=cache, client_props=client_props

@@ -20,8 +20,8 @@ from typing import Any
 
 from scheduler.services.base import classpath
 from scheduler.services.errors import ServiceError
-from scheduler.services.kafka import KAFKA_VERSION, LOG4J_VERSION
-from scheduler.services.maven import Artifact, resolve
+from scheduler.services.kafka import KAFKA_VERSION, LOG4J_VERSION, Kafka
+from scheduler.services.maven import Artifact, is_resolved, resolve
 from scheduler.services.process import port_open, require_java17
 
 TOOLS: dict[str, str] = {
@@ -31,8 +31,13 @@ TOOLS: dict[str, str] = {
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
 }
 """Script names of a Kafka 4.1 distribution's `bin/`, and the class each one runs."""
+
+_IN_THE_BROKER = {"kafka.admin.ConfigCommand"}
+"""Classes that have not moved out of the broker's own jar (`kafka_2.13`) into `kafka-tools`:
+they run on the broker's jars, which `scheduler services up` resolves too."""
 
 ARTIFACTS = [
     Artifact("org.apache.kafka", "kafka-tools", KAFKA_VERSION),
@@ -207,7 +212,7 @@ def command(
     pass their own."""
     main_class = tool_class(name)
     java = require_java17()
-    jars = resolve("kafka-tools", ARTIFACTS, cache)
+    jars = resolve(*_jar_set(main_class), cache)
     log_config = cache / "kafka-tools" / "log4j2.properties"
     if not log_config.is_file() or log_config.read_text() != _LOG4J2:
         log_config.write_text(_LOG4J2)
@@ -222,6 +227,19 @@ def command(
         *with_bootstrap(args, bootstrap),
         *_config_option(main_class, args, client_config),
     ]
+
+
+def _jar_set(main_class: str) -> tuple[str, list[Artifact]]:
+    """The cache name and the artifacts of the jars `main_class` runs on."""
+    if main_class in _IN_THE_BROKER:
+        broker = Kafka()
+        return broker.distribution, broker.artifacts()
+    return "kafka-tools", ARTIFACTS
+
+
+def needs_fetch(name: str, cache: Path) -> bool:
+    """Whether running tool `name` fetches jars with Maven first."""
+    return not is_resolved(*_jar_set(tool_class(name)), cache)
 
 
 def _config_option(main_class: str, args: Sequence[str], client_config: Path | None) -> list[str]:

@@ -305,3 +305,48 @@ def test_a_pkcs12_keystore_logs_in_the_scheduler_and_kafkas_tools(
         revoke_kafka_acls(user, ("topic", topic, "Describe"))
     assert listed.returncode == 0, listed.stderr
     assert topic in listed.stdout.split()
+
+
+@pytest.mark.kafka
+def test_kafka_configs_adds_and_deletes_a_login_as_the_password_rotation_recipe_does(
+    script, monkeypatch
+) -> None:
+    """docs/kafka.md rotates a password through a second user made and removed with
+    kafka-configs; the tool runs on the broker's jars, logged in as the scheduler's admin."""
+    from uuid import uuid4
+
+    from confluent_kafka.admin import AdminClient
+
+    from tests.servers import secured_kafka
+
+    broker = secured_kafka()
+    log_in(monkeypatch, broker.bootstrap, broker.login(*broker.admin))
+    user, password = f"second-{uuid4().hex[:10]}", f"pw-{uuid4().hex}"
+    users = ("--entity-type", "users", "--entity-name", user)
+
+    def logs_in() -> bool:
+        login = broker.login(user, password)
+        client = AdminClient({"bootstrap.servers": broker.bootstrap, **login})
+        try:
+            client.list_topics(timeout=3)
+            return True
+        except Exception:
+            return False
+
+    added = script(
+        "services", "kafka-tool", "configs", "--alter",
+        "--add-config", f"SCRAM-SHA-512=[iterations=4096,password={password}]", *users,
+        timeout=120,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    described = script("services", "kafka-tool", "configs", "--describe", *users, timeout=120)
+    assert described.returncode == 0, described.stderr
+    assert "SCRAM-SHA-512=iterations=4096" in described.stdout
+    assert wait_for(logs_in, timeout=15)
+
+    deleted = script(
+        "services", "kafka-tool", "configs", "--alter", "--delete-config", "SCRAM-SHA-512",
+        *users, timeout=120,
+    )  # fmt: skip
+    assert deleted.returncode == 0, deleted.stderr
+    assert wait_for(lambda: not logs_in(), timeout=15)
