@@ -24,10 +24,16 @@ from types import FrameType
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.topic_supervisor import PartitionFailure, TopicSupervisor, restart_delay
+from scheduler.actors.topic_supervisor import (
+    MAX_RESTART_BACKOFF_S,
+    PartitionFailure,
+    TopicSupervisor,
+    restart_delay,
+)
 from scheduler.codec import Command, MalformedRecordError, decode
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
+from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 from scheduler.errors import SchedulerError
@@ -89,6 +95,13 @@ class Worker:
         # again after a growing delay, not at the pace of the poll loop with two log lines a turn.
         self._persist_failures: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
+        self._persist_repeats = RepeatedFailures(
+            logger,
+            "could not persist batches of partitions {partitions} {count} more times in the last "
+            "{seconds:.0f} s (the latest: {error}); each is read again every "
+            f"{MAX_RESTART_BACKOFF_S:g} s at most while the store refuses, and its records wait "
+            "in the log meanwhile",
+        )
         # Per partition, its reload mark (where its next owner starts reading the store; see
         # `engine.reload_mark`), kept true by its tree and committed with its offset, and the
         # version of it last committed.
@@ -170,7 +183,8 @@ class Worker:
         return self._service
 
     def failures(self) -> list[PartitionFailure]:
-        """Partition failures since start (each was followed by a restart of that partition)."""
+        """The first partition failures since start, up to `KEPT_FAILURES` (each was followed by
+        a restart of that partition; `scheduler_partition_restarts_total` counts them all)."""
         return self.topic.failures_so_far().get()
 
     def owned_partitions(self) -> list[int]:
@@ -354,16 +368,18 @@ class Worker:
         metrics.PERSIST_FAILURES.inc()
         failures = self._persist_failures[partition] = self._persist_failures.get(partition, 0) + 1
         delay = restart_delay(self.settings.restart_backoff_s, failures)
-        logger.error(
-            "could not persist a batch of partition %d (%s: %s); reading it again in %.1f s "
-            "(attempt %d failed)",
-            partition,
-            type(error).__name__,
-            error,
-            delay,
-            failures,
-            extra={"partition": partition},
-        )
+        if failures == 1:
+            logger.error(
+                "could not persist a batch of partition %d (%s: %s); reading it again in %.1f s, "
+                "and again, later and later, while the store refuses",
+                partition,
+                type(error).__name__,
+                error,
+                delay,
+                extra={"partition": partition},
+            )
+        else:
+            self._persist_repeats.failed_again(partition, error)
         self._gaps.add(partition)  # nothing later of it may pass until the rewind
         self._retry_at[partition] = time.monotonic() + delay
 

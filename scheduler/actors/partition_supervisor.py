@@ -2,7 +2,8 @@
 
 Start order is leaves first, so every actor is given live proxies of those it talks to: the
 TaskCompletionTracker, the PartitionExecutor, the PartitionScheduler, TaskPersistence, and last
-the ThroughputController, whose first tick loads the partition's incomplete tasks from the store.
+the ThroughputController, whose first tick, once the tree is wired, loads the partition's
+incomplete tasks from the store.
 
 Stopping is the seed's revocation choreography, per partition and under a deadline: stop loading
 and scheduling at once, let running attempts finish, cancel those that outlive the deadline,
@@ -53,6 +54,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         self._executor.attach_controller(self._controller).get(timeout=ASK_TIMEOUT_S)
         # Stop order: the ones that feed work in first, the tracker (which flushes) last.
         self.refs = [controller_ref, persistence_ref, scheduler_ref, executor_ref, tracker_ref]
+        self._controller.begin.defer()  # the first load, now that every actor is wired
 
     def persistence_proxy(self) -> pykka.ActorProxy:
         return self._persistence

@@ -47,7 +47,12 @@ class ThroughputController(PartitionActor):
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
-        self._me.tick.defer()
+
+    def begin(self) -> None:
+        """Start loading and ticking, once the whole tree is up. Not from `on_start`: a store
+        that fails the first load at once would kill this actor before its supervisor had even
+        taken its proxy, and with it the supervisor's start."""
+        self.tick()
 
     def tick(self) -> None:
         """Top the partition up if it has room, then re-arm the periodic timer."""

@@ -23,6 +23,7 @@ from scheduler.actors.partition_supervisor import PartitionSupervisor
 from scheduler.codec import Command
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
+from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 from scheduler.executors.abc import Executor
@@ -36,6 +37,10 @@ logger = logging.getLogger(__name__)
 MAX_RESTART_BACKOFF_S = 5.0
 #: A partition that ran this long without failing is restarted after the base delay again.
 STABLE_AFTER_S = 60.0
+#: Failures kept, with their tracebacks, for `failures_so_far` (tests re-raise the first). Later
+#: ones are counted and logged only: a traceback holds the dead tree's actors alive, and a store
+#: down for an hour fails every partition every MAX_RESTART_BACKOFF_S.
+KEPT_FAILURES = 20
 
 
 def restart_delay(base_s: float, failures: int) -> float:
@@ -88,6 +93,15 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.trees: dict[int, _Tree] = {}
         self.generations: dict[int, int] = {}
         self.failures: list[PartitionFailure] = []
+        """The first KEPT_FAILURES failures since start."""
+        # A partition's first failure is logged at once; its repeats while it keeps failing
+        # (every partition's, together) once a minute.
+        self.repeats = RepeatedFailures(
+            logger,
+            "partitions {partitions} failed again {count} times in the last {seconds:.0f} s "
+            "(the latest: {error}); each is restarted from the store every "
+            f"{MAX_RESTART_BACKOFF_S:g} s at most while it fails, and nothing is lost meanwhile",
+        )
         self.restarting: set[int] = set()
         self.streaks: dict[int, int] = {}
         self.started_at: dict[int, float] = {}
@@ -170,22 +184,31 @@ class TopicSupervisor(pykka.ThreadingActor):
         tree = self.trees.get(partition)
         if tree is None or tree.generation != generation:
             return  # already restarted, or no longer ours
-        self.failures.append(PartitionFailure(partition, generation, error))
-        metrics.PARTITION_RESTARTS.inc()
-        logger.error(
-            "partition %d failed (%s: %s); restarting it from the store",
-            partition,
-            type(error).__name__,
-            error,
-            extra={"partition": partition},
-        )
         self.revoke([partition], 0.0, "partition restarting after a failure", restarting=True)
+        self._restart_later(partition, generation, error)
+
+    def _restart_later(self, partition: int, generation: int, error: BaseException) -> None:
+        """Keep, count and log the failure of a partition whose tree is down, and restart the
+        partition after a delay that grows while it keeps failing."""
+        if len(self.failures) < KEPT_FAILURES:
+            self.failures.append(PartitionFailure(partition, generation, error))
+        metrics.PARTITION_RESTARTS.inc()
         self.restarting.add(partition)
         # A partition that keeps failing (its store is down) backs off exponentially, up to
         # MAX_RESTART_BACKOFF_S; one that ran for a while starts from the base delay again.
         if time.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
             self.streaks[partition] = 0
         streak = self.streaks[partition] = self.streaks.get(partition, 0) + 1
+        if streak == 1:
+            logger.error(
+                "partition %d failed (%s: %s); restarting it from the store",
+                partition,
+                type(error).__name__,
+                error,
+                extra={"partition": partition},
+            )
+        else:
+            self.repeats.failed_again(partition, error)
         delay = restart_delay(self.settings.restart_backoff_s, streak)
         me = self._me
         self.timers.call_later(delay, lambda: me.restart.defer(partition, generation))
@@ -194,14 +217,16 @@ class TopicSupervisor(pykka.ThreadingActor):
         if partition not in self.restarting or partition in self.trees:
             return  # revoked or re-assigned while waiting to restart
         self.restarting.discard(partition)
-        self._start(partition)
-        self.request_rewind(partition)
+        if self._start(partition):
+            self.request_rewind(partition)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
 
     def failures_so_far(self) -> list[PartitionFailure]:
         return list(self.failures)
 
-    def _start(self, partition: int) -> None:
+    def _start(self, partition: int) -> bool:
+        """Start a tree for `partition`; False if it died as it started (it is then restarted
+        later, as a tree that died running)."""
         self.started_at[partition] = time.monotonic()
         generation = self.generations.get(partition, 0) + 1
         self.generations[partition] = generation
@@ -226,8 +251,16 @@ class TopicSupervisor(pykka.ThreadingActor):
             mark=self.marks.setdefault(partition, MarkHolder()),
         )
         ref = PartitionSupervisor.start(ctx)
-        persistence = ref.proxy().persistence_proxy().get(timeout=30)
+        try:
+            persistence = ref.proxy().persistence_proxy().get(timeout=30)
+        except (pykka.ActorDeadError, pykka.Timeout) as error:
+            # Raised here, this would kill this actor, and every partition of the worker with
+            # it: one partition's failure stays that partition's.
+            ref.stop(block=False)
+            self._restart_later(partition, generation, error)
+            return False
         self.trees[partition] = _Tree(ref, persistence, generation)
+        return True
 
     def on_stop(self) -> None:
         self.revoke(list(self.trees), self.settings.shutdown_deadline_s, "worker stopping")

@@ -203,5 +203,77 @@ def test_a_partition_whose_writes_keep_failing_backs_off_then_loses_nothing(data
     delays = [
         m.split("reading it again in ")[1].split(" s")[0] for m in messages if "again in" in m
     ]
-    assert delays[:2] == ["0.5", "1.0"]
+    assert delays == ["0.5"]  # the first failure; its repeats are said once a minute
     assert any("partition 1 is persisting again after" in m for m in messages)
+
+
+def test_a_store_failing_every_read_at_once_costs_one_line_a_partition_and_bounded_memory(
+    data_dir, caplog, monkeypatch
+):
+    """Every load fails at once, as with a permission revoked: each partition fails again and
+    again. The worker lives on, logs each partition's first failure only (the repeats once a
+    minute), keeps the first KEPT_FAILURES failures, not all of them (their tracebacks hold the
+    dead trees), and runs what was enqueued once the store answers again."""
+    from scheduler.actors import topic_supervisor
+    from scheduler.actors.topic_supervisor import KEPT_FAILURES
+
+    monkeypatch.setattr(topic_supervisor, "MAX_RESTART_BACKOFF_S", 0.2)  # many failures, soon
+    recorder = Recorder()
+    flaky: list[FlakyStore] = []
+
+    def wrap(store):
+        flaky.append(FlakyStore(store))
+        return flaky[0]
+
+    with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
+        flaky[0].should_fail = lambda method, partition: method == "load_tasks"
+        deadline = time.monotonic() + 30
+        while flaky[0].injected < 3 * KEPT_FAILURES and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert flaky[0].injected >= 3 * KEPT_FAILURES
+        assert engine.worker.topic.actor_ref.is_alive()
+        assert len(engine.worker.failures()) == KEPT_FAILURES
+
+        tasks = [Task(f"o{i}", soon(i), "k") for i in range(20)]
+        enqueue_all(engine, tasks)
+        flaky[0].should_fail = lambda method, partition: False
+        engine.join(raise_failures=False)
+    assert set(recorder.keys()) == {task.key for task in tasks}
+    first_lines = [
+        r.getMessage() for r in caplog.records if " failed (InjectedFailure" in r.getMessage()
+    ]
+    assert sorted(first_lines) == sorted(
+        f"partition {p} failed (InjectedFailure: injected failure of load_tasks on partition {p}); "
+        "restarting it from the store"
+        for p in range(PARTITIONS)
+    )
+
+
+def test_a_tree_that_dies_as_it_starts_is_restarted_and_the_other_partitions_keep_running(
+    data_dir, monkeypatch
+):
+    """Whatever kills a partition's tree while it starts stays that partition's failure: the
+    topic's supervisor, which every partition of the worker hangs from, lives on."""
+    from scheduler.actors.partition_supervisor import PartitionSupervisor
+
+    started = PartitionSupervisor.on_start
+    dying = {"left": 1}
+
+    def on_start(self) -> None:
+        if self.ctx.partition == 2 and dying["left"]:
+            dying["left"] -= 1
+            raise RuntimeError("tree died as it started")
+        started(self)
+
+    monkeypatch.setattr(PartitionSupervisor, "on_start", on_start)
+    recorder = Recorder()
+    with embedded_engine(recorder, data_dir=data_dir) as engine:
+        tasks = [Task(oid, soon(0), "k") for oid in ids_on_partition(2, 3) + ids_on_partition(0, 3)]
+        enqueue_all(engine, tasks)
+        engine.join(raise_failures=False)
+        assert engine.worker.topic.actor_ref.is_alive()
+        failures = engine.worker.failures()
+        generations = engine.worker.topic.generations.get()
+    assert [failure.partition for failure in failures] == [2]
+    assert generations[2] == 2 and generations[0] == 1
+    assert set(recorder.keys()) == {task.key for task in tasks}

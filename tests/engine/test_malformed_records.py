@@ -89,7 +89,7 @@ def test_a_malformed_record_the_store_cannot_keep_is_read_again_until_it_can(
     assert [(r.partition, r.value) for r in kept] == [(partition, b"not json")]
     assert recorder.keys() == [before.key, after.key]
     refused = [r.getMessage() for r in caplog.records if "could not persist" in r.getMessage()]
-    assert len(refused) == 2, refused
+    assert len(refused) == 1, refused  # the second refusal in a row is said with the next ones
     assert "injected failure of set_aside" in refused[0]
 
 
