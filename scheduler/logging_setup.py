@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
@@ -131,6 +134,42 @@ class ReportedActorFailures(logging.Filter):
         )
 
 
+class RepeatedReconnectWarnings(logging.Filter):
+    """Shows cassandra-driver's warning about a failed reconnection to a node once a minute per
+    node (unless DEBUG), with the count held back. The driver tries a node that is down every
+    few seconds and warns of each try, for as long as the node stays down: 720 lines an hour a
+    node, while the worker's own lines and its probes' `problem` already say the store is down."""
+
+    LOGGER = "cassandra.pool"
+    EVERY_S = 60.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._shown: dict[str, tuple[float, int]] = {}
+        """Per node, when its warning was last shown, and how many were held back since."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name != self.LOGGER or not str(record.msg).startswith(
+            "Error attempting to reconnect to"
+        ):
+            return True
+        node = str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
+        now = self._clock()
+        with self._lock:
+            shown = self._shown.get(node)
+            if shown is not None and now - shown[0] < self.EVERY_S:
+                self._shown[node] = (shown[0], shown[1] + 1)
+                return False
+            self._shown[node] = (now, 0)
+        held = shown[1] if shown is not None else 0
+        if held:
+            record.msg = f"{record.getMessage()} ({held} more such lines held back since the last)"
+            record.args = None
+        return True
+
+
 def configure_logging(
     level: str = "INFO", fmt: Literal["text", "json"] = "text", stream: TextIO | None = None
 ) -> None:
@@ -149,6 +188,7 @@ def configure_logging(
     if level.upper() != "DEBUG":
         handler.addFilter(QuietDependencies())
         handler.addFilter(ReportedActorFailures())
+        handler.addFilter(RepeatedReconnectWarnings())
     root.addHandler(handler)
     root.setLevel(level.upper())
     # Chatty dependencies stay at WARNING unless the user asks for DEBUG.

@@ -114,3 +114,35 @@ def test_pykka_failure_lines_of_partition_actors_are_left_to_the_supervisor():
     written = stream.getvalue()
     assert "TaskPersistence" not in written  # the TopicSupervisor says "partition N failed"
     assert "Unhandled exception in TopicSupervisor" in written and "store gone" in written
+
+
+def test_the_drivers_reconnect_warnings_show_once_a_minute_per_node_with_the_count_held_back():
+    from scheduler.logging_setup import RepeatedReconnectWarnings
+
+    now = [0.0]
+    held_back = RepeatedReconnectWarnings(clock=lambda: now[0])
+    pool = logging.getLogger("cassandra.pool")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(held_back)
+    pool.addHandler(handler)
+    try:
+        for second in range(0, 65, 5):  # a node down for a minute, tried every 5 s
+            now[0] = second
+            for node in ("10.0.0.1:9042", "10.0.0.2:9042"):
+                pool.warning(
+                    "Error attempting to reconnect to %s, scheduling retry in %s seconds: %s",
+                    node,
+                    5.0,
+                    ConnectionRefusedError(111, "Connection refused"),
+                )
+        pool.warning("Host %s has been marked down", "10.0.0.1:9042")  # other lines pass
+    finally:
+        pool.removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 5, lines
+    assert lines[0].startswith("Error attempting to reconnect to 10.0.0.1:9042, scheduling")
+    assert lines[1].startswith("Error attempting to reconnect to 10.0.0.2:9042, scheduling")
+    assert lines[2].endswith("Connection refused (11 more such lines held back since the last)")
+    assert "10.0.0.1:9042" in lines[2] and "10.0.0.2:9042" in lines[3]
+    assert lines[4] == "Host 10.0.0.1:9042 has been marked down"
