@@ -63,3 +63,15 @@ class FlakyStore:
             return attribute(partition, *args, **kwargs)
 
         return call
+
+
+def flaky_wrapper() -> tuple[list[FlakyStore], Callable[[TaskStore], FlakyStore]]:
+    """A `wrap_store` for `embedded_engine`, and the list that holds the FlakyStore it made once
+    the engine has started."""
+    made: list[FlakyStore] = []
+
+    def wrap(store: TaskStore) -> FlakyStore:
+        made.append(FlakyStore(store))
+        return made[0]
+
+    return made, wrap

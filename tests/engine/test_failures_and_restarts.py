@@ -13,7 +13,7 @@ from scheduler.model import TaskKey
 from scheduler.partitioning import partition_for
 from scheduler.testing import TEST_SETTINGS, embedded_engine
 from scheduler.worker import Worker
-from tests.engine.flaky import FlakyStore
+from tests.engine.flaky import FlakyStore, flaky_wrapper
 from tests.engine.helpers import Recorder, soon
 
 PARTITIONS = 4
@@ -36,12 +36,7 @@ def enqueue_all(engine, tasks):
 
 def test_a_failing_partition_restarts_from_the_store_and_the_others_keep_running(data_dir):
     recorder = Recorder()
-    flaky: list[FlakyStore] = []
-
-    def wrap(store):
-        flaky.append(FlakyStore(store))
-        return flaky[0]
-
+    flaky, wrap = flaky_wrapper()
     with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
         flaky[0].fail_next("record_statuses", partition=2)
         tasks = [Task(f"o{i}", soon(i), "k") for i in range(200)]
@@ -56,12 +51,7 @@ def test_a_failing_partition_restarts_from_the_store_and_the_others_keep_running
 
 def test_tasks_in_flight_in_a_dead_partition_are_reloaded_not_lost(data_dir):
     recorder = Recorder()
-    flaky: list[FlakyStore] = []
-
-    def wrap(store):
-        flaky.append(FlakyStore(store))
-        return flaky[0]
-
+    flaky, wrap = flaky_wrapper()
     ids = ids_on_partition(1, 30)
     with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
         # The tracker's status write dies while a burst sits in the partition's mailboxes.
@@ -219,12 +209,7 @@ def test_a_store_failing_every_read_at_once_costs_one_line_a_partition_and_bound
 
     monkeypatch.setattr(topic_supervisor, "MAX_RESTART_BACKOFF_S", 0.2)  # many failures, soon
     recorder = Recorder()
-    flaky: list[FlakyStore] = []
-
-    def wrap(store):
-        flaky.append(FlakyStore(store))
-        return flaky[0]
-
+    flaky, wrap = flaky_wrapper()
     with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
         flaky[0].should_fail = lambda method, partition: method == "load_tasks"
         deadline = time.monotonic() + 30

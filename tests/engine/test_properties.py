@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scheduler import Task, TaskState
 from scheduler.partitioning import partition_for
 from scheduler.testing import embedded_engine
-from tests.engine.flaky import FlakyStore
+from tests.engine.flaky import flaky_wrapper
 
 ORDERING_IDS = ["a", "b", "c", "d", "e", "f"]
 
@@ -83,12 +83,7 @@ class Observer:
 @given(operations)
 def test_no_task_is_lost_and_each_ordering_id_runs_in_key_order(ops):
     observer = Observer()
-    flaky: list[FlakyStore] = []
-
-    def wrap(store):
-        flaky.append(FlakyStore(store))
-        return flaky[0]
-
+    flaky, wrap = flaky_wrapper()
     base = datetime.now(UTC) + timedelta(milliseconds=1500)
     with embedded_engine(observer, wrap_store=wrap) as engine:
         accepted: dict[tuple[str, int, str], Task] = {}
