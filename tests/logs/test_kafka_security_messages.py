@@ -122,10 +122,10 @@ def test_the_acl_to_grant_quotes_a_principal_a_shell_would_split(tmp_path: Path)
 
 
 def test_a_refused_login_is_logged_once_a_minute_per_client_not_per_reconnect() -> None:
-    from scheduler.logs.kafka_config import _RefusalsOncePerMinute
+    from scheduler.logs.kafka_config import _FailuresOncePerMinute
 
     now = [0.0]
-    refusals = _RefusalsOncePerMinute(clock=lambda: now[0])
+    refusals = _FailuresOncePerMinute(clock=lambda: now[0])
 
     def line(client: str, after_ms: int) -> logging.LogRecord:
         text = (
@@ -143,17 +143,33 @@ def test_a_refused_login_is_logged_once_a_minute_per_client_not_per_reconnect() 
     again = line("w1", 302)
     assert refusals.filter(again)
     assert again.getMessage().endswith("(169 more like it before)")
-    # Lines about anything else pass as they come (a broker away is librdkafka's to back off).
-    away = logging.LogRecord(
-        "scheduler.logs.kafka",
-        logging.ERROR,
-        "",
-        0,
-        "FAIL [w1] b:9092: Connection refused",
-        (),
-        None,
-    )
-    assert all(refusals.filter(away) for _ in range(3))
+
+
+def test_a_broker_away_is_logged_once_a_minute_per_client_and_address_not_every_50_ms() -> None:
+    """With every broker down, librdkafka's consumer connects to its bootstrap address every
+    50 ms, an ERROR line each time; lines that are not FAIL lines pass as they come."""
+    from scheduler.logs.kafka_config import _FailuresOncePerMinute
+
+    now = [0.0]
+    failures = _FailuresOncePerMinute(clock=lambda: now[0])
+
+    def line(text: str) -> logging.LogRecord:
+        return logging.LogRecord("scheduler.logs.kafka", logging.ERROR, "", 0, text, (), None)
+
+    def away(address: str) -> logging.LogRecord:
+        return line(
+            f"FAIL [w1#consumer-2] [thrd:{address}]: {address}: Connect to ipv4#127.0.0.1:9092 "
+            "failed: Connection refused (after 0ms in state CONNECT)"
+        )
+
+    shown = [failures.filter(away("127.0.0.1:9092/bootstrap")) for _ in range(1200)]
+    assert shown == [True] + [False] * 1199
+    assert failures.filter(away("127.0.0.1:9092/1"))  # another address is its own line
+    assert all(failures.filter(line("COMMITFAIL [w1] offsets: Local: timed out")) for _ in range(3))
+    now[0] = 61.0
+    again = away("127.0.0.1:9092/bootstrap")
+    assert failures.filter(again)
+    assert again.getMessage().endswith("(1199 more like it before)")
 
 
 def refused_login(during: str = "authentication") -> KafkaError:
