@@ -60,6 +60,9 @@ class _FailuresOncePerMinute(logging.Filter):
     """
 
     EVERY_S = 60.0
+    _KEPT = 1024
+    """Lines remembered before those not seen for a minute are forgotten: each client instance
+    has a name of its own, and a process that makes many clients would keep them all."""
     _TIMING = re.compile(r" \(after \d+ms in state \w+\)")
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -78,6 +81,8 @@ class _FailuresOncePerMinute(logging.Filter):
             if shown_at is not None and now - shown_at < self.EVERY_S:
                 self._shown[line] = (shown_at, held_back + 1)
                 return False
+            if len(self._shown) >= self._KEPT:  # lines of clients long closed
+                self._shown = {k: v for k, v in self._shown.items() if now - v[0] < self.EVERY_S}
             self._shown[line] = (now, 0)
         if held_back:
             record.msg, record.args = f"{message} ({held_back} more like it before)", ()
