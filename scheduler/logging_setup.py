@@ -134,40 +134,65 @@ class ReportedActorFailures(logging.Filter):
         )
 
 
-class RepeatedReconnectWarnings(logging.Filter):
-    """Shows cassandra-driver's warning about a failed reconnection to a node once a minute per
-    node (unless DEBUG), with the count held back. The driver tries a node that is down every
-    few seconds and warns of each try, for as long as the node stays down: 720 lines an hour a
-    node, while the worker's own lines and its probes' `problem` already say the store is down."""
+class OncePerMinute(logging.Filter):
+    """Lets a line that repeats through once a minute per `key`, with the count held back since
+    the last one it let through; lines without a key pass as they come.
 
-    LOGGER = "cassandra.pool"
+    For a dependency that retries by itself and logs every try, for as long as a server is away
+    or refuses it: the line must stay visible, not fill the log."""
+
     EVERY_S = 60.0
+    KEPT = 1024
+    """Keys remembered before those not seen for a minute are forgotten (a key may name a client
+    instance, and a process that makes many clients would keep them all)."""
+    HELD_BACK = "({held} more like it before)"
+    """What is added to a line let through after some were held back."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self._clock = clock
         self._lock = threading.Lock()
         self._shown: dict[str, tuple[float, int]] = {}
-        """Per node, when its warning was last shown, and how many were held back since."""
+        """Per key, when its line was last let through, and how many were held back since."""
+
+    def key(self, record: logging.LogRecord) -> str | None:
+        """What makes two lines the same; None for a line to let through as it comes."""
+        raise NotImplementedError
 
     def filter(self, record: logging.LogRecord) -> bool:
+        key = self.key(record)
+        if key is None:
+            return True
+        now = self._clock()
+        with self._lock:
+            shown_at, held = self._shown.get(key, (None, 0))
+            if shown_at is not None and now - shown_at < self.EVERY_S:
+                self._shown[key] = (shown_at, held + 1)
+                return False
+            if len(self._shown) >= self.KEPT:
+                self._shown = {k: v for k, v in self._shown.items() if now - v[0] < self.EVERY_S}
+            self._shown[key] = (now, 0)
+        if held:
+            record.msg = f"{record.getMessage()} {self.HELD_BACK.format(held=held)}"
+            record.args = ()
+        return True
+
+
+class RepeatedReconnectWarnings(OncePerMinute):
+    """Shows cassandra-driver's warning about a failed reconnection to a node once a minute per
+    node (unless DEBUG), with the count held back. The driver tries a node that is down every
+    few seconds and warns of each try, for as long as the node stays down: 720 lines an hour a
+    node, while the worker's own lines and its probes' `problem` already say the store is down."""
+
+    LOGGER = "cassandra.pool"
+    HELD_BACK = "({held} more such lines held back since the last)"
+
+    def key(self, record: logging.LogRecord) -> str | None:
         if record.name != self.LOGGER or not str(record.msg).startswith(
             "Error attempting to reconnect to"
         ):
-            return True
-        node = str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
-        now = self._clock()
-        with self._lock:
-            shown = self._shown.get(node)
-            if shown is not None and now - shown[0] < self.EVERY_S:
-                self._shown[node] = (shown[0], shown[1] + 1)
-                return False
-            self._shown[node] = (now, 0)
-        held = shown[1] if shown is not None else 0
-        if held:
-            record.msg = f"{record.getMessage()} ({held} more such lines held back since the last)"
-            record.args = None
-        return True
+            return None
+        return str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
 
 
 def configure_logging(

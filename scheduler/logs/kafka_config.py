@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.logging_setup import OncePerMinute
 
 logger = logging.getLogger("scheduler.logs.kafka")
 """librdkafka's own log lines go here instead of to stderr."""
@@ -45,7 +44,7 @@ class _WaitsLibrdkafkaRetries(logging.Filter):
         return True
 
 
-class _FailuresOncePerMinute(logging.Filter):
+class _FailuresOncePerMinute(OncePerMinute):
     """Lets one of librdkafka's FAIL lines through per client, broker and reason a minute, with
     the count of those held back.
 
@@ -59,34 +58,11 @@ class _FailuresOncePerMinute(logging.Filter):
     `kafka_security.RefusalRecorder`).
     """
 
-    EVERY_S = 60.0
-    _KEPT = 1024
-    """Lines remembered before those not seen for a minute are forgotten: each client instance
-    has a name of its own, and a process that makes many clients would keep them all."""
     _TIMING = re.compile(r" \(after \d+ms in state \w+\)")
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._shown: dict[str, tuple[float, int]] = {}  # line -> (shown at, held back since)
-
-    def filter(self, record: logging.LogRecord) -> bool:
+    def key(self, record: logging.LogRecord) -> str | None:
         message = record.getMessage()
-        if not message.startswith("FAIL "):
-            return True
-        line, now = self._TIMING.sub("", message), self._clock()
-        with self._lock:
-            shown_at, held_back = self._shown.get(line, (None, 0))
-            if shown_at is not None and now - shown_at < self.EVERY_S:
-                self._shown[line] = (shown_at, held_back + 1)
-                return False
-            if len(self._shown) >= self._KEPT:  # lines of clients long closed
-                self._shown = {k: v for k, v in self._shown.items() if now - v[0] < self.EVERY_S}
-            self._shown[line] = (now, 0)
-        if held_back:
-            record.msg, record.args = f"{message} ({held_back} more like it before)", ()
-        return True
+        return self._TIMING.sub("", message) if message.startswith("FAIL ") else None
 
 
 logger.addFilter(_WaitsLibrdkafkaRetries())

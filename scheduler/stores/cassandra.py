@@ -72,6 +72,11 @@ has been found by then."""
 _ONE_TRY = RetryPolicy(attempts=1)
 
 
+def _some_node_up(cluster: Any) -> bool:
+    """Whether the driver holds a connection to any node, from what it knows already."""
+    return any(host.is_up for host in cluster.metadata.all_hosts())
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -193,7 +198,7 @@ class CassandraTaskStore(TaskStore):
         cluster = self._cluster
         if failing is not self._run or cluster is None:
             return None  # closed, or connected anew already
-        if any(host.is_up for host in cluster.metadata.all_hosts()):
+        if _some_node_up(cluster):
             self._down_since = self._refused = None
             return None
         now = time.monotonic()
@@ -237,7 +242,7 @@ class CassandraTaskStore(TaskStore):
 
     def problem(self) -> str | None:
         cluster = self._cluster
-        if cluster is None or any(host.is_up for host in cluster.metadata.all_hosts()):
+        if cluster is None or _some_node_up(cluster):
             return None
         if self._refused is not None:
             return str(self._refused)
