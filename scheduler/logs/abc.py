@@ -199,9 +199,8 @@ class LogConsumer(ABC):
 
     def problem(self) -> str | None:
         """What keeps this consumer from reading while it runs on and keeps trying (Kafka: a
-        login or an ACL the brokers refuse), in words that say what to change; None while
-        nothing does. Outages of the log itself are not problems here: they end by themselves.
-        Any thread."""
+        login or an ACL the brokers refuse, no broker answering), in words that say what to
+        check; None while nothing does. Any thread."""
         return None
 
     @abstractmethod

@@ -91,6 +91,12 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     # 10 s refresh, tried against a producer stall after broker restarts, did not remove it.
 }
 
+STATS_INTERVAL_MS = 1000
+"""How often a consumer reports its statistics (`statistics.interval.ms`), which `BrokerWatch`
+reads. A report of a consumer owning 16 partitions is 17 KB of JSON, parsed in a quarter of a
+millisecond: once a second costs nothing worth counting, and an outage shows in the probes
+within a second."""
+
 CONSUMER_DEFAULTS: dict[str, Any] = {
     # Offsets are committed by the worker only once the store holds the batch.
     "enable.auto.commit": False,
@@ -101,6 +107,8 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "session.timeout.ms": 10_000,
     "heartbeat.interval.ms": 1_000,
     "max.poll.interval.ms": 300_000,
+    # Broker connection states for the probes' `problem` (kafka_brokers.py); 0 turns them off.
+    "statistics.interval.ms": STATS_INTERVAL_MS,
 }
 
 

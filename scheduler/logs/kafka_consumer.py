@@ -32,6 +32,7 @@ from confluent_kafka import (
 
 from scheduler.errors import SchedulerError
 from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
+from scheduler.logs.kafka_brokers import BrokerWatch
 from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
 from scheduler.logs.kafka_security import (
     REFUSAL_HOLDS_S,
@@ -75,8 +76,11 @@ class KafkaLogConsumer(LogConsumer):
                 "the tasks already stored run on."
             ),
         )
+        self._brokers = BrokerWatch(self._bootstrap, client=f"consumer of topic {topic!r}")
         try:
-            self._consumer = Consumer({**config, "error_cb": self._refusals})
+            self._consumer = Consumer(
+                {**config, "error_cb": self._refusals, "stats_cb": self._brokers}
+            )
         except KafkaException as exc:
             raise config_refused("consumer", exc, "consumer_config") from None
         self._listener: RebalanceListener | None = None
@@ -119,7 +123,7 @@ class KafkaLogConsumer(LogConsumer):
         latest = self._not_allowed_last
         if latest is not None and time.monotonic() - latest[0] <= REFUSAL_HOLDS_S:
             return str(latest[1])
-        return None
+        return self._brokers.problem()
 
     def close(self) -> None:
         if self._closed:

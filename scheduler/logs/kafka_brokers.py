@@ -1,0 +1,66 @@
+"""Whether a running consumer reaches any Kafka broker, from librdkafka's statistics.
+
+librdkafka says when its brokers go away (an `_ALL_BROKERS_DOWN` error, and a FAIL line per
+failed connection attempt) but never that they are back. Its statistics do: every
+`statistics.interval.ms` it reports each broker connection's state, and a connection that
+answers is `UP`. So a worker's probes can say "no broker answers" exactly while it lasts, as they
+say "no Cassandra node answers" for the store.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from scheduler.logs.kafka_config import logger
+
+
+class BrokerWatch:
+    """A `stats_cb` for one consumer: notes when no broker connection is up, and when one is
+    again. librdkafka calls it inside `consume`, on the poll thread; `problem` reads it from
+    any thread (one attribute, set and read whole)."""
+
+    def __init__(
+        self, bootstrap: str, *, client: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._client = client
+        self._clock = clock
+        self._down_since: float | None = None
+
+    def __call__(self, stats: str) -> None:
+        try:
+            brokers = json.loads(stats)["brokers"]
+            up = any(broker.get("state") == "UP" for broker in brokers.values())
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return  # a report we cannot read says nothing either way
+        if up:
+            since, self._down_since = self._down_since, None
+            if since is not None:
+                logger.warning(
+                    "%s: Kafka at %s answers again, after %.0f s or more with no broker up",
+                    self._client,
+                    self._bootstrap,
+                    self._clock() - since,
+                )
+        elif self._down_since is None:
+            self._down_since = self._clock()
+            logger.warning(
+                "%s: no Kafka broker at %s answers; the consumer keeps trying and loses nothing",
+                self._client,
+                self._bootstrap,
+            )
+
+    def problem(self) -> str | None:
+        """What the probes say while no broker answers; None while one does."""
+        since = self._down_since
+        if since is None:
+            return None
+        return (
+            f"no Kafka broker at {self._bootstrap} has answered for {self._clock() - since:.0f} s "
+            "or more: the worker loses nothing meanwhile (accepted tasks are in the topic and the "
+            "store), gives its partitions up once session.timeout.ms passes and rejoins its group "
+            "by itself when a broker answers; if this lasts, check that the brokers are up and "
+            "reachable from here"
+        )
