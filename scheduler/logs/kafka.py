@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future
 from logging.handlers import BufferingHandler
 from typing import Any
@@ -57,6 +57,28 @@ _LEADERS_SETTLING = frozenset(
     }
 )
 """What brokers answer about a topic created (or a leader moved) moments ago."""
+_COORDINATOR_SETTLING = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+    }
+)
+"""What a group's coordinator answers while it moves or, after a restart, loads the group's
+offsets; the admin client passes these on without retrying (seen for 0.1 s after a restart)."""
+_METADATA_STALE = frozenset(
+    {
+        KafkaError._NOENT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+    }
+)
+"""What a long-lived admin client is answered after a broker restart, until it refreshes its
+metadata (by itself every `topic.metadata.refresh.interval.ms`, 5 minutes): first no leader
+known (`_NOENT`), then the leader epochs it holds from before the restart are refused as fenced.
+Measured: a worker's offset requests failed for as long as it was watched, 20 s, and the
+first after a metadata request succeeded."""
 
 
 class KafkaTaskLog(TaskLog):
@@ -87,16 +109,19 @@ class KafkaTaskLog(TaskLog):
         # librdkafka's admin client is a producer underneath, so the producer's settings fit.
         self._refusals = RefusalRecorder(bootstrap_servers, self._producer_config)
         try:
-            self._admin = AdminClient(
-                merged(
-                    {"error_cb": self._refusals},
-                    {"bootstrap.servers": bootstrap_servers},
-                    self._producer_config,
-                )
-            )
+            self._admin = self._new_admin()
         except KafkaException as exc:
             raise config_refused("admin client", exc, "producer_config") from None
         self._check_reachable()
+
+    def _new_admin(self) -> AdminClient:
+        return AdminClient(
+            merged(
+                {"error_cb": self._refusals},
+                {"bootstrap.servers": self._bootstrap},
+                self._producer_config,
+            )
+        )
 
     # -- clients -----------------------------------------------------------------------------
 
@@ -229,12 +254,11 @@ class KafkaTaskLog(TaskLog):
         self, group_id: str, partitions: list[TopicPartition]
     ) -> dict[int, tuple[int, str]]:
         """Committed offsets and their metadata; partitions without a commit are absent."""
-        request = ConsumerGroupTopicPartitions(group_id, partitions)
-        future = self._admin.list_consumer_group_offsets([request], request_timeout=self._timeout)[
-            group_id
-        ]
-        result = self._result(
-            future,
+        request = [ConsumerGroupTopicPartitions(group_id, partitions)]
+        result = self._ask_coordinator(
+            lambda admin: admin.list_consumer_group_offsets(request, request_timeout=self._timeout)[
+                group_id
+            ],
             f"reading offsets of group {group_id!r}",
             action=f"read the committed offsets of group {group_id!r}",
             acl=("Describe", f"--group {group_id}"),
@@ -246,11 +270,10 @@ class KafkaTaskLog(TaskLog):
         }
 
     def _owners(self, group_id: str) -> dict[int, str]:
-        future = self._admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[
-            group_id
-        ]
-        description = self._result(
-            future,
+        description = self._ask_coordinator(
+            lambda admin: admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[
+                group_id
+            ],
             f"describing group {group_id!r}",
             action=f"describe consumer group {group_id!r}",
             acl=("Describe", f"--group {group_id}"),
@@ -283,8 +306,10 @@ class KafkaTaskLog(TaskLog):
                 return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
             except KafkaException as exc:
                 # A topic created moments ago: its leaders may not answer for it yet.
-                error = kafka_error(exc)
-                settling = error is not None and error.code() in _LEADERS_SETTLING
+                code = None if (error := kafka_error(exc)) is None else error.code()
+                if code in _METADATA_STALE:
+                    self._refresh_metadata()
+                settling = code in _LEADERS_SETTLING or code in _METADATA_STALE
                 if not settling or time.monotonic() > deadline:
                     raise self._failure(
                         what,
@@ -357,6 +382,14 @@ class KafkaTaskLog(TaskLog):
         # "FAIL [rdkafka#producer-1] [thrd:...]: ssl://host:9092/bootstrap: SSL handshake failed"
         return [line.split("]: ", 1)[-1] for line in lines if line.startswith("FAIL ")]
 
+    def _refresh_metadata(self) -> None:
+        """Have the admin client learn the partitions' leaders anew; best effort (the request
+        that needed it is retried, and fails with its own error in the end)."""
+        try:
+            self._metadata()
+        except BackendUnavailableError as exc:
+            logger.debug("metadata refresh: %s", exc)
+
     def _metadata(self) -> ClusterMetadata:
         try:
             # All topics, not just ours: asking for one by name can auto-create it on brokers
@@ -387,6 +420,37 @@ class KafkaTaskLog(TaskLog):
                     f"topic {self.topic!r} did not appear on {self._bootstrap!r} within "
                     f"{self._timeout:g} s of creating it"
                 )
+            time.sleep(_METADATA_RETRY_S)
+
+    def _ask_coordinator(
+        self,
+        request: Callable[[AdminClient], Future[Any]],
+        what: str,
+        *,
+        action: str,
+        acl: tuple[str, str],
+    ) -> Any:
+        """The result of a request to a group's coordinator, made with a new admin client if
+        this one's request timed out.
+
+        librdkafka drops a broker that a metadata response leaves out (one that answered while
+        the broker shut down), but keeps it as the group's coordinator, and never asks for the
+        coordinator again (librdkafka issue 5511; fix proposed, not released in 2.16). So after
+        a broker restart, every group request of a long-lived admin client timed out (measured:
+        for 100 s and more, while a new client was answered in 0.1 s): a worker's lag metric
+        was gone until the worker restarted."""
+        deadline, renewed = time.monotonic() + self._timeout, False
+        while True:
+            try:
+                return request(self._admin).result(timeout=self._timeout + 1)
+            except KafkaException as exc:
+                code = None if (error := kafka_error(exc)) is None else error.code()
+                if code == KafkaError._TIMED_OUT and not renewed:
+                    logger.info("%s timed out: asking again with a new admin client", what)
+                    self._admin, renewed = self._new_admin(), True
+                    continue
+                if code not in _COORDINATOR_SETTLING or time.monotonic() > deadline:
+                    raise self._failure(what, exc, action=action, acl=acl) from exc
             time.sleep(_METADATA_RETRY_S)
 
     def _result(self, future: Future[Any], what: str, *, action: str, acl: tuple[str, str]) -> Any:

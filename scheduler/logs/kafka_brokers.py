@@ -15,19 +15,34 @@ from collections.abc import Callable
 
 from scheduler.logs.kafka_config import logger
 
+SAY_AFTER_S = 3.0
+"""How long no broker must have answered before the worker logs it: a broker that restarts in
+a second or two is not worth two WARNING lines."""
+
 
 class BrokerWatch:
     """A `stats_cb` for one consumer: notes when no broker connection is up, and when one is
     again. librdkafka calls it inside `consume`, on the poll thread; `problem` reads it from
-    any thread (one attribute, set and read whole)."""
+    any thread (one attribute, set and read whole).
+
+    `excused` says whether the brokers are refusing the consumer's login: then they do answer,
+    and the consumer's `RefusalRecorder` says what to change instead."""
 
     def __init__(
-        self, bootstrap: str, *, client: str, clock: Callable[[], float] = time.monotonic
+        self,
+        bootstrap: str,
+        *,
+        client: str,
+        excused: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._bootstrap = bootstrap
         self._client = client
+        self._excused = excused
         self._clock = clock
         self._down_since: float | None = None
+        self._said = False
+        """Whether the outage going on was logged (so its end is logged too)."""
 
     def __call__(self, stats: str) -> None:
         try:
@@ -35,21 +50,28 @@ class BrokerWatch:
             up = any(broker.get("state") == "UP" for broker in brokers.values())
         except (ValueError, KeyError, TypeError, AttributeError):
             return  # a report we cannot read says nothing either way
+        now = self._clock()
         if up:
-            since, self._down_since = self._down_since, None
-            if since is not None:
+            since, said = self._down_since, self._said
+            self._down_since, self._said = None, False
+            if said and since is not None:
                 logger.warning(
                     "%s: Kafka at %s answers again, after %.0f s or more with no broker up",
                     self._client,
                     self._bootstrap,
-                    self._clock() - since,
+                    now - since,
                 )
-        elif self._down_since is None:
-            self._down_since = self._clock()
+            return
+        if self._down_since is None:
+            self._down_since = now
+        if not self._said and now - self._down_since >= SAY_AFTER_S and not self._excused():
+            self._said = True
             logger.warning(
-                "%s: no Kafka broker at %s answers; the consumer keeps trying and loses nothing",
+                "%s: no Kafka broker at %s has answered for %.0f s or more; the consumer keeps "
+                "trying and loses nothing",
                 self._client,
                 self._bootstrap,
+                now - self._down_since,
             )
 
     def problem(self) -> str | None:

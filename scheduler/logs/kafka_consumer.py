@@ -76,7 +76,11 @@ class KafkaLogConsumer(LogConsumer):
                 "the tasks already stored run on."
             ),
         )
-        self._brokers = BrokerWatch(self._bootstrap, client=f"consumer of topic {topic!r}")
+        self._brokers = BrokerWatch(
+            self._bootstrap,
+            client=f"consumer of topic {topic!r}",
+            excused=lambda: self._refusals.recent() is not None,
+        )
         try:
             self._consumer = Consumer(
                 {**config, "error_cb": self._refusals, "stats_cb": self._brokers}

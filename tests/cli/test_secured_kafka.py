@@ -202,7 +202,8 @@ def test_a_worker_whose_login_is_refused_while_running_says_what_to_change_and_l
         listed = script("tasks", "list", "--ordering-id", "during", "--json")
         return [row["state"] for row in json.loads(listed.stdout)] if not listed.returncode else []
 
-    assert wait_for(state_of_during) == ["succeeded"]
+    # Until it is final: listed as pending once stored, the task runs a second later.
+    assert wait_for(lambda: state_of_during() == ["succeeded"]), state_of_during()
     running.terminate()
     _, stderr = running.communicate(timeout=60)
     said = [line for line in stderr.splitlines() if "consumer of topic" in line]

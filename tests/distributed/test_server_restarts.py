@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from uuid import uuid4
 
 import pytest
 
 from scheduler.fleet import HistoryReport, KeyTuple, LoadGenerator, read_history
+from scheduler.logs.kafka import KafkaTaskLog
 from tests.distributed.conftest import START_TIMEOUT_S, Fleet, now_ms, some_sleep
 from tests.http import free_port, probe
+from tests.servers import kafka_bootstrap
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
@@ -199,6 +202,32 @@ def test_a_kafka_restart_under_load_loses_no_accepted_task(fleet: Fleet) -> None
             f"of {load.sent} sends unacknowledged after 180 s; librdkafka's last statistics: "
             f"{where_unacknowledged(fleet.producer_stats)}"
         )
+
+
+def test_a_long_lived_log_reads_offsets_and_its_group_right_after_a_broker_restart() -> None:
+    """What a worker's lag metric and its check for deleted records ask, on the log the worker
+    made at start. librdkafka keeps the leader epochs and the group coordinator it knew before
+    the restart (the coordinator as a broker it has dropped, librdkafka issue 5511): unasked
+    anew, offset requests failed as fenced and group requests timed out, for minutes."""
+    from scheduler.services import launcher
+
+    restartable("kafka")
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(), topic=f"restart-{uuid4().hex}", request_timeout_s=5
+    )
+    group, partitions = f"restart-{uuid4().hex}", [0, 1, 2, 3]
+    try:
+        log.ensure_topic(len(partitions))
+        # Asked once before, as a running worker has: librdkafka now caches the coordinator.
+        assert [lag.partition for lag in log.describe_group(group)] == partitions
+        assert log.first_offsets(partitions) == dict.fromkeys(partitions, 0)
+        status = launcher.restart("kafka")
+        assert status.healthy, status.detail
+        assert log.first_offsets(partitions) == dict.fromkeys(partitions, 0)
+        assert [lag.partition for lag in log.describe_group(group)] == partitions
+    finally:
+        log.delete_topic()
+        log.close()
 
 
 def where_unacknowledged(stats: str | None) -> str:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from scheduler.logs.kafka_brokers import BrokerWatch
+from scheduler.logs.kafka_brokers import SAY_AFTER_S, BrokerWatch
 from scheduler.logs.kafka_config import CONSUMER_DEFAULTS
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
 from tests.logs.test_kafka_log import Recorder
@@ -47,16 +47,21 @@ def test_no_broker_up_is_a_problem_until_one_is(caplog: pytest.LogCaptureFixture
     assert watch.problem() is None and not caplog.records
 
     watch(stats(**{"broker-1:9092/bootstrap": "CONNECT", "GroupCoordinator": "INIT"}))
-    clock.now += 42
+    clock.now += 1
+    watch(stats(**{"broker-1:9092/bootstrap": "INIT"}))
+    assert watch.problem() is not None  # the probes say it at once
+    assert not caplog.records  # the log waits SAY_AFTER_S: a quick restart is not worth it
+    clock.now += SAY_AFTER_S
+    watch(stats(**{"broker-1:9092/bootstrap": "INIT"}))
+    clock.now += 38
     watch(stats(**{"broker-1:9092/bootstrap": "INIT"}))
     problem = watch.problem()
     assert problem is not None
     assert problem.startswith(f"no Kafka broker at {BOOTSTRAP} has answered for 42 s or more")
     assert "loses nothing" in problem and "rejoins its group by itself" in problem
-    said = [r.getMessage() for r in caplog.records]
-    assert said == [
-        f"consumer of topic 't': no Kafka broker at {BOOTSTRAP} answers; the consumer keeps "
-        "trying and loses nothing"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"consumer of topic 't': no Kafka broker at {BOOTSTRAP} has answered for 4 s or more; "
+        "the consumer keeps trying and loses nothing"
     ]
 
     clock.now += 3
@@ -67,6 +72,26 @@ def test_no_broker_up_is_a_problem_until_one_is(caplog: pytest.LogCaptureFixture
         "broker up"
     )
     assert len(caplog.records) == 2
+
+
+def test_a_short_outage_or_a_refused_login_is_not_logged_as_brokers_away(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="scheduler.logs.kafka")
+    clock, refused = Clock(), [False]
+    watch = BrokerWatch(BOOTSTRAP, client="c", excused=lambda: refused[0], clock=clock)
+    watch(stats(**{"broker-1:9092/1": "DOWN"}))
+    clock.now += SAY_AFTER_S / 2
+    watch(stats(**{"broker-1:9092/1": "UP"}))
+    assert not caplog.records
+
+    # The brokers refuse the login: they answer, and the refusal says what to change.
+    refused[0] = True
+    watch(stats(**{"broker-1:9092/1": "AUTH_HANDSHAKE"}))
+    clock.now += 10 * SAY_AFTER_S
+    watch(stats(**{"broker-1:9092/1": "DOWN"}))
+    watch(stats(**{"broker-1:9092/1": "UP"}))
+    assert not caplog.records
 
 
 @pytest.mark.parametrize("report", ["not json", "[]", '{"brokers": []}', '{"name": "x"}'])
