@@ -57,6 +57,8 @@ _CONSUMER_SETTINGS = {
     "queued.max.messages.kbytes": 8 * 1024,
     # ...and fetch again as soon as the merge drained it, not a second later (the default).
     "fetch.queue.backoff.ms": 10,
+    # No `stats_cb` reads statistics here (a worker's consumer has one, see kafka_brokers.py).
+    "statistics.interval.ms": 0,
 }
 _POLL_EVERY = 1000
 
