@@ -305,7 +305,8 @@ class KafkaTaskLog(TaskLog):
             try:
                 return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
             except KafkaException as exc:
-                # A topic created moments ago: its leaders may not answer for it yet.
+                # A topic created moments ago: its leaders may not answer for it yet. A broker
+                # restarted: what this client knows of the leaders is stale, so ask anew.
                 code = None if (error := kafka_error(exc)) is None else error.code()
                 if code in _METADATA_STALE:
                     self._refresh_metadata()
