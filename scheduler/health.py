@@ -12,8 +12,8 @@ balancer's check):
 
 Both answer with the same JSON body. An unreachable store or broker does not fail either probe:
 the worker retries by itself, and restarting a whole fleet in a restart loop during an outage
-would only add rebalances to it. The body names such partitions (`persist_failing`) and says
-what keeps the store or the consumer from working (`problem`).
+would only add rebalances to it. The body names such partitions (`persist_failing`, `restarting`)
+and says what keeps the store or the consumer from working (`problem`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ class Health:
     """Partitions this worker owns."""
     persist_failing: dict[int, int] = field(default_factory=dict)
     """Per partition whose batches the store refuses, the failed attempts in a row."""
+    restarting: list[int] = field(default_factory=list)
+    """Partitions whose actor tree failed and waits to be restarted from the store."""
     problem: str | None = None
     """What is wrong, when something is."""
 

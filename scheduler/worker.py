@@ -95,6 +95,8 @@ class Worker:
         # again after a growing delay, not at the pace of the poll loop with two log lines a turn.
         self._persist_failures: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
+        # Partitions whose tree failed and waits for its restart: the TopicSupervisor's own set.
+        self._restarting: set[int] = set()
         self._persist_repeats = RepeatedFailures(
             logger,
             "could not persist batches of partitions {partitions} {count} more times in the last "
@@ -131,6 +133,7 @@ class Worker:
             settings=self.settings,
             request_rewind=self._rewinds.put,
             rng=self.rng,
+            restarting=self._restarting,
         ).proxy()
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
         self._thread.start()
@@ -226,6 +229,7 @@ class Worker:
             partitions=sorted(consumer.assignment()) if consumer is not None else [],
             # A copy first: the poll thread changes the dict while this runs.
             persist_failing=dict(sorted(self._persist_failures.copy().items())),
+            restarting=sorted(self._restarting.copy()),
             problem=problem,
         )
 

@@ -81,6 +81,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         settings: EngineSettings,
         request_rewind: Callable[[int], None],
         rng: random.Random | None = None,
+        restarting: set[int] | None = None,
     ) -> None:
         super().__init__()
         self.store = store
@@ -102,7 +103,10 @@ class TopicSupervisor(pykka.ThreadingActor):
             "(the latest: {error}); each is restarted from the store every "
             f"{MAX_RESTART_BACKOFF_S:g} s at most while it fails, and nothing is lost meanwhile",
         )
-        self.restarting: set[int] = set()
+        self.restarting: set[int] = set() if restarting is None else restarting
+        """Partitions whose tree failed and waits for its restart. The worker gave this set and
+        reads copies of it for its probes from another thread, without asking this actor (busy
+        for up to `shutdown_deadline_s` while a revocation drains): `set.copy` holds the GIL."""
         self.streaks: dict[int, int] = {}
         self.started_at: dict[int, float] = {}
         self.marks: dict[int, MarkHolder] = {}

@@ -212,17 +212,21 @@ def test_a_store_failing_every_read_at_once_costs_one_line_a_partition_and_bound
     flaky, wrap = flaky_wrapper()
     with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
         flaky[0].should_fail = lambda method, partition: method == "load_tasks"
-        deadline = time.monotonic() + 30
+        deadline, restarting_seen = time.monotonic() + 30, set()
         while flaky[0].injected < 3 * KEPT_FAILURES and time.monotonic() < deadline:
+            restarting_seen.update(engine.worker.health().restarting)
             time.sleep(0.1)
         assert flaky[0].injected >= 3 * KEPT_FAILURES
         assert engine.worker.topic.actor_ref.is_alive()
         assert len(engine.worker.failures()) == KEPT_FAILURES
+        # The probes named the partitions waiting for their restart (each is, most of the time).
+        assert restarting_seen == set(range(PARTITIONS))
 
         tasks = [Task(f"o{i}", soon(i), "k") for i in range(20)]
         enqueue_all(engine, tasks)
         flaky[0].should_fail = lambda method, partition: False
         engine.join(raise_failures=False)
+        assert engine.worker.health().restarting == []
     assert set(recorder.keys()) == {task.key for task in tasks}
     first_lines = [
         r.getMessage() for r in caplog.records if " failed (InjectedFailure" in r.getMessage()
