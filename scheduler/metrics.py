@@ -10,6 +10,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, wait
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -57,6 +58,14 @@ class TickCounter(Collector):
         yield CounterMetricFamily(self._name, self._documentation, value=self.value)
 
 
+LagSource = Callable[[], Mapping[int, int]]
+"""Gives the lag of each partition a worker owns, asking the log."""
+
+LAG_SCRAPE_BUDGET_S = 3.0
+"""How long a scrape waits for a source's lag (see `LagCollector`): a healthy log answers in
+tens of milliseconds, and the whole scrape stays well inside Prometheus' default 10 s."""
+
+
 class LagCollector(Collector):
     """`scheduler_consumer_lag_records{partition}`, asked of the log when Prometheus scrapes.
 
@@ -64,7 +73,12 @@ class LagCollector(Collector):
     not kept up to date between scrapes. Each worker of the process registers a source that
     gives the lag of the partitions it owns: a fleet's sum is the lag of every owned partition
     (an unowned one is `scheduler_partitions_owned`'s alert). A source that cannot answer (the
-    log unreachable) is left out of that scrape.
+    log unreachable) is left out of that scrape, and so is one that has not answered within
+    `budget_s`: the first requests after a broker restart take up to `request_timeout_s` (see
+    docs/kafka.md), and a scrape that waited for them would outlast Prometheus' default 10 s
+    scrape timeout and lose every other series with it. Each source is asked on a thread of its
+    own, one request at a time: a later scrape takes the answer of a request still under way
+    rather than piling another on a log that is slow already.
     """
 
     NAME = "scheduler_consumer_lag_records"
@@ -73,16 +87,21 @@ class LagCollector(Collector):
         "in the store (read from the log when scraped)."
     )
 
-    def __init__(self, *, registry: CollectorRegistry = REGISTRY) -> None:
-        self._sources: list[Callable[[], Mapping[int, int]]] = []
+    def __init__(
+        self, *, registry: CollectorRegistry = REGISTRY, budget_s: float = LAG_SCRAPE_BUDGET_S
+    ) -> None:
+        self._sources: list[LagSource] = []
+        self._asking: dict[LagSource, Future[Mapping[int, int]]] = {}
+        """The request under way for each source, until it answers."""
         self._lock = threading.Lock()
+        self.budget_s = budget_s
         registry.register(self)
 
-    def watch(self, source: Callable[[], Mapping[int, int]]) -> None:
+    def watch(self, source: LagSource) -> None:
         with self._lock:
             self._sources.append(source)
 
-    def unwatch(self, source: Callable[[], Mapping[int, int]]) -> None:
+    def unwatch(self, source: LagSource) -> None:
         with self._lock:
             if source in self._sources:
                 self._sources.remove(source)
@@ -93,16 +112,44 @@ class LagCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = self._family()
         with self._lock:
-            sources = list(self._sources)
-        for source in sources:
-            try:
-                lags = source()
-            except Exception as error:  # a scrape must not fail for one unreachable log
+            asked = [self._ask(source) for source in self._sources]
+        wait(asked, timeout=self.budget_s)
+        for answer in asked:
+            if not answer.done():
+                logger.warning(
+                    "consumer lag left out of the metrics: the log has not answered within "
+                    "%g s (a broker restarting?); the next scrape takes its answer or asks again",
+                    self.budget_s,
+                )
+                continue
+            error = answer.exception()
+            if error is not None:  # a scrape must not fail for one unreachable log
                 logger.warning("consumer lag left out of the metrics: %s", error)
                 continue
-            for partition, lag in sorted(lags.items()):
+            for partition, lag in sorted(answer.result().items()):
                 family.add_metric([str(partition)], lag)
         yield family
+
+    def _ask(self, source: LagSource) -> Future[Mapping[int, int]]:
+        """The source's request under way, or a new one on a thread of its own (under the lock).
+        A daemon thread: a log that never answers must not hold the process at exit."""
+        answer = self._asking.get(source)
+        if answer is None:
+            answer = self._asking[source] = Future()
+            threading.Thread(
+                target=self._answer, args=(source, answer), name="lag-scrape", daemon=True
+            ).start()
+        return answer
+
+    def _answer(self, source: LagSource, answer: Future[Mapping[int, int]]) -> None:
+        try:
+            answer.set_result(source())
+        except BaseException as error:
+            answer.set_exception(error)
+        finally:
+            with self._lock:
+                if self._asking.get(source) is answer:
+                    del self._asking[source]
 
     def _family(self) -> GaugeMetricFamily:
         return GaugeMetricFamily(self.NAME, self.DOCUMENTATION, labels=["partition"])

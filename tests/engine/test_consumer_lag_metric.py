@@ -62,3 +62,29 @@ def test_a_source_that_cannot_answer_is_left_out_of_the_scrape() -> None:
     assert 'scheduler_consumer_lag_records{partition="1"} 0.0' in text
     collector.unwatch(unreachable)
     assert "partition" in generate_latest(registry).decode()
+
+
+def test_a_source_slower_than_the_budget_is_left_out_and_asked_once_at_a_time(caplog) -> None:
+    registry = CollectorRegistry()
+    collector = LagCollector(registry=registry, budget_s=0.2)
+    answer = threading.Event()
+    calls = []
+
+    def restarting_broker() -> dict[int, int]:
+        calls.append(time.monotonic())
+        answer.wait(30)
+        return {5: 40}
+
+    collector.watch(restarting_broker)
+    collector.watch(lambda: {3: 12})
+    started = time.monotonic()
+    text = generate_latest(registry).decode()
+    assert time.monotonic() - started < 5  # the budget, not the slow source, set the pace
+    assert 'scheduler_consumer_lag_records{partition="3"} 12.0' in text
+    assert 'partition="5"' not in text
+    assert "has not answered within 0.2 s" in caplog.text
+    generate_latest(registry)  # while the first request is still under way
+    assert len(calls) == 1  # no second request piled onto a slow log
+    answer.set()
+    text = generate_latest(registry).decode()
+    assert 'scheduler_consumer_lag_records{partition="5"} 40.0' in text
