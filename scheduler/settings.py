@@ -47,17 +47,20 @@ def _comma_list(value: Any) -> Any:
     return value
 
 
-def _pairs(separator: str) -> BeforeValidator:
-    """Parse `a=1,b=2` (or `dc1:3,dc2:3`) or a JSON object from the environment."""
+def _pairs(separator: str, *, text: bool = False) -> BeforeValidator:
+    """Parse `a=1,b=2` (or `dc1:3,dc2:3`) or a JSON object from the environment; with `text`,
+    numbers and booleans of a JSON object or TOML table become the strings librdkafka and Spark
+    take (`{"linger.ms": 5}` as `linger.ms=5`, `true` as `true`)."""
 
     def parse(value: Any) -> Any:
         if not isinstance(value, str):
-            return value
+            return _as_text(value) if text else value
         if value.strip().startswith("{"):
             try:
-                return json.loads(value)
+                decoded = json.loads(value)
             except json.JSONDecodeError as error:
                 raise ValueError(f"not valid JSON: {error}") from error
+            return _as_text(decoded) if text else decoded
         pairs: dict[str, str] = {}
         for item in filter(None, (part.strip() for part in value.split(","))):
             name, found, item_value = item.partition(separator)
@@ -67,6 +70,20 @@ def _pairs(separator: str) -> BeforeValidator:
         return pairs
 
     return BeforeValidator(parse)
+
+
+def _as_text(value: Any) -> Any:
+    """A table's scalar values as text; anything else is left for the type check to refuse."""
+    if not isinstance(value, dict):
+        return value
+    return {
+        name: ("true" if item else "false")
+        if isinstance(item, bool)
+        else str(item)
+        if isinstance(item, int | float)
+        else item
+        for name, item in value.items()
+    }
 
 
 def _case(transform: str) -> BeforeValidator:
@@ -161,17 +178,18 @@ class Settings(BaseSettings):
     """Kafka brokers, `host:port[,host:port...]`."""
     kafka_replication_factor: Positive = 1
     """Replication factor of the task topic when the product creates it."""
-    kafka_config: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
+    kafka_config: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
     """Extra librdkafka settings for producers, consumers and the admin client (security,
-    tuning) as `key=value,key=value`, JSON or a TOML table; they win over the product's
-    defaults. A key or value librdkafka refuses fails at start with its reason. `settings show`
+    tuning) as `key=value,key=value`, JSON or a TOML table (numbers and booleans there are
+    taken as written: `{"linger.ms": 5}`); they win over the product's defaults. A key or value
+    librdkafka refuses fails at start with its reason. `settings show`
     masks secrets: keys that contain `password`, `secret`, `token` or `credential`, key
     material (`ssl.key.pem`) and `sasl.oauthbearer.config`."""
-    kafka_producer_config: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
+    kafka_producer_config: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
     """librdkafka settings for producers (and the admin client) only, over `kafka_config`:
     producer-only properties such as `linger.ms` given to every client make each consumer log a
     warning that it ignores them."""
-    kafka_consumer_config: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
+    kafka_consumer_config: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
     """librdkafka settings for the workers' consumers only, over `kafka_config` (for example
     `fetch.max.bytes`)."""
 
@@ -231,7 +249,7 @@ class Settings(BaseSettings):
     """Spark master URL: `local[*]`, `spark://host:7077`, `yarn`, `k8s://https://host:443`."""
     spark_app_name: Annotated[str, Field(min_length=1)] = "scheduler"
     """Spark application name."""
-    spark_conf: Annotated[dict[str, str], NoDecode, _pairs("=")] = {}
+    spark_conf: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
     """Extra Spark configuration as `key=value,key=value`, JSON or a TOML table. `settings show`
     masks secrets, as in `kafka_config` (`fs.s3a.secret.key`, `fs.azure.account.key.*`)."""
     spark_job_modules: CommaList = ["scheduler.examples"]

@@ -143,6 +143,28 @@ def test_lists_and_mappings_have_compact_environment_forms(monkeypatch):
     assert settings.spark_conf == {"spark.executor.memory": "2g"}
 
 
+def test_client_settings_written_as_numbers_and_booleans_are_taken_as_text(
+    tmp_path: Path, monkeypatch
+):
+    """librdkafka and Spark take every value as text; JSON and TOML users write numbers."""
+    config = tmp_path / "scheduler.toml"
+    config.write_text(
+        '[kafka_producer_config]\n"linger.ms" = 5\n"enable.idempotence" = true\n'
+        '[spark_conf]\n"spark.sql.shuffle.partitions" = 8\n'
+    )
+    monkeypatch.setenv("SCHEDULER_KAFKA_CONSUMER_CONFIG", '{"heartbeat.interval.ms": 300}')
+    settings = load_settings(config)
+    assert settings.kafka_consumer_config == {"heartbeat.interval.ms": "300"}
+    assert settings.kafka_producer_config == {"linger.ms": "5", "enable.idempotence": "true"}
+    assert settings.spark_conf == {"spark.sql.shuffle.partitions": "8"}
+
+
+def test_a_client_setting_that_is_a_table_is_still_refused(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_KAFKA_CONFIG", '{"linger.ms": {"value": 5}}')
+    with pytest.raises(ConfigurationError, match="SCHEDULER_KAFKA_CONFIG"):
+        load_settings()
+
+
 def test_settings_that_contradict_each_other_are_refused(monkeypatch):
     monkeypatch.setenv("SCHEDULER_CASSANDRA_REPLICATION_STRATEGY", "NetworkTopologyStrategy")
     with pytest.raises(ConfigurationError, match="needs SCHEDULER_CASSANDRA_DATACENTERS"):
