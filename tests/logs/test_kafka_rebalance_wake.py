@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
 
-from scheduler.logs.kafka_config import CONSUMER_DEFAULTS
+from scheduler.logs.kafka_config import CONSUMER_DEFAULTS, logger
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
 from tests.logs.test_kafka_log import Recorder
 
@@ -43,7 +43,13 @@ class Handle:
 
 @pytest.fixture
 def consumer() -> Any:
-    config = {**CONSUMER_DEFAULTS, "bootstrap.servers": "127.0.0.1:9", "group.id": "g"}
+    # Nothing listens on port 9; the logger keeps librdkafka's connection errors off stderr.
+    config = {
+        **CONSUMER_DEFAULTS,
+        "bootstrap.servers": "127.0.0.1:9",
+        "group.id": "g",
+        "logger": logger,
+    }
     consumer = KafkaLogConsumer(config=config, topic=TOPIC, request_timeout_s=1)
     consumer.subscribe(Recorder())
     yield consumer
