@@ -53,37 +53,42 @@ def _pairs(separator: str, *, text: bool = False) -> BeforeValidator:
     take (`{"linger.ms": 5}` as `linger.ms=5`, `true` as `true`)."""
 
     def parse(value: Any) -> Any:
-        if not isinstance(value, str):
-            return _as_text(value) if text else value
-        if value.strip().startswith("{"):
-            try:
-                decoded = json.loads(value)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"not valid JSON: {error}") from error
-            return _as_text(decoded) if text else decoded
-        pairs: dict[str, str] = {}
-        for item in filter(None, (part.strip() for part in value.split(","))):
-            name, found, item_value = item.partition(separator)
-            if not found or not name.strip():
-                raise ValueError(f"{item!r} has no {separator!r}")
-            pairs[name.strip()] = item_value.strip()
-        return pairs
+        parsed = _parse_pairs(value, separator)
+        return _as_text(parsed) if text else parsed
 
     return BeforeValidator(parse)
+
+
+def _parse_pairs(value: Any, separator: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    if value.strip().startswith("{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not valid JSON: {error}") from error
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, found, item_value = item.partition(separator)
+        if not found or not name.strip():
+            raise ValueError(f"{item!r} has no {separator!r}")
+        pairs[name.strip()] = item_value.strip()
+    return pairs
 
 
 def _as_text(value: Any) -> Any:
     """A table's scalar values as text; anything else is left for the type check to refuse."""
     if not isinstance(value, dict):
         return value
-    return {
-        name: ("true" if item else "false")
-        if isinstance(item, bool)
-        else str(item)
-        if isinstance(item, int | float)
-        else item
-        for name, item in value.items()
-    }
+    return {name: _scalar_text(item) for name, item in value.items()}
+
+
+def _scalar_text(item: Any) -> Any:
+    if isinstance(item, bool):  # before int: a bool is an int
+        return "true" if item else "false"
+    if isinstance(item, int | float):
+        return str(item)
+    return item
 
 
 def _case(transform: str) -> BeforeValidator:
