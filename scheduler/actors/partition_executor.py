@@ -18,6 +18,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
+from scheduler.actors.task_completion_tracker import UnflushedStatuses
 from scheduler.engine.clock import monotonic_at, now_ms
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
@@ -35,9 +36,12 @@ FINISHED_MEMORY_MAX = 100_000
 class PartitionExecutor(PartitionActor):
     """Queues due tasks per ordering id and starts each queue's head on the pool."""
 
-    def __init__(self, ctx: PartitionContext, tracker: pykka.ActorProxy) -> None:
+    def __init__(
+        self, ctx: PartitionContext, tracker: pykka.ActorProxy, unflushed: UnflushedStatuses
+    ) -> None:
         super().__init__(ctx)
         self._tracker = tracker
+        self._unflushed = unflushed
         self._controller: pykka.ActorProxy | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
@@ -176,7 +180,7 @@ class PartitionExecutor(PartitionActor):
             elif (status := self._finish(event)) is not None:
                 statuses.append(status)
         if statuses:
-            self._tracker.record.defer(statuses)
+            self._record(statuses)
         self.ctx.held.executing = self.held
         if not self.running:
             self.idle.set()
@@ -195,7 +199,6 @@ class PartitionExecutor(PartitionActor):
             metrics.EXECUTED.inc()
             status = TaskStatus(key, TaskState.SUCCEEDED, outcome.attempt, updated_ms=now)
             self.held -= 1
-            self._remember_finished(key, now)
         elif outcome.cancelled == ADMIN_CANCEL:
             self.held -= 1  # its CANCELLED status was written when the command arrived
         elif outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
@@ -224,9 +227,23 @@ class PartitionExecutor(PartitionActor):
                 key, TaskState.FAILED, outcome.attempt, outcome.error, None, now, item.task.data
             )
             self.held -= 1
-            self._remember_finished(key, now)
         self._pump(queue)
         return status
+
+    def _record(self, statuses: list[TaskStatus]) -> None:
+        """Make these changes visible to TaskPersistence now, and have the tracker write them.
+
+        Put into the shared buffer here, not in the tracker's mailbox, where a slow flush could
+        keep them for a while: a rewrite of a finished key pushed meanwhile would find no final
+        status, and read after the finish, `checked_ms` would let it run again. The finish
+        times are taken after the put, so a push that read the buffer before it has a
+        `checked_ms` no later than the finish time, and `execute` refuses its copy."""
+        self._unflushed.put(statuses)
+        finished_ms = now_ms()
+        for status in statuses:
+            if status.state.is_final:
+                self._remember_finished(status.key, finished_ms)
+        self._tracker.changed.defer()
 
     def _remember_finished(self, key: TaskKey, now: int) -> None:
         finished_at = self.finished_at

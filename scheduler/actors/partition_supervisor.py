@@ -41,7 +41,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         unflushed = UnflushedStatuses()
         tracker_ref = TaskCompletionTracker.start(ctx, unflushed)
         self._tracker = tracker_ref.proxy()
-        executor_ref = PartitionExecutor.start(ctx, self._tracker)
+        executor_ref = PartitionExecutor.start(ctx, self._tracker, unflushed)
         self._executor = executor_ref.proxy()
         scheduler_ref = PartitionScheduler.start(ctx, self._executor)
         self._scheduler = scheduler_ref.proxy()

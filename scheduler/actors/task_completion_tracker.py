@@ -4,15 +4,16 @@ Status changes are buffered for a few milliseconds and written in one batch: a t
 and SUCCEEDED usually land in the same flush and collapse into one write. Losing a buffer in a
 crash is safe: the task's schedule row is still there and it runs again (at-least-once).
 Look-ups consult the buffer before the store, so a completion is visible before it is flushed.
-The buffer (`UnflushedStatuses`) is the one piece of state shared across the tree: the tracker
-writes it, TaskPersistence reads it when it pushes tasks, so that persisting a batch never
-waits in the tracker's mailbox behind a flush.
+The buffer (`UnflushedStatuses`) is the one piece of state shared across the tree: the
+PartitionExecutor puts changes in it as attempts start and finish, the tracker writes it out,
+and TaskPersistence reads it when it pushes tasks. Neither a finish nor a push waits in the
+tracker's mailbox behind a flush, so a push sees every finish made before it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 
 import pykka
 
@@ -37,12 +38,11 @@ class UnflushedStatuses:
         self._lock = threading.Lock()
         self._pending: dict[TaskKey, TaskStatus] = {}
 
-    def put(self, statuses: Iterable[TaskStatus]) -> int:
-        """Add changes (a later status of a key replaces an earlier); returns how many wait."""
+    def put(self, statuses: Iterable[TaskStatus]) -> None:
+        """Add changes (a later status of a key replaces an earlier)."""
         with self._lock:
             for status in statuses:
                 self._pending[status.key] = status
-            return len(self._pending)
 
     def waiting(self) -> list[TaskStatus]:
         with self._lock:
@@ -75,8 +75,7 @@ class UnflushedStatuses:
 
 
 class TaskCompletionTracker(PartitionActor):
-    """Buffers and writes status rows; its buffer tells TaskPersistence of finishes not yet
-    written."""
+    """Writes the buffered status rows in batches."""
 
     def __init__(self, ctx: PartitionContext, unflushed: UnflushedStatuses) -> None:
         super().__init__(ctx)
@@ -87,9 +86,9 @@ class TaskCompletionTracker(PartitionActor):
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
 
-    def record(self, statuses: Sequence[TaskStatus]) -> None:
-        """Queue status rows for the next flush (a later status of a key replaces an earlier)."""
-        if self.unflushed_statuses.put(statuses) >= FLUSH_AT:
+    def changed(self) -> None:
+        """Status changes were put in the buffer: flush now if many wait, else arm the timer."""
+        if len(self.unflushed_statuses) >= FLUSH_AT:
             self.flush()
         elif self.timer is None:
             me = self._me

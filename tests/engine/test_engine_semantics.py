@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -13,6 +14,7 @@ from scheduler.engine.clock import now_ms
 from scheduler.engine.settings import EngineSettings, RetryPolicy
 from scheduler.partitioning import partition_for
 from scheduler.testing import TEST_SETTINGS, embedded_engine
+from tests.engine.flaky import flaky_wrapper
 from tests.engine.helpers import Recorder, soon
 
 
@@ -226,3 +228,42 @@ def test_a_task_naming_an_unknown_job_fails_at_once_without_retries(data_dir):
         status = status_of(engine, task.key)
     assert calls == [1]
     assert status.state is TaskState.FAILED and "unknown Spark job" in status.last_error
+
+
+def test_a_rewrite_pushed_while_the_finish_waits_to_be_flushed_does_not_run_again(data_dir):
+    # A finish is visible to TaskPersistence before its status row is written. Here the
+    # tracker is stuck in a slow status write while the key finishes; a rewrite of the key
+    # (a replayed log record, say) is then pushed and must see the finish.
+    recorder = Recorder()
+    flaky, wrap = flaky_wrapper()
+    gate, in_write = threading.Event(), threading.Event()
+    gate.set()
+
+    def slow_status_write(method, partition):
+        if method == "record_statuses" and not gate.is_set():
+            in_write.set()
+            gate.wait(30)
+        return False
+
+    with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
+        flaky[0].should_fail = slow_status_write
+        partition = partition_for(b"o", 4)
+        tree = engine.worker.topic.trees.get()[partition]
+        refs = tree.supervisor.proxy().refs.get()
+        executor = next(ref for ref in refs if ref.actor_class is PartitionExecutor).proxy()
+        gate.clear()
+        first, raced = Task("o", soon(), "first"), Task("o", soon(), "raced")
+        enqueue_all(engine, [first])
+        assert in_write.wait(10), "the tracker never wrote the first status"
+        enqueue_all(engine, [raced])
+        assert recorder.started[raced.key].wait(10)
+        deadline = time.monotonic() + 10
+        while executor.counts().get() != (0, 0) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.01)  # so that the rewrite's status is read in a later millisecond
+        enqueue_all(engine, [Task("o", raced.scheduled_time, "raced", {"again": True})])
+        time.sleep(0.3)  # time for the rewrite to be pushed and, if let through, to run
+        gate.set()
+        engine.join()
+        assert status_of(engine, raced.key).state is TaskState.SUCCEEDED
+    assert recorder.keys() == [first.key, raced.key]
