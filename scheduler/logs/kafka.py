@@ -26,6 +26,7 @@ from scheduler.logs.kafka_config import (
     BOOTSTRAP_SETTING,
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    RECONNECT_DEFAULTS,
     config_refused,
     kafka_error,
     logger,
@@ -117,7 +118,7 @@ class KafkaTaskLog(TaskLog):
     def _new_admin(self) -> AdminClient:
         return AdminClient(
             merged(
-                {"error_cb": self._refusals},
+                {"error_cb": self._refusals, **RECONNECT_DEFAULTS},
                 {"bootstrap.servers": self._bootstrap},
                 self._producer_config,
             )

@@ -264,7 +264,8 @@ REFUSAL_LOG_EVERY_S = 60.0
 """A running client's refusal is logged in the scheduler's words at most this often."""
 REFUSAL_HOLDS_S = 30.0
 """A refusal reported this recently still holds: while one lasts, librdkafka tries again at
-least every `reconnect.backoff.max.ms` (10 s by default) and is refused each time."""
+least every `reconnect.backoff.max.ms` (1 s in the scheduler's clients, librdkafka's default
+10 s) and is refused each time."""
 
 
 class RefusalRecorder:

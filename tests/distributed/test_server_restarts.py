@@ -121,6 +121,10 @@ def restart_under_load(
         f"{watch.longest_silence_s:.2f} s"
     )
     assert watch.answers and not watch.failed, watch.failed[:5]
+    for worker in workers:
+        if watch.last_problem.get(worker.name):
+            # Still naming the outage: what the worker logged says which connection it waits on.
+            print(f"[{worker.name} still reports a problem] its log:\n{worker.output()[-3000:]}")
     load.stop()
     accepted = load.join(timeout=180)
     report = fleet.wait_until_executed(accepted, timeout=150)

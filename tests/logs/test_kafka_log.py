@@ -521,3 +521,17 @@ def test_producer_only_settings_can_stay_out_of_the_consumers(
     assert bool([w for w in warnings if "consumer" in w]) is consumer_warns, warnings
     # The producer never hears of the consumer's own setting.
     assert not [w for w in warnings if "producer instance" in w], warnings
+
+
+def test_clients_try_a_failing_broker_again_within_a_second_unless_the_caller_says_otherwise():
+    """librdkafka's own cap is 10 s: a worker could sit that long after a broker restart."""
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=f"test-{uuid.uuid4().hex}",
+        consumer_config={"reconnect.backoff.max.ms": 5000},
+    )
+    try:
+        assert log.producer_settings()["reconnect.backoff.max.ms"] == 1000
+        assert log.consumer_settings("g", client_id="c")["reconnect.backoff.max.ms"] == 5000
+    finally:
+        log.close()
