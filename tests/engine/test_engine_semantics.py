@@ -28,6 +28,13 @@ def status_of(engine, key):
     return engine.store.fetch_statuses(partition, [key]).get(key)
 
 
+def executor_of(engine, ordering_id):
+    """A proxy of the PartitionExecutor of `ordering_id`'s partition."""
+    tree = engine.worker.topic.trees.get()[partition_for(ordering_id.encode(), 4)]
+    refs = tree.supervisor.proxy().refs.get()
+    return next(ref for ref in refs if ref.actor_class is PartitionExecutor).proxy()
+
+
 def test_tasks_of_one_ordering_id_run_in_key_order(data_dir):
     recorder = Recorder()
     with embedded_engine(recorder, data_dir=data_dir) as engine:
@@ -121,10 +128,7 @@ def test_a_copy_whose_status_was_read_before_its_key_finished_does_not_run(data_
         task = Task("o", soon(), "raced")
         enqueue_all(engine, [task])
         engine.join()
-        partition = partition_for(b"o", 4)
-        tree = engine.worker.topic.trees.get()[partition]
-        refs = tree.supervisor.proxy().refs.get()
-        executor = next(ref for ref in refs if ref.actor_class is PartitionExecutor).proxy()
+        executor = executor_of(engine, "o")
         executor.execute([ScheduledTask(task, checked_ms=read_before)]).get()
         engine.join()
         assert recorder.keys() == [task.key]
@@ -247,10 +251,7 @@ def test_a_rewrite_pushed_while_the_finish_waits_to_be_flushed_does_not_run_agai
 
     with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
         flaky[0].should_fail = slow_status_write
-        partition = partition_for(b"o", 4)
-        tree = engine.worker.topic.trees.get()[partition]
-        refs = tree.supervisor.proxy().refs.get()
-        executor = next(ref for ref in refs if ref.actor_class is PartitionExecutor).proxy()
+        executor = executor_of(engine, "o")
         gate.clear()
         first, raced = Task("o", soon(), "first"), Task("o", soon(), "raced")
         enqueue_all(engine, [first])
