@@ -17,7 +17,7 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -40,6 +40,7 @@ Source = Literal["default", "file", "env", "cli"]
 _PAIRS = "key=value pairs separated by commas, a JSON object or a TOML table"
 
 ACCEPTED = {
+    "data_dir": "a directory path (created if missing)",
     "executor": f"one of: {', '.join(BUILT_IN_EXECUTORS)}, or a 'package.module:callable' path",
     "cassandra_consistency": f"one of: {', '.join(CONSISTENCY_LEVELS)}",
     "cassandra_keyspace": "a letter, then up to 47 letters, digits or _",
@@ -130,7 +131,12 @@ def accepted(name: str) -> str:
     if type(None) in args:
         optional = True
         annotation = next(arg for arg in args if arg is not type(None))
-    bounds = _bounds(field.metadata)
+    metadata = list(field.metadata)
+    if typing.get_origin(annotation) is Annotated:  # `Port | None`: the bounds sit inside
+        annotation, *inner = typing.get_args(annotation)
+        for item in inner:  # a `Field(ge=...)` there keeps its bounds in its own metadata
+            metadata += getattr(item, "metadata", [item])
+    bounds = _bounds(metadata)
     if typing.get_origin(annotation) is Literal:
         text = "one of: " + ", ".join(str(arg) for arg in typing.get_args(annotation))
     elif annotation is bool:
@@ -140,7 +146,7 @@ def accepted(name: str) -> str:
     elif annotation is float:
         text = f"a number{bounds}"
     elif annotation is Path:
-        text = "a directory path"
+        text = "a file path"
     else:
         text = "a non-empty string"
     return f"{text}, or empty for none" if optional else text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import load_settings
+from scheduler.config import accepted, load_settings
 from scheduler.errors import ConfigurationError
 from scheduler.runtime import cassandra_replication
 
@@ -100,6 +100,26 @@ def test_a_wrong_type_in_the_file_names_the_file_the_key_and_what_is_accepted(tm
     config.write_text('partitions = "many"\nlog = "embedded"\n')
     with pytest.raises(ConfigurationError, match=r"types.toml.*: partitions='many'.*an integer"):
         load_settings(config)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "advice"),
+    [
+        # An optional port: its bounds sit inside `Port | None`, and it is no string.
+        ("SCHEDULER_METRICS_PORT", "0", "use an integer >= 1 and <= 65535, or empty for none"),
+        ("SCHEDULER_CASSANDRA_PORT", "70000", "use an integer >= 1 and <= 65535"),
+    ],
+)
+def test_a_bad_port_is_refused_with_the_range_of_ports(monkeypatch, variable, value, advice):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings()
+    assert str(refused.value).endswith(advice)
+
+
+def test_what_a_path_setting_accepts_says_whether_it_is_a_directory_or_a_file():
+    assert accepted("data_dir") == "a directory path (created if missing)"
+    assert accepted("cassandra_tls_ca_file") == "a file path, or empty for none"
 
 
 def test_a_missing_file_is_named(tmp_path: Path):
