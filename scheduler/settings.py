@@ -196,7 +196,8 @@ class Settings(BaseSettings):
     warning that it ignores them."""
     kafka_consumer_config: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
     """librdkafka settings for the workers' consumers only, over `kafka_config` (for example
-    `fetch.max.bytes`)."""
+    `fetch.max.bytes`, or `group.protocol=consumer` for Kafka 4's KIP-848 group protocol,
+    docs/kafka.md)."""
 
     # -- cassandra -------------------------------------------------------------------------
     cassandra_hosts: CommaList = ["127.0.0.1"]

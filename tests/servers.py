@@ -46,16 +46,57 @@ def kafka_bootstrap() -> str:
     errors: list[str] = []
     if _docker_available():
         try:
-            try:
-                from testcontainers.community.kafka import KafkaContainer
-            except ImportError:  # testcontainers < 4.14 kept it at the top level
-                from testcontainers.kafka import KafkaContainer
-
-            container = _keep(KafkaContainer().with_kraft())
-            return str(container.get_bootstrap_server())
+            return _kafka_container()
         except Exception as exc:  # fall through to the launcher, but say why
             errors.append(f"testcontainers Kafka failed: {exc}")
     return _launch("kafka", errors)
+
+
+def _kafka_container() -> str:
+    """Kafka in Docker: Apache's own image, of the launcher's version and with its settings
+    (KIP-848 groups included, which Kafka 4 brings), published on a free port of 127.0.0.1."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    from scheduler.services.kafka import KAFKA_VERSION
+
+    with socket.socket() as probe:  # the advertised address must be known before the start
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    container = DockerContainer(f"apache/kafka:{KAFKA_VERSION}").with_bind_ports(9092, port)
+    for name, value in kafka_container_environment(port, cluster_id="4L6g3nShT-eMCtK--X86sw"):
+        container.with_env(name, value)
+    _keep(container)
+    wait_for_logs(container, "Kafka Server started", timeout=120)
+    return f"127.0.0.1:{port}"
+
+
+def kafka_container_environment(host_port: int, cluster_id: str) -> list[tuple[str, str]]:
+    """The environment of an `apache/kafka` container set up like the launcher's broker, with
+    its clients' listener published on `host_port` of 127.0.0.1. The image turns `KAFKA_A_B`
+    into the setting `a.b`; setting any such variable replaces its whole default configuration,
+    so the node's own settings are all here."""
+    from scheduler.services.kafka import ONE_NODE_SETTINGS
+
+    node = {
+        "node.id": "1",
+        "process.roles": "broker,controller",
+        "controller.quorum.voters": "1@localhost:9093",
+        "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{host_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": "/var/lib/kafka/data",
+    }
+    return [
+        ("CLUSTER_ID", cluster_id),
+        ("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m"),
+        *(
+            ("KAFKA_" + key.upper().replace(".", "_"), value)
+            for key, value in {**node, **ONE_NODE_SETTINGS}.items()
+        ),
+    ]
 
 
 @functools.cache

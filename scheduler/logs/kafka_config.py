@@ -123,11 +123,32 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 }
 
 
+CLASSIC_GROUP_ONLY = (
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+)
+"""Consumer settings of Kafka's classic group protocol that librdkafka refuses under
+`group.protocol=consumer` (KIP-848): the broker assigns partitions and times sessions there."""
+
+
+def uses_consumer_protocol(config: Mapping[str, Any]) -> bool:
+    """Whether a consumer configuration joins its group with KIP-848's `consumer` protocol."""
+    return str(config.get("group.protocol", "classic")).strip().lower() == "consumer"
+
+
 def merged(
     base: Mapping[str, Any], fixed: Mapping[str, Any], user: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """`base` defaults, then `fixed` (connection, ids), then the caller's overrides."""
+    """`base` defaults, then `fixed` (connection, ids), then the caller's overrides.
+
+    A caller who chose the `consumer` group protocol gets none of the defaults that only the
+    classic protocol takes; the ones they set themselves stay, for librdkafka to refuse."""
     config = {**base, **fixed, **(user or {})}
+    if uses_consumer_protocol(config):
+        for key in CLASSIC_GROUP_ONLY:
+            if key not in (user or {}):
+                config.pop(key, None)
     config.setdefault("logger", logger)
     return config
 

@@ -38,7 +38,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from scheduler.errors import SchedulerError
+from scheduler.errors import ConfigurationError, SchedulerError
 from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
 from scheduler.logs.kafka_brokers import BrokerWatch
 from scheduler.logs.kafka_config import (
@@ -47,6 +47,7 @@ from scheduler.logs.kafka_config import (
     logger,
     reason,
     unavailable,
+    uses_consumer_protocol,
 )
 from scheduler.logs.kafka_security import (
     REFUSAL_HOLDS_S,
@@ -66,9 +67,16 @@ _TRANSIENT = frozenset(
         KafkaError._WAIT_COORD,
         KafkaError._TRANSPORT,
         KafkaError._TIMED_OUT,
+        # KIP-848: the member's epoch moved on while the commit was on its way. librdkafka
+        # heartbeats at once to learn the new one, but does not retry a manual commit itself.
+        KafkaError.STALE_MEMBER_EPOCH,
     }
 )
-"""Commit errors worth retrying; others (e.g. ILLEGAL_GENERATION: we were dropped) are final."""
+"""Commit errors worth retrying; others (e.g. ILLEGAL_GENERATION, FENCED_MEMBER_EPOCH: we were
+dropped) are final."""
+_NOT_SUPPORTED = ("API version not supported", "Required feature not supported")
+"""librdkafka's words for a request the broker does not know (UNSUPPORTED_VERSION,
+_UNSUPPORTED_FEATURE)."""
 _WAKE_TIMEOUT_S = 0.5
 """How long `_wake_fetchers` waits for the leaders' answers: past a second librdkafka's broker
 threads wake by themselves, and the request goes on waking them when it is answered."""
@@ -83,7 +91,8 @@ class KafkaLogConsumer(LogConsumer):
         self._config = config
         self._timeout = request_timeout_s
         strategy = str(config.get("partition.assignment.strategy", ""))
-        self._cooperative = "cooperative" in strategy
+        # KIP-848's `consumer` protocol is incremental only, like the cooperative assignors.
+        self._cooperative = "cooperative" in strategy or uses_consumer_protocol(config)
         self._refusals = RefusalRecorder(
             self._bootstrap,
             config,
@@ -332,6 +341,21 @@ class KafkaLogConsumer(LogConsumer):
 
     # -- helpers -----------------------------------------------------------------------------
 
+    def _stopped(self, error: KafkaError) -> SchedulerError:
+        """The error that stops a worker whose consumer librdkafka stopped for good."""
+        text = error.str()
+        refused_protocol = "ConsumerGroupHeartbeat" in text and any(
+            words in text for words in _NOT_SUPPORTED
+        )
+        if uses_consumer_protocol(self._config) and refused_protocol:
+            return ConfigurationError(
+                f"the Kafka brokers at {self._bootstrap!r} refused the group protocol that "
+                f"group.protocol=consumer asks for (KIP-848): {text}. It needs Kafka 4.0 or "
+                "later with the group.version feature at 1 or more; remove group.protocol from "
+                "SCHEDULER_KAFKA_CONSUMER_CONFIG or SCHEDULER_KAFKA_CONFIG to use the classic one"
+            )
+        return unavailable(f"consuming topic {self._topic!r}", error, self._bootstrap)
+
     def _record(self, message: Message) -> LogRecord | None:
         error = message.error()
         if error is not None:
@@ -347,8 +371,10 @@ class KafkaLogConsumer(LogConsumer):
                 # consumer catches up once it is granted again. Said once a minute, not per poll.
                 self._log_refusal(error.code(), refused)
                 return None
-            if error.fatal():
-                raise unavailable(f"consuming topic {self._topic!r}", error, self._bootstrap)
+            # librdkafka reports its own fatal errors as `_FATAL` events whose error is not
+            # flagged fatal; the consumer never recovers from one, so the worker must stop.
+            if error.fatal() or error.code() == KafkaError._FATAL:
+                raise self._stopped(error)
             # librdkafka recovers from the rest by itself (broker restarts, leader moves).
             logger.warning("consumer of topic %r: %s", self._topic, error.str())
             return None

@@ -46,6 +46,39 @@ def _cluster_id() -> str:
             return value
 
 
+ONE_NODE_SETTINGS: dict[str, str] = {
+    "num.partitions": "1",
+    # One node: every internal topic must have replication factor 1 or it is never
+    # created and consumer groups / transactions hang.
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
+    # Tests join and leave groups constantly; the default 3 s delay slows every join.
+    "group.initial.rebalance.delay.ms": "0",
+    # Let rebalance tests use short session timeouts (default minimum is 6 s).
+    "group.min.session.timeout.ms": "1000",
+    # Groups on KIP-848's `consumer` protocol take their session timeout and heartbeat
+    # from the broker (45 s and 5 s by default, and no lower): give them the workers'
+    # classic settings, so that either protocol fails over and rebalances alike here.
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    # Tests create many topics with many partitions: keep each partition's files small
+    # (indexes are preallocated at this size) and the recovery/flush work cheap.
+    "log.segment.bytes": str(64 * 1024 * 1024),
+    "log.index.size.max.bytes": str(1024 * 1024),
+    "num.recovery.threads.per.data.dir": "2",
+}
+"""Broker settings of the one-node Kafka the tests use, beside its listeners and paths: the
+launcher's (`Kafka.properties`) and the testcontainers broker's (tests/servers.py)."""
+
+
 class Kafka(Server):
     """Kafka 4.x in KRaft mode, one process holding both the broker and the controller role."""
 
@@ -86,26 +119,7 @@ class Kafka(Server):
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(paths.data),
-            "num.partitions": "1",
-            # One node: every internal topic must have replication factor 1 or it is never
-            # created and consumer groups / transactions hang.
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "transaction.state.log.num.partitions": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "share.coordinator.state.topic.num.partitions": "1",
-            # Tests join and leave groups constantly; the default 3 s delay slows every join.
-            "group.initial.rebalance.delay.ms": "0",
-            # Let rebalance tests use short session timeouts (default minimum is 6 s).
-            "group.min.session.timeout.ms": "1000",
-            # Tests create many topics with many partitions: keep each partition's files small
-            # (indexes are preallocated at this size) and the recovery/flush work cheap.
-            "log.segment.bytes": str(64 * 1024 * 1024),
-            "log.index.size.max.bytes": str(1024 * 1024),
-            "num.recovery.threads.per.data.dir": "2",
+            **ONE_NODE_SETTINGS,
         }
 
     def format_options(self) -> list[str]:

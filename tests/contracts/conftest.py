@@ -34,6 +34,9 @@ STORES = [
 LOGS = [
     "embedded",
     pytest.param("kafka", marks=pytest.mark.kafka),
+    # The same contract with the group on KIP-848's `consumer` protocol (Kafka 4): the broker
+    # assigns partitions and the consumer is told incrementally, as with cooperative-sticky.
+    pytest.param("kafka-kip848", marks=pytest.mark.kafka),
     # The same contract over TLS and a SCRAM login, as a user the ACLs allow only what
     # docs/kafka.md lists (on topics and groups named contract-*).
     pytest.param("kafka-secured", marks=pytest.mark.kafka),
@@ -109,12 +112,14 @@ def _make_log(kind: str, tmp_path: Path, *, create_topic: bool) -> Iterator[Task
         from scheduler.logs.embedded import EmbeddedTaskLog
 
         log = EmbeddedTaskLog(path=str(tmp_path / "log.db"), topic="contract")
-    elif kind == "kafka":
+    elif kind in ("kafka", "kafka-kip848"):
         from scheduler.logs.kafka import KafkaTaskLog
         from tests.servers import kafka_bootstrap
 
         log = KafkaTaskLog(
-            bootstrap_servers=kafka_bootstrap(), topic=f"contract-{uuid4().hex[:10]}"
+            bootstrap_servers=kafka_bootstrap(),
+            topic=f"contract-{uuid4().hex[:10]}",
+            consumer_config={"group.protocol": "consumer"} if kind == "kafka-kip848" else None,
         )
     elif kind == "kafka-secured":
         from scheduler.logs.kafka import KafkaTaskLog

@@ -60,6 +60,10 @@ def wait_for(check: Callable[[], T], timeout: float, interval: float = 0.25) -> 
         time.sleep(interval)
 
 
+GROUP_PROTOCOLS = ["classic", pytest.param("consumer", id="kip848")]
+"""Kafka's group protocols the fleet tests run under: cooperative-sticky and KIP-848's."""
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -110,6 +114,14 @@ class Fleet:
             producer_config={"statistics.interval.ms": 2000, "stats_cb": self._note_stats},
         )
         self._client: SchedulerClient | None = None
+
+    def use_group_protocol(self, protocol: str) -> None:
+        """Have the workers started from now on join with Kafka's `classic` group protocol
+        (cooperative-sticky, the default) or KIP-848's `consumer` protocol."""
+        if protocol == "consumer":
+            self.env["SCHEDULER_KAFKA_CONSUMER_CONFIG"] = "group.protocol=consumer"
+        else:
+            self.env.pop("SCHEDULER_KAFKA_CONSUMER_CONFIG", None)
 
     @property
     def log(self) -> Any:

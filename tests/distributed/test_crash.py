@@ -9,6 +9,7 @@ import pytest
 
 from scheduler.fleet import LoadGenerator, read_history
 from tests.distributed.conftest import (
+    GROUP_PROTOCOLS,
     PARTITIONS,
     START_TIMEOUT_S,
     Fleet,
@@ -26,9 +27,11 @@ at up to ~150 ms on a loaded 2-core machine). So the number of duplicates is bou
 the victim completes in that window (pool size x tasks per attempt time), not by the pool alone."""
 
 
+@pytest.mark.parametrize("group_protocol", GROUP_PROTOCOLS)
 def test_a_worker_killed_mid_execution_loses_nothing_and_reruns_only_tasks_in_flight(
-    fleet: Fleet,
+    fleet: Fleet, group_protocol: str
 ) -> None:
+    fleet.use_group_protocol(group_protocol)
     victim = fleet.worker("w1")
     survivor = fleet.worker("w2")
     victim.wait_until_owning(START_TIMEOUT_S)

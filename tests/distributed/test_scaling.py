@@ -12,6 +12,7 @@ import pytest
 
 from scheduler.fleet import LoadGenerator, measure_rebalance, read_history
 from tests.distributed.conftest import (
+    GROUP_PROTOCOLS,
     PARTITIONS,
     START_TIMEOUT_S,
     Fleet,
@@ -41,9 +42,11 @@ def rebalance_began(fleet: Fleet, after_ms: int) -> int | None:
     return min(moments, default=None)
 
 
+@pytest.mark.parametrize("group_protocol", GROUP_PROTOCOLS)
 def test_workers_joining_and_leaving_under_load_lose_nothing_and_run_nothing_twice(
-    fleet: Fleet,
+    fleet: Fleet, group_protocol: str
 ) -> None:
+    fleet.use_group_protocol(group_protocol)
     first = fleet.worker("w1")
     first.wait_until_owning(START_TIMEOUT_S, at_least=PARTITIONS)
     load = LoadGenerator(

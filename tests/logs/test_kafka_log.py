@@ -12,11 +12,18 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pytest
+from confluent_kafka import KafkaError
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs.abc import LogConsumer, LogRecord
 from scheduler.logs.kafka import KafkaLogProducer, KafkaTaskLog
-from scheduler.logs.kafka_config import PRODUCER_DEFAULTS, logger
+from scheduler.logs.kafka_config import (
+    CLASSIC_GROUP_ONLY,
+    CONSUMER_DEFAULTS,
+    PRODUCER_DEFAULTS,
+    logger,
+)
+from scheduler.logs.kafka_consumer import KafkaLogConsumer
 from scheduler.partitioning import partition_for
 from tests.servers import kafka_bootstrap
 
@@ -459,6 +466,13 @@ def test_a_record_larger_than_kafka_accepts_is_refused_as_task_data(refused_by: 
         ("producer", {"foo.bar": "1"}, "admin client", 'No such configuration property: "foo.bar"'),
         ("producer", {"acks": "0"}, "producer", "`acks` must be set to `all`"),
         ("consumer", {"session.timeout.ms": "soon"}, "consumer", "session.timeout.ms"),
+        # A classic-only setting given with KIP-848's protocol: the broker owns it there.
+        (
+            "consumer",
+            {"group.protocol": "consumer", "heartbeat.interval.ms": "500"},
+            "consumer",
+            "`heartbeat.interval.ms` is not supported for `group.protocol=consumer`",
+        ),
     ],
 )
 def test_a_client_configuration_librdkafka_refuses_is_a_configuration_error(
@@ -535,3 +549,78 @@ def test_clients_try_a_failing_broker_again_within_a_second_unless_the_caller_sa
         assert log.consumer_settings("g", client_id="c")["reconnect.backoff.max.ms"] == 5000
     finally:
         log.close()
+
+
+@pytest.mark.kafka
+def test_the_consumer_group_protocol_leaves_out_only_the_classic_defaults() -> None:
+    """librdkafka refuses a KIP-848 consumer that has a session timeout, a heartbeat interval
+    or an assignor (the broker sets them there): the product leaves its own out, and keeps the
+    rest of its defaults and everything the caller gave."""
+    topic = f"test-{uuid.uuid4().hex}"
+    kip848 = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=topic,
+        consumer_config={"group.protocol": "consumer", "group.remote.assignor": "range"},
+    )
+    classic = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=topic)
+    try:
+        settings = kip848.consumer_settings("g", client_id="c")
+        assert not set(CLASSIC_GROUP_ONLY) & set(settings)
+        assert settings["group.remote.assignor"] == "range"
+        assert settings["enable.auto.commit"] is False
+        assert settings["group.id"] == "g"
+        defaults = classic.consumer_settings("g", client_id="c")
+        assert defaults["partition.assignment.strategy"] == "cooperative-sticky"
+        assert {key: defaults[key] for key in CLASSIC_GROUP_ONLY} == {
+            key: CONSUMER_DEFAULTS[key] for key in CLASSIC_GROUP_ONLY
+        }
+    finally:
+        kip848.close()
+        classic.close()
+
+
+class _EventWithError:
+    """A consumer event as librdkafka hands it over: no record, only an error."""
+
+    def __init__(self, error: KafkaError) -> None:
+        self._error = error
+
+    def error(self) -> KafkaError:
+        return self._error
+
+
+@pytest.mark.parametrize(
+    ("protocol", "words", "refused_with", "says"),
+    [
+        # As a Kafka 4.1 broker with group.version 0 answered a KIP-848 consumer (docs/kafka.md).
+        (
+            "consumer",
+            "Broker: API version not supported: ConsumerGroupHeartbeat fatal error: Broker: "
+            "API version not supported",
+            ConfigurationError,
+            "remove group.protocol from SCHEDULER_KAFKA_CONSUMER_CONFIG",
+        ),
+        (
+            "classic",
+            "Broker: Fenced instance id",
+            BackendUnavailableError,
+            "consuming topic 't' on Kafka at '127.0.0.1:1' failed",
+        ),
+    ],
+)
+def test_a_fatal_consumer_error_stops_the_consumer_with_what_to_do(
+    protocol: str, words: str, refused_with: type[Exception], says: str
+) -> None:
+    """librdkafka's `_FATAL` event is not flagged fatal itself; it used to be logged as a
+    warning while the worker polled on, a member of no group, for good."""
+    consumer = KafkaLogConsumer(
+        config={"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "group.protocol": protocol},
+        topic="t",
+        request_timeout_s=1.0,
+    )
+    try:
+        event = _EventWithError(KafkaError(KafkaError._FATAL, f"Fatal error: {words}"))
+        with pytest.raises(refused_with, match=says):
+            consumer._record(event)  # type: ignore[arg-type]
+    finally:
+        consumer.close()
