@@ -74,7 +74,10 @@ def once(run: Backend, duration_s: float) -> dict[str, dict[str, float]]:
     history = read_history(run.env["SCHEDULER_FLEET_RECORD"])
     join_began = _began(first, "revoked", joined_ms) or joined_ms
     leave_began = _began(second, "revoked", left_ms) or left_ms
-    join = measure_rebalance(history, began_ms=join_began, until_ms=join_began + WINDOW_MS)
+    # The join's window ends where the leave begins: a partition that went back to the first
+    # worker inside it would read as never moved, and its handover as a pause of a kept one.
+    join_until = min(join_began + WINDOW_MS, left_ms)
+    join = measure_rebalance(history, began_ms=join_began, until_ms=join_until)
     leave = measure_rebalance(history, began_ms=leave_began, until_ms=leave_began + WINDOW_MS)
     return {
         "join": {
