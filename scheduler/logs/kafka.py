@@ -24,10 +24,10 @@ from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs.abc import LogConsumer, LogProducer, PartitionLag, TaskLog
 from scheduler.logs.kafka_config import (
     BOOTSTRAP_SETTING,
-    CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
     RECONNECT_DEFAULTS,
     config_refused,
+    consumer_defaults,
     kafka_error,
     logger,
     merged,
@@ -151,7 +151,7 @@ class KafkaTaskLog(TaskLog):
     def consumer_settings(self, group_id: str, *, client_id: str) -> dict[str, Any]:
         """The librdkafka configuration of this log's consumers in `group_id`."""
         fixed = {"bootstrap.servers": self._bootstrap, "group.id": group_id, "client.id": client_id}
-        return merged(CONSUMER_DEFAULTS, fixed, self._consumer_config)
+        return merged(consumer_defaults(self._consumer_config), fixed, self._consumer_config)
 
     def close(self) -> None:
         # AdminClient has no close; serving its queue once releases queued log lines.

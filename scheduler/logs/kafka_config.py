@@ -137,18 +137,20 @@ def uses_consumer_protocol(config: Mapping[str, Any]) -> bool:
     return str(config.get("group.protocol", "classic")).strip().lower() == "consumer"
 
 
+def consumer_defaults(user: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """`CONSUMER_DEFAULTS`, without the classic-only ones when the caller's own settings
+    (`user`) choose the `consumer` group protocol; those the caller set stay, for librdkafka
+    to refuse."""
+    if not uses_consumer_protocol(user or {}):
+        return CONSUMER_DEFAULTS
+    return {k: v for k, v in CONSUMER_DEFAULTS.items() if k not in CLASSIC_GROUP_ONLY}
+
+
 def merged(
     base: Mapping[str, Any], fixed: Mapping[str, Any], user: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """`base` defaults, then `fixed` (connection, ids), then the caller's overrides.
-
-    A caller who chose the `consumer` group protocol gets none of the defaults that only the
-    classic protocol takes; the ones they set themselves stay, for librdkafka to refuse."""
+    """`base` defaults, then `fixed` (connection, ids), then the caller's overrides."""
     config = {**base, **fixed, **(user or {})}
-    if uses_consumer_protocol(config):
-        for key in CLASSIC_GROUP_ONLY:
-            if key not in (user or {}):
-                config.pop(key, None)
     config.setdefault("logger", logger)
     return config
 
