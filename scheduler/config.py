@@ -15,6 +15,7 @@ import difflib
 import os
 import tomllib
 import typing
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -268,10 +269,17 @@ def _setting_meant(variable: str, names: list[str]) -> str | None:
     if close:
         return by_setting[close[0]]
     words = set(setting.split("_"))
+    # A word many settings share (KAFKA, CASSANDRA, TLS) says less about the one meant than a
+    # word only one has: `SCHEDULER_KAFKA_GROUP` means GROUP_ID, not KAFKA_BOOTSTRAP.
+    settings_with = Counter(word for name in by_setting for word in set(name.split("_")))
 
-    def likeness(name: str) -> tuple[float, float]:
-        shared = len(words.intersection(name.split("_"))) / len(name.split("_"))
-        return shared, difflib.SequenceMatcher(None, setting, name).ratio()
+    def likeness(name: str) -> tuple[float, float, float]:
+        own = name.split("_")
+        shared = words.intersection(own)
+        telling = sum(1 / settings_with[word] for word in shared) / len(own)
+        return len(shared) / len(own), telling, difflib.SequenceMatcher(None, setting, name).ratio()
 
-    best = max(by_setting, key=likeness)
-    return by_setting[best] if likeness(best)[0] >= 0.5 else None
+    candidates = [name for name in by_setting if likeness(name)[0] >= 0.5]
+    if not candidates:
+        return None
+    return by_setting[max(candidates, key=lambda name: likeness(name)[1:])]

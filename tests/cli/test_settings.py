@@ -28,6 +28,8 @@ def test_a_bad_environment_value_is_named_with_the_accepted_values(script, monke
         ("SCHEDULER_PARTITONS", "SCHEDULER_PARTITIONS"),  # misspelt
         ("SCHEDULER_KAFKA_TOPIC", "SCHEDULER_TOPIC"),  # a word too many
         ("SCHEDULER_CONSUMER_GROUP", "SCHEDULER_GROUP_ID"),  # Kafka's word for it
+        ("SCHEDULER_KAFKA_GROUP", "SCHEDULER_GROUP_ID"),  # GROUP tells more than KAFKA
+        ("SCHEDULER_CASSANDRA_HOST", "SCHEDULER_CASSANDRA_HOSTS"),
     ],
 )
 def test_a_variable_that_is_no_setting_is_named_with_the_setting_meant(
