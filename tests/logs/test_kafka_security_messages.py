@@ -122,10 +122,10 @@ def test_the_acl_to_grant_quotes_a_principal_a_shell_would_split(tmp_path: Path)
 
 
 def test_a_refused_login_is_logged_once_a_minute_per_client_not_per_reconnect() -> None:
-    from scheduler.logs.kafka_config import _FailuresOncePerMinute
+    from scheduler.logs.kafka_config import _RepeatsOncePerMinute
 
     now = [0.0]
-    refusals = _FailuresOncePerMinute(clock=lambda: now[0])
+    refusals = _RepeatsOncePerMinute(clock=lambda: now[0])
 
     def line(client: str, after_ms: int) -> logging.LogRecord:
         text = (
@@ -148,10 +148,10 @@ def test_a_refused_login_is_logged_once_a_minute_per_client_not_per_reconnect() 
 def test_a_broker_away_is_logged_once_a_minute_per_client_and_address_not_every_50_ms() -> None:
     """With every broker down, librdkafka's consumer connects to its bootstrap address every
     50 ms, an ERROR line each time; lines that are not FAIL lines pass as they come."""
-    from scheduler.logs.kafka_config import _FailuresOncePerMinute
+    from scheduler.logs.kafka_config import _RepeatsOncePerMinute
 
     now = [0.0]
-    failures = _FailuresOncePerMinute(clock=lambda: now[0])
+    failures = _RepeatsOncePerMinute(clock=lambda: now[0])
 
     def line(text: str) -> logging.LogRecord:
         return logging.LogRecord("scheduler.logs.kafka", logging.ERROR, "", 0, text, (), None)
@@ -170,6 +170,33 @@ def test_a_broker_away_is_logged_once_a_minute_per_client_and_address_not_every_
     again = away("127.0.0.1:9092/bootstrap")
     assert failures.filter(again)
     assert again.getMessage().endswith("(1199 more like it before)")
+
+
+def test_a_partition_without_leader_is_logged_once_a_minute_per_client_and_topic() -> None:
+    """While a broker restarts, a producer's every metadata refresh logs each partition
+    without a leader: one line a minute per client and topic says it."""
+    from scheduler.logs.kafka_config import _RepeatsOncePerMinute
+
+    now = [0.0]
+    repeats = _RepeatsOncePerMinute(clock=lambda: now[0])
+
+    def no_leader(client: str, topic: str, partition: int) -> logging.LogRecord:
+        text = (
+            f"METADATAUPDATE [{client}#producer-2] [thrd:main]: Partition {topic}"
+            f"(sJvc/IbjSYq5PTr7956NTA)[{partition}]: new leader-1 not found in cache"
+        )
+        return logging.LogRecord("scheduler.logs.kafka", logging.WARNING, "", 0, text, (), None)
+
+    shown = [repeats.filter(no_leader("rdkafka", "tasks", p % 8)) for p in range(80)]
+    assert shown == [True] + [False] * 79
+    assert repeats.filter(no_leader("rdkafka", "other", 0))  # another topic is its own line
+    assert repeats.filter(no_leader("w2", "tasks", 0))  # and so is another client
+    now[0] = 60.0
+    again = no_leader("rdkafka", "tasks", 3)
+    assert repeats.filter(again)
+    assert again.getMessage().endswith(
+        "[3]: new leader-1 not found in cache (79 more like it before)"
+    )
 
 
 def refused_login(during: str = "authentication") -> KafkaError:
