@@ -7,6 +7,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder
 from scheduler.engine.settings import EngineSettings
@@ -63,6 +64,9 @@ class PartitionContext:
     mark: MarkHolder = field(default_factory=MarkHolder)
     """Where the partition's next owner starts reading the store (kept across the tree's
     restarts and committed with the partition's offset; see `reload_mark`)."""
+    unflushed: UnflushedStatuses = field(default_factory=UnflushedStatuses)
+    """Status changes not yet in the store, shared by the tree's actors and kept across its
+    restarts (see `unflushed`)."""
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

@@ -18,7 +18,6 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
-from scheduler.actors.task_completion_tracker import UnflushedStatuses
 from scheduler.engine.clock import monotonic_at, now_ms
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
@@ -36,12 +35,10 @@ FINISHED_MEMORY_MAX = 100_000
 class PartitionExecutor(PartitionActor):
     """Queues due tasks per ordering id and starts each queue's head on the pool."""
 
-    def __init__(
-        self, ctx: PartitionContext, tracker: pykka.ActorProxy, unflushed: UnflushedStatuses
-    ) -> None:
+    def __init__(self, ctx: PartitionContext, tracker: pykka.ActorProxy) -> None:
         super().__init__(ctx)
         self._tracker = tracker
-        self._unflushed = unflushed
+        self._unflushed = ctx.unflushed
         self._controller: pykka.ActorProxy | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
@@ -158,7 +155,23 @@ class PartitionExecutor(PartitionActor):
         try:
             me.attempts_finished.defer()
         except pykka.ActorDeadError:
-            pass  # the partition was stopped; the store still holds the task
+            self._keep_successes()
+
+    def _keep_successes(self) -> None:
+        """Called on a pool thread once this actor is gone (its tree was stopped, or died with
+        the store away): keep the successes among the outcomes no one will read, for the tree
+        that follows on this worker, which writes them instead of running those tasks again.
+        Other outcomes are dropped: their tasks are still in the store and run again."""
+        with self.outcomes_lock:
+            batch = list(self.outcomes)
+            self.outcomes.clear()
+            self.outcomes_signalled = False  # the next outcome comes here too
+        finished_ms = now_ms()
+        self._unflushed.put(
+            TaskStatus(event.key, TaskState.SUCCEEDED, event.attempt, updated_ms=finished_ms)
+            for event in batch
+            if isinstance(event, AttemptFinished) and event.error is None
+        )
 
     def attempts_finished(self) -> None:
         with self.outcomes_lock:
@@ -243,7 +256,13 @@ class PartitionExecutor(PartitionActor):
         for status in statuses:
             if status.state.is_final:
                 self._remember_finished(status.key, finished_ms)
-        self._tracker.changed.defer()
+        try:
+            self._tracker.changed.defer()
+        except pykka.ActorDeadError:
+            # The tracker died (the store is away) and the tree is going down. The changes are
+            # in the buffer, which the next tree writes; this actor stays up to take the
+            # outcomes of the attempts still running, and to cancel them.
+            pass
 
     def _remember_finished(self, key: TaskKey, now: int) -> None:
         finished_at = self.finished_at

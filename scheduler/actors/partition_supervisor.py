@@ -19,7 +19,7 @@ from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_executor import PartitionExecutor
 from scheduler.actors.partition_scheduler import PartitionScheduler
-from scheduler.actors.task_completion_tracker import TaskCompletionTracker, UnflushedStatuses
+from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.engine.clock import now_ms
@@ -38,14 +38,13 @@ class PartitionSupervisor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         ctx = self.ctx
-        unflushed = UnflushedStatuses()
-        tracker_ref = TaskCompletionTracker.start(ctx, unflushed)
+        tracker_ref = TaskCompletionTracker.start(ctx)
         self._tracker = tracker_ref.proxy()
-        executor_ref = PartitionExecutor.start(ctx, self._tracker, unflushed)
+        executor_ref = PartitionExecutor.start(ctx, self._tracker)
         self._executor = executor_ref.proxy()
         scheduler_ref = PartitionScheduler.start(ctx, self._executor)
         self._scheduler = scheduler_ref.proxy()
-        persistence_ref = TaskPersistence.start(ctx, self._scheduler, unflushed)
+        persistence_ref = TaskPersistence.start(ctx, self._scheduler)
         self._persistence = persistence_ref.proxy()
         controller_ref = ThroughputController.start(
             ctx, self._persistence, self._scheduler, self._executor

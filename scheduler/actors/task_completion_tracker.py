@@ -4,7 +4,8 @@ Status changes are buffered for a few milliseconds and written in one batch: a t
 and SUCCEEDED usually land in the same flush and collapse into one write. Losing a buffer in a
 crash is safe: the task's schedule row is still there and it runs again (at-least-once).
 Look-ups consult the buffer before the store, so a completion is visible before it is flushed.
-The buffer (`UnflushedStatuses`) is the one piece of state shared across the tree: the
+The buffer (`UnflushedStatuses`, in the context) is the one piece of state shared across the
+tree, and it outlives the tree when the tree is restarted after a failure: the
 PartitionExecutor puts changes in it as attempts start and finish, the tracker writes it out,
 and TaskPersistence reads it when it pushes tasks. Neither a finish nor a push waits in the
 tracker's mailbox behind a flush, so a push sees every finish made before it.
@@ -12,74 +13,25 @@ tracker's mailbox behind a flush, so a push sees every finish made before it.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 
 import pykka
 
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.engine.timers import TimerHandle
-from scheduler.model import TaskKey, TaskStatus
-from scheduler.stores.abc import TaskStore
+from scheduler.model import TaskKey
 
 #: Flush at once when this many status changes are waiting, whatever the timer says.
 FLUSH_AT = 2000
 
 
-class UnflushedStatuses:
-    """Status changes recorded but not yet in the store; thread-safe.
-
-    Entries leave only after the store has them, so a reader that looks here first and in the
-    store second never misses a change made before it looked.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[TaskKey, TaskStatus] = {}
-
-    def put(self, statuses: Iterable[TaskStatus]) -> None:
-        """Add changes (a later status of a key replaces an earlier)."""
-        with self._lock:
-            for status in statuses:
-                self._pending[status.key] = status
-
-    def waiting(self) -> list[TaskStatus]:
-        with self._lock:
-            return list(self._pending.values())
-
-    def written(self, statuses: Iterable[TaskStatus]) -> None:
-        """These are in the store now (those replaced meanwhile stay)."""
-        with self._lock:
-            for status in statuses:
-                if self._pending.get(status.key) is status:
-                    del self._pending[status.key]
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def peek(self, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
-        """The unflushed changes of these keys only."""
-        with self._lock:
-            return {key: self._pending[key] for key in keys if key in self._pending}
-
-    def lookup(
-        self, store: TaskStore, partition: int, keys: Collection[TaskKey]
-    ) -> dict[TaskKey, TaskStatus]:
-        """Status of these keys: unflushed changes first, then the store."""
-        found = self.peek(keys)
-        missing = [key for key in keys if key not in found]
-        if missing:
-            found.update(store.fetch_statuses(partition, missing))
-        return found
-
-
 class TaskCompletionTracker(PartitionActor):
     """Writes the buffered status rows in batches."""
 
-    def __init__(self, ctx: PartitionContext, unflushed: UnflushedStatuses) -> None:
+    def __init__(self, ctx: PartitionContext) -> None:
         super().__init__(ctx)
-        self.unflushed_statuses = unflushed
+        self.unflushed_statuses = ctx.unflushed
         self.timer: TimerHandle | None = None
         self._me: pykka.ActorProxy | None = None
 
@@ -102,10 +54,7 @@ class TaskCompletionTracker(PartitionActor):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        batch = self.unflushed_statuses.waiting()
-        if batch:
-            self.ctx.store.record_statuses(self.ctx.partition, batch)
-            self.unflushed_statuses.written(batch)
+        self.unflushed_statuses.write(self.ctx.store, self.ctx.partition)
 
     def discard(self, keys: Collection[TaskKey]) -> None:
         """Remove schedule rows of keys that are already final (a completed key enqueued again)."""

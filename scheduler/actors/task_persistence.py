@@ -17,7 +17,6 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import ScheduledTask, TasksLoaded
-from scheduler.actors.task_completion_tracker import UnflushedStatuses
 from scheduler.codec import Command, Op
 from scheduler.engine.clock import now_ms
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
@@ -48,12 +47,10 @@ def _live(row: StoredTask) -> bool:
 class TaskPersistence(PartitionActor):
     """Single writer of a partition's schedule rows."""
 
-    def __init__(
-        self, ctx: PartitionContext, scheduler: pykka.ActorProxy, unflushed: UnflushedStatuses
-    ) -> None:
+    def __init__(self, ctx: PartitionContext, scheduler: pykka.ActorProxy) -> None:
         super().__init__(ctx)
         self._scheduler = scheduler
-        self._unflushed = unflushed
+        self._unflushed = ctx.unflushed
         self.checkpoint: ScheduleCursor | None = None
 
     def persist(self, commands: Sequence[Command]) -> int:
@@ -143,6 +140,12 @@ class TaskPersistence(PartitionActor):
     def load(self, until_ms: int, limit: int) -> TasksLoaded:
         """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
         store, partition = self.ctx.store, self.ctx.partition
+        if self.checkpoint is None:
+            # A restarted tree's first load: write first what the tree before it could not (the
+            # store was away). Read first, a row whose finish was written between the read and
+            # the look into the buffer would be found finished in neither, and run again. Still
+            # away, the store fails this load, and the tree is restarted later.
+            self._unflushed.write(store, partition)
         checked_ms = now_ms()
         stragglers = self._start_from_mark() if self.checkpoint is None else []
         rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)

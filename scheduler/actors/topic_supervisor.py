@@ -20,6 +20,7 @@ from scheduler import metrics
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_supervisor import PartitionSupervisor
+from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
@@ -110,6 +111,9 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.streaks: dict[int, int] = {}
         self.started_at: dict[int, float] = {}
         self.marks: dict[int, MarkHolder] = {}
+        self.unflushed: dict[int, UnflushedStatuses] = {}
+        """Per partition, the status changes its trees could not write yet: kept across a
+        restart (a tree that died with the store away), dropped when the partition leaves."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -141,6 +145,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             tree = self.trees.pop(partition, None)
             if not restarting:
                 self.marks.pop(partition, None)  # a restarted tree goes on from it
+                self.unflushed.pop(partition, None)  # and writes what this one could not
             if tree is not None:
                 stopping.append(tree.supervisor)
         futures = [ref.proxy().shut_down(deadline_s, reason) for ref in stopping]
@@ -253,6 +258,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             report_failure=report,
             rng=random.Random(self.rng.random()),
             mark=self.marks.setdefault(partition, MarkHolder()),
+            unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
         )
         ref = PartitionSupervisor.start(ctx)
         try:

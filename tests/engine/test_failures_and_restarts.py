@@ -65,6 +65,82 @@ def test_tasks_in_flight_in_a_dead_partition_are_reloaded_not_lost(data_dir):
     assert len(statuses) == len(tasks)
 
 
+def test_tasks_that_finished_while_statuses_could_not_be_written_do_not_run_again(data_dir):
+    """The store refuses one partition's status writes for a while (a node restarting): its
+    tree dies and is restarted, and the new tree writes the finishes the old one could not,
+    instead of running those tasks again when it reloads their rows."""
+    recorder = Recorder()
+    flaky: list[FlakyStore] = []
+    away = threading.Event()
+
+    def wrap(store):
+        flaky.append(FlakyStore(store))
+        flaky[0].should_fail = lambda method, p: (
+            method == "record_statuses" and p == 1 and away.is_set()
+        )
+        return flaky[0]
+
+    tasks = [Task(oid, soon(300), "k") for oid in ids_on_partition(1, 20)]
+    with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
+        away.set()
+        enqueue_all(engine, tasks)
+        deadline = time.monotonic() + 10
+        while len(set(recorder.keys())) < len(tasks) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while flaky[0].injected < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the tree failed and was restarted a few times
+        assert flaky[0].injected >= 3
+        away.clear()
+        engine.join(raise_failures=False)
+        assert engine.worker.failures()
+        statuses = engine.store.fetch_statuses(1, [task.key for task in tasks])
+    assert sorted(recorder.keys()) == sorted(task.key for task in tasks)  # each ran once
+    assert {status.state for status in statuses.values()} == {TaskState.SUCCEEDED}
+    assert len(statuses) == len(tasks)
+
+
+def test_attempts_running_when_the_status_writes_fail_succeed_once(data_dir):
+    """The tracker dies on a status write while attempts run: the tree's executor stays up to
+    take their outcomes and cancel them, so no attempt finishes unseen and runs again."""
+    succeeded: list[TaskKey] = []
+    lock = threading.Lock()
+
+    def executor(task, context):
+        if context.cancelled.wait(0.03):
+            context.raise_if_cancelled()
+        with lock:
+            succeeded.append(task.key)
+
+    flaky: list[FlakyStore] = []
+    away = threading.Event()
+
+    def unreachable(method: str, partition: int) -> bool:
+        """A store that answers slowly and refuses status writes: the tracker dies first, and
+        the tree takes a while to come down (its controller finishes the load it is in)."""
+        if partition != 1 or not away.is_set() or method not in {"load_tasks", "record_statuses"}:
+            return False
+        time.sleep(0.2)
+        return method == "record_statuses"
+
+    def wrap(store):
+        flaky.append(FlakyStore(store))
+        flaky[0].should_fail = unreachable
+        return flaky[0]
+
+    due = soon(300)
+    tasks = [Task(oid, due, f"k{k}") for oid in ids_on_partition(1, 8) for k in range(5)]
+    with embedded_engine(executor, data_dir=data_dir, wrap_store=wrap) as engine:
+        away.set()
+        enqueue_all(engine, tasks)
+        deadline = time.monotonic() + 10
+        while flaky[0].injected < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        away.clear()
+        engine.join(raise_failures=False)
+        assert engine.worker.failures()
+    assert sorted(succeeded) == sorted(task.key for task in tasks)
+
+
 def test_after_assignment_every_incomplete_task_is_reloaded_however_old(data_dir):
     recorder = Recorder()
     with embedded_engine(recorder, data_dir=data_dir) as engine:

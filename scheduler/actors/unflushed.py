@@ -1,0 +1,71 @@
+"""UnflushedStatuses: a partition's status changes recorded but not yet in the store.
+
+Kept by the TopicSupervisor across the restarts of the partition's tree (in its
+`PartitionContext`), like the reload mark: a tree that dies because the store is away cannot
+write its last changes, and a fresh tree that forgot them would run again every task that
+finished during the outage. The new tree writes them first, and its loads skip what they show
+finished. When the partition leaves the worker they are dropped: its next owner reruns those
+tasks (at-least-once), as after a crash.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterable
+
+from scheduler.model import TaskKey, TaskStatus
+from scheduler.stores.abc import TaskStore
+
+
+class UnflushedStatuses:
+    """Status changes recorded but not yet in the store; thread-safe.
+
+    Entries leave only after the store has them, so a reader that looks here first and in the
+    store second never misses a change made before it looked.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[TaskKey, TaskStatus] = {}
+
+    def put(self, statuses: Iterable[TaskStatus]) -> None:
+        """Add changes (a later status of a key replaces an earlier)."""
+        with self._lock:
+            for status in statuses:
+                self._pending[status.key] = status
+
+    def waiting(self) -> list[TaskStatus]:
+        with self._lock:
+            return list(self._pending.values())
+
+    def written(self, statuses: Iterable[TaskStatus]) -> None:
+        """These are in the store now (those replaced meanwhile stay)."""
+        with self._lock:
+            for status in statuses:
+                if self._pending.get(status.key) is status:
+                    del self._pending[status.key]
+
+    def write(self, store: TaskStore, partition: int) -> None:
+        """Write every waiting change; those written leave the buffer."""
+        batch = self.waiting()
+        if batch:
+            store.record_statuses(partition, batch)
+            self.written(batch)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def peek(self, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
+        """The unflushed changes of these keys only."""
+        with self._lock:
+            return {key: self._pending[key] for key in keys if key in self._pending}
+
+    def lookup(
+        self, store: TaskStore, partition: int, keys: Collection[TaskKey]
+    ) -> dict[TaskKey, TaskStatus]:
+        """Status of these keys: unflushed changes first, then the store."""
+        found = self.peek(keys)
+        missing = [key for key in keys if key not in found]
+        if missing:
+            found.update(store.fetch_statuses(partition, missing))
+        return found
