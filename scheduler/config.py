@@ -273,13 +273,13 @@ def _setting_meant(variable: str, names: list[str]) -> str | None:
     # word only one has: `SCHEDULER_KAFKA_GROUP` means GROUP_ID, not KAFKA_BOOTSTRAP.
     settings_with = Counter(word for name in by_setting for word in set(name.split("_")))
 
-    def likeness(name: str) -> tuple[float, float, float]:
+    def likeness(name: str) -> tuple[bool, float, float]:
+        """(shares half its words or more, how telling those words are, spelling)."""
         own = name.split("_")
         shared = words.intersection(own)
         telling = sum(1 / settings_with[word] for word in shared) / len(own)
-        return len(shared) / len(own), telling, difflib.SequenceMatcher(None, setting, name).ratio()
+        ratio = difflib.SequenceMatcher(None, setting, name).ratio()
+        return len(shared) / len(own) >= 0.5, telling, ratio
 
-    candidates = [name for name in by_setting if likeness(name)[0] >= 0.5]
-    if not candidates:
-        return None
-    return by_setting[max(candidates, key=lambda name: likeness(name)[1:])]
+    best = max(by_setting, key=likeness)
+    return by_setting[best] if likeness(best)[0] else None

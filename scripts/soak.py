@@ -71,7 +71,10 @@ def main() -> int:
             fault = next(faults)
             if fault in ("kill9", "sigterm"):
                 victim = workers.pop(0)
-                victim.kill() if fault == "kill9" else victim.stop(60)
+                if fault == "kill9":
+                    victim.kill()
+                else:
+                    victim.stop(60)
                 workers.append(fleet.worker(next(names)))
             else:
                 status = launcher.restart(fault)
