@@ -422,6 +422,10 @@ class Worker:
         if now < self._marks_due:
             return
         self._marks_due = now + MARK_COMMIT_INTERVAL_S
+        # The same few seconds serve the log's shared clients, whose lines would otherwise wait
+        # for the close (Kafka: the idle admin client's connection failures in an outage, logged
+        # at shutdown minutes later as if the brokers were down then).
+        self.log.serve()
         for partition, holder in self._marks.items():
             if (
                 holder.version != self._marks_committed.get(partition)

@@ -9,6 +9,9 @@ flight at a kill, or still unwritten when a partition moved, may run twice).
     SCHEDULER_KAFKA_BOOTSTRAP=127.0.0.1:9092 SCHEDULER_CASSANDRA_HOSTS=127.0.0.1 \\
         PYTHONPATH=. .venv/bin/python scripts/soak.py --duration 900 --period 60
 
+`--faults` picks the faults that take turns, and `--outage S` keeps a restarted server down for
+S seconds (a maintenance window rather than a restart).
+
 Prints one line a fault (time, fault, tasks sent, the workers' RSS in MB) and the verdict;
 exits 1 if a task is missing or ran out of order.
 """
@@ -41,7 +44,18 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=900, help="seconds of load")
     parser.add_argument("--period", type=float, default=60, help="seconds between faults")
     parser.add_argument("--rate", type=float, default=100, help="tasks a second")
+    parser.add_argument(
+        "--outage", type=float, default=0, help="seconds a restarted server stays down"
+    )
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"the faults to take turns with, comma-separated (of {','.join(FAULTS)})",
+    )
     args = parser.parse_args()
+    unknown = set(args.faults.split(",")) - set(FAULTS)
+    if unknown:
+        parser.error(f"unknown fault(s) {sorted(unknown)}; choose from {','.join(FAULTS)}")
 
     fleet = Fleet(Path(tempfile.mkdtemp(prefix="soak-")))
     print(f"record and worker logs in {fleet.directory}", flush=True)
@@ -58,14 +72,14 @@ def main() -> int:
             lead_ms=1500,
             data=some_sleep(every=7, sleep_ms=150),
         ).start()
-        faults = itertools.cycle(FAULTS)
+        faults = itertools.cycle(args.faults.split(","))
         start = time.monotonic()
         next_fault = start + args.period
         while load.running:
             time.sleep(1)
             now = time.monotonic()
-            # No fault in the last 30 s: the run ends with every server up.
-            if now < next_fault or now - start > args.duration - 30:
+            # No fault in the last 30 s (and outage): the run ends with every server up.
+            if now < next_fault or now - start > args.duration - 30 - args.outage:
                 continue
             next_fault += args.period
             fault = next(faults)
@@ -77,7 +91,10 @@ def main() -> int:
                     victim.stop(60)
                 workers.append(fleet.worker(next(names)))
             else:
-                status = launcher.restart(fault)
+                if not launcher.stop(fault):
+                    raise SystemExit(f"{fault} was not started by `scheduler services up` here")
+                time.sleep(args.outage)
+                status = launcher.start(fault)
                 assert status.healthy, status.detail
             rss = [rss_mb(worker) for worker in workers]
             print(f"{now - start:6.0f} s  {fault:9s} sent {load.sent:7d}  rss MB {rss}", flush=True)

@@ -246,6 +246,11 @@ class TaskLog(ABC):
         """The offset of the first record each partition still holds: retention deleted the
         ones before it (Kafka's log start offset)."""
 
+    def serve(self) -> None:
+        """Log what this log's shared clients have queued (Kafka: the admin client's librdkafka
+        lines) now rather than at `close`; a long-running process calls it every few seconds."""
+        return None  # a log without clients of its own (the embedded one) has nothing queued
+
     @abstractmethod
     def close(self) -> None:
         """Release shared resources (admin clients, files)."""

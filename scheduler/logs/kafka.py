@@ -127,7 +127,9 @@ class KafkaTaskLog(TaskLog):
     # -- clients -----------------------------------------------------------------------------
 
     def producer(self) -> LogProducer:
-        producer = KafkaLogProducer(config=self.producer_settings(), topic=self.topic)
+        producer = KafkaLogProducer(
+            config=self.producer_settings(), topic=self.topic, serve_also=self.serve
+        )
         try:
             # Refused here, as on the embedded log: records sent to a missing topic would wait
             # for it and then fail one by one (a producer never creates it, see
@@ -153,9 +155,13 @@ class KafkaTaskLog(TaskLog):
         fixed = {"bootstrap.servers": self._bootstrap, "group.id": group_id, "client.id": client_id}
         return merged(consumer_defaults(self._consumer_config), fixed, self._consumer_config)
 
-    def close(self) -> None:
-        # AdminClient has no close; serving its queue once releases queued log lines.
+    def serve(self) -> None:
+        # librdkafka queues a client's log lines until the client is polled (confluent-kafka
+        # forwards them to `logger` then), and nothing else polls the admin client.
         self._admin.poll(0)
+
+    def close(self) -> None:
+        self.serve()  # AdminClient has no close; this releases its last queued lines
 
     # -- the topic ---------------------------------------------------------------------------
 

@@ -34,6 +34,8 @@ _BUSY_LOOK_S = 0.05
 """How often the background thread looks while senders are busy enough to serve reports."""
 _POLL_EVERY = 64
 """Senders serve delivery reports every this many sends (each `poll` is a GIL round trip)."""
+_SERVE_ALSO_EVERY_S = 5.0
+"""How often the background thread calls `serve_also`: a log line is at most this late."""
 _CLOSE_FLUSH_S = 30.0
 _CONNECT_EARLY_S = 1.0
 """How long a new producer waits for each early metadata request: usually 1 to 60 ms."""
@@ -49,8 +51,17 @@ _ANY_PARTITION = -1
 class KafkaLogProducer(LogProducer):
     """Sends records to one topic; safe to share between threads."""
 
-    def __init__(self, *, config: dict[str, Any], topic: str) -> None:
+    def __init__(
+        self,
+        *,
+        config: dict[str, Any],
+        topic: str,
+        serve_also: Callable[[], object] | None = None,
+    ) -> None:
         self._topic = topic
+        self._serve_also = serve_also
+        """Called every `_SERVE_ALSO_EVERY_S` by the background thread (the log's admin client,
+        whose log lines nothing else in a producing process releases)."""
         self._bootstrap = str(config.get("bootstrap.servers", ""))
         self._config = config
         self._fatal: KafkaError | None = None
@@ -299,7 +310,14 @@ class KafkaLogProducer(LogProducer):
 
     def _poll_until_closed(self) -> None:
         sends_seen = -1
+        serve_also_at = time.monotonic() + _SERVE_ALSO_EVERY_S
         while not self._closed.is_set():
+            if self._serve_also is not None and time.monotonic() >= serve_also_at:
+                serve_also_at = time.monotonic() + _SERVE_ALSO_EVERY_S
+                try:
+                    self._serve_also()
+                except Exception:  # this thread must live on: it serves the delivery reports
+                    logger.exception("serving the log's other clients failed")
             sends = ticked(self._sends)
             if sends == sends_seen:  # nobody sent for a while: serve the reports here
                 self._poll(_POLL_INTERVAL_S)

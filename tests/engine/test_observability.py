@@ -1,10 +1,14 @@
-"""Metrics count what the engine does."""
+"""Metrics count what the engine does, and its clients' log lines come out as they happen."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from prometheus_client import REGISTRY
 
-from scheduler import Task
+from scheduler import Task, worker
+from scheduler.logs.embedded import EmbeddedTaskLog
 from scheduler.testing import embedded_engine
 from tests.engine.helpers import Recorder, soon
 
@@ -39,3 +43,17 @@ def test_metrics_count_enqueued_persisted_executed_retried_and_failed_tasks(data
     assert delta["executed"] == 10
     assert delta["retried"] == 2 and delta["failed"] == 1  # 3 attempts in TEST_SETTINGS
     assert delta["lag_count"] == 11  # first attempts only
+
+
+def test_a_running_worker_serves_its_logs_shared_clients_every_few_seconds(
+    data_dir, monkeypatch: pytest.MonkeyPatch
+):
+    """Kafka's admin client holds its log lines until it is polled, and only `serve` polls it."""
+    monkeypatch.setattr(worker, "MARK_COMMIT_INTERVAL_S", 0.05)
+    served: list[float] = []
+    monkeypatch.setattr(EmbeddedTaskLog, "serve", lambda log: served.append(time.monotonic()))
+    with embedded_engine(Recorder(), data_dir=data_dir):
+        deadline = time.monotonic() + 10
+        while len(served) < 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert len(served) >= 10, f"served {len(served)} times in 10 s"

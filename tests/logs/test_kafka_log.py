@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.logs import kafka_producer
 from scheduler.logs.abc import LogConsumer, LogRecord
 from scheduler.logs.kafka import KafkaLogProducer, KafkaTaskLog
 from scheduler.logs.kafka_config import (
@@ -549,6 +550,60 @@ def test_clients_try_a_failing_broker_again_within_a_second_unless_the_caller_sa
         assert log.consumer_settings("g", client_id="c")["reconnect.backoff.max.ms"] == 5000
     finally:
         log.close()
+
+
+@pytest.mark.kafka
+def test_serve_logs_the_admin_clients_lines_when_they_happen_not_at_close(caplog) -> None:
+    """librdkafka holds a client's lines until the client is polled, and nothing else polls the
+    admin client: a worker's saw a broker outage and logged it at shutdown, minutes later."""
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=f"test-{uuid.uuid4().hex}",
+        producer_config={"debug": "metadata"},  # a metadata request then queues lines
+    )
+    try:
+        log.serve()  # what its start queued
+        with caplog.at_level(logging.DEBUG, logger=logger.name):
+            caplog.clear()
+            log.ensure_topic(1)
+            assert not caplog.records, "the lines of a request came out without a poll"
+            log.serve()
+            assert any(record.getMessage().startswith("METADATA") for record in caplog.records), [
+                record.getMessage() for record in caplog.records
+            ]
+        log.delete_topic()
+    finally:
+        log.close()
+
+
+@pytest.mark.kafka
+def test_a_producer_serves_its_logs_admin_client_in_the_background_and_survives_a_failure(
+    kafka_log: KafkaTaskLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producing process (a web service) has no worker loop to serve the admin client."""
+    monkeypatch.setattr(kafka_producer, "_SERVE_ALSO_EVERY_S", 0.05)
+    served: list[float] = []
+
+    def serve() -> None:
+        served.append(time.monotonic())
+        if len(served) == 1:
+            raise RuntimeError("the first serve fails")
+
+    monkeypatch.setattr(kafka_log, "serve", serve)
+    producer = kafka_log.producer()
+    try:
+        deadline = time.monotonic() + 10
+        while len(served) < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(served) >= 5, f"served {len(served)} times in 10 s"
+        # The background thread lived on, and still serves delivery reports when nobody waits.
+        future = producer.send(b"key", b"{}")
+        deadline = time.monotonic() + 10
+        while not future.done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert future.done() and future.exception() is None
+    finally:
+        producer.close()
 
 
 @pytest.mark.kafka
