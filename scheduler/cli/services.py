@@ -1,4 +1,4 @@
-"""`scheduler services up|down|status`: local Kafka and Cassandra for tests and development."""
+"""`scheduler services up|down|restart|status`: local Kafka and Cassandra for development."""
 
 from __future__ import annotations
 
@@ -10,10 +10,21 @@ from scheduler.cli.context import CliState, pass_state
 from scheduler.services import launcher
 from scheduler.services.errors import ServiceError
 
+_NAMES = click.argument(
+    "names", nargs=-1, type=click.Choice(launcher.ALL_SERVERS), metavar="[SERVER]..."
+)
+"""Servers by name (`scheduler services down cassandra`); given any, the flags do not count."""
+
 
 def _selected(
-    kafka: bool, cassandra: bool, secured_kafka: bool, secured_cassandra: bool
+    names: tuple[str, ...],
+    kafka: bool,
+    cassandra: bool,
+    secured_kafka: bool,
+    secured_cassandra: bool,
 ) -> tuple[str, ...]:
+    if names:
+        return tuple(dict.fromkeys(names))
     chosen = (
         ("kafka", kafka),
         ("cassandra", cassandra),
@@ -40,6 +51,7 @@ def services() -> None:
 
 
 @services.command()
+@_NAMES
 @click.option("--kafka/--no-kafka", default=True, help="Start Kafka (default: yes).")
 @click.option("--cassandra/--no-cassandra", default=True, help="Start Cassandra (default: yes).")
 @click.option(
@@ -55,9 +67,18 @@ def services() -> None:
     help="Also start a second Cassandra node that requires a password login and mutual TLS, "
     "on port 9142, for trying the security settings (default: no).",
 )
-def up(kafka: bool, cassandra: bool, secured_kafka: bool, secured_cassandra: bool) -> None:
-    """Start the servers and wait until they answer; a running healthy server is left alone."""
-    for name in _selected(kafka, cassandra, secured_kafka, secured_cassandra):
+def up(
+    names: tuple[str, ...],
+    kafka: bool,
+    cassandra: bool,
+    secured_kafka: bool,
+    secured_cassandra: bool,
+) -> None:
+    """Start the servers and wait until they answer; a running healthy server is left alone.
+
+    Name SERVERs (kafka, cassandra, kafka-secured, cassandra-secured) to start only those.
+    """
+    for name in _selected(names, kafka, cassandra, secured_kafka, secured_cassandra):
         began = time.monotonic()
         try:
             st = launcher.start(name)
@@ -72,6 +93,7 @@ def up(kafka: bool, cassandra: bool, secured_kafka: bool, secured_cassandra: boo
 
 
 @services.command()
+@_NAMES
 @click.option("--kafka/--no-kafka", default=True, help="Stop Kafka (default: yes).")
 @click.option("--cassandra/--no-cassandra", default=True, help="Stop Cassandra (default: yes).")
 @click.option(
@@ -84,14 +106,40 @@ def up(kafka: bool, cassandra: bool, secured_kafka: bool, secured_cassandra: boo
     default=True,
     help="Stop the secured Cassandra node if it runs (default: yes).",
 )
-def down(kafka: bool, cassandra: bool, secured_kafka: bool, secured_cassandra: bool) -> None:
-    """Stop the servers this launcher started (their data is kept)."""
-    for name in _selected(kafka, cassandra, secured_kafka, secured_cassandra):
+def down(
+    names: tuple[str, ...],
+    kafka: bool,
+    cassandra: bool,
+    secured_kafka: bool,
+    secured_cassandra: bool,
+) -> None:
+    """Stop the servers this launcher started (their data is kept).
+
+    Name SERVERs (kafka, cassandra, kafka-secured, cassandra-secured) to stop only those.
+    """
+    for name in _selected(names, kafka, cassandra, secured_kafka, secured_cassandra):
         try:
             stopped = launcher.stop(name)
         except ServiceError as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(f"{name:<17} {'stopped' if stopped else 'was not running'}")
+
+
+@services.command()
+@click.argument(
+    "names", nargs=-1, required=True, type=click.Choice(launcher.ALL_SERVERS), metavar="SERVER..."
+)
+def restart(names: tuple[str, ...]) -> None:
+    """Stop and start SERVERs this launcher started, keeping their data: a server restart to try
+    a running fleet against (docs/kafka.md, "When the brokers are away")."""
+    for name in dict.fromkeys(names):
+        began = time.monotonic()
+        try:
+            st = launcher.restart(name)
+        except ServiceError as exc:
+            raise click.ClickException(str(exc)) from exc
+        _show(st)
+        click.echo(f"{'':<17} back after {time.monotonic() - began:.1f} s")
 
 
 @services.command()

@@ -187,3 +187,39 @@ def test_status_lists_the_secured_node_only_while_it_runs() -> None:
     shown = CliRunner().invoke(cli, ["services", "status"])
     assert "cassandra-secured" in shown.output
     assert "127.0.0.1:9142" in shown.output
+
+
+def test_down_and_restart_take_server_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`down cassandra` stops Cassandra alone, as the flags did; a state dir that started
+    nothing stops nothing and restarts nothing."""
+    from click.testing import CliRunner
+
+    from scheduler.cli.main import cli
+
+    monkeypatch.setenv("SCHEDULER_SERVICES_DIR", str(tmp_path))
+    monkeypatch.setenv("SCHEDULER_SERVICES_KAFKA_PORT", "1")  # nothing listens there
+    runner = CliRunner()
+
+    shown = runner.invoke(cli, ["services", "down", "cassandra", "kafka-secured", "cassandra"])
+    assert shown.exit_code == 0, shown.output
+    assert [line.split()[0] for line in shown.output.splitlines()] == [
+        "cassandra",
+        "kafka-secured",
+    ]
+    assert "was not running" in shown.output
+
+    by_flags = runner.invoke(cli, ["services", "down", "--no-kafka"])
+    assert [line.split()[0] for line in by_flags.output.splitlines()] == [
+        "cassandra",
+        "kafka-secured",
+        "cassandra-secured",
+    ]
+
+    unknown = runner.invoke(cli, ["services", "down", "zookeeper"])
+    assert unknown.exit_code == 2
+    assert "'zookeeper' is not one of 'kafka', 'cassandra'" in unknown.output
+
+    nothing = runner.invoke(cli, ["services", "restart"])
+    assert nothing.exit_code == 2 and "Missing argument" in nothing.output
