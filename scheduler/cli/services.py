@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 
 import click
 
@@ -10,28 +12,31 @@ from scheduler.cli.context import CliState, pass_state
 from scheduler.services import launcher
 from scheduler.services.errors import ServiceError
 
-_NAMES = click.argument(
-    "names", nargs=-1, type=click.Choice(launcher.ALL_SERVERS), metavar="[SERVER]..."
-)
-"""Servers by name (`scheduler services down cassandra`); given any, the flags do not count."""
 
+def _with_servers(command: Callable[[tuple[str, ...]], None]) -> Callable[..., None]:
+    """Gives `command` the servers chosen: the SERVER names if any (`down cassandra`), else the
+    ones its --kafka/--cassandra/--secured-* flags (declared under this decorator) choose."""
 
-def _selected(
-    names: tuple[str, ...],
-    kafka: bool,
-    cassandra: bool,
-    secured_kafka: bool,
-    secured_cassandra: bool,
-) -> tuple[str, ...]:
-    if names:
-        return tuple(dict.fromkeys(names))
-    chosen = (
-        ("kafka", kafka),
-        ("cassandra", cassandra),
-        (launcher.SECURED_KAFKA, secured_kafka),
-        (launcher.SECURED_CASSANDRA, secured_cassandra),
-    )
-    return tuple(name for name, on in chosen if on)
+    @functools.wraps(command)
+    def with_servers(
+        names: tuple[str, ...],
+        kafka: bool,
+        cassandra: bool,
+        secured_kafka: bool,
+        secured_cassandra: bool,
+    ) -> None:
+        chosen = (
+            ("kafka", kafka),
+            ("cassandra", cassandra),
+            (launcher.SECURED_KAFKA, secured_kafka),
+            (launcher.SECURED_CASSANDRA, secured_cassandra),
+        )
+        flagged = tuple(name for name, on in chosen if on)
+        command(tuple(dict.fromkeys(names)) if names else flagged)
+
+    return click.argument(
+        "names", nargs=-1, type=click.Choice(launcher.ALL_SERVERS), metavar="[SERVER]..."
+    )(with_servers)
 
 
 def _show(st: launcher.ServerStatus) -> None:
@@ -39,6 +44,17 @@ def _show(st: launcher.ServerStatus) -> None:
     pid = str(st.pid) if st.pid is not None else "-"
     line = f"{st.name:<17} pid {pid:<8} {st.address:<16} {health}"
     click.echo(f"{line}  {st.detail}" if st.detail else line)
+
+
+def _timed(action: Callable[[str], launcher.ServerStatus], name: str, done: str) -> None:
+    """Run `action` (start, restart) on server `name`; show its status and how long it took."""
+    began = time.monotonic()
+    try:
+        st = action(name)
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _show(st)
+    click.echo(f"{'':<17} {done} after {time.monotonic() - began:.1f} s")
 
 
 @click.group()
@@ -51,7 +67,7 @@ def services() -> None:
 
 
 @services.command()
-@_NAMES
+@_with_servers
 @click.option("--kafka/--no-kafka", default=True, help="Start Kafka (default: yes).")
 @click.option("--cassandra/--no-cassandra", default=True, help="Start Cassandra (default: yes).")
 @click.option(
@@ -67,25 +83,13 @@ def services() -> None:
     help="Also start a second Cassandra node that requires a password login and mutual TLS, "
     "on port 9142, for trying the security settings (default: no).",
 )
-def up(
-    names: tuple[str, ...],
-    kafka: bool,
-    cassandra: bool,
-    secured_kafka: bool,
-    secured_cassandra: bool,
-) -> None:
+def up(servers: tuple[str, ...]) -> None:
     """Start the servers and wait until they answer; a running healthy server is left alone.
 
     Name SERVERs (kafka, cassandra, kafka-secured, cassandra-secured) to start only those.
     """
-    for name in _selected(names, kafka, cassandra, secured_kafka, secured_cassandra):
-        began = time.monotonic()
-        try:
-            st = launcher.start(name)
-        except ServiceError as exc:
-            raise click.ClickException(str(exc)) from exc
-        _show(st)
-        click.echo(f"{'':<17} ready after {time.monotonic() - began:.1f} s")
+    for name in servers:
+        _timed(launcher.start, name, "ready")
         if name == launcher.SECURED_CASSANDRA:
             _show_secured_cassandra_login()
         elif name == launcher.SECURED_KAFKA:
@@ -93,7 +97,7 @@ def up(
 
 
 @services.command()
-@_NAMES
+@_with_servers
 @click.option("--kafka/--no-kafka", default=True, help="Stop Kafka (default: yes).")
 @click.option("--cassandra/--no-cassandra", default=True, help="Stop Cassandra (default: yes).")
 @click.option(
@@ -106,18 +110,12 @@ def up(
     default=True,
     help="Stop the secured Cassandra node if it runs (default: yes).",
 )
-def down(
-    names: tuple[str, ...],
-    kafka: bool,
-    cassandra: bool,
-    secured_kafka: bool,
-    secured_cassandra: bool,
-) -> None:
+def down(servers: tuple[str, ...]) -> None:
     """Stop the servers this launcher started (their data is kept).
 
     Name SERVERs (kafka, cassandra, kafka-secured, cassandra-secured) to stop only those.
     """
-    for name in _selected(names, kafka, cassandra, secured_kafka, secured_cassandra):
+    for name in servers:
         try:
             stopped = launcher.stop(name)
         except ServiceError as exc:
@@ -133,13 +131,7 @@ def restart(names: tuple[str, ...]) -> None:
     """Stop and start SERVERs this launcher started, keeping their data: a server restart to try
     a running fleet against (docs/kafka.md, "When the brokers are away")."""
     for name in dict.fromkeys(names):
-        began = time.monotonic()
-        try:
-            st = launcher.restart(name)
-        except ServiceError as exc:
-            raise click.ClickException(str(exc)) from exc
-        _show(st)
-        click.echo(f"{'':<17} back after {time.monotonic() - began:.1f} s")
+        _timed(launcher.restart, name, "back")
 
 
 @services.command()
