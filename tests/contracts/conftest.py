@@ -15,7 +15,7 @@ from uuid import uuid4
 
 import pytest
 
-from scheduler.logs.abc import TaskLog
+from scheduler.logs.abc import LogProducer, TaskLog
 from scheduler.stores.abc import TaskStore
 
 BUCKET_MS = 60_000
@@ -134,11 +134,23 @@ def _make_log(kind: str, tmp_path: Path, *, create_topic: bool) -> Iterator[Task
         )
     else:
         raise ValueError(f"unknown task log {kind!r}")
+    # Producers the tests make are closed here: a Kafka producer left open keeps its thread and
+    # its connections, and logs the next broker restart in whatever test runs then.
+    made: list[LogProducer] = []
+    make = log.producer
+
+    def producer() -> LogProducer:
+        made.append(make())
+        return made[-1]
+
+    log.producer = producer  # type: ignore[method-assign]
     try:
         if create_topic:
             log.ensure_topic(LOG_PARTITIONS)
         yield log
     finally:
+        for each in made:
+            each.close()
         if create_topic and kind != "embedded":
             log.delete_topic()  # type: ignore[attr-defined]
         log.close()

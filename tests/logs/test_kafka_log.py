@@ -556,21 +556,25 @@ def test_clients_try_a_failing_broker_again_within_a_second_unless_the_caller_sa
 def test_serve_logs_the_admin_clients_lines_when_they_happen_not_at_close(caplog) -> None:
     """librdkafka holds a client's lines until the client is polled, and nothing else polls the
     admin client: a worker's saw a broker outage and logged it at shutdown, minutes later."""
+    client_id = f"served-{uuid.uuid4().hex[:8]}"  # its lines only: other tests' clients log too
     log = KafkaTaskLog(
         bootstrap_servers=kafka_bootstrap(),
         topic=f"test-{uuid.uuid4().hex}",
-        producer_config={"debug": "metadata"},  # a metadata request then queues lines
+        # A metadata request then queues lines.
+        producer_config={"debug": "metadata", "client.id": client_id},
     )
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if f"[{client_id}#" in r.getMessage()]
+
     try:
         log.serve()  # what its start queued
         with caplog.at_level(logging.DEBUG, logger=logger.name):
             caplog.clear()
             log.ensure_topic(1)
-            assert not caplog.records, "the lines of a request came out without a poll"
+            assert not lines(), "the lines of a request came out without a poll"
             log.serve()
-            assert any(record.getMessage().startswith("METADATA") for record in caplog.records), [
-                record.getMessage() for record in caplog.records
-            ]
+            assert any(line.startswith("METADATA") for line in lines()), lines()
         log.delete_topic()
     finally:
         log.close()
