@@ -91,10 +91,7 @@ def main() -> int:
                     victim.stop(60)
                 workers.append(fleet.worker(next(names)))
             else:
-                if not launcher.stop(fault):
-                    raise SystemExit(f"{fault} was not started by `scheduler services up` here")
-                time.sleep(args.outage)
-                status = launcher.start(fault)
+                status = launcher.restart(fault, down_s=args.outage)
                 assert status.healthy, status.detail
             rss = [rss_mb(worker) for worker in workers]
             print(f"{now - start:6.0f} s  {fault:9s} sent {load.sent:7d}  rss MB {rss}", flush=True)

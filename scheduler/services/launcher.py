@@ -185,8 +185,9 @@ def stop(name: str) -> bool:
         return True
 
 
-def restart(name: str) -> ServerStatus:
-    """Stop and start ``name`` keeping its data dir: for tests of server restarts."""
+def restart(name: str, down_s: float = 0.0) -> ServerStatus:
+    """Stop and start ``name`` keeping its data dir, after ``down_s`` seconds stopped (an outage
+    rather than a restart): for tests of server restarts."""
     srv = server(name)
     if running_pid(_paths(srv).pid_file, srv.main_class) is None and _health(srv) is None:
         raise ServiceError(
@@ -194,6 +195,7 @@ def restart(name: str) -> ServerStatus:
             f"({state_dir()}), so this launcher has no process to restart"
         )
     stop(name)
+    time.sleep(down_s)
     return start(name)
 
 
