@@ -187,7 +187,9 @@ class Settings(BaseSettings):
     """Extra librdkafka settings for producers, consumers and the admin client (security,
     tuning) as `key=value,key=value`, JSON or a TOML table (numbers and booleans there are
     taken as written: `{"linger.ms": 5}`); they win over the product's defaults. A key or value
-    librdkafka refuses fails at start with its reason. `settings show`
+    librdkafka refuses fails at start with its reason, and so do keys other settings own
+    (`bootstrap.servers`, `group.id`, a consumer's `client.id`, `enable.auto.commit`; see
+    docs/kafka.md, "Producing"). `settings show`
     masks secrets: keys that contain `password`, `secret`, `token` or `credential`, key
     material (`ssl.key.pem`) and `sasl.oauthbearer.config`."""
     kafka_producer_config: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, Offset
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs.abc import LogConsumer, LogProducer, PartitionLag, TaskLog
 from scheduler.logs.kafka_config import (
+    ADMIN_CLIENT_ID,
     BOOTSTRAP_SETTING,
     PRODUCER_DEFAULTS,
     RECONNECT_DEFAULTS,
@@ -32,6 +33,7 @@ from scheduler.logs.kafka_config import (
     logger,
     merged,
     reason,
+    refuse_reserved,
     unavailable,
 )
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
@@ -105,6 +107,7 @@ class KafkaTaskLog(TaskLog):
         self._producer_config = dict(producer_config or {})
         self._consumer_config = dict(consumer_config or {})
         self._timeout = request_timeout_s
+        refuse_reserved(self._producer_config, self._consumer_config)
         # The caller's settings apply to the admin client too: a secured cluster (SASL, TLS)
         # admits no client without them, and a wrong one should fail here, not in the first send.
         # librdkafka's admin client is a producer underneath, so the producer's settings fit.
@@ -116,12 +119,15 @@ class KafkaTaskLog(TaskLog):
         self._check_reachable()
 
     def _new_admin(self) -> AdminClient:
-        return AdminClient(
-            merged(
-                {"error_cb": self._refusals, **RECONNECT_DEFAULTS},
-                {"bootstrap.servers": self._bootstrap},
-                self._producer_config,
-            )
+        return AdminClient(self.admin_settings())
+
+    def admin_settings(self) -> dict[str, Any]:
+        """The librdkafka configuration of this log's admin client (defaults, then the
+        caller's producer settings)."""
+        return merged(
+            {"error_cb": self._refusals, **RECONNECT_DEFAULTS, "client.id": ADMIN_CLIENT_ID},
+            {"bootstrap.servers": self._bootstrap},
+            self._producer_config,
         )
 
     # -- clients -----------------------------------------------------------------------------

@@ -90,8 +90,16 @@ RECONNECT_DEFAULTS: dict[str, Any] = {
     "reconnect.backoff.max.ms": 1_000,
 }
 
+ADMIN_CLIENT_ID = "scheduler-admin"
+PRODUCER_CLIENT_ID = "scheduler-producer"
+"""Default `client.id`s. librdkafka names a client `rdkafka` otherwise, and its log lines
+(`FAIL [rdkafka#producer-1] ...`) then do not say which of a worker's clients wrote them: its
+admin client is a producer underneath. A consumer's id is the worker's. A `client.id` in the
+caller's producer settings names both the admin client and the producers."""
+
 PRODUCER_DEFAULTS: dict[str, Any] = {
     **RECONNECT_DEFAULTS,
+    "client.id": PRODUCER_CLIENT_ID,
     # Durable before the future resolves, and no duplicates or reordering on retry.
     "enable.idempotence": True,
     "acks": "all",
@@ -154,6 +162,48 @@ def consumer_defaults(user: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not uses_consumer_protocol(user or {}):
         return CONSUMER_DEFAULTS
     return {k: v for k, v in CONSUMER_DEFAULTS.items() if k not in CLASSIC_GROUP_ONLY}
+
+
+_WHERE = {
+    "producer_config": "SCHEDULER_KAFKA_CONFIG or SCHEDULER_KAFKA_PRODUCER_CONFIG",
+    "consumer_config": "SCHEDULER_KAFKA_CONFIG or SCHEDULER_KAFKA_CONSUMER_CONFIG",
+}
+_SET_ELSEWHERE = {
+    "bootstrap.servers": f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's bootstrap_servers)",
+    "metadata.broker.list": f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's "
+    "bootstrap_servers)",
+}
+_SET_ELSEWHERE_FOR_CONSUMERS = {
+    "group.id": "the workers' group is SCHEDULER_GROUP_ID, which `group status` reads too",
+    "client.id": "it would give every worker one name, and `group status` could not tell their "
+    "partitions apart; name each worker with SCHEDULER_CLIENT_ID, and the producers with "
+    "SCHEDULER_KAFKA_PRODUCER_CONFIG=client.id=...",
+}
+
+
+def refuse_reserved(producer_config: Mapping[str, Any], consumer_config: Mapping[str, Any]) -> None:
+    """Refuse the librdkafka keys that other settings own, or that would break a promise.
+
+    The caller's keys win over the product's (`merged`), so a `group.id` there would move the
+    workers to a group that `group status` does not read, and `enable.auto.commit` would commit
+    offsets before the store has the batch: a worker that then died would lose its records."""
+    for given_as, config in (
+        ("producer_config", producer_config),
+        ("consumer_config", consumer_config),
+    ):
+        owned = dict(_SET_ELSEWHERE)
+        if given_as == "consumer_config":
+            owned.update(_SET_ELSEWHERE_FOR_CONSUMERS)
+            if str(config.get("enable.auto.commit", "false")).strip().lower() not in ("false", "0"):
+                owned["enable.auto.commit"] = (
+                    "workers commit offsets themselves, only once the store holds the records; "
+                    "committed earlier, a worker that died would lose them"
+                )
+        for key in owned.keys() & config.keys():
+            raise ConfigurationError(
+                f"{key} cannot be set in {_WHERE[given_as]} (KafkaTaskLog's {given_as}): "
+                f"{owned[key]}; remove it from there"
+            )
 
 
 def merged(

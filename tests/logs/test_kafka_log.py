@@ -19,10 +19,13 @@ from scheduler.logs import kafka_producer
 from scheduler.logs.abc import LogConsumer, LogRecord
 from scheduler.logs.kafka import KafkaLogProducer, KafkaTaskLog
 from scheduler.logs.kafka_config import (
+    ADMIN_CLIENT_ID,
     CLASSIC_GROUP_ONLY,
     CONSUMER_DEFAULTS,
+    PRODUCER_CLIENT_ID,
     PRODUCER_DEFAULTS,
     logger,
+    refuse_reserved,
 )
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
 from scheduler.partitioning import partition_for
@@ -501,6 +504,45 @@ def test_a_client_configuration_librdkafka_refuses_is_a_configuration_error(
     assert f"SCHEDULER_KAFKA_{client.upper()}_CONFIG (KafkaTaskLog's {client}_config)" in message
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("SCHEDULER_KAFKA_CONFIG", "client.id=billing", "SCHEDULER_CLIENT_ID"),
+        ("SCHEDULER_KAFKA_CONSUMER_CONFIG", "group.id=other", "SCHEDULER_GROUP_ID"),
+        ("SCHEDULER_KAFKA_CONFIG", "group.id=other", "SCHEDULER_GROUP_ID"),
+        (
+            "SCHEDULER_KAFKA_PRODUCER_CONFIG",
+            "bootstrap.servers=h:9092",
+            "SCHEDULER_KAFKA_BOOTSTRAP",
+        ),
+        ("SCHEDULER_KAFKA_CONSUMER_CONFIG", "enable.auto.commit=true", "once the store holds"),
+    ],
+)
+def test_keys_that_other_settings_own_are_refused_naming_the_setting_to_use(
+    variable: str, value: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller's librdkafka keys win over the product's: a group.id there would move the
+    workers out of the group `group status` reads, one client.id would name every worker alike,
+    and auto-commit would commit records the store does not have yet."""
+    from scheduler.config import load_settings
+    from scheduler.runtime import build_log
+
+    monkeypatch.setenv("SCHEDULER_LOG", "kafka")
+    monkeypatch.setenv("SCHEDULER_KAFKA_BOOTSTRAP", "127.0.0.1:1")  # refused before connecting
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError) as refused:
+        build_log(load_settings())
+    message = str(refused.value)
+    assert f"{value.split('=')[0]} cannot be set in" in message
+    assert variable in message
+    assert says in message
+
+
+def test_keys_that_change_nothing_are_let_through() -> None:
+    """A producer may be named, and auto-commit turned off again, without a broker's help."""
+    refuse_reserved({"client.id": "billing-api"}, {"enable.auto.commit": "false"})
+
+
 @pytest.mark.kafka
 @pytest.mark.parametrize(
     ("variable", "consumer_warns"),
@@ -578,6 +620,63 @@ def test_serve_logs_the_admin_clients_lines_when_they_happen_not_at_close(caplog
         log.delete_topic()
     finally:
         log.close()
+
+
+@pytest.mark.kafka
+def test_the_admin_client_and_the_producers_say_who_they_are_in_their_lines(caplog) -> None:
+    """librdkafka calls every client `rdkafka` unless told otherwise: in a worker's log,
+    `FAIL [rdkafka#producer-1]` did not say it came from the admin client."""
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=f"test-{uuid.uuid4().hex}",
+        producer_config={"debug": "metadata"},  # so that a metadata request writes lines
+    )
+
+    def names_in_metadata_lines() -> set[str]:
+        # Only clients made with debug=metadata write these, and the other test that makes
+        # one names it itself.
+        return {
+            r.getMessage().split("[", 1)[1].split("#", 1)[0]
+            for r in caplog.records
+            if r.getMessage().startswith("METADATA") and "#producer-" in r.getMessage()
+        }
+
+    try:
+        log.ensure_topic(1)
+        with caplog.at_level(logging.DEBUG, logger=logger.name):
+            caplog.clear()
+            log.partition_count()
+            log.serve()
+            assert names_in_metadata_lines() == {ADMIN_CLIENT_ID}
+            producer = log.producer()
+            try:
+                caplog.clear()
+                producer.send(b"key", b"{}").result(30)
+                assert PRODUCER_CLIENT_ID in names_in_metadata_lines()
+            finally:
+                producer.close()
+        log.delete_topic()
+    finally:
+        log.close()
+
+
+@pytest.mark.kafka
+def test_a_client_id_the_caller_gives_names_the_admin_client_and_the_producers() -> None:
+    """Brokers' quotas can be keyed by client id: the caller's wins everywhere."""
+    plain = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")
+    named = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(),
+        topic=f"test-{uuid.uuid4().hex}",
+        producer_config={"client.id": "billing-api"},
+    )
+    try:
+        assert plain.admin_settings()["client.id"] == ADMIN_CLIENT_ID
+        assert plain.producer_settings()["client.id"] == PRODUCER_CLIENT_ID
+        assert named.admin_settings()["client.id"] == "billing-api"
+        assert named.producer_settings()["client.id"] == "billing-api"
+    finally:
+        plain.close()
+        named.close()
 
 
 @pytest.mark.kafka

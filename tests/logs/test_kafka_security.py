@@ -57,11 +57,14 @@ def topic(broker: SecuredBroker) -> Iterator[str]:
     admin.close()
 
 
-def task_log(broker: SecuredBroker, topic: str, login: dict[str, str]) -> KafkaTaskLog:
+def task_log(
+    broker: SecuredBroker, topic: str, login: dict[str, str], client_id: str | None = None
+) -> KafkaTaskLog:
+    """`client_id` names the admin client and the producers (a consumer's is its worker's)."""
     return KafkaTaskLog(
         bootstrap_servers=broker.bootstrap,
         topic=topic,
-        producer_config=login,
+        producer_config={**login, "client.id": client_id} if client_id else login,
         consumer_config=login,
         request_timeout_s=5,
     )
@@ -77,7 +80,7 @@ def refused_at_start(
     client_id = f"refused-{uuid.uuid4().hex[:8]}"
     began = time.monotonic()
     with pytest.raises(ConfigurationError) as raised:
-        task_log(broker, "any", {**broker.login(*broker.admin), **login, "client.id": client_id})
+        task_log(broker, "any", {**broker.login(*broker.admin), **login}, client_id)
     took = time.monotonic() - began
     # One error that says what to fix, not librdkafka's line per reconnect.
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
