@@ -164,20 +164,19 @@ def consumer_defaults(user: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return {k: v for k, v in CONSUMER_DEFAULTS.items() if k not in CLASSIC_GROUP_ONLY}
 
 
-_WHERE = {
-    "producer_config": "SCHEDULER_KAFKA_CONFIG or SCHEDULER_KAFKA_PRODUCER_CONFIG",
-    "consumer_config": "SCHEDULER_KAFKA_CONFIG or SCHEDULER_KAFKA_CONSUMER_CONFIG",
+_BROKERS_ELSEWHERE = f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's bootstrap_servers)"
+_OWNED_ELSEWHERE = {
+    "bootstrap.servers": _BROKERS_ELSEWHERE,
+    "metadata.broker.list": _BROKERS_ELSEWHERE,
 }
-_SET_ELSEWHERE = {
-    "bootstrap.servers": f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's bootstrap_servers)",
-    "metadata.broker.list": f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's "
-    "bootstrap_servers)",
-}
-_SET_ELSEWHERE_FOR_CONSUMERS = {
+_OWNED_ELSEWHERE_FOR_CONSUMERS = {
+    **_OWNED_ELSEWHERE,
     "group.id": "the workers' group is SCHEDULER_GROUP_ID, which `group status` reads too",
     "client.id": "it would give every worker one name, and `group status` could not tell their "
     "partitions apart; name each worker with SCHEDULER_CLIENT_ID, and the producers with "
     "SCHEDULER_KAFKA_PRODUCER_CONFIG=client.id=...",
+    "enable.auto.commit": "workers commit offsets themselves, only once the store holds the "
+    "records; committed earlier, a worker that died would lose them",
 }
 
 
@@ -187,22 +186,15 @@ def refuse_reserved(producer_config: Mapping[str, Any], consumer_config: Mapping
     The caller's keys win over the product's (`merged`), so a `group.id` there would move the
     workers to a group that `group status` does not read, and `enable.auto.commit` would commit
     offsets before the store has the batch: a worker that then died would lose its records."""
-    for given_as, config in (
-        ("producer_config", producer_config),
-        ("consumer_config", consumer_config),
+    for given_as, config, owned in (
+        ("producer_config", producer_config, _OWNED_ELSEWHERE),
+        ("consumer_config", consumer_config, _OWNED_ELSEWHERE_FOR_CONSUMERS),
     ):
-        owned = dict(_SET_ELSEWHERE)
-        if given_as == "consumer_config":
-            owned.update(_SET_ELSEWHERE_FOR_CONSUMERS)
-            if str(config.get("enable.auto.commit", "false")).strip().lower() not in ("false", "0"):
-                owned["enable.auto.commit"] = (
-                    "workers commit offsets themselves, only once the store holds the records; "
-                    "committed earlier, a worker that died would lose them"
-                )
         for key in owned.keys() & config.keys():
+            if key == "enable.auto.commit" and str(config[key]).strip().lower() in ("false", "0"):
+                continue  # turned off again: what the product sets anyway
             raise ConfigurationError(
-                f"{key} cannot be set in {_WHERE[given_as]} (KafkaTaskLog's {given_as}): "
-                f"{owned[key]}; remove it from there"
+                f"{key} cannot be set in {_given_in(given_as)}: {owned[key]}; remove it from there"
             )
 
 
@@ -226,13 +218,17 @@ def unavailable(
 def config_refused(client: str, exc: KafkaException, given_as: str) -> ConfigurationError:
     """librdkafka refused to build a `client` from its configuration: a key or value of the
     caller's own settings (`given_as`), since the defaults here are known good."""
-    kind = "CONSUMER" if given_as == "consumer_config" else "PRODUCER"
     return ConfigurationError(
         f"librdkafka refused the Kafka {client} configuration: {reason(exc)}; fix the extra "
-        f"settings in SCHEDULER_KAFKA_CONFIG or SCHEDULER_KAFKA_{kind}_CONFIG (KafkaTaskLog's "
-        f"{given_as}), whose keys and values are librdkafka's: "
+        f"settings in {_given_in(given_as)}, whose keys and values are librdkafka's: "
         "https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
     )
+
+
+def _given_in(given_as: str) -> str:
+    """Where a user gives a client's settings: `given_as` is KafkaTaskLog's argument."""
+    kind = "CONSUMER" if given_as == "consumer_config" else "PRODUCER"
+    return f"SCHEDULER_KAFKA_CONFIG or SCHEDULER_KAFKA_{kind}_CONFIG (KafkaTaskLog's {given_as})"
 
 
 def reason(exc: BaseException) -> str:
