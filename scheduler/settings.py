@@ -188,8 +188,10 @@ class Settings(BaseSettings):
     tuning) as `key=value,key=value`, JSON or a TOML table (numbers and booleans there are
     taken as written: `{"linger.ms": 5}`); they win over the product's defaults. A key or value
     librdkafka refuses fails at start with its reason, and so do keys other settings own
-    (`bootstrap.servers`, `group.id`, a consumer's `client.id`, `enable.auto.commit`; see
-    docs/kafka.md, "Producing"). `settings show`
+    (`bootstrap.servers`, `group.id`, a consumer's `client.id`) and values that would lose or
+    misplace tasks (`enable.auto.commit=true`, `auto.offset.reset=latest`, `acks=1`,
+    `enable.idempotence=false`, another `partitioner`; see docs/kafka.md, "Producing").
+    `settings show`
     masks secrets: keys that contain `password`, `secret`, `token` or `credential`, key
     material (`ssl.key.pem`) and `sasl.oauthbearer.config`."""
     kafka_producer_config: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}

@@ -3,7 +3,8 @@
 Kept apart from the clients so that the settings that carry the design (idempotence, the
 Java-compatible partitioner, manual commits, cooperative rebalancing) are read in one place. A
 caller's own `producer_config` / `consumer_config` is applied on top and wins: operators tune
-batching and timeouts there, and take responsibility for the ones they override.
+batching, timeouts and security there. The keys that would break the design's promises are
+refused at start instead (`refuse_reserved`).
 """
 
 from __future__ import annotations
@@ -164,38 +165,96 @@ def consumer_defaults(user: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return {k: v for k, v in CONSUMER_DEFAULTS.items() if k not in CLASSIC_GROUP_ONLY}
 
 
-_BROKERS_ELSEWHERE = f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's bootstrap_servers)"
-_OWNED_ELSEWHERE = {
+_BROKERS_ELSEWHERE = (
+    None,
+    f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's bootstrap_servers), which the error "
+    "messages and the tools name",
+)
+_ANY_CLIENT: dict[str, tuple[frozenset[str] | None, str]] = {
     "bootstrap.servers": _BROKERS_ELSEWHERE,
     "metadata.broker.list": _BROKERS_ELSEWHERE,
 }
-_OWNED_ELSEWHERE_FOR_CONSUMERS = {
-    **_OWNED_ELSEWHERE,
-    "group.id": "the workers' group is SCHEDULER_GROUP_ID, which `group status` reads too",
-    "client.id": "it would give every worker one name, and `group status` could not tell their "
-    "partitions apart; name each worker with SCHEDULER_CLIENT_ID, and the producers with "
-    "SCHEDULER_KAFKA_PRODUCER_CONFIG=client.id=...",
-    "enable.auto.commit": "workers commit offsets themselves, only once the store holds the "
-    "records; committed earlier, a worker that died would lose them",
+"""Per librdkafka key a caller may not give: the values let through (None: none at all, the
+key belongs to another setting), and why."""
+_PRODUCERS = {
+    **_ANY_CLIENT,
+    "enable.idempotence": (
+        frozenset({"true", "1"}),
+        "without it a batch librdkafka retries may be written twice, or after a later batch, "
+        "out of its ordering ids' order, and acks below all would be let through",
+    ),
+    "acks": (
+        frozenset({"all", "-1"}),
+        "a task's future would resolve before every in-sync replica had its record, and a "
+        "leader that failed then would lose a task its producer saw accepted",
+    ),
+    "partitioner": (
+        frozenset({"murmur2_random", "murmur2"}),
+        "ordering ids would go to other partitions than Kafka's default partitioner (murmur2) "
+        "puts them on, where `scheduler tasks show`, cancel and retry look for a task and "
+        "where Java producers send the same ids; workers would warn of every such record",
+    ),
 }
+_CONSUMERS = {
+    **_ANY_CLIENT,
+    "group.id": (None, "the workers' group is SCHEDULER_GROUP_ID, which `group status` reads too"),
+    "client.id": (
+        None,
+        "it would give every worker one name, and `group status` could not tell their "
+        "partitions apart; name each worker with SCHEDULER_CLIENT_ID, and the producers with "
+        "SCHEDULER_KAFKA_PRODUCER_CONFIG=client.id=...",
+    ),
+    "enable.auto.commit": (
+        frozenset({"false", "0"}),
+        "workers commit offsets themselves, only once the store holds the records; committed "
+        "earlier, a worker that died would lose them",
+    ),
+    "auto.offset.reset": (
+        frozenset({"earliest", "smallest", "beginning"}),
+        "a new group, or a partition whose committed offset retention removed, would start "
+        "after the tasks already on the log and never run them",
+    ),
+}
+_ALIASES = {"request.required.acks": "acks"}
+"""librdkafka's other names for a key above (it also takes topic properties as `topic.<key>`)."""
 
 
 def refuse_reserved(producer_config: Mapping[str, Any], consumer_config: Mapping[str, Any]) -> None:
-    """Refuse the librdkafka keys that other settings own, or that would break a promise.
+    """Refuse the librdkafka keys that other settings own, and values that break a promise.
 
     The caller's keys win over the product's (`merged`), so a `group.id` there would move the
-    workers to a group that `group status` does not read, and `enable.auto.commit` would commit
-    offsets before the store has the batch: a worker that then died would lose its records."""
-    for given_as, config, owned in (
-        ("producer_config", producer_config, _OWNED_ELSEWHERE),
-        ("consumer_config", consumer_config, _OWNED_ELSEWHERE_FOR_CONSUMERS),
+    workers to a group that `group status` does not read, `enable.auto.commit` would commit
+    offsets before the store has the batch (a worker that then died would lose its records), and
+    `acks=1` would resolve a task's future before the brokers could keep its record."""
+    for given_as, config, rules in (
+        ("producer_config", producer_config, _PRODUCERS),
+        ("consumer_config", consumer_config, _CONSUMERS),
     ):
-        for key in owned.keys() & config.keys():
-            if key == "enable.auto.commit" and str(config[key]).strip().lower() in ("false", "0"):
-                continue  # turned off again: what the product sets anyway
+        for written, value in _settings_in(config):
+            name = written.strip().removeprefix("topic.")
+            rule = rules.get(_ALIASES.get(name, name))
+            if rule is None:
+                continue
+            allowed, why = rule
+            if allowed is None:
+                setting = written
+            elif str(value).strip().lower() not in allowed:
+                setting = f"{written}={value}"
+            else:
+                continue
             raise ConfigurationError(
-                f"{key} cannot be set in {_given_in(given_as)}: {owned[key]}; remove it from there"
+                f"{setting} cannot be set in {_given_in(given_as)}: {why}; remove it from there"
             )
+
+
+def _settings_in(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A client configuration's key-value pairs, with those of a nested `default.topic.config`
+    (confluent-kafka's older way to give topic properties)."""
+    nested = config.get("default.topic.config")
+    pairs = list(config.items())
+    if isinstance(nested, Mapping):
+        pairs += nested.items()
+    return pairs
 
 
 def merged(

@@ -468,7 +468,13 @@ def test_a_record_larger_than_kafka_accepts_is_refused_as_task_data(refused_by: 
     ("client", "config", "refused_by", "named"),
     [
         ("producer", {"foo.bar": "1"}, "admin client", 'No such configuration property: "foo.bar"'),
-        ("producer", {"acks": "0"}, "producer", "`acks` must be set to `all`"),
+        # Fine for the admin client; the producer's idempotence allows at most 5.
+        (
+            "producer",
+            {"max.in.flight.requests.per.connection": "10"},
+            "producer",
+            "`max.in.flight` must be set <= 5",
+        ),
         ("consumer", {"session.timeout.ms": "soon"}, "consumer", "session.timeout.ms"),
         # A classic-only setting given with KIP-848's protocol: the broker owns it there.
         (
@@ -516,14 +522,24 @@ def test_a_client_configuration_librdkafka_refuses_is_a_configuration_error(
             "SCHEDULER_KAFKA_BOOTSTRAP",
         ),
         ("SCHEDULER_KAFKA_CONSUMER_CONFIG", "enable.auto.commit=true", "once the store holds"),
+        ("SCHEDULER_KAFKA_CONSUMER_CONFIG", "auto.offset.reset=latest", "never run them"),
+        ("SCHEDULER_KAFKA_CONFIG", "auto.offset.reset=largest", "never run them"),
+        ("SCHEDULER_KAFKA_PRODUCER_CONFIG", "acks=1", "would lose a task"),
+        # librdkafka's other name for acks, and a topic property given with its prefix.
+        ("SCHEDULER_KAFKA_CONFIG", "request.required.acks=0", "would lose a task"),
+        ("SCHEDULER_KAFKA_PRODUCER_CONFIG", "topic.acks=1", "would lose a task"),
+        ("SCHEDULER_KAFKA_PRODUCER_CONFIG", "enable.idempotence=false", "written twice"),
+        ("SCHEDULER_KAFKA_CONFIG", "partitioner=consistent_random", "tasks show"),
     ],
 )
-def test_keys_that_other_settings_own_are_refused_naming_the_setting_to_use(
+def test_keys_that_other_settings_own_or_that_break_a_promise_are_refused(
     variable: str, value: str, says: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The caller's librdkafka keys win over the product's: a group.id there would move the
     workers out of the group `group status` reads, one client.id would name every worker alike,
-    and auto-commit would commit records the store does not have yet."""
+    auto-commit would commit records the store does not have yet, `auto.offset.reset=latest`
+    would skip a new group's backlog, acks below all would acknowledge records a failed leader
+    loses, and another partitioner would put tasks where lookups by key do not look."""
     from scheduler.config import load_settings
     from scheduler.runtime import build_log
 
@@ -533,14 +549,30 @@ def test_keys_that_other_settings_own_are_refused_naming_the_setting_to_use(
     with pytest.raises(ConfigurationError) as refused:
         build_log(load_settings())
     message = str(refused.value)
-    assert f"{value.split('=')[0]} cannot be set in" in message
+    key = value.split("=")[0]
+    shown = key if key.endswith(("client.id", "group.id", "bootstrap.servers")) else value
+    assert f"{shown} cannot be set in" in message
     assert variable in message
     assert says in message
 
 
-def test_keys_that_change_nothing_are_let_through() -> None:
-    """A producer may be named, and auto-commit turned off again, without a broker's help."""
-    refuse_reserved({"client.id": "billing-api"}, {"enable.auto.commit": "false"})
+def test_values_that_keep_the_promises_are_let_through() -> None:
+    """A producer may be named, and the product's own values given again in any of the words
+    librdkafka takes for them (a TOML table gives booleans and numbers as written)."""
+    refuse_reserved(
+        {
+            "client.id": "billing-api",
+            "acks": -1,
+            "enable.idempotence": True,
+            "topic.partitioner": "murmur2",
+            "auto.offset.reset": "latest",  # a producer ignores it
+        },
+        {
+            "enable.auto.commit": "false",
+            "default.topic.config": {"auto.offset.reset": "smallest"},
+            "acks": "1",  # a consumer ignores it
+        },
+    )
 
 
 @pytest.mark.kafka
