@@ -23,8 +23,10 @@ from scheduler.health import DEFAULT_STALL_S
 
 ENV_PREFIX = "SCHEDULER_"
 BUILT_IN_EXECUTORS = ("auto", "noop", "spark", "command", "spark-submit")
-CONSISTENCY_LEVELS: tuple[str, ...] = ("ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL")
+CONSISTENCY_LEVELS: tuple[str, ...] = ("ONE", "TWO", "THREE", "QUORUM", "ALL")
 CONSISTENCY_LEVELS += ("LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
+"""The levels reads and writes may use. Not ANY (see `consistency_level`), nor the serial
+levels, which apply to lightweight transactions only."""
 _CALLABLE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _CQL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 
@@ -222,7 +224,8 @@ class Settings(BaseSettings):
     """Replicas per datacenter with NetworkTopologyStrategy, as `dc1:3,dc2:3`, JSON or a TOML
     table."""
     cassandra_consistency: Annotated[str, _case("upper")] = "LOCAL_QUORUM"
-    """Consistency level of reads and writes."""
+    """Consistency level of reads and writes. Not ANY: Cassandra refuses reads at ANY, and a
+    write at ANY needs no replica to have it (docs/cassandra.md, "Consistency")."""
     cassandra_local_dc: Annotated[str | None, EmptyIsNone] = None
     """The datacenter this process is in, for DC-aware routing (default: the driver's choice)."""
     cassandra_read_slice_s: Annotated[float, Field(ge=0.001)] = 60.0
@@ -282,6 +285,10 @@ class Settings(BaseSettings):
     @field_validator("cassandra_consistency")
     @classmethod
     def _consistency(cls, value: str) -> str:
+        if value == "ANY":
+            from scheduler.stores._cassandra_session import ANY_REFUSED  # the driver: only here
+
+            raise ValueError(ANY_REFUSED)
         if value not in CONSISTENCY_LEVELS:
             raise ValueError("unknown consistency level")
         return value

@@ -78,16 +78,30 @@ _BATCH_BYTES = 3000
 _BATCH_ROWS = 50
 
 
+ANY_REFUSED = (
+    "reads cannot use ANY (Cassandra refuses them), and a write at ANY is acknowledged once a "
+    "coordinator holds a hint for it, before any replica has it, so a task could be lost with "
+    "that node"
+)
+
+
 def consistency_level(name: str) -> int:
-    """The driver's value of a consistency level name such as "LOCAL_QUORUM" (the serial
-    levels only apply to lightweight transactions, so they are refused here)."""
+    """The driver's value of a consistency level name such as "LOCAL_QUORUM". The serial
+    levels only apply to lightweight transactions, and ANY to writes that need not reach a
+    replica, so they are refused here: the store reads and writes at one level."""
+    level = name.strip().upper()
+    if level == "ANY":
+        raise ConfigurationError(
+            f"Cassandra consistency level {name!r} cannot be used: {ANY_REFUSED}; use ONE or "
+            "above (LOCAL_QUORUM by default)"
+        )
     levels = {
-        level: value
-        for level, value in ConsistencyLevel.name_to_value.items()
-        if not level.endswith("SERIAL")
+        known: value
+        for known, value in ConsistencyLevel.name_to_value.items()
+        if not known.endswith("SERIAL") and known != "ANY"
     }
     try:
-        return int(levels[name.strip().upper()])
+        return int(levels[level])
     except KeyError:
         raise ConfigurationError(
             f"unknown Cassandra consistency level {name!r}; use one of {', '.join(sorted(levels))}"

@@ -199,6 +199,20 @@ def test_an_executor_that_is_neither_built_in_nor_a_path_is_refused(monkeypatch)
         load_settings()
 
 
+@pytest.mark.parametrize("level", ["ANY", "any"])
+def test_consistency_any_is_refused_saying_it_would_fail_reads_and_risk_writes(level, monkeypatch):
+    """Cassandra refuses every read at ANY: a worker or `tasks list` failed only at its first
+    read, with the driver's traceback. Writes at ANY need no replica, so tasks could be lost."""
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_CONSISTENCY", level)
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings()
+    message = str(refused.value)
+    assert f"SCHEDULER_CASSANDRA_CONSISTENCY='{level}'" in message
+    assert "reads cannot use ANY" in message
+    assert "before any replica has it" in message
+    assert "use one of: ONE," in message and "ANY," not in message
+
+
 def test_engine_settings_carry_the_configured_values(monkeypatch):
     monkeypatch.setenv("SCHEDULER_RETRY_MAX_ATTEMPTS", "3")
     monkeypatch.setenv("SCHEDULER_MAX_IN_FLIGHT", "50")

@@ -117,6 +117,22 @@ def test_backoff_delays_grow_exponentially_under_a_cap_with_jitter() -> None:
 
 
 @pytest.mark.parametrize(
+    ("level", "says"),
+    [
+        ("ANY", "reads cannot use ANY"),
+        ("LOCAL_SERIAL", "unknown Cassandra consistency level"),  # lightweight transactions only
+        ("quorom", "use one of ALL, EACH_QUORUM"),
+    ],
+)
+def test_a_consistency_level_the_store_cannot_use_is_refused_before_connecting(
+    level: str, says: str
+) -> None:
+    """The store reads and writes at one level; a library caller bypasses the settings' check."""
+    with pytest.raises(ConfigurationError, match=says):
+        CassandraTaskStore(hosts=["127.0.0.1"], port=1, consistency=level)
+
+
+@pytest.mark.parametrize(
     ("host", "port", "why"),
     [
         ("127.0.0.1", 1, "Connection refused"),  # nothing listens
