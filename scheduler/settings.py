@@ -227,7 +227,9 @@ class Settings(BaseSettings):
     """Consistency level of reads and writes. Not ANY: Cassandra refuses reads at ANY, and a
     write at ANY needs no replica to have it (docs/cassandra.md, "Consistency")."""
     cassandra_local_dc: Annotated[str | None, EmptyIsNone] = None
-    """The datacenter this process is in, for DC-aware routing (default: the driver's choice)."""
+    """The datacenter this process is in, for DC-aware routing (default: the first contact
+    point's). A name the cluster does not have stops the store at start, naming the ones it
+    has."""
     cassandra_read_slice_s: Annotated[float, Field(ge=0.001)] = 60.0
     """Widest span of scheduled time one read of the schedule table covers. A read scans every
     tombstone (row of a completed task) between its bounds, and Cassandra refuses one past

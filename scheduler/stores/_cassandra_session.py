@@ -46,6 +46,7 @@ from scheduler.stores.cassandra_security import (
     Credentials,
     TlsOptions,
     not_permitted,
+    per_node,
     refusal,
     server_words,
     unreachable_hint,
@@ -161,7 +162,15 @@ def open_runner(
             with _driver_quiet_on_this_thread():
                 return cluster, cluster.connect()
         except BaseException as error:
+            elsewhere = _datacenters_if_not(local_dc, cluster)
             cluster.shutdown()
+            if elsewhere:
+                raise ConfigurationError(
+                    f"SCHEDULER_CASSANDRA_LOCAL_DC={local_dc!r} is no datacenter of the "
+                    f"Cassandra cluster at {target}, whose nodes are in {', '.join(elsewhere)}; "
+                    "set it to the datacenter this process runs in, or leave it empty to take "
+                    "the first contact point's"
+                ) from None
             refused = refusal(error, target=target, credentials=credentials)
             if refused is not None:
                 raise refused from None
@@ -186,10 +195,20 @@ def open_runner(
     return cluster, Runner(session, target=target, concurrency=concurrency, policy=policy)
 
 
+def _datacenters_if_not(local_dc: str | None, cluster: Cluster) -> list[str]:
+    """The cluster's datacenters if `local_dc` is set and none of them. The DC-aware policy
+    then ignores every node (it uses none in remote datacenters), and the driver's error names
+    only the contact points, as for nodes that are down."""
+    if not local_dc:
+        return []
+    known = sorted({host.datacenter for host in cluster.metadata.all_hosts() if host.datacenter})
+    return known if known and local_dc not in known else []
+
+
 def _why(error: BaseException) -> str:
     """What went wrong with each node, rather than NoHostAvailable's nested tuple repr."""
-    if isinstance(error, NoHostAvailable) and error.errors:
-        return "; ".join(f"{host}: {cause}" for host, cause in error.errors.items())
+    if causes := per_node(error):
+        return "; ".join(f"{host}: {cause}" for host, cause in causes.items())
     if isinstance(error, UnresolvableContactPoints):
         return "no host name resolves to an address"
     return str(error)

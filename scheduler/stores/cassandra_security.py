@@ -12,6 +12,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cassandra import AuthenticationFailed
 from cassandra.auth import PlainTextAuthProvider
@@ -108,14 +109,25 @@ def _no_key_password() -> str:
     raise _KeyNeedsPassword
 
 
+def per_node(error: BaseException) -> dict[Any, BaseException]:
+    """Why each node failed, from a `NoHostAvailable`. Empty for other errors, and where the
+    driver gives only the nodes' addresses: its session could open no pool after the control
+    connection worked (every node ignored by the load-balancing policy, as with a local
+    datacenter the cluster does not have)."""
+    if isinstance(error, NoHostAvailable) and isinstance(error.errors, dict):
+        return error.errors
+    return {}
+
+
 def refusal(
     error: BaseException, *, target: str, credentials: Credentials | None
 ) -> ConfigurationError | None:
     """The error to stop connecting with, if every node refused this client for a reason that
     retrying cannot fix; None if some node may simply be down or starting (retry)."""
-    if not isinstance(error, NoHostAvailable) or not error.errors:
+    causes = list(per_node(error).values())
+    if not causes:
         return None
-    reasons = [_refused(cause, credentials) for cause in error.errors.values()]
+    reasons = [_refused(cause, credentials) for cause in causes]
     if any(reason is None for reason in reasons):
         return None
     return ConfigurationError(f"Cassandra at {target} refused the connection: {reasons[0]}")
@@ -135,9 +147,7 @@ def unreachable_hint(error: BaseException, *, tls: TlsOptions | None) -> str:
     the node answers by hanging up, as a node going down does: plain text to a node that only
     speaks TLS, or no client certificate to one that requires it (under TLS 1.3 the node's alert
     may be lost, and the client sees the connection close)."""
-    if not isinstance(error, NoHostAvailable):
-        return ""
-    causes = list(error.errors.values())
+    causes = list(per_node(error).values())
     if tls is None and any(isinstance(cause, ConnectionResetError) for cause in causes):
         return f"; a node that requires TLS resets plain-text connections: if so, set {TLS}=true"
     if tls is not None and tls.cert_file is None and any(_eof(cause) for cause in causes):

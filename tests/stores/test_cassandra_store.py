@@ -330,6 +330,26 @@ def test_a_keyspace_dropped_and_recreated_under_a_running_store_indexes_new_rows
 
 
 @pytest.mark.cassandra
+def test_a_local_datacenter_the_cluster_does_not_have_is_named_with_the_ones_it_has() -> None:
+    """The DC-aware policy ignores every node of another datacenter, and the driver then says
+    only "Unable to connect to any servers" with the contact points' addresses: the product
+    died on that with an AttributeError, and would otherwise have reported the node as down."""
+    probe = make_store()
+    (actual,) = probe._runner(connect_if_needed=True).one(
+        "SELECT data_center FROM system.local", None, "test"
+    )[0]
+    probe.close()
+    store = make_store(local_dc="no-such-dc")
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError) as refused:
+        store.open()
+    message = str(refused.value)
+    assert "SCHEDULER_CASSANDRA_LOCAL_DC='no-such-dc' is no datacenter" in message
+    assert f"whose nodes are in {actual};" in message
+    assert time.monotonic() - started < 10  # refused at once, not after the connect retries
+
+
+@pytest.mark.cassandra
 def test_a_network_topology_keyspace_gets_the_per_dc_factors() -> None:
     probe = make_store()
     local_dc = probe._runner(connect_if_needed=True).one(
