@@ -28,7 +28,6 @@ def apply(state: CliState) -> None:
         EMBEDDED_STORE_FILE,
         build_store,
         cassandra_contact,
-        cassandra_replication,
         data_dir,
     )
 
@@ -36,11 +35,13 @@ def apply(state: CliState) -> None:
     store = build_store(settings)
     try:
         if settings.store == "cassandra":
-            store.apply_schema()  # type: ignore[attr-defined]
+            # The keyspace's own replication: an existing keyspace keeps it (and a warning
+            # says so when it differs from the configured one).
+            replication = store.apply_schema()  # type: ignore[attr-defined]
             hosts, port = cassandra_contact(settings)
             where = (
                 f"keyspace {settings.cassandra_keyspace!r} on {','.join(hosts)}:{port} "
-                f"(replication {cassandra_replication(settings)})"
+                f"(replication {replication})"
             )
         else:
             store.open(create_schema=True)

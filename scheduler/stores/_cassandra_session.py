@@ -38,6 +38,7 @@ from cassandra.policies import (
     ExponentialReconnectionPolicy,
     TokenAwarePolicy,
 )
+from cassandra.protocol import ConfigurationException as CqlConfigurationException
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, tuple_factory
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
@@ -208,10 +209,28 @@ def _datacenters_if_not(local_dc: str | None, cluster: Cluster) -> list[str]:
 def _why(error: BaseException) -> str:
     """What went wrong with each node, rather than NoHostAvailable's nested tuple repr."""
     if causes := per_node(error):
-        return "; ".join(f"{host}: {cause}" for host, cause in causes.items())
+        return "; ".join(f"{host}: {server_words(cause)}" for host, cause in causes.items())
     if isinstance(error, UnresolvableContactPoints):
         return "no host name resolves to an address"
-    return str(error)
+    return str(error) or type(error).__name__
+
+
+def _what_to_do(error: BaseException) -> str:
+    """Advice for a request that failed on every try: too few replicas alive for the consistency
+    level (nodes down, or a replication factor above the node count, which `schema apply` lets
+    through with only the server's warning), or else nodes that did not answer."""
+    causes = [error, *per_node(error).values()]
+    short = next((cause for cause in causes if isinstance(cause, Unavailable)), None)
+    if short is None:
+        return "check that the nodes are up and reachable"
+    level = ConsistencyLevel.value_to_name.get(short.consistency, short.consistency)
+    return (
+        f"{level} needs {short.required_replicas} replicas of the data alive, and the "
+        f"coordinator counts {short.alive_replicas}: start the nodes that are down, or, if the "
+        "keyspace's "
+        "replication factor is above the number of nodes, lower it (ALTER KEYSPACE) or "
+        "SCHEDULER_CASSANDRA_CONSISTENCY"
+    )
 
 
 @contextmanager
@@ -297,7 +316,7 @@ class Runner:
         def describe(error: BaseException) -> str:
             return (
                 f"Cassandra at {self.target} failed to {what} after {self._policy.attempts} "
-                f"attempts: {error!r}; check that the nodes are up and reachable"
+                f"attempts: {_why(error)}; {_what_to_do(error)}"
             )
 
         return describe
@@ -516,9 +535,21 @@ class _Round:
 
 def apply_schema(run: Runner, ddl: Sequence[str], *, timeout: float) -> None:
     """Run CREATE ... IF NOT EXISTS statements in order (the driver then waits until every node
-    agrees on the schema, so the next statement sees the table it needs)."""
+    agrees on the schema, so the next statement sees the table it needs). A keyspace whose
+    replication the nodes refuse (a datacenter they do not have) is a configuration error."""
     for statement in ddl:
-        run.result(statement, None, "apply the schema", timeout=timeout)
+        try:
+            run.result(statement, None, "apply the schema", timeout=timeout)
+        except CqlConfigurationException as error:
+            hosts = run.session.cluster.metadata.all_hosts()
+            datacenters = ", ".join(sorted({h.datacenter for h in hosts if h.datacenter}))
+            raise ConfigurationError(
+                f"Cassandra at {run.target} refused the schema: {server_words(error)}; check "
+                "SCHEDULER_CASSANDRA_REPLICATION_STRATEGY, SCHEDULER_CASSANDRA_DATACENTERS "
+                "(names the nodes report, in `SELECT data_center FROM system.local`) and "
+                f"SCHEDULER_CASSANDRA_REPLICATION_FACTOR; this cluster's datacenters: "
+                f"{datacenters or 'unknown'}"
+            ) from None
 
 
 def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:

@@ -266,8 +266,9 @@ class CassandraTaskStore(TaskStore):
         self._cluster = self._run = None
         self._q = {}
 
-    def apply_schema(self) -> None:
-        """Create the keyspace and tables if missing (idempotent), then prepare statements.
+    def apply_schema(self) -> str:
+        """Create the keyspace and tables if missing (idempotent), then prepare statements;
+        the keyspace's replication as Cassandra has it (a CQL map literal).
 
         Connects first if `open()` was not called (the `scheduler schema apply` command); call
         `close()` afterwards. An existing keyspace keeps its replication: a mismatch is logged,
@@ -280,13 +281,15 @@ class CassandraTaskStore(TaskStore):
         )
         existing = driver.replication_of(run, self.keyspace)
         wanted = schema.replication_literal(self.replication)
-        if existing and schema.replication_literal(existing) != wanted:
+        actual = schema.replication_literal(existing) if existing else wanted
+        if actual != wanted:
             log.warning(
                 "keyspace %s exists with replication %s, not the configured %s; left unchanged "
                 "(ALTER KEYSPACE, then run a repair, to change it)",
-                *(self.keyspace, existing, wanted),
+                *(self.keyspace, actual, wanted),
             )
         self._prepare()
+        return actual
 
     def drop_keyspace(self) -> None:
         """Drop the keyspace and everything in it (tests, and `scheduler schema drop`)."""

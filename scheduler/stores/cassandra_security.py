@@ -9,6 +9,7 @@ them out, so connecting stops at once with an error naming the setting to fix.
 
 from __future__ import annotations
 
+import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,8 +204,10 @@ def _refused(cause: object, credentials: Credentials | None) -> str | None:
 def server_words(cause: BaseException) -> str:
     """The server's own message, without the driver's prefix and error code."""
     text = str(cause)
-    _, found, message = text.partition('message="')
-    return message.rstrip('"') if found else text
+    # `Error from server: code=... [...] message="..."`, then perhaps ` info={...}` (Unavailable)
+    # or `>` (ConfigurationException's repr-like text); the message may itself hold quotes.
+    found = re.search(r'message="(.*)"', text, re.DOTALL)
+    return found.group(1) if found else text
 
 
 def _reason(error: BaseException) -> str:

@@ -44,6 +44,18 @@ def make_store(**overrides: Any) -> CassandraTaskStore:
     return CassandraTaskStore(**settings)
 
 
+def node_datacenter() -> str:
+    """The datacenter the test node reports."""
+    probe = make_store()
+    try:
+        rows = probe._runner(connect_if_needed=True).one(
+            "SELECT data_center FROM system.local", None, "test"
+        )
+        return str(rows[0][0])
+    finally:
+        probe.close()
+
+
 @pytest.fixture
 def store() -> Iterator[CassandraTaskStore]:
     store = make_store()
@@ -334,11 +346,7 @@ def test_a_local_datacenter_the_cluster_does_not_have_is_named_with_the_ones_it_
     """The DC-aware policy ignores every node of another datacenter, and the driver then says
     only "Unable to connect to any servers" with the contact points' addresses: the product
     died on that with an AttributeError, and would otherwise have reported the node as down."""
-    probe = make_store()
-    (actual,) = probe._runner(connect_if_needed=True).one(
-        "SELECT data_center FROM system.local", None, "test"
-    )[0]
-    probe.close()
+    actual = node_datacenter()
     store = make_store(local_dc="no-such-dc")
     started = time.monotonic()
     with pytest.raises(ConfigurationError) as refused:
@@ -350,12 +358,58 @@ def test_a_local_datacenter_the_cluster_does_not_have_is_named_with_the_ones_it_
 
 
 @pytest.mark.cassandra
+def test_a_replication_the_nodes_refuse_names_the_settings_and_their_datacenters() -> None:
+    """A datacenter the cluster does not have: Cassandra refuses the keyspace, and `schema
+    apply` printed the driver's traceback."""
+    actual = node_datacenter()
+    store = make_store(replication={"class": "NetworkTopologyStrategy", "dc_nowhere": 1})
+    try:
+        with pytest.raises(ConfigurationError) as refused:
+            store.apply_schema()
+    finally:
+        store.close()
+    message = str(refused.value)
+    assert "Unrecognized strategy option {dc_nowhere}" in message
+    assert "SCHEDULER_CASSANDRA_DATACENTERS" in message
+    assert message.endswith(f"this cluster's datacenters: {actual}")
+
+
+@pytest.mark.cassandra
+def test_too_few_replicas_for_the_consistency_level_says_how_many_and_what_to_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Replication factor 3 on one node: Cassandra creates the keyspace with only a warning,
+    then refuses every LOCAL_QUORUM request as Unavailable. The error said to check that the
+    nodes are up, which they were."""
+    monkeypatch.setattr(CassandraTaskStore, "retry_policy", FAST)
+    replication = {"class": "SimpleStrategy", "replication_factor": 3}
+    store = make_store(replication=replication, consistency="LOCAL_QUORUM")
+    try:
+        shown = store.apply_schema()
+        assert shown == "{'class': 'SimpleStrategy', 'replication_factor': '3'}"
+        with pytest.raises(BackendUnavailableError) as failed:
+            store.claim_meta("partitions", "8")
+        message = str(failed.value)
+        assert "Cannot achieve consistency level LOCAL_QUORUM" in message
+        assert "LOCAL_QUORUM needs 2 replicas of the data alive, and the coordinator counts 1" in (
+            message
+        )
+        assert "SCHEDULER_CASSANDRA_CONSISTENCY" in message
+        # `schema apply` shows the keyspace's replication, not the configured one, when the
+        # keyspace was there first.
+        again = make_store(keyspace=store.keyspace, consistency="ONE")
+        try:
+            assert again.apply_schema() == shown
+        finally:
+            again.close()
+    finally:
+        store.drop_keyspace()
+        store.close()
+
+
+@pytest.mark.cassandra
 def test_a_network_topology_keyspace_gets_the_per_dc_factors() -> None:
-    probe = make_store()
-    local_dc = probe._runner(connect_if_needed=True).one(
-        "SELECT data_center FROM system.local", None, "test"
-    )[0][0]
-    probe.close()
+    local_dc = node_datacenter()
     replication = {"class": "NetworkTopologyStrategy", local_dc: 1}
     store = make_store(replication=replication, local_dc=local_dc, consistency="LOCAL_QUORUM")
     store.open(create_schema=True)
