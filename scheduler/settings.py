@@ -29,6 +29,9 @@ CONSISTENCY_LEVELS += ("LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
 levels, which apply to lightweight transactions only."""
 _CALLABLE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _CQL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+"""Kafka's rule for topic names (and not `.` or `..`); checked here so that a bad name is a
+settings error before any broker is asked, and the embedded log keeps to it too."""
 
 file_values: ContextVar[dict[str, Any] | None] = ContextVar("scheduler_settings_file", default=None)
 """Values read from the TOML file, handed to `Settings`' lowest-precedence source."""
@@ -293,6 +296,13 @@ class Settings(BaseSettings):
             raise ValueError(ANY_REFUSED)
         if value not in CONSISTENCY_LEVELS:
             raise ValueError("unknown consistency level")
+        return value
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, value: str) -> str:
+        if not _TOPIC_NAME.match(value) or value in (".", ".."):
+            raise ValueError("not a valid Kafka topic name")
         return value
 
     @field_validator("cassandra_keyspace")

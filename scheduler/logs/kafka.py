@@ -83,6 +83,18 @@ known (`_NOENT`), then the leader epochs it holds from before the restart are re
 Measured: a worker's offset requests failed for as long as it was watched, 20 s, and the
 first after a metadata request succeeded."""
 
+_CREATE_REFUSALS = {
+    KafkaError.INVALID_REPLICATION_FACTOR: "set SCHEDULER_KAFKA_REPLICATION_FACTOR to at most "
+    "the number of brokers (1 for the one broker of `scheduler services up`, 3 in production)",
+    KafkaError.INVALID_PARTITIONS: "check SCHEDULER_PARTITIONS against the brokers' limits",
+    KafkaError.TOPIC_EXCEPTION: "set SCHEDULER_TOPIC to a name the brokers accept",
+    KafkaError.POLICY_VIOLATION: "the brokers' topic creation policy decides what may be "
+    "created; change the settings it names, or have an operator create the topic "
+    "(`scheduler topic create` with an admin's settings)",
+}
+"""Topic creations the brokers refuse for the request itself, per error, with what to change:
+another try gets the same answer, so these are configuration errors, not Kafka unavailable."""
+
 
 class KafkaTaskLog(TaskLog):
     """One Kafka topic as the task log.
@@ -193,6 +205,13 @@ class KafkaTaskLog(TaskLog):
             error = kafka_error(exc)
             if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return  # another worker or client created it meanwhile
+            if error is not None and error.code() in _CREATE_REFUSALS:
+                raise ConfigurationError(
+                    f"Kafka at {self._bootstrap!r} refused to create topic {self.topic!r} with "
+                    f"{partitions} partitions and replication factor "
+                    f"{self._replication_factor}: {error.str().rstrip('.')}; "
+                    f"{_CREATE_REFUSALS[error.code()]}"
+                ) from None
             raise self._failure(
                 f"creating topic {self.topic!r}",
                 exc,

@@ -199,6 +199,20 @@ def test_an_executor_that_is_neither_built_in_nor_a_path_is_refused(monkeypatch)
         load_settings()
 
 
+@pytest.mark.parametrize("topic", ["bad topic!", "tâches", "..", "t" * 250])
+def test_a_topic_name_kafka_would_refuse_is_refused_with_kafkas_rule(topic, monkeypatch):
+    """Refused before any broker is asked: it was Kafka's TOPIC_EXCEPTION, reported as Kafka
+    being unavailable (exit 3), from the first command that created the topic."""
+    monkeypatch.setenv("SCHEDULER_TOPIC", topic)
+    with pytest.raises(ConfigurationError, match=r"SCHEDULER_TOPIC=.*249 ASCII letters"):
+        load_settings()
+
+
+def test_a_topic_name_at_kafkas_limits_is_taken(monkeypatch):
+    monkeypatch.setenv("SCHEDULER_TOPIC", "Tasks.eu-west_1" + "x" * 234)
+    assert len(load_settings().topic) == 249
+
+
 @pytest.mark.parametrize("level", ["ANY", "any"])
 def test_consistency_any_is_refused_saying_it_would_fail_reads_and_risk_writes(level, monkeypatch):
     """Cassandra refuses every read at ANY: a worker or `tasks list` failed only at its first

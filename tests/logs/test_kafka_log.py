@@ -197,6 +197,36 @@ def test_ensure_topic_reports_the_existing_count_instead_of_changing_it(
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize(
+    ("topic", "replication", "says"),
+    [
+        (f"test-{uuid.uuid4().hex}", 3, "set SCHEDULER_KAFKA_REPLICATION_FACTOR to at most"),
+        # A library caller's name, which the settings' check does not see.
+        ("bad topic!", 1, "set SCHEDULER_TOPIC to a name the brokers accept"),
+    ],
+)
+def test_a_topic_the_brokers_refuse_to_create_is_a_configuration_error(
+    topic: str, replication: int, says: str
+) -> None:
+    """Another try gets the same answer, so it is not Kafka being unavailable (exit 3, with
+    librdkafka's KafkaError repr, as it was)."""
+    log = KafkaTaskLog(
+        bootstrap_servers=kafka_bootstrap(), topic=topic, replication_factor=replication
+    )
+    try:
+        with pytest.raises(ConfigurationError) as refused:
+            log.ensure_topic(2)
+        message = str(refused.value)
+        assert f"refused to create topic {topic!r} with 2 partitions and replication " in message
+        assert "KafkaError{" not in message
+        assert says in message
+        with pytest.raises(ConfigurationError, match="does not exist"):
+            log.partition_count()
+    finally:
+        log.close()
+
+
+@pytest.mark.kafka
 def test_a_full_send_queue_blocks_senders_instead_of_dropping_records() -> None:
     log = KafkaTaskLog(
         bootstrap_servers=kafka_bootstrap(),
