@@ -128,7 +128,15 @@ class KafkaTaskLog(TaskLog):
             self._admin = self._new_admin()
         except KafkaException as exc:
             raise config_refused("admin client", exc, "producer_config") from None
-        self._check_reachable()
+        try:
+            self._check_reachable()
+        except BaseException:
+            # AdminClient has no close: it stops when its last reference goes. The error's
+            # traceback holds this half-built log, so without this the client would go on
+            # reconnecting to the brokers it could not reach for as long as the error is kept
+            # (and log the failures whenever it is collected, into whatever runs then).
+            del self._admin
+            raise
 
     def _new_admin(self) -> AdminClient:
         return AdminClient(self.admin_settings())
@@ -363,20 +371,22 @@ class KafkaTaskLog(TaskLog):
                 self._admin.list_topics(timeout=max(0.01, min(_LOGIN_CHECK_S, remaining)))
                 return
             except KafkaException as exc:
-                failures += self._connection_failures()  # also runs the refusal recorder
-                if self._refusals.first is not None:
-                    raise self._refusals.first from None
-                if time.monotonic() < deadline:
-                    time.sleep(_METADATA_RETRY_S)  # all brokers down: list_topics fails at once
-                    continue
                 why = reason(exc)
-                if failures:
-                    why = f"{why}; first connection failure: {failures[0]}"
-                raise BackendUnavailableError(
-                    f"cannot reach Kafka at {self._bootstrap!r} within {self._timeout:g} s "
-                    f"({why}). Point {BOOTSTRAP_SETTING} at a running broker, or run `scheduler "
-                    "services up` to start a local one." + self._security_hint(failures)
-                ) from exc
+            # Raised out here: raised inside `except`, an error would keep librdkafka's as its
+            # context, whose traceback holds the admin client (see `__init__`).
+            failures += self._connection_failures()  # also runs the refusal recorder
+            if self._refusals.first is not None:
+                raise self._refusals.first
+            if time.monotonic() < deadline:
+                time.sleep(_METADATA_RETRY_S)  # all brokers down: list_topics fails at once
+                continue
+            if failures:
+                why = f"{why}; first connection failure: {failures[0]}"
+            raise BackendUnavailableError(
+                f"cannot reach Kafka at {self._bootstrap!r} within {self._timeout:g} s "
+                f"({why}). Point {BOOTSTRAP_SETTING} at a running broker, or run `scheduler "
+                "services up` to start a local one." + self._security_hint(failures)
+            )
 
     def _security_hint(self, failures: list[str]) -> str:
         # A listener that wants TLS or a login hangs up on a plaintext client's first request
@@ -386,6 +396,15 @@ class KafkaTaskLog(TaskLog):
             for failure in failures
             for state in ("APIVERSION_QUERY", "SSL_HANDSHAKE", "AUTH_HANDSHAKE")
         )
+        if any("Invalid response size" in failure for failure in failures):
+            # librdkafka suggests raising receive.message.max.bytes; the answer it could not
+            # size was no Kafka response at all.
+            return (
+                " Whatever answers there does not speak Kafka's protocol in plain text: another "
+                "service on that port (Cassandra's is 9042, Kafka's usually 9092), or a TLS "
+                "listener (set security.protocol in SCHEDULER_KAFKA_CONFIG); raising "
+                "receive.message.max.bytes, as librdkafka suggests, will not help."
+            )
         if self._producer_config:
             return " If it is running, check the security settings in SCHEDULER_KAFKA_CONFIG."
         if mismatch:

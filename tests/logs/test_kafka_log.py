@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import secrets
+import socket
 import threading
 import time
 import uuid
@@ -13,6 +15,7 @@ from concurrent.futures import Future
 
 import pytest
 from confluent_kafka import KafkaError
+from confluent_kafka.admin import AdminClient
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logs import kafka_producer
@@ -91,6 +94,68 @@ def test_an_unreachable_broker_is_named_with_the_setting_and_the_command_that_st
     assert "SCHEDULER_KAFKA_BOOTSTRAP" in message
     assert "scheduler services up" in message
     assert "Connection refused" in message  # librdkafka's own reason, from its log lines
+
+
+@pytest.fixture
+def not_kafka() -> Iterator[str]:
+    """A port where something else answers: every request gets bytes that are no Kafka
+    response (a CQL node's reply to a Kafka request reads the same to librdkafka)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def answer() -> None:
+        held = []
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            held.append(connection)
+            connection.settimeout(5)
+            try:
+                connection.recv(4096)
+                connection.sendall(b"\x85\x00\x00\x00 this is not Kafka")
+            except OSError:
+                pass  # the client gave up on this connection first
+        for connection in held:
+            connection.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join(5)
+    listener.close()
+
+
+def test_a_port_where_something_else_answers_is_said_to_be_no_kafka_listener(
+    not_kafka: str,
+) -> None:
+    """librdkafka says "Invalid response size ...: increase receive.message.max.bytes", which
+    sent users after the wrong setting: the address is what is wrong (Cassandra's port, say)."""
+    with pytest.raises(BackendUnavailableError) as raised:
+        KafkaTaskLog(bootstrap_servers=not_kafka, request_timeout_s=2)
+    message = str(raised.value)
+    assert "Invalid response size" in message
+    assert "does not speak Kafka's protocol in plain text" in message
+    assert "will not help" in message
+
+
+def test_a_log_that_cannot_reach_kafka_leaves_no_client_behind() -> None:
+    """AdminClient has no close; it stopped only with its last reference, and the error kept
+    one (its traceback held the half-built log, its context librdkafka's error and so the
+    client's own frame). The client went on reconnecting while the error was kept, and logged
+    the failures when it was collected: into another test's error message, once in CI."""
+
+    def admin_clients() -> int:
+        return sum(isinstance(o, AdminClient) for o in gc.get_objects())
+
+    before = admin_clients()
+    with pytest.raises(BackendUnavailableError) as raised:
+        KafkaTaskLog(bootstrap_servers="127.0.0.1:1", request_timeout_s=1)
+    assert admin_clients() == before, "the error keeps the admin client alive"
+    assert raised.value.__context__ is None
 
 
 def test_librdkafkas_warnings_about_a_producer_id_it_waits_for_are_shown_as_info(caplog) -> None:
