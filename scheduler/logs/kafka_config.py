@@ -165,14 +165,12 @@ def consumer_defaults(user: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return {k: v for k, v in CONSUMER_DEFAULTS.items() if k not in CLASSIC_GROUP_ONLY}
 
 
-_BROKERS_ELSEWHERE = (
-    None,
-    f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's bootstrap_servers), which the error "
-    "messages and the tools name",
-)
 _ANY_CLIENT: dict[str, tuple[frozenset[str] | None, str]] = {
-    "bootstrap.servers": _BROKERS_ELSEWHERE,
-    "metadata.broker.list": _BROKERS_ELSEWHERE,
+    "bootstrap.servers": (
+        None,
+        f"the brokers are {BOOTSTRAP_SETTING} (KafkaTaskLog's bootstrap_servers), which the "
+        "error messages and the tools name",
+    ),
 }
 """Per librdkafka key a caller may not give: the values let through (None: none at all, the
 key belongs to another setting), and why."""
@@ -215,7 +213,7 @@ _CONSUMERS = {
         "after the tasks already on the log and never run them",
     ),
 }
-_ALIASES = {"request.required.acks": "acks"}
+_ALIASES = {"request.required.acks": "acks", "metadata.broker.list": "bootstrap.servers"}
 """librdkafka's other names for a key above (it also takes topic properties as `topic.<key>`)."""
 
 

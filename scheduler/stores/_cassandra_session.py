@@ -202,8 +202,13 @@ def _datacenters_if_not(local_dc: str | None, cluster: Cluster) -> list[str]:
     only the contact points, as for nodes that are down."""
     if not local_dc:
         return []
-    known = sorted({host.datacenter for host in cluster.metadata.all_hosts() if host.datacenter})
+    known = datacenters(cluster)
     return known if known and local_dc not in known else []
+
+
+def datacenters(cluster: Cluster) -> list[str]:
+    """The datacenters of the nodes the driver has learnt of, sorted."""
+    return sorted({host.datacenter for host in cluster.metadata.all_hosts() if host.datacenter})
 
 
 def _why(error: BaseException) -> str:
@@ -227,9 +232,8 @@ def _what_to_do(error: BaseException) -> str:
     return (
         f"{level} needs {short.required_replicas} replicas of the data alive, and the "
         f"coordinator counts {short.alive_replicas}: start the nodes that are down, or, if the "
-        "keyspace's "
-        "replication factor is above the number of nodes, lower it (ALTER KEYSPACE) or "
-        "SCHEDULER_CASSANDRA_CONSISTENCY"
+        "keyspace's replication factor is above the number of nodes, lower it (ALTER KEYSPACE) "
+        "or SCHEDULER_CASSANDRA_CONSISTENCY"
     )
 
 
@@ -541,14 +545,13 @@ def apply_schema(run: Runner, ddl: Sequence[str], *, timeout: float) -> None:
         try:
             run.result(statement, None, "apply the schema", timeout=timeout)
         except CqlConfigurationException as error:
-            hosts = run.session.cluster.metadata.all_hosts()
-            datacenters = ", ".join(sorted({h.datacenter for h in hosts if h.datacenter}))
+            known = ", ".join(datacenters(run.session.cluster))
             raise ConfigurationError(
                 f"Cassandra at {run.target} refused the schema: {server_words(error)}; check "
                 "SCHEDULER_CASSANDRA_REPLICATION_STRATEGY, SCHEDULER_CASSANDRA_DATACENTERS "
                 "(names the nodes report, in `SELECT data_center FROM system.local`) and "
                 f"SCHEDULER_CASSANDRA_REPLICATION_FACTOR; this cluster's datacenters: "
-                f"{datacenters or 'unknown'}"
+                f"{known or 'unknown'}"
             ) from None
 
 
