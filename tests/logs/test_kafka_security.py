@@ -252,6 +252,10 @@ class Assigned:
         self.partitions -= set(partitions)
 
 
+def refused_reads(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "--operation Read" in r.getMessage()]
+
+
 def test_an_acl_revoked_from_a_running_consumer_is_logged_and_it_reads_on_once_granted(
     broker: SecuredBroker, topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -274,15 +278,21 @@ def test_an_acl_revoked_from_a_running_consumer_is_logged_and_it_reads_on_once_g
             consumer.poll(10, timeout=0.2)
         assert listener.partitions == set(range(PARTITIONS))
 
-        revoke_kafka_acls(user, reading)
-        writer.send(b"k", b"while revoked").result(10)
         caplog.set_level(logging.ERROR, logger="scheduler.logs.kafka")
+        revoke_kafka_acls(user, reading)
+        # A fetch the broker authorized before the revocation waits in its purgatory and
+        # would return a record written now: write only once a fetch has been refused.
         records = []
+        deadline = time.monotonic() + 30
+        while not refused_reads(caplog) and time.monotonic() < deadline:
+            records += consumer.poll(10, timeout=0.2)
+        assert records == []
+        writer.send(b"k", b"while revoked").result(10)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:  # no raise: the refusal is retried
             records += consumer.poll(10, timeout=0.2)
         assert records == []
-        refusals = [r.getMessage() for r in caplog.records if "--operation Read" in r.getMessage()]
+        refusals = refused_reads(caplog)
         assert len(refusals) == 1, refusals  # once a minute, not once a poll
         assert f"--operation Read --topic {topic}" in refusals[0]
 
