@@ -30,6 +30,7 @@ from uuid import uuid4
 
 from scheduler.services.tls import TlsFiles
 from scheduler.stores.cassandra_security import Credentials, TlsOptions
+from tests.http import free_port
 
 if TYPE_CHECKING:
     from cassandra.cluster import Session
@@ -60,9 +61,7 @@ def _kafka_container() -> str:
 
     from scheduler.services.kafka import KAFKA_VERSION
 
-    with socket.socket() as probe:  # the advertised address must be known before the start
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()  # the advertised address must be known before the start
     container = DockerContainer(f"apache/kafka:{KAFKA_VERSION}").with_bind_ports(9092, port)
     for name, value in kafka_container_environment(port, cluster_id="4L6g3nShT-eMCtK--X86sw"):
         container.with_env(name, value)

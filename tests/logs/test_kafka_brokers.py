@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import time
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from scheduler.logs.kafka_brokers import SAY_AFTER_S, BrokerWatch
 from scheduler.logs.kafka_config import CONSUMER_DEFAULTS
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
+from tests.http import free_port
 from tests.logs.test_kafka_log import Recorder
 
 BOOTSTRAP = "broker-1:9092,broker-2:9092"
@@ -106,9 +106,7 @@ def test_a_report_it_cannot_read_changes_nothing(report: str) -> None:
 
 
 def test_a_real_consumer_with_no_broker_there_says_so_within_seconds() -> None:
-    with socket.socket() as taken:  # a port nothing listens on
-        taken.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{taken.getsockname()[1]}"
+    address = f"127.0.0.1:{free_port()}"  # a port nothing listens on
     config = {
         **CONSUMER_DEFAULTS,
         "bootstrap.servers": address,
