@@ -8,6 +8,8 @@ product.
 from __future__ import annotations
 
 import logging
+import re
+import socket
 import threading
 import time
 from collections import deque
@@ -33,6 +35,7 @@ from cassandra.cluster import (
     NoHostAvailable,
     Session,
 )
+from cassandra.connection import ProtocolError
 from cassandra.policies import (
     DCAwareRoundRobinPolicy,
     ExponentialReconnectionPolicy,
@@ -172,7 +175,9 @@ def open_runner(
                     "set it to the datacenter this process runs in, or leave it empty to take "
                     "the first contact point's"
                 ) from None
-            refused = refusal(error, target=target, credentials=credentials)
+            refused = refusal(error, target=target, credentials=credentials) or _foreign(
+                error, target
+            )
             if refused is not None:
                 raise refused from None
             raise
@@ -180,7 +185,8 @@ def open_runner(
     def describe(error: BaseException) -> str:
         return (
             f"cannot reach Cassandra at {target} ({_why(error)}"
-            f"{unreachable_hint(error, tls=tls)}); point SCHEDULER_CASSANDRA_HOSTS (hosts, "
+            f"{unreachable_hint(error, tls=tls)}{_silence_hint(error)}); point "
+            "SCHEDULER_CASSANDRA_HOSTS (hosts, "
             "comma-separated, or host:port) and SCHEDULER_CASSANDRA_PORT (the port, when the "
             "hosts name none) at a running node, or run `scheduler services up` to start a "
             "local one"
@@ -194,6 +200,58 @@ def open_runner(
         describe=describe,
     )
     return cluster, Runner(session, target=target, concurrency=concurrency, policy=policy)
+
+
+def _foreign(error: BaseException, target: str) -> ConfigurationError | None:
+    """Every node answered, in something other than Cassandra's native protocol: a server that
+    speaks first (SSH, SMTP, a database) on the port. Another try gets the same answer."""
+    # The driver reads the reply's first byte as the protocol version it cannot speak.
+    first_bytes = [
+        re.search(r"does not support protocol version (\d+)", str(cause))
+        if isinstance(cause, ProtocolError)
+        else None
+        for cause in per_node(error).values()
+    ]
+    if not first_bytes or not all(first_bytes):
+        return None
+    first = int(first_bytes[0].group(1))  # type: ignore[union-attr]  # all() checked it
+    shown = f"{first} ({chr(first)!r})" if 32 <= first < 127 else str(first)
+    return ConfigurationError(
+        f"what answers at {target} does not speak Cassandra's native protocol (its reply "
+        f"begins with byte {shown}): another server listens on that port. Point "
+        "SCHEDULER_CASSANDRA_HOSTS and SCHEDULER_CASSANDRA_PORT at a node's "
+        "native_transport_port (9042 unless cassandra.yaml says otherwise)"
+    )
+
+
+def _silence_hint(error: BaseException) -> str:
+    """For a node that did not answer within the connect timeout: whether its port takes a
+    connection at all. One that does, yet never answers the driver's first request, is most
+    often another server's port (Kafka waits for the rest of what it reads as a 64 MiB
+    request); one that does not is a wrong address or a firewall that drops the packets."""
+    silent = [str(node) for node, cause in per_node(error).items() if _timed_out(cause)]
+    if not silent:
+        return ""
+    host, _, port = silent[0].rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=2):
+            accepted = True
+    except (OSError, ValueError):
+        accepted = False
+    if accepted:
+        return (
+            f"; {silent[0]} takes connections but never answered Cassandra's handshake: if it "
+            "is another server's port (Kafka's 9092, say), point the setting at the node's "
+            "native_transport_port (9042 unless cassandra.yaml says otherwise)"
+        )
+    return (
+        f"; nothing at {silent[0]} took the connection in time: check the address, and that no "
+        "firewall drops the packets"
+    )
+
+
+def _timed_out(cause: object) -> bool:
+    return isinstance(cause, OperationTimedOut) or "timed out" in str(cause).lower()
 
 
 def _datacenters_if_not(local_dc: str | None, cluster: Cluster) -> list[str]:

@@ -207,6 +207,10 @@ def server_words(cause: BaseException) -> str:
     # `Error from server: code=... [...] message="..."`, then perhaps ` info={...}` (Unavailable)
     # or `>` (ConfigurationException's repr-like text); the message may itself hold quotes.
     found = re.search(r'message="(.*)"', text, re.DOTALL)
+    if found:
+        return found.group(1)
+    # The driver's own timeout: `errors=Timed out creating connection (10 seconds), last_host=None`
+    found = re.fullmatch(r"errors=(.*), last_host=\S*", text, re.DOTALL)
     return found.group(1) if found else text
 
 

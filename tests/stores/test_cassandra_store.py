@@ -5,9 +5,13 @@ Most tests need a real node (marker `cassandra`); the retry and unreachable-host
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,7 +24,7 @@ from scheduler.stores._cassandra_session import partition_batches
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.abc import MalformedRecord
 from scheduler.stores.cassandra import CassandraTaskStore
-from tests.servers import cassandra_contact
+from tests.servers import cassandra_contact, kafka_bootstrap
 
 FAST = RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.02)
 HOUR_MS = 3_600_000
@@ -175,6 +179,70 @@ def test_an_unreachable_node_raises_backend_unavailable_naming_the_setting(
     # The product's error says it all; the driver's per-attempt warnings would only bury it.
     driver_lines = [r for r in caplog.records if r.name.startswith("cassandra")]
     assert driver_lines == [], [r.getMessage()[:100] for r in driver_lines]
+
+
+@contextmanager
+def another_server(greeting: bytes | None) -> Iterator[int]:
+    """A port that takes connections and answers with `greeting`, or never answers (None)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    taken: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # the listener closed
+            while True:
+                connection, _ = listener.accept()
+                taken.append(connection)
+                if greeting is not None:
+                    connection.sendall(greeting)
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        listener.close()
+        for connection in taken:
+            connection.close()
+
+
+def test_a_port_where_another_server_speaks_first_is_a_configuration_error_at_once() -> None:
+    with another_server(b"SSH-2.0-OpenSSH_9.2\r\n") as port:
+        store = CassandraTaskStore(hosts=["127.0.0.1"], port=port, connect_timeout_s=5)
+        store.retry_policy = RetryPolicy(attempts=5)
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError) as raised:
+            store.open()
+    assert time.monotonic() - started < 2  # not retried: the answer would be the same
+    message = str(raised.value)
+    assert f"127.0.0.1:{port} does not speak Cassandra's native protocol" in message
+    assert "begins with byte 83 ('S')" in message
+    assert "native_transport_port" in message
+
+
+def test_a_port_that_takes_connections_but_never_answers_is_said_to_be_one() -> None:
+    with another_server(None) as port:
+        store = CassandraTaskStore(
+            hosts=["127.0.0.1"], port=port, connect_timeout_s=0.5, request_timeout_s=0.5
+        )
+        store.retry_policy = FAST
+        with pytest.raises(BackendUnavailableError) as raised:
+            store.open()
+    message = str(raised.value)
+    assert f"127.0.0.1:{port}: Timed out creating connection (0.5 seconds);" in message
+    assert "takes connections but never answered Cassandra's handshake" in message
+    assert "last_host" not in message  # the driver's repr, not the words
+
+
+@pytest.mark.kafka
+def test_a_cassandra_address_that_is_kafkas_is_said_to_be_another_servers_port() -> None:
+    host, _, port = kafka_bootstrap().split(",")[0].rpartition(":")
+    store = CassandraTaskStore(
+        hosts=[host], port=int(port), connect_timeout_s=0.5, request_timeout_s=0.5
+    )
+    store.retry_policy = FAST
+    with pytest.raises(BackendUnavailableError) as raised:
+        store.open()
+    assert "takes connections but never answered Cassandra's handshake" in str(raised.value)
+    assert "Kafka's 9092" in str(raised.value)
 
 
 # -- against a real node ----------------------------------------------------------------------
