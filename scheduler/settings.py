@@ -196,9 +196,8 @@ class Settings(BaseSettings):
     (`bootstrap.servers`, `group.id`, a consumer's `client.id`) and values that would lose or
     misplace tasks (`enable.auto.commit=true`, `auto.offset.reset=latest`, `acks=1`,
     `enable.idempotence=false`, another `partitioner`; see docs/kafka.md, "Producing").
-    `settings show`
-    masks secrets: keys that contain `password`, `secret`, `token` or `credential`, key
-    material (`ssl.key.pem`) and `sasl.oauthbearer.config`."""
+    `settings show` masks secrets: keys that contain `password`, `secret`, `token` or
+    `credential`, key material (`ssl.key.pem`) and `sasl.oauthbearer.config`."""
     kafka_producer_config: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
     """librdkafka settings for producers (and the admin client) only, over `kafka_config`:
     producer-only properties such as `linger.ms` given to every client make each consumer log a
