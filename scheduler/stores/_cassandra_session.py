@@ -202,6 +202,10 @@ def open_runner(
     return cluster, Runner(session, target=target, concurrency=concurrency, policy=policy)
 
 
+#: Where a node listens for clients, when an address turns out to be another server's.
+_NATIVE_PORT = "native_transport_port (9042 unless cassandra.yaml says otherwise)"
+
+
 def _foreign(error: BaseException, target: str) -> ConfigurationError | None:
     """Every node answered, in something other than Cassandra's native protocol: a server that
     speaks first (SSH, SMTP, a database) on the port. Another try gets the same answer."""
@@ -219,8 +223,7 @@ def _foreign(error: BaseException, target: str) -> ConfigurationError | None:
     return ConfigurationError(
         f"what answers at {target} does not speak Cassandra's native protocol (its reply "
         f"begins with byte {shown}): another server listens on that port. Point "
-        "SCHEDULER_CASSANDRA_HOSTS and SCHEDULER_CASSANDRA_PORT at a node's "
-        "native_transport_port (9042 unless cassandra.yaml says otherwise)"
+        f"SCHEDULER_CASSANDRA_HOSTS and SCHEDULER_CASSANDRA_PORT at a node's {_NATIVE_PORT}"
     )
 
 
@@ -242,7 +245,7 @@ def _silence_hint(error: BaseException) -> str:
         return (
             f"; {silent[0]} takes connections but never answered Cassandra's handshake: if it "
             "is another server's port (Kafka's 9092, say), point the setting at the node's "
-            "native_transport_port (9042 unless cassandra.yaml says otherwise)"
+            f"{_NATIVE_PORT}"
         )
     return (
         f"; nothing at {silent[0]} took the connection in time: check the address, and that no "

@@ -6,7 +6,6 @@ import gc
 import itertools
 import logging
 import secrets
-import socket
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ from scheduler.logs.kafka_config import (
 )
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
 from scheduler.partitioning import partition_for
+from tests.other_server import other_server
 from tests.servers import kafka_bootstrap
 
 PARTITIONS = 4
@@ -100,33 +100,8 @@ def test_an_unreachable_broker_is_named_with_the_setting_and_the_command_that_st
 def not_kafka() -> Iterator[str]:
     """A port where something else answers: every request gets bytes that are no Kafka
     response (a CQL node's reply to a Kafka request reads the same to librdkafka)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def answer() -> None:
-        held = []
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            held.append(connection)
-            connection.settimeout(5)
-            try:
-                connection.recv(4096)
-                connection.sendall(b"\x85\x00\x00\x00 this is not Kafka")
-            except OSError:
-                pass  # the client gave up on this connection first
-        for connection in held:
-            connection.close()
-
-    thread = threading.Thread(target=answer, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    listener.close()
+    with other_server(reply=b"\x85\x00\x00\x00 this is not Kafka") as port:
+        yield f"127.0.0.1:{port}"
 
 
 def test_a_port_where_something_else_answers_is_said_to_be_no_kafka_listener(

@@ -5,13 +5,9 @@ Most tests need a real node (marker `cassandra`); the retry and unreachable-host
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +20,7 @@ from scheduler.stores._cassandra_session import partition_batches
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.abc import MalformedRecord
 from scheduler.stores.cassandra import CassandraTaskStore
+from tests.other_server import other_server
 from tests.servers import cassandra_contact, kafka_bootstrap
 
 FAST = RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.02)
@@ -181,31 +178,8 @@ def test_an_unreachable_node_raises_backend_unavailable_naming_the_setting(
     assert driver_lines == [], [r.getMessage()[:100] for r in driver_lines]
 
 
-@contextmanager
-def another_server(greeting: bytes | None) -> Iterator[int]:
-    """A port that takes connections and answers with `greeting`, or never answers (None)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    taken: list[socket.socket] = []
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):  # the listener closed
-            while True:
-                connection, _ = listener.accept()
-                taken.append(connection)
-                if greeting is not None:
-                    connection.sendall(greeting)
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        listener.close()
-        for connection in taken:
-            connection.close()
-
-
 def test_a_port_where_another_server_speaks_first_is_a_configuration_error_at_once() -> None:
-    with another_server(b"SSH-2.0-OpenSSH_9.2\r\n") as port:
+    with other_server(greeting=b"SSH-2.0-OpenSSH_9.2\r\n") as port:
         store = CassandraTaskStore(hosts=["127.0.0.1"], port=port, connect_timeout_s=5)
         store.retry_policy = RetryPolicy(attempts=5)
         started = time.monotonic()
@@ -219,7 +193,7 @@ def test_a_port_where_another_server_speaks_first_is_a_configuration_error_at_on
 
 
 def test_a_port_that_takes_connections_but_never_answers_is_said_to_be_one() -> None:
-    with another_server(None) as port:
+    with other_server() as port:
         store = CassandraTaskStore(
             hosts=["127.0.0.1"], port=port, connect_timeout_s=0.5, request_timeout_s=0.5
         )
