@@ -24,6 +24,8 @@ from scheduler.errors import (
     TaskInPastError,
     TaskRejected,
     TaskTimeoutError,
+    TopicMissingError,
+    TopicReplacedError,
     UnknownExecutorError,
 )
 from scheduler.executors.abc import ExecutionContext, Executor
@@ -53,6 +55,8 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "TaskTimeoutError",
+    "TopicMissingError",
+    "TopicReplacedError",
     "UnknownExecutorError",
     "Worker",
     "connect",

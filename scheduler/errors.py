@@ -43,6 +43,14 @@ class PartitionCountMismatchError(ConfigurationError):
     """The log's partition count differs from the one the stored data was partitioned with."""
 
 
+class TopicMissingError(ConfigurationError):
+    """The log's topic does not exist (never created, or deleted)."""
+
+
+class TopicReplacedError(ConfigurationError):
+    """The topic a worker read was deleted (and perhaps created again) while it ran."""
+
+
 class BackendUnavailableError(SchedulerError):
     """Kafka, Cassandra or another backend could not be reached."""
 

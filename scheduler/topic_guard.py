@@ -9,6 +9,9 @@ the worker looks for them:
 * partitions added to the topic (or the topic created again with another count): from then on
   producers send many ordering ids elsewhere, so the worker stops before storing anything the
   change moved (`scheduler topic move` is the way back);
+* the topic deleted, or deleted and created again under its name: the worker's offsets are the
+  old topic's, so it stops (started again, it creates a missing topic and reads it from its
+  first record; `kafka_topic_id` keeps its late commits from passing for the new topic's);
 * records the topic's retention deleted before any worker stored them: lost, and said so
   (`scheduler_records_deleted_unread_total`), whether the group's committed offset was gone at
   assignment (a fleet down longer than the retention) or the worker was reading behind the
@@ -24,7 +27,7 @@ from collections.abc import Collection
 
 from scheduler import metrics
 from scheduler.codec import Command
-from scheduler.errors import SchedulerError
+from scheduler.errors import SchedulerError, TopicMissingError, TopicReplacedError
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
 from scheduler.partitioning import partition_for
 from scheduler.runtime import topic_changed_error
@@ -41,6 +44,8 @@ count: after partitions are added, every producer misroutes many ordering ids.""
 _SKIP_CHECK_EVERY_S = 10.0
 """After a skipped offset that deleted nothing, the partition's next skip is checked no sooner:
 a transactional producer's commit markers leave a gap before almost every batch."""
+_TOPIC_CHECK_EVERY_S = 10.0
+"""How often a worker asks whether its topic is still the one it started on."""
 
 
 class TopicGuard:
@@ -59,6 +64,11 @@ class TopicGuard:
         self._expected: dict[int, int] = {}
         """Per owned partition, the offset of the next record it should read."""
         self._next_skip_check: dict[int, float] = {}
+        self.topic_id: str | None = None
+        """The topic's ID when the worker started; None if the log has none (or could not say),
+        and then the topic's identity goes unchecked."""
+        self._next_topic_check = 0.0
+        self._missing_once = False
         self._reported: dict[int, int] = {}
         """Per partition, the offset up to which deleted records were reported: a partition read
         again from before them (a rewind, another assignment) must not count them twice."""
@@ -68,6 +78,45 @@ class TopicGuard:
             self.partition_count = self.log.partition_count()
         except Exception as error:  # best effort: without it, records' partitions go unchecked
             logger.warning("cannot check records' partitions: %s", error)
+        try:
+            self.topic_id = self.log.topic_id()
+        except SchedulerError as error:
+            logger.warning("cannot tell if topic %r is deleted later: %s", self.log.topic, error)
+        self._next_topic_check = time.monotonic() + _TOPIC_CHECK_EVERY_S
+
+    def check_topic(self) -> None:
+        """Raise `TopicReplacedError` if the topic was deleted, or deleted and created again,
+        since the worker started; asks the log every `_TOPIC_CHECK_EVERY_S` at most.
+
+        A topic missing once may be a broker that does not know it yet; missing at two checks
+        in a row, it was deleted. A new ID is certain at once."""
+        now = time.monotonic()
+        if self.topic_id is None or now < self._next_topic_check:
+            return
+        self._next_topic_check = now + _TOPIC_CHECK_EVERY_S
+        try:
+            topic_id = self.log.topic_id()
+        except TopicMissingError:
+            if not self._missing_once:
+                self._missing_once = True
+                return
+            raise self._replaced("deleted") from None
+        except SchedulerError as error:  # unreachable: the consumer says so, and retries
+            logger.debug("cannot check the ID of topic %r: %s", self.log.topic, error)
+            return
+        self._missing_once = False
+        if topic_id is not None and topic_id != self.topic_id:
+            raise self._replaced("deleted and created again")
+
+    def _replaced(self, how: str) -> TopicReplacedError:
+        return TopicReplacedError(
+            f"topic {self.log.topic!r} was {how} while this worker ran (its ID was "
+            f"{self.topic_id}): the records on it that no worker had stored yet are gone with "
+            "it, and the tasks already stored are safe in the store. The worker stops rather "
+            "than go on with offsets of the old topic. Start the workers again: they create the "
+            "topic if it is missing (with SCHEDULER_PARTITIONS partitions) and read the new one "
+            "from its first record"
+        )
 
     def check_record(self, record: LogRecord, command: Command) -> None:
         """Warn about a misrouted record; raise if the topic's partition count changed."""

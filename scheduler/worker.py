@@ -302,6 +302,7 @@ class Worker:
                 if records:
                     self._process(consumer, records)
                 self._commit_marks(consumer)
+                self._guard.check_topic()
         except SchedulerError as error:
             # Ours, with a message that says what to do: no traceback for the operator.
             logger.error("worker stopped: %s", error)

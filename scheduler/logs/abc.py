@@ -224,7 +224,14 @@ class TaskLog(ABC):
 
     @abstractmethod
     def partition_count(self) -> int:
-        """The topic's partition count; raises `ConfigurationError` if the topic does not exist."""
+        """The topic's partition count; raises `TopicMissingError` if the topic does not exist."""
+
+    def topic_id(self) -> str | None:
+        """The ID of the topic as it is now: a topic deleted and created again under the same
+        name has another one (Kafka's topic IDs). None if the log does not identify topics (the
+        embedded log, whose topic and group offsets live and go together; brokers before Kafka
+        2.8). Raises `TopicMissingError` if the topic does not exist."""
+        return None
 
     @abstractmethod
     def producer(self) -> LogProducer:

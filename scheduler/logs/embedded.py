@@ -39,7 +39,7 @@ from typing import Any
 
 from scheduler._sqlite_open import open_wal
 from scheduler.codec import compact
-from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.errors import BackendUnavailableError, ConfigurationError, TopicMissingError
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs._embedded_group import EmbeddedConsumer, GroupCoordinator
 from scheduler.logs._embedded_members import MemberTable
@@ -187,7 +187,7 @@ class EmbeddedTaskLog(TaskLog):
         with self.cond:
             count = len(self.partitions)
         if not count:
-            raise ConfigurationError(
+            raise TopicMissingError(
                 f"topic {self.topic!r} does not exist in {self.path or 'memory'}; create it "
                 "with the deployment's partition count first: `scheduler topic create` (workers "
                 "and `scheduler enqueue` do too, with SCHEDULER_PARTITIONS), or "

@@ -17,10 +17,21 @@ from concurrent.futures import Future
 from logging.handlers import BufferingHandler
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
-from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    SchedulerError,
+    TopicMissingError,
+)
 from scheduler.logs.abc import LogConsumer, LogProducer, PartitionLag, TaskLog
 from scheduler.logs.kafka_config import (
     ADMIN_CLIENT_ID,
@@ -45,6 +56,7 @@ from scheduler.logs.kafka_security import (
     not_allowed,
     principal,
 )
+from scheduler.logs.kafka_topic_id import committed_elsewhere, known, untagged
 
 __all__ = ["KafkaLogConsumer", "KafkaLogProducer", "KafkaTaskLog"]
 
@@ -174,7 +186,9 @@ class KafkaTaskLog(TaskLog):
 
     def consumer(self, group_id: str, *, client_id: str) -> LogConsumer:
         config = self.consumer_settings(group_id, client_id=client_id)
-        return KafkaLogConsumer(config=config, topic=self.topic, request_timeout_s=self._timeout)
+        return KafkaLogConsumer(
+            config=config, topic=self.topic, request_timeout_s=self._timeout, topic_id=self.topic_id
+        )
 
     def consumer_settings(self, group_id: str, *, client_id: str) -> dict[str, Any]:
         """The librdkafka configuration of this log's consumers in `group_id`."""
@@ -235,13 +249,29 @@ class KafkaTaskLog(TaskLog):
     def partition_count(self) -> int:
         topic = self._metadata().topics.get(self.topic)
         if topic is None or topic.error is not None:
-            raise ConfigurationError(
-                f"Kafka topic {self.topic!r} does not exist on {self._bootstrap!r}; create it "
-                "with the deployment's partition count first: `scheduler topic create` (workers "
-                "and `scheduler enqueue` do too, with SCHEDULER_PARTITIONS), or "
-                "`KafkaTaskLog.ensure_topic(partitions)`" + self._unseen_hint()
-            )
+            raise self._missing()
         return len(topic.partitions)
+
+    def topic_id(self) -> str | None:
+        # Asked by name, unlike `_metadata`: DescribeTopics never creates a topic.
+        future = self._admin.describe_topics(
+            TopicCollection([self.topic]), request_timeout=self._timeout
+        )[self.topic]
+        try:
+            return known(str(future.result().topic_id))
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise self._missing() from None
+            raise unavailable(f"describing topic {self.topic!r}", exc, self._bootstrap) from exc
+
+    def _missing(self) -> TopicMissingError:
+        return TopicMissingError(
+            f"Kafka topic {self.topic!r} does not exist on {self._bootstrap!r}; create it "
+            "with the deployment's partition count first: `scheduler topic create` (workers "
+            "and `scheduler enqueue` do too, with SCHEDULER_PARTITIONS), or "
+            "`KafkaTaskLog.ensure_topic(partitions)`" + self._unseen_hint()
+        )
 
     def _unseen_hint(self) -> str:
         # Brokers list only the topics the user may describe: with ACLs, "missing" may be
@@ -303,11 +333,25 @@ class KafkaTaskLog(TaskLog):
             action=f"read the committed offsets of group {group_id!r}",
             acl=("Describe", f"--group {group_id}"),
         )
+        topic_id = self._topic_id_or_none()
         return {
-            tp.partition: (tp.offset, tp.metadata or "")
+            tp.partition: (tp.offset, untagged(tp.metadata or "")[1])
             for tp in result.topic_partitions or []
-            if tp.topic == self.topic and tp.error is None and tp.offset >= 0
+            if tp.topic == self.topic
+            and tp.error is None
+            and tp.offset >= 0
+            # A commit on a deleted topic of the same name is none for this one.
+            and committed_elsewhere(tp.metadata or "", topic_id) is None
         }
+
+    def _topic_id_or_none(self) -> str | None:
+        """The topic's ID, or None if the brokers cannot say now (then commits on a deleted
+        topic of the same name pass for this one's, as they would without IDs)."""
+        try:
+            return self.topic_id()
+        except SchedulerError as error:
+            logger.debug("cannot read the ID of topic %r: %s", self.topic, error)
+            return None
 
     def _owners(self, group_id: str) -> dict[int, str]:
         description = self._ask_coordinator(

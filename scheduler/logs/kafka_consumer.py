@@ -24,10 +24,11 @@ rebalance.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     OFFSET_END,
     OFFSET_INVALID,
     TIMESTAMP_NOT_AVAILABLE,
@@ -55,6 +56,7 @@ from scheduler.logs.kafka_security import (
     RefusalRecorder,
     not_allowed,
 )
+from scheduler.logs.kafka_topic_id import committed_elsewhere, tagged, untagged
 
 _COMMIT_RETRY_S = 0.1
 _TRANSIENT = frozenset(
@@ -85,8 +87,19 @@ threads wake by themselves, and the request goes on waking them when it is answe
 class KafkaLogConsumer(LogConsumer):
     """One member of a consumer group reading one topic; used by one polling thread."""
 
-    def __init__(self, *, config: dict[str, Any], topic: str, request_timeout_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        config: dict[str, Any],
+        topic: str,
+        request_timeout_s: float,
+        topic_id: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self._topic = topic
+        self._read_topic_id = topic_id
+        self._topic_id: str | None = None
+        """The topic's ID as of the latest assignment, named by every commit (see
+        `kafka_topic_id`); None if it could not be read."""
         self._bootstrap = str(config.get("bootstrap.servers", ""))
         self._config = config
         self._timeout = request_timeout_s
@@ -220,10 +233,10 @@ class KafkaLogConsumer(LogConsumer):
     ) -> None:
         if not offsets:
             return
-        notes = metadata or {}
+        notes = {p: tagged(self._topic_id, (metadata or {}).get(p, "")) for p in offsets}
         wanted = [
             TopicPartition(self._topic, p, o, metadata=notes[p])
-            if notes.get(p)
+            if notes[p]
             else TopicPartition(self._topic, p, o)
             for p, o in offsets.items()
         ]
@@ -262,6 +275,15 @@ class KafkaLogConsumer(LogConsumer):
     def committed_with_metadata(
         self, partitions: Collection[int]
     ) -> dict[int, tuple[int | None, str]]:
+        committed = self._committed_tagged(partitions)
+        return {
+            p: (None, "")  # committed on a deleted topic of the same name: none on this one
+            if committed_elsewhere(note, self._topic_id)
+            else (offset, untagged(note)[1])
+            for p, (offset, note) in committed.items()
+        }
+
+    def _committed_tagged(self, partitions: Collection[int]) -> dict[int, tuple[int | None, str]]:
         if not partitions:
             return {}
         try:
@@ -273,6 +295,42 @@ class KafkaLogConsumer(LogConsumer):
             for tp in results
         }
 
+    def _committed_on_deleted_topic(self, partitions: list[int]) -> set[int]:
+        """Which of the arriving `partitions` have offsets committed on an earlier topic of the
+        same name (see `kafka_topic_id`); they are read from their first record. Best effort:
+        if the brokers cannot say now, librdkafka starts at the committed offsets as always."""
+        try:
+            self._topic_id = self._read_topic_id()
+            committed = self._committed_tagged(partitions)
+        except SchedulerError as error:
+            logger.warning(
+                "cannot check whether the committed offsets of partitions %s belong to topic "
+                "%r as it is now: %s",
+                partitions,
+                self._topic,
+                error,
+            )
+            return set()
+        stale = {
+            p: (offset, old)
+            for p, (offset, note) in committed.items()
+            if (old := committed_elsewhere(note, self._topic_id)) is not None
+        }
+        if stale:
+            logger.warning(
+                "the group's committed offsets of partitions %s were committed on an earlier "
+                "topic named %r (ID %s; it is %s now), deleted and created again since: they "
+                "would skip the new topic's first records, so these partitions are read from "
+                "their first record instead (offsets were %s). Tasks already stored are stored "
+                "again, which changes nothing",
+                sorted(stale),
+                self._topic,
+                next(iter(stale.values()))[1],
+                self._topic_id,
+                {p: offset for p, (offset, _) in sorted(stale.items())},
+            )
+        return set(stale)
+
     # -- rebalance callbacks (run inside consume/poll/close) ---------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -280,19 +338,29 @@ class KafkaLogConsumer(LogConsumer):
         numbers = sorted(tp.partition for tp in partitions)
         self._assigned.update(numbers)
         self._arriving = set(numbers)
+        from_first: set[int] = set()
         try:
+            from_first = self._committed_on_deleted_topic(numbers) if numbers else set()
             if numbers and self._listener is not None:
                 self._listener.on_assigned(numbers)
         finally:
             starts, self._start_offsets, self._arriving = self._start_offsets, {}, set()
-            with_offsets = [
-                TopicPartition(self._topic, p, starts.get(p, OFFSET_INVALID)) for p in numbers
-            ]
+            for partition in from_first:
+                starts.setdefault(partition, OFFSET_BEGINNING)
             if self._cooperative:
-                consumer.incremental_assign(with_offsets)
+                consumer.incremental_assign(
+                    [TopicPartition(self._topic, p, starts.get(p, OFFSET_INVALID)) for p in numbers]
+                )
                 self._wake_fetchers(consumer)
             else:
-                consumer.assign(self._partitions(self._assigned))
+                # The eager protocol assigns the whole set anew: each partition starts where the
+                # listener sought it, else at its committed offset.
+                consumer.assign(
+                    [
+                        TopicPartition(self._topic, p, starts.get(p, OFFSET_INVALID))
+                        for p in sorted(self._assigned)
+                    ]
+                )
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._leave(consumer, partitions, lost=False)

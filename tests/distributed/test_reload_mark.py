@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient
 from scheduler.bench.reload import tombstones_read
 from scheduler.engine.reload_mark import ReloadMark
 from scheduler.fleet import as_key_tuple
+from scheduler.logs.kafka_topic_id import untagged
 from scheduler.model import Task, from_epoch_ms
 from scheduler.stores.cassandra import CassandraTaskStore
 from tests.distributed.conftest import START_TIMEOUT_S, Fleet, now_ms, wait_for
@@ -26,7 +27,9 @@ def committed_mark(fleet: Fleet) -> ReloadMark | None:
     wanted = ConsumerGroupTopicPartitions(fleet.group_id, [TopicPartition(fleet.topic, PARTITION)])
     [future] = admin.list_consumer_group_offsets([wanted]).values()
     [found] = future.result(30).topic_partitions
-    return ReloadMark.decode(found.metadata)
+    committed_on, mark = untagged(found.metadata or "")
+    assert committed_on == fleet.log.topic_id()  # every commit names the topic it was made on
+    return ReloadMark.decode(mark)
 
 
 def test_the_mark_passes_completed_tasks_and_the_next_owner_reads_none_of_their_tombstones(

@@ -8,6 +8,7 @@ from collections.abc import Collection
 import pytest
 
 from scheduler import metrics
+from scheduler.errors import BackendUnavailableError, TopicMissingError, TopicReplacedError
 from scheduler.topic_guard import TopicGuard
 
 
@@ -90,3 +91,68 @@ def test_a_partition_forgotten_or_never_read_is_not_checked(
     guard.forget([3])
     guard.check_read({3: 90}, {3: 95})  # owned again: the assignment checks it, not this
     assert log.asked == 0
+
+
+class Incarnations(FirstOffsets):
+    """A log whose topic's ID changes, vanishes or cannot be read, as a test says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.id: str | Exception | None = "first-id"
+
+    def partition_count(self) -> int:
+        return 4
+
+    def topic_id(self) -> str | None:
+        if isinstance(self.id, Exception):
+            raise self.id
+        return self.id
+
+
+@pytest.fixture
+def topic(monkeypatch: pytest.MonkeyPatch) -> tuple[TopicGuard, Incarnations]:
+    monkeypatch.setattr("scheduler.topic_guard._TOPIC_CHECK_EVERY_S", 0.0)
+    log = Incarnations()
+    guard = TopicGuard(log)  # type: ignore[arg-type]
+    guard.start()
+    return guard, log
+
+
+def test_a_topic_created_again_under_its_name_stops_the_worker_at_once(
+    topic: tuple[TopicGuard, Incarnations],
+) -> None:
+    guard, log = topic
+    guard.check_topic()
+    log.id = "second-id"
+    with pytest.raises(TopicReplacedError, match="was deleted and created again while") as error:
+        guard.check_topic()
+    assert "first-id" in str(error.value) and "Start the workers again" in str(error.value)
+
+
+def test_a_topic_missing_at_two_checks_in_a_row_stops_the_worker_and_once_does_not(
+    topic: tuple[TopicGuard, Incarnations],
+) -> None:
+    guard, log = topic
+    log.id = TopicMissingError("no such topic")
+    guard.check_topic()  # a broker that does not know it yet, perhaps
+    log.id = "first-id"
+    guard.check_topic()
+    log.id = TopicMissingError("no such topic")
+    guard.check_topic()
+    with pytest.raises(TopicReplacedError, match="'tasks' was deleted while this worker ran"):
+        guard.check_topic()
+
+
+def test_an_unreachable_log_or_one_without_topic_ids_leaves_the_topic_unchecked(
+    topic: tuple[TopicGuard, Incarnations],
+) -> None:
+    guard, log = topic
+    for _ in range(3):
+        log.id = BackendUnavailableError("brokers down")
+        guard.check_topic()
+    log.id = None  # an embedded log
+    later = TopicGuard(log)  # type: ignore[arg-type]
+    later.start()
+    log.id = TopicMissingError("no such topic")
+    later.check_topic()
+    later.check_topic()
