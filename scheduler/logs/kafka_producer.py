@@ -20,7 +20,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from scheduler.errors import BackendUnavailableError, SchedulerError, TaskDataError
+from scheduler.errors import (
+    BackendUnavailableError,
+    SchedulerError,
+    TaskDataError,
+    TopicMissingError,
+)
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
 from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
@@ -40,6 +45,11 @@ _CLOSE_FLUSH_S = 30.0
 _CONNECT_EARLY_S = 1.0
 """How long a new producer waits for each early metadata request: usually 1 to 60 ms."""
 _MAX_SENDERS = 64
+_TOPIC_GONE = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+)
+"""Delivery errors of a record whose topic, or whose partition of it, does not exist: librdkafka
+gives up on it after `topic.metadata.propagation.max.ms` (30 s by default)."""
 _FAILED_BY_FATAL = frozenset(
     {KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 )
@@ -246,6 +256,8 @@ class KafkaLogProducer(LogProducer):
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             size = None if message is None else len(message.value() or b"")
             return self._too_large(error, size)
+        if error.code() in _TOPIC_GONE:
+            return self._topic_gone(error, None if message is None else message.partition())
         action = f"write to topic {self._topic!r}"
         if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
             action += " (an idempotent producer gets its producer id only with Write on a topic)"
@@ -271,11 +283,24 @@ class KafkaLogProducer(LogProducer):
         error = kafka_error(exc)
         if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             return self._too_large(error, size)
+        if error is not None and error.code() in _TOPIC_GONE:
+            return self._topic_gone(error, None)
         if error is not None and error.code() == KafkaError._FATAL and self._fatal is None:
             self._poll(0)  # librdkafka raises the error that stopped the producer from here
         if self._fatal is not None:
             return self.failure(self._fatal)
         return exc
+
+    def _topic_gone(self, error: KafkaError, partition: int | None) -> TopicMissingError:
+        # The producer was built on an existing topic (`KafkaTaskLog.producer` checks), so the
+        # topic, or the partition, went away under it.
+        which = "its partition" if partition is None or partition < 0 else f"partition {partition}"
+        return TopicMissingError(
+            f"the record was not written: topic {self._topic!r} on {self._bootstrap!r} does "
+            f"not exist, or lacks {which} ({error.str()}); was it "
+            "deleted, or created again with fewer partitions? Create it with the deployment's "
+            "partition count (`scheduler topic create`) and send the task again"
+        )
 
     def _too_large(self, error: KafkaError, size: int | None) -> TaskDataError:
         # A deployment that raised max_data_bytes past Kafka's limits: the task is refused

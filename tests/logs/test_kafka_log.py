@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
-from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.errors import BackendUnavailableError, ConfigurationError, TopicMissingError
 from scheduler.logs import kafka_producer
 from scheduler.logs.abc import LogConsumer, LogRecord
 from scheduler.logs.kafka import KafkaLogProducer, KafkaTaskLog
@@ -219,13 +219,47 @@ def test_a_record_sent_to_a_missing_topic_fails_instead_of_having_the_broker_cre
     config = {**log.producer_settings(), "topic.metadata.propagation.max.ms": 1000}
     producer = KafkaLogProducer(config=config, topic=log.topic)
     try:
-        with pytest.raises(BackendUnavailableError, match="Unknown topic or partition"):
+        with pytest.raises(TopicMissingError, match="Unknown topic or partition") as refused:
             producer.send(b"key", b"{}").result(30)
+        assert f"topic {log.topic!r} on" in str(refused.value)
+        assert "`scheduler topic create`" in str(refused.value)
     finally:
         producer.close()
     with pytest.raises(ConfigurationError, match="does not exist"):
         log.partition_count()
     log.close()
+
+
+@pytest.mark.kafka
+def test_a_send_after_the_topic_was_deleted_fails_saying_so_and_goes_once_it_is_back() -> None:
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"deleted-{uuid.uuid4().hex}")
+    log.ensure_topic(PARTITIONS)
+    config = {**log.producer_settings(), "topic.metadata.propagation.max.ms": 1000}
+    producer = KafkaLogProducer(config=config, topic=log.topic)
+    try:
+        producer.send(b"key", b"{}").result(30)
+        log.delete_topic()
+        # Refused at once once librdkafka knows the topic is gone, else when it gives up on the
+        # record: the same error either way, never librdkafka's own exception.
+        with pytest.raises(TopicMissingError, match="was it deleted") as refused:
+            producer.send(b"key", b"{}").result(60)
+        print(f"\n[topic deleted under a producer] {refused.value}")
+        assert f"topic {log.topic!r} on" in str(refused.value)
+        log.ensure_topic(PARTITIONS)
+        # The producer refuses at once until its metadata shows the topic again (a second or
+        # two), with the same error.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert producer.send(b"key", b"{}").result(60) == partition_for(b"key", PARTITIONS)
+                break
+            except TopicMissingError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+    finally:
+        producer.close()
+        log.delete_topic()
+        log.close()
 
 
 @pytest.mark.kafka
