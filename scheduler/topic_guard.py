@@ -110,12 +110,11 @@ class TopicGuard:
 
     def _replaced(self, how: str) -> TopicReplacedError:
         return TopicReplacedError(
-            f"topic {self.log.topic!r} was {how} while this worker ran (its ID was "
-            f"{self.topic_id}): the records on it that no worker had stored yet are gone with "
-            "it, and the tasks already stored are safe in the store. The worker stops rather "
-            "than go on with offsets of the old topic. Start the workers again: they create the "
-            "topic if it is missing (with SCHEDULER_PARTITIONS partitions) and read the new one "
-            "from its first record"
+            f"{self.log.location} was {how} while this worker ran (its ID was "
+            f"{self.topic_id}): the records on it that no worker had stored yet went with it. "
+            "The worker stops rather than go on with offsets of the old topic. Start the "
+            "workers again: they create the topic if it is missing (with SCHEDULER_PARTITIONS "
+            "partitions) and read the new one from its first record"
         )
 
     def check_record(self, record: LogRecord, command: Command) -> None:

@@ -214,6 +214,11 @@ class TaskLog(ABC):
     topic: str
     """The topic name."""
 
+    @property
+    def location(self) -> str:
+        """The topic and where it lives, for messages (`topic 'tasks' on Kafka at '...'`)."""
+        return f"topic {self.topic!r}"
+
     @abstractmethod
     def ensure_topic(self, partitions: int) -> int:
         """Create the topic with `partitions` partitions if it does not exist.
@@ -228,9 +233,9 @@ class TaskLog(ABC):
 
     def topic_id(self) -> str | None:
         """The ID of the topic as it is now: a topic deleted and created again under the same
-        name has another one (Kafka's topic IDs). None if the log does not identify topics (the
-        embedded log, whose topic and group offsets live and go together; brokers before Kafka
-        2.8). Raises `TopicMissingError` if the topic does not exist."""
+        name has another one (Kafka's topic IDs; the embedded log's file identity). None if the
+        log does not identify topics (an in-memory log; brokers before Kafka 2.8). Raises
+        `TopicMissingError` if the topic does not exist."""
         return None
 
     @abstractmethod

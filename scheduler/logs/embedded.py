@@ -28,6 +28,7 @@ committed on a partition. Reading below the log start jumps to it (`auto.offset.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -180,6 +181,26 @@ class EmbeddedTaskLog(TaskLog):
         if not self.partitions:
             self._load_topic()
         return partitions if row is None else int(row[0])
+
+    @property
+    def location(self) -> str:
+        return f"topic {self.topic!r} of the embedded log {self.path or 'in memory'}"
+
+    def topic_id(self) -> str | None:
+        """The identity of the log's file (device and inode): a file deleted, or deleted and
+        made again (`rm -r .scheduler` while a worker runs), takes the topic, its records and
+        its group's offsets with it, and this process would go on alone with the old one. The
+        process holds the old file open, so a new one cannot have its inode number."""
+        if self.path is None:
+            return None
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            raise TopicMissingError(
+                f"the embedded log {self.path} does not exist any more (deleted?); topic "
+                f"{self.topic!r} went with it"
+            ) from None
+        return f"{found.st_dev}:{found.st_ino}"
 
     def partition_count(self) -> int:
         if not self.partitions:

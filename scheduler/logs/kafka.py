@@ -252,6 +252,10 @@ class KafkaTaskLog(TaskLog):
             raise self._missing()
         return len(topic.partitions)
 
+    @property
+    def location(self) -> str:
+        return f"topic {self.topic!r} on Kafka at {self._bootstrap!r}"
+
     def topic_id(self) -> str | None:
         # Asked by name, unlike `_metadata`: DescribeTopics never creates a topic.
         future = self._admin.describe_topics(

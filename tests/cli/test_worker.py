@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import time
 import urllib.request
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler.cli.main import cli
+from tests.cli.helpers import wait_for
 from tests.http import free_port, probe
 
 
@@ -122,3 +124,30 @@ def test_the_probes_answer_starting_while_the_worker_connects(
         assert time.monotonic() < deadline + 30 and process.poll() is None
         time.sleep(0.1)
     assert ready is not None and ready[1]["partitions"] == [0, 1, 2, 3]
+
+
+def test_a_data_dir_deleted_under_a_running_worker_stops_it_and_the_next_runs_the_new_tasks(
+    worker, script, embedded
+):
+    """`rm -r .scheduler` while a worker runs: it held the deleted files open and went on with
+    them, while `scheduler enqueue` made new ones that nobody read."""
+    running = worker()
+
+    def states(ordering_id: str) -> list[str]:
+        listed = script("tasks", "list", "--ordering-id", ordering_id, "--json")
+        return [row["state"] for row in json.loads(listed.stdout or "[]")]
+
+    assert script("enqueue", "before", "--data", '{"job": "x:y"}').returncode == 0
+    assert wait_for(lambda: states("before") == ["succeeded"])
+    shutil.rmtree(embedded)
+    sent = script("enqueue", "after", "--data", '{"job": "x:y"}')  # makes a new data dir
+    assert sent.returncode == 0, sent.stderr
+
+    _, err = running.communicate(timeout=60)
+    print(f"\n[data dir deleted] exit {running.returncode}: {err.strip().splitlines()[-1]}")
+    assert running.returncode == 2, err
+    assert f"of the embedded log {embedded / 'log.db'} was deleted" in err
+    assert "Start the workers again" in err and "Traceback" not in err
+
+    worker()
+    assert wait_for(lambda: states("after") == ["succeeded"])

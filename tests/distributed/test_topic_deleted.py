@@ -81,7 +81,8 @@ def test_a_worker_stops_when_its_topic_is_deleted_and_a_new_one_loses_nothing(
     output = worker.output()
     print(f"\n[topic deleted] worker exit {code}: {error_line(output)}")
     assert code == 2, output[-3000:]
-    assert f"topic {fleet.topic!r} was deleted while this worker ran" in error_line(output)
+    assert f"topic {fleet.topic!r} on Kafka at" in error_line(output)
+    assert "was deleted while this worker ran" in error_line(output)
     assert "Start the workers again" in error_line(output)
     assert "Traceback" not in output
 

@@ -16,6 +16,7 @@ class FirstOffsets:
     """The part of a `TaskLog` the check asks: each partition's first offset, counted."""
 
     topic = "tasks"
+    location = "topic 'tasks'"
 
     def __init__(self) -> None:
         self.first: dict[int, int] = {}

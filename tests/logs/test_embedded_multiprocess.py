@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.errors import ConfigurationError
+from scheduler.errors import ConfigurationError, TopicMissingError
 from scheduler.logs._embedded_members import process_alive
 from scheduler.logs.abc import LogRecord
 from scheduler.logs.embedded import EmbeddedTaskLog
@@ -286,3 +286,27 @@ def test_an_embedded_scheduler_the_group_refuses_fails_at_once_with_the_reason(
     with pytest.raises(ConfigurationError, match="other-worker"):
         scheduler.start(wait_for_assignment_s=120)
     assert isinstance(scheduler.worker.fatal_error, ConfigurationError)
+
+
+def test_the_topic_id_is_the_files_and_changes_when_the_file_is_made_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "log.db"
+    log = EmbeddedTaskLog(path=str(path))
+    try:
+        log.ensure_topic(2)
+        first = log.topic_id()
+        assert first is not None and log.topic_id() == first
+        for name in os.listdir(tmp_path):  # what `rm -r .scheduler` does under a worker
+            os.remove(tmp_path / name)
+        with pytest.raises(TopicMissingError, match=f"the embedded log {path} does not exist"):
+            log.topic_id()
+        other = EmbeddedTaskLog(path=str(path))  # `scheduler enqueue` in another terminal
+        other.ensure_topic(2)
+        other.close()
+        assert log.topic_id() not in (None, first)
+    finally:
+        log.close()
+    in_memory = EmbeddedTaskLog(path=None)
+    assert in_memory.topic_id() is None  # one process alone: nothing to check
+    in_memory.close()
