@@ -111,6 +111,8 @@ class EmbeddedTaskLog(TaskLog):
             )
         self.topic = topic
         self.path = path
+        self._absolute = None if path is None else os.path.abspath(path)
+        """For `topic_id`: the same file whatever the working directory is later."""
         self.cond = threading.Condition()
         """Guards the partitions and the group state; `poll` waits on it for records and moves."""
         self.partitions: list[_Partition] = []
@@ -191,10 +193,10 @@ class EmbeddedTaskLog(TaskLog):
         made again (`rm -r .scheduler` while a worker runs), takes the topic, its records and
         its group's offsets with it, and this process would go on alone with the old one. The
         process holds the old file open, so a new one cannot have its inode number."""
-        if self.path is None:
+        if self._absolute is None:
             return None
         try:
-            found = os.stat(self.path)
+            found = os.stat(self._absolute)
         except FileNotFoundError:
             raise TopicMissingError(
                 f"the embedded log {self.path} does not exist any more (deleted?); topic "
