@@ -129,6 +129,9 @@ class KafkaLogConsumer(LogConsumer):
         self._listener: RebalanceListener | None = None
         self._assigned: set[int] = set()
         self._arriving: set[int] = set()
+        self._arrival_commits: dict[int, tuple[int | None, str]] = {}
+        """The arriving partitions' committed offsets, read once at the start of `_on_assign`
+        and served to the listener (nothing commits them before it returns)."""
         """Partitions being assigned while the listener's `on_assigned` runs."""
         self._start_offsets: dict[int, int] = {}
         """Seeks of arriving partitions made inside `on_assigned`, applied as start offsets."""
@@ -286,6 +289,8 @@ class KafkaLogConsumer(LogConsumer):
     def _committed_tagged(self, partitions: Collection[int]) -> dict[int, tuple[int | None, str]]:
         if not partitions:
             return {}
+        if self._arrival_commits.keys() >= set(partitions):
+            return {p: self._arrival_commits[p] for p in partitions}
         try:
             results = self._consumer.committed(self._partitions(partitions), timeout=self._timeout)
         except KafkaException as exc:
@@ -301,7 +306,7 @@ class KafkaLogConsumer(LogConsumer):
         if the brokers cannot say now, librdkafka starts at the committed offsets as always."""
         try:
             self._topic_id = self._read_topic_id()
-            committed = self._committed_tagged(partitions)
+            committed = self._arrival_commits = self._committed_tagged(partitions)
         except SchedulerError as error:
             logger.warning(
                 "cannot check whether the committed offsets of partitions %s belong to topic "
@@ -345,6 +350,7 @@ class KafkaLogConsumer(LogConsumer):
                 self._listener.on_assigned(numbers)
         finally:
             starts, self._start_offsets, self._arriving = self._start_offsets, {}, set()
+            self._arrival_commits = {}
             for partition in from_first:
                 starts.setdefault(partition, OFFSET_BEGINNING)
             if self._cooperative:

@@ -48,8 +48,9 @@ _MAX_SENDERS = 64
 _TOPIC_GONE = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 )
-"""Delivery errors of a record whose topic, or whose partition of it, does not exist: librdkafka
-gives up on it after `topic.metadata.propagation.max.ms` (30 s by default)."""
+"""Errors of a record whose topic, or whose partition of it, does not exist: `produce` raises one
+once librdkafka knows, else the delivery report carries one after
+`topic.metadata.propagation.max.ms` (30 s by default)."""
 _FAILED_BY_FATAL = frozenset(
     {KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 )
