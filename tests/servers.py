@@ -12,7 +12,9 @@ The secured Cassandra node (password logins, mutual TLS) always comes from the l
 needs certificates and a cassandra.yaml of its own, which the launcher writes.
 
 Nothing here skips: a test marked ``kafka``/``cassandra`` that cannot get its server must fail
-loudly, otherwise CI would go green without ever touching Kafka or Cassandra.
+loudly, otherwise CI would go green without ever touching Kafka or Cassandra. The other way
+round, a test that reaches a server without its marker fails too (`require_marker`): a run with
+``-m "not kafka"`` must never start a broker.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
+import pytest
+
 from scheduler.services.tls import TlsFiles
 from scheduler.stores.cassandra_security import Credentials, TlsOptions
 from tests.http import free_port
@@ -37,10 +41,31 @@ if TYPE_CHECKING:
 
 CASSANDRA_DEFAULT_PORT = 9042
 
+running_test: pytest.Item | None = None
+"""The test being set up or run; tests/conftest.py keeps it current."""
 
-@functools.cache
+
+def require_marker(marker: str, server: str) -> None:
+    """Fail the running test unless it is marked `marker`: markers are how a run selects or
+    leaves out the tests that need a server, so one that is missing is a bug in the test."""
+    test = running_test
+    if test is not None and test.get_closest_marker(marker) is None:
+        pytest.fail(
+            f"{test.nodeid} reaches {server} but is not marked `{marker}`: add "
+            f"`@pytest.mark.{marker}` (or a module `pytestmark`), so that `-m 'not {marker}'` "
+            "leaves it out",
+            pytrace=False,
+        )
+
+
 def kafka_bootstrap() -> str:
     """``host:port[,host:port]`` of a Kafka broker for this test session."""
+    require_marker("kafka", "a Kafka broker")
+    return _kafka_bootstrap()
+
+
+@functools.cache
+def _kafka_bootstrap() -> str:
     env = os.environ.get("SCHEDULER_KAFKA_BOOTSTRAP", "").strip()
     if env:
         return env
@@ -98,9 +123,14 @@ def kafka_container_environment(host_port: int, cluster_id: str) -> list[tuple[s
     ]
 
 
-@functools.cache
 def cassandra_contact() -> tuple[list[str], int]:
     """Contact points and CQL port of a Cassandra node for this test session."""
+    require_marker("cassandra", "a Cassandra node")
+    return _cassandra_contact()
+
+
+@functools.cache
+def _cassandra_contact() -> tuple[list[str], int]:
     env = os.environ.get("SCHEDULER_CASSANDRA_HOSTS", "").strip()
     if env:
         return parse_hosts(env, CASSANDRA_DEFAULT_PORT)
@@ -232,9 +262,14 @@ def _launched_for_tests(name: str) -> tuple[Any, str]:
     return launcher.server(name), status.address
 
 
-@functools.cache
 def secured_cassandra() -> SecuredNode:
     """The secured node, from the launcher."""
+    require_marker("cassandra", "the secured Cassandra node")
+    return _secured_cassandra()
+
+
+@functools.cache
+def _secured_cassandra() -> SecuredNode:
     from scheduler.services import launcher
     from scheduler.services.cassandra import SUPERUSER, SecuredCassandra
 
@@ -338,9 +373,14 @@ class SecuredBroker:
         return AdminClient({"bootstrap.servers": self.bootstrap, **self.login(*self.admin)})
 
 
-@functools.cache
 def secured_kafka() -> SecuredBroker:
     """The secured broker, from the launcher."""
+    require_marker("kafka", "the secured Kafka broker")
+    return _secured_kafka()
+
+
+@functools.cache
+def _secured_kafka() -> SecuredBroker:
     from scheduler.services import launcher
     from scheduler.services.kafka import ADMIN, SecuredKafka
 

@@ -13,6 +13,7 @@ import os
 import subprocess
 import time
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from scheduler.client import SchedulerClient
@@ -22,6 +23,8 @@ from scheduler.model import Task, from_epoch_ms
 from scheduler.partitioning import partition_for
 from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, now_ms
 from tests.distributed.test_bad_input import error_line, failed_start
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
 GROWN = PARTITIONS + 4
 

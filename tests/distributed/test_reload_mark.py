@@ -4,6 +4,7 @@ of theirs (before, it read every one since the bucket's start, and past 100,000 
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -15,6 +16,8 @@ from scheduler.model import Task, from_epoch_ms
 from scheduler.stores.cassandra import CassandraTaskStore
 from tests.distributed.conftest import START_TIMEOUT_S, Fleet, now_ms, wait_for
 from tests.distributed.test_retention import ids_on
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
 PARTITION = 1
 COUNT = 600

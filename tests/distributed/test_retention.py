@@ -8,6 +8,7 @@ skipped without a word.
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -16,6 +17,8 @@ from scheduler.logs.kafka import KafkaTaskLog
 from scheduler.model import Task, from_epoch_ms
 from scheduler.partitioning import partition_for
 from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, now_ms, wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
 PARTITION = 3
 

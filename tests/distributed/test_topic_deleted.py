@@ -8,6 +8,7 @@ offset committed late must not make the next owner skip the new topic's first re
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from scheduler.client import SchedulerClient
@@ -17,6 +18,8 @@ from scheduler.logs.kafka import KafkaTaskLog
 from scheduler.model import Task, from_epoch_ms
 from tests.distributed.conftest import PARTITIONS, START_TIMEOUT_S, Fleet, now_ms, wait_for
 from tests.distributed.test_bad_input import error_line
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
 ORDERING_IDS = [f"again-{n}" for n in range(PARTITIONS)]
 

@@ -231,6 +231,7 @@ def test_an_encrypted_client_key_is_used_with_its_password(tmp_path: Path) -> No
         store.close()
 
 
+@pytest.mark.cassandra
 def test_an_encrypted_client_key_without_its_password_names_the_setting(tmp_path: Path) -> None:
     node = secured_cassandra()
     key = encrypted_client_key(tmp_path, "s3cret key")
