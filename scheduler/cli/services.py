@@ -169,6 +169,7 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
       scheduler services kafka-tool consumer-groups --describe --group scheduler-workers
       scheduler services kafka-tool topics --describe --topic scheduler-tasks
     """
+    from scheduler.logs.kafka_config import any_broker_listens
     from scheduler.services import kafka_tools
 
     cache = launcher.state_dir() / "cache"
@@ -186,7 +187,7 @@ def kafka_tool(state: CliState, tool: str, args: tuple[str, ...]) -> None:
                 "own (--command-config, or --consumer.config for console-consumer)",
                 err=True,
             )
-        if not kafka_tools.names_server(args) and not kafka_tools.any_broker_listens(bootstrap):
+        if not kafka_tools.names_server(args) and not any_broker_listens(bootstrap):
             raise ServiceError(
                 f"nothing answers at {bootstrap!r} (SCHEDULER_KAFKA_BOOTSTRAP): start a local "
                 "Kafka with `scheduler services up`, point SCHEDULER_KAFKA_BOOTSTRAP at your "

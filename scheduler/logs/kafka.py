@@ -38,6 +38,7 @@ from scheduler.logs.kafka_config import (
     BOOTSTRAP_SETTING,
     PRODUCER_DEFAULTS,
     RECONNECT_DEFAULTS,
+    any_broker_listens,
     config_refused,
     consumer_defaults,
     kafka_error,
@@ -453,6 +454,19 @@ class KafkaTaskLog(TaskLog):
                 "listener (set security.protocol in SCHEDULER_KAFKA_CONFIG); raising "
                 "receive.message.max.bytes, as librdkafka suggests, will not help."
             )
+        # librdkafka logs the silence only when its own 10 s wait ends, which may come after
+        # ours: with nothing logged, a port that takes connections was silent too.
+        silent = any(_silent(failure) for failure in failures) or (
+            not failures and any_broker_listens(self._bootstrap)
+        )
+        if silent:
+            # A TLS or SASL listener would have hung up on the plain request, not kept quiet.
+            return (
+                " It took the connection but never answered Kafka's first request: another kind "
+                "of server listens there (one that waits for its own protocol, as HTTP servers "
+                f"do), or the broker hangs. Point {BOOTSTRAP_SETTING} at a broker's listener "
+                "(9092 unless its server.properties says otherwise), or read the broker's log."
+            )
         if self._producer_config:
             return " If it is running, check the security settings in SCHEDULER_KAFKA_CONFIG."
         if mismatch:
@@ -580,3 +594,9 @@ class KafkaTaskLog(TaskLog):
             alternative=alternative,
         )
         return refused if refused is not None else unavailable(what, exc, self._bootstrap)
+
+
+def _silent(failure: str) -> bool:
+    """A connection failure where the address took the connection and then said nothing, as
+    librdkafka words it: its first request (ApiVersion) timed out."""
+    return "in state APIVERSION_QUERY)" in failure and "Timed out" in failure

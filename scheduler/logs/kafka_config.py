@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.logging_setup import OncePerMinute
+from scheduler.services.process import port_open
 
 logger = logging.getLogger("scheduler.logs.kafka")
 """librdkafka's own log lines go here instead of to stderr."""
@@ -298,3 +299,15 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
     """The `KafkaError` inside a `KafkaException`, if there is one."""
     args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], KafkaError) else None
+
+
+def any_broker_listens(bootstrap: str, timeout: float = 2.0) -> bool:
+    """Whether any address of a bootstrap list (`host:port,...`, librdkafka's spelling, a
+    `PLAINTEXT://` prefix allowed) accepts a TCP connection. The tools themselves wait 30 s
+    for an unreachable broker and then print a Java stack trace; this answers in seconds."""
+    for address in bootstrap.split(","):
+        address = address.strip().rpartition("://")[2]
+        host, _, port = address.rpartition(":")
+        if host and port.isdigit() and port_open(host.strip("[]"), int(port), timeout):
+            return True
+    return False

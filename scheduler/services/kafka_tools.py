@@ -22,7 +22,7 @@ from scheduler.services.base import classpath
 from scheduler.services.errors import ServiceError
 from scheduler.services.kafka import KAFKA_VERSION, LOG4J_VERSION, Kafka
 from scheduler.services.maven import Artifact, is_resolved, resolve
-from scheduler.services.process import port_open, require_java17
+from scheduler.services.process import require_java17
 
 TOOLS: dict[str, str] = {
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
@@ -95,18 +95,6 @@ def with_bootstrap(args: Sequence[str], bootstrap: str) -> list[str]:
     """`args`, with `--bootstrap-server bootstrap` in front unless they name a server already:
     the scheduler's own Kafka is the one an operator means when they do not say."""
     return list(args) if names_server(args) else ["--bootstrap-server", bootstrap, *args]
-
-
-def any_broker_listens(bootstrap: str, timeout: float = 2.0) -> bool:
-    """Whether any address of a bootstrap list (`host:port,...`, librdkafka's spelling, a
-    `PLAINTEXT://` prefix allowed) accepts a TCP connection. The tools themselves wait 30 s
-    for an unreachable broker and then print a Java stack trace; this answers in seconds."""
-    for address in bootstrap.split(","):
-        address = address.strip().rpartition("://")[2]
-        host, _, port = address.rpartition(":")
-        if host and port.isdigit() and port_open(host.strip("[]"), int(port), timeout):
-            return True
-    return False
 
 
 def names_config(args: Sequence[str]) -> bool:

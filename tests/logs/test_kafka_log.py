@@ -117,6 +117,22 @@ def test_a_port_where_something_else_answers_is_said_to_be_no_kafka_listener(
     assert "will not help" in message
 
 
+def test_a_port_that_takes_connections_and_never_answers_is_named_as_such() -> None:
+    """Before, the error said the listener "hung up at the first request" and may want TLS or
+    a login, sending users to the security settings; it took the connection and kept quiet,
+    which a TLS or SASL listener never does. librdkafka's own line about the silence may come
+    after the error is raised, so both ways to tell it are exercised (2 s: before; 12 s: after
+    librdkafka's 10 s wait for the answer)."""
+    with other_server() as port:
+        for timeout in (2, 12):
+            with pytest.raises(BackendUnavailableError) as raised:
+                KafkaTaskLog(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_s=timeout)
+            message = str(raised.value)
+            assert "never answered Kafka's first request" in message, message
+            assert "hung up" not in message
+            assert "want TLS" not in message
+
+
 def test_a_log_that_cannot_reach_kafka_leaves_no_client_behind() -> None:
     """AdminClient has no close; it stopped only with its last reference, and the error kept
     one (its traceback held the half-built log, its context librdkafka's error and so the
@@ -716,6 +732,7 @@ def test_producer_only_settings_can_stay_out_of_the_consumers(
     assert not [w for w in warnings if "producer instance" in w], warnings
 
 
+@pytest.mark.kafka
 def test_clients_try_a_failing_broker_again_within_a_second_unless_the_caller_says_otherwise():
     """librdkafka's own cap is 10 s: a worker could sit that long after a broker restart."""
     log = KafkaTaskLog(
