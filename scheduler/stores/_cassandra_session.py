@@ -192,15 +192,33 @@ def open_runner(
             "local one"
         )
 
+    def announce(error: BaseException, tries: int, took_s: float) -> None:
+        # A try can last the whole connect timeout: without these lines a silent address meant
+        # a minute without a word before the error. Quick refusals need none.
+        if took_s < _SLOW_TRY_S:
+            log.debug("Cassandra at %s did not answer (%s); trying again", target, _why(error))
+            return
+        log.warning(
+            "Cassandra at %s did not answer (%s); trying again (%d of %d tries made)",
+            target,
+            _why(error),
+            tries,
+            policy.attempts,
+        )
+
     # A host name that does not resolve is retried too: DNS may not know a new node yet.
     cluster, session = call_with_retries(
         attempt,
         policy=policy,
         transient=(*TRANSIENT, UnresolvableContactPoints),
         describe=describe,
+        announce=announce,
     )
     return cluster, Runner(session, target=target, concurrency=concurrency, policy=policy)
 
+
+#: A try to connect that failed after this long is announced before the next.
+_SLOW_TRY_S = 1.0
 
 #: Where a node listens for clients, when an address turns out to be another server's.
 _NATIVE_PORT = "native_transport_port (9042 unless cassandra.yaml says otherwise)"

@@ -49,17 +49,28 @@ def call_with_retries(
     transient: tuple[type[BaseException], ...],
     describe: Callable[[BaseException], str],
     sleep: Callable[[float], None] = time.sleep,
+    announce: Callable[[BaseException, int, float], None] | None = None,
 ) -> T:
     """Return `operation()`, retrying on `transient` errors; when the policy is exhausted raise
     `BackendUnavailableError(describe(last_error))` chained to the last error. Other errors
-    propagate at once: retrying a bad query or a bug only hides it."""
+    propagate at once: retrying a bad query or a bug only hides it.
+
+    `announce(error, tries_made, seconds_the_try_took)` is called before each retry, for a
+    caller whose tries can be slow enough that a user would otherwise wait without a word; else
+    each retry is a DEBUG line."""
     delays = policy.delays()
+    tries = 0
     while True:
+        tries += 1
+        started = time.monotonic()
         try:
             return operation()
         except transient as error:
             delay = next(delays, None)
             if delay is None:
                 raise BackendUnavailableError(describe(error)) from error
-            log.debug("transient backend error, retrying in %.3f s: %r", delay, error)
+            if announce is not None:
+                announce(error, tries, time.monotonic() - started)
+            else:
+                log.debug("transient backend error, retrying in %.3f s: %r", delay, error)
             sleep(delay)

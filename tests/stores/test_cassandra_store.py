@@ -5,6 +5,7 @@ Most tests need a real node (marker `cassandra`); the retry and unreachable-host
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -176,6 +177,8 @@ def test_an_unreachable_node_raises_backend_unavailable_naming_the_setting(
     # The product's error says it all; the driver's per-attempt warnings would only bury it.
     driver_lines = [r for r in caplog.records if r.name.startswith("cassandra")]
     assert driver_lines == [], [r.getMessage()[:100] for r in driver_lines]
+    # Quick refusals: the error alone, no line per try.
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_a_port_where_another_server_speaks_first_is_a_configuration_error_at_once() -> None:
@@ -204,6 +207,25 @@ def test_a_port_that_takes_connections_but_never_answers_is_said_to_be_one() -> 
     assert f"127.0.0.1:{port}: Timed out creating connection (0.5 seconds);" in message
     assert "takes connections but never answered Cassandra's handshake" in message
     assert "last_host" not in message  # the driver's repr, not the words
+
+
+def test_each_slow_try_to_connect_is_announced_before_the_next(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A try at a silent port lasts the connect timeout (10 s by default, 5 tries): the user
+    waited most of a minute without a word before the error."""
+    with other_server() as port:
+        store = CassandraTaskStore(
+            hosts=["127.0.0.1"], port=port, connect_timeout_s=1.2, request_timeout_s=1.2
+        )
+        store.retry_policy = FAST
+        with pytest.raises(BackendUnavailableError):
+            store.open()
+    tries = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(tries) == FAST.attempts - 1, tries
+    assert f"Cassandra at 127.0.0.1:{port} did not answer" in tries[0]
+    assert "Timed out creating connection" in tries[0]
+    assert tries[-1].endswith(f"trying again ({FAST.attempts - 1} of {FAST.attempts} tries made)")
 
 
 @pytest.mark.kafka
