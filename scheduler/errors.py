@@ -51,6 +51,10 @@ class TopicReplacedError(ConfigurationError):
     """The topic a worker read was deleted (and perhaps created again) while it ran."""
 
 
+class StoreReplacedError(ConfigurationError):
+    """The task store a worker wrote to was deleted or replaced under it while it ran."""
+
+
 class BackendUnavailableError(SchedulerError):
     """Kafka, Cassandra or another backend could not be reached."""
 

@@ -84,20 +84,21 @@ class TopicGuard:
             logger.warning("cannot tell if topic %r is deleted later: %s", self.log.topic, error)
         self._next_topic_check = time.monotonic() + _TOPIC_CHECK_EVERY_S
 
-    def check_topic(self) -> None:
+    def check_topic(self, *, now_and_certain: bool = False) -> None:
         """Raise `TopicReplacedError` if the topic was deleted, or deleted and created again,
         since the worker started; asks the log every `_TOPIC_CHECK_EVERY_S` at most.
 
         A topic missing once may be a broker that does not know it yet; missing at two checks
-        in a row, it was deleted. A new ID is certain at once."""
+        in a row, it was deleted. A new ID is certain at once. `now_and_certain` asks at once
+        and takes a missing topic as deleted: the caller has seen its data dir go."""
         now = time.monotonic()
-        if self.topic_id is None or now < self._next_topic_check:
+        if self.topic_id is None or (now < self._next_topic_check and not now_and_certain):
             return
         self._next_topic_check = now + _TOPIC_CHECK_EVERY_S
         try:
             topic_id = self.log.topic_id()
         except TopicMissingError:
-            if not self._missing_once:
+            if not self._missing_once and not now_and_certain:
                 self._missing_once = True
                 return
             raise self._replaced("deleted") from None

@@ -36,7 +36,7 @@ from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
-from scheduler.errors import SchedulerError
+from scheduler.errors import SchedulerError, StoreReplacedError
 from scheduler.executors.abc import Executor
 from scheduler.health import DEFAULT_STALL_S, Health, State, stall_problem
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
@@ -111,6 +111,7 @@ class Worker:
         self._marks_committed: dict[int, int] = {}
         self._marks_due = 0.0
         self._guard = TopicGuard(log)
+        self._replaced_store: StoreReplacedError | None = None
         self.fatal_error: BaseException | None = None
         self._last_turn = time.monotonic()
         """When the poll loop last turned (read by `health` from the probes' thread)."""
@@ -303,6 +304,10 @@ class Worker:
                     self._process(consumer, records)
                 self._commit_marks(consumer)
                 self._guard.check_topic()
+                if (replaced := self._store_replaced()) is not None:
+                    # `rm -r` of the data dir takes the log too: that error says more.
+                    self._guard.check_topic(now_and_certain=True)
+                    raise replaced
         except SchedulerError as error:
             # Ours, with a message that says what to do: no traceback for the operator.
             logger.error("worker stopped: %s", error)
@@ -395,7 +400,9 @@ class Worker:
             if only is None
             else {p: o for p, o in self._to_commit.items() if p in only}
         )
-        if not wanted:
+        if not wanted or self._store_replaced() is not None:
+            # Records stored since the store's file was deleted are in no file anyone reads:
+            # left uncommitted, they are read again into the next worker's new store.
             return
         offsets = dict(wanted)
         marks = {p: self._marks[p].encoded() for p in offsets if p in self._marks}
@@ -414,6 +421,16 @@ class Worker:
             if self._to_commit.get(partition) == offset:
                 del self._to_commit[partition]
         self._marks_committed.update((p, version) for p, (version, _) in marks.items())
+
+    def _store_replaced(self) -> StoreReplacedError | None:
+        """Why the store must not be written any more (see `TaskStore.check_replaced`): asked
+        before every commit and once a turn of the poll loop, a microsecond each."""
+        if self._replaced_store is None:
+            try:
+                self.store.check_replaced()
+            except StoreReplacedError as error:
+                self._replaced_store = error
+        return self._replaced_store
 
     def _commit_marks(self, consumer: LogConsumer) -> None:
         """Every few seconds, commit the reload marks that moved on partitions with no new

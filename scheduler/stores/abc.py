@@ -132,6 +132,14 @@ class TaskStore(ABC):
         trip, so a probe can ask it every second. Any thread."""
         return None
 
+    def check_replaced(self) -> None:
+        """Raise `StoreReplacedError` if what this process opened was deleted or replaced under
+        it in a way it cannot follow (SQLite: its file); a local check of a microsecond, asked
+        by a worker before every commit. By default there is nothing to check: a Cassandra
+        keyspace dropped and created again by `schema apply` is the same store to a running
+        one (see `schema_gone`)."""
+        return None
+
     # -- metadata ---------------------------------------------------------------------------
 
     @abstractmethod

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -31,7 +32,7 @@ from typing import Any
 from scheduler._sqlbatch import chunks, many_rows
 from scheduler._sqlbatch import many_keys as _many_keys_of
 from scheduler._sqlite_open import open_wal
-from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler.errors import BackendUnavailableError, ConfigurationError, StoreReplacedError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores._group_commit import GroupCommit
 from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
@@ -129,6 +130,10 @@ class SqliteTaskStore(TaskStore):
         self._group = GroupCommit(self._write, self._unavailable)
         self._next_purge = 0.0
         self._closed = True
+        self._absolute = None if path in ("", ":memory:") else os.path.abspath(path)
+        self._identity: tuple[int, int] | None = None
+        """The file's device and inode when this process first opened it (None: not yet, or in
+        memory); its connections keep that file open even after it is deleted."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -140,6 +145,7 @@ class SqliteTaskStore(TaskStore):
 
     def close(self) -> None:
         self._closed = True
+        self._identity = None  # opened again, it takes the file then at the path
         with self._connections_lock:
             connections, self._connections = self._connections, []
         for connection in connections:
@@ -172,7 +178,29 @@ class SqliteTaskStore(TaskStore):
             ) from error
         with self._connections_lock:
             self._connections.append(connection)
+            if self._identity is None and self._absolute is not None:
+                found = os.stat(self._absolute)
+                self._identity = (found.st_dev, found.st_ino)
         return connection
+
+    def check_replaced(self) -> None:
+        if self._identity is None or self._absolute is None:
+            return
+        try:
+            found = os.stat(self._absolute)
+        except FileNotFoundError:
+            raise self._replaced("deleted") from None
+        if (found.st_dev, found.st_ino) != self._identity:
+            raise self._replaced("deleted and made again")
+
+    def _replaced(self, how: str) -> StoreReplacedError:
+        return StoreReplacedError(
+            f"the task store {self.path} was {how} while this process ran, and the tasks "
+            "stored in it went with it; this process stops rather than go on writing to a file "
+            "no other process sees. Start the worker again: it makes a new store and stores the "
+            "records the group had not yet committed; tasks that were only in the deleted file "
+            "are gone (enqueue them again)"
+        )
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

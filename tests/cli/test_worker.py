@@ -126,6 +126,12 @@ def test_the_probes_answer_starting_while_the_worker_connects(
     assert ready is not None and ready[1]["partitions"] == [0, 1, 2, 3]
 
 
+def states(script, ordering_id: str) -> list[str]:
+    """The states of the tasks of `ordering_id`, as `scheduler tasks list` shows them."""
+    listed = script("tasks", "list", "--ordering-id", ordering_id, "--json")
+    return [row["state"] for row in json.loads(listed.stdout or "[]")]
+
+
 def test_a_data_dir_deleted_under_a_running_worker_stops_it_and_the_next_runs_the_new_tasks(
     worker, script, embedded
 ):
@@ -133,12 +139,8 @@ def test_a_data_dir_deleted_under_a_running_worker_stops_it_and_the_next_runs_th
     them, while `scheduler enqueue` made new ones that nobody read."""
     running = worker()
 
-    def states(ordering_id: str) -> list[str]:
-        listed = script("tasks", "list", "--ordering-id", ordering_id, "--json")
-        return [row["state"] for row in json.loads(listed.stdout or "[]")]
-
     assert script("enqueue", "before", "--data", '{"job": "x:y"}').returncode == 0
-    assert wait_for(lambda: states("before") == ["succeeded"])
+    assert wait_for(lambda: states(script, "before") == ["succeeded"])
     shutil.rmtree(embedded)
     sent = script("enqueue", "after", "--data", '{"job": "x:y"}')  # makes a new data dir
     assert sent.returncode == 0, sent.stderr
@@ -150,4 +152,36 @@ def test_a_data_dir_deleted_under_a_running_worker_stops_it_and_the_next_runs_th
     assert "Start the workers again" in err and "Traceback" not in err
 
     worker()
-    assert wait_for(lambda: states("after") == ["succeeded"])
+    assert wait_for(lambda: states(script, "after") == ["succeeded"])
+
+
+def test_a_store_file_deleted_under_a_running_worker_stops_it_before_it_commits_more(
+    worker, script, embedded
+):
+    """The store's file deleted alone (the log kept): the worker went on writing to the
+    deleted file and committing what it stored there, so a task sent after the deletion was in
+    no file anyone reads, and never ran once the worker restarted."""
+    running = worker()
+
+    assert script("enqueue", "stored", "--in", "1h", "--data", '{"job": "x:y"}').returncode == 0
+    assert wait_for(lambda: states(script, "stored") == ["pending"])
+
+    def committed() -> bool:  # stored first, committed a moment later
+        rows = json.loads(script("group", "status", "--json").stdout or "[]")
+        return bool(rows) and all(row["lag"] == 0 for row in rows)
+
+    assert wait_for(committed)
+    for path in embedded.glob("store.db*"):
+        path.unlink()
+    sent = script("enqueue", "after", "--data", '{"job": "x:y"}')
+    assert sent.returncode == 0, sent.stderr
+
+    _, err = running.communicate(timeout=60)
+    print(f"\n[store deleted] exit {running.returncode}: {err.strip().splitlines()[-1]}")
+    assert running.returncode == 2, err
+    assert f"the task store {embedded / 'store.db'} was deleted" in err
+    assert "Start the worker again" in err and "Traceback" not in err
+
+    worker()
+    assert wait_for(lambda: states(script, "after") == ["succeeded"])
+    assert states(script, "stored") == []  # as the error says: gone with the deleted file

@@ -9,6 +9,7 @@ from typing import Any
 from scheduler.codec import Op, encode
 from scheduler.logs.abc import LogRecord
 from scheduler.model import TaskKey
+from scheduler.stores.sqlite import SqliteTaskStore
 from scheduler.worker import Worker
 
 PARTITION = 7
@@ -65,7 +66,9 @@ def records(offsets: Iterable[int]) -> list[LogRecord]:
 
 
 def worker_with(topic: FakeTopic) -> Worker:
-    worker = Worker(log=None, store=None, executor=None)  # type: ignore[arg-type]
+    # The store is asked only whether its file is still there: an unopened one has none.
+    store = SqliteTaskStore(path=":memory:")
+    worker = Worker(log=None, store=store, executor=None)  # type: ignore[arg-type]
     worker._topic = topic  # type: ignore[assignment]
     return worker
 

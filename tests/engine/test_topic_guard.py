@@ -144,6 +144,20 @@ def test_a_topic_missing_at_two_checks_in_a_row_stops_the_worker_and_once_does_n
         guard.check_topic()
 
 
+def test_a_caller_that_saw_the_data_dir_go_is_answered_at_once_without_a_second_look() -> None:
+    """The worker, on finding its store's file deleted, asks whether the log went too (`rm -r`
+    of the data dir): that error, which covers both, must come now, not 10 s later."""
+    log = Incarnations()
+    guard = TopicGuard(log)  # type: ignore[arg-type]
+    guard.start()  # the next regular check is 10 s away
+    log.id = TopicMissingError("no such topic")
+    guard.check_topic()  # too early: not even asked
+    with pytest.raises(TopicReplacedError, match="was deleted while this worker ran"):
+        guard.check_topic(now_and_certain=True)
+    log.id = "first-id"
+    guard.check_topic(now_and_certain=True)  # still there: nothing to say
+
+
 def test_an_unreachable_log_or_one_without_topic_ids_leaves_the_topic_unchecked(
     topic: tuple[TopicGuard, Incarnations],
 ) -> None:

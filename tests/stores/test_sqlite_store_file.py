@@ -1,0 +1,58 @@
+"""The SQLite store's file, deleted or replaced under an open store (`check_replaced`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from scheduler.errors import StoreReplacedError
+from scheduler.model import Task
+from scheduler.stores.sqlite import SqliteTaskStore
+
+
+def write_one(store: SqliteTaskStore) -> None:
+    store.write_tasks(0, [Task("o", datetime.now(UTC), "k", {"job": "x:y"})])
+
+
+def test_a_deleted_file_and_one_made_again_are_each_named(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    store = SqliteTaskStore(path=str(path))
+    store.open()
+    write_one(store)
+    store.check_replaced()  # the file it opened: nothing to say
+    for file in tmp_path.glob("store.db*"):
+        file.unlink()
+    with pytest.raises(StoreReplacedError, match=f"{path} was deleted while this process ran"):
+        store.check_replaced()
+    write_one(store)  # the deleted file still takes writes: why the check is needed at all
+    other = SqliteTaskStore(path=str(path))
+    other.open()  # another process makes the file again
+    with pytest.raises(StoreReplacedError, match="was deleted and made again"):
+        store.check_replaced()
+    other.check_replaced()
+    store.close()
+    store.open()  # opened again, it takes the file at the path
+    store.check_replaced()
+    assert store.load_tasks(0, None, 2**62, 10) == []  # the new file's tasks, not the old one's
+    store.close()
+    other.close()
+
+
+def test_a_relative_path_is_checked_where_it_was_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = SqliteTaskStore(path="store.db")
+    store.open()
+    monkeypatch.chdir(tmp_path.parent)  # no store.db here: still the same file
+    store.check_replaced()
+    store.close()
+
+
+def test_an_in_memory_store_has_no_file_to_check() -> None:
+    store = SqliteTaskStore(path=":memory:")
+    store.open()
+    store.check_replaced()
+    store.close()
