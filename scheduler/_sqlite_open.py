@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from scheduler.errors import BackendUnavailableError
+
 BUSY_TIMEOUT_S = 30.0
 """How long a statement waits for another process's lock before failing."""
 
@@ -70,3 +72,27 @@ def _ensure_wal(db: sqlite3.Connection, *, deadline: float) -> None:
             raise sqlite3.OperationalError(f"cannot put the file in WAL mode: {problem}")
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
+
+
+def rollback(db: sqlite3.Connection) -> None:
+    """Roll back `db`'s transaction unless SQLite already has. After a full disk, an I/O error
+    or running out of memory it rolls the whole transaction back by itself, and a ROLLBACK then
+    fails with "cannot rollback - no transaction is active": raised from an `except` block,
+    that error hid the one that said what was wrong."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")
+
+
+def in_words(error: BaseException) -> str:
+    """`error` as a user should read it: for a full disk, with what to do about it."""
+    if getattr(error, "sqlite_errorname", None) == "SQLITE_FULL":
+        return (
+            f"{error}: the file system it is on has no space left. Free some, or move "
+            "SCHEDULER_DATA_DIR to a larger one; what was acknowledged before is kept"
+        )
+    return str(error)
+
+
+def unavailable(what: str, error: BaseException) -> BackendUnavailableError:
+    """The error to raise for a failed SQLite call on `what` ("task store 'x.db'")."""
+    return BackendUnavailableError(f"{what}: {in_words(error)}")

@@ -19,7 +19,8 @@ import threading
 import time
 from collections.abc import Collection
 
-from scheduler.errors import BackendUnavailableError, ConfigurationError
+from scheduler._sqlite_open import rollback, unavailable
+from scheduler.errors import ConfigurationError
 
 LIVE_S = 30.0
 """A member whose heartbeat is older than this is gone."""
@@ -105,10 +106,10 @@ class MemberTable:
                         )
                     self._db.execute("COMMIT")
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    rollback(self._db)
                     raise
         except sqlite3.Error as error:
-            raise BackendUnavailableError(f"embedded log {self._path!r}: {error}") from error
+            raise unavailable(f"embedded log {self._path!r}", error) from error
         if rivals:
             pid, other_client = rivals[0]
             raise ConfigurationError(
@@ -128,7 +129,7 @@ class MemberTable:
             with self._db_lock:
                 self._db.execute(_UPSERT, row)
         except sqlite3.Error as error:
-            raise BackendUnavailableError(f"embedded log {self._path!r}: {error}") from error
+            raise unavailable(f"embedded log {self._path!r}", error) from error
 
     def remove(self, group_id: str, member_ids: Collection[str]) -> None:
         """Delete these members' rows (they left the group), if the file can still be written.

@@ -10,12 +10,14 @@ across processes. A `send` future resolves only after the transaction committed.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from scheduler._sqlbatch import many_rows
+from scheduler._sqlite_open import in_words, rollback, unavailable
 from scheduler.errors import BackendUnavailableError
 from scheduler.logs.abc import RecordKey, key_bytes
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 MAX_BATCH = 20_000
 """Records per write transaction; bounds how long one transaction holds the database."""
 RETENTION_INTERVAL_S = 30.0
+logger = logging.getLogger(__name__)
 _INSERT = "INSERT INTO records VALUES"
 _ENDS = "SELECT partition, end_offset FROM partitions WHERE topic = ?"
 _SET_END = "UPDATE partitions SET end_offset = ? WHERE topic = ? AND partition = ?"
@@ -114,7 +117,22 @@ class GroupCommitWriter:
                 self._write_batch(batch)
             if time.monotonic() >= next_retention:
                 next_retention = time.monotonic() + RETENTION_INTERVAL_S
-                self._log.apply_retention()
+                self._apply_retention()
+
+    def _apply_retention(self) -> None:
+        # Raised here, it ended this thread, and every later send of the process waited for
+        # an acknowledgement that never came (a full disk; another process's lock held past the
+        # busy timeout). Old records can wait for the next round; new ones cannot.
+        try:
+            self._log.apply_retention()
+        except Exception as error:
+            logger.warning(
+                "could not delete records every group has read from the embedded log %s "
+                "(%s); tried again in %g s, and sending goes on meanwhile",
+                self._log.path,
+                in_words(error),
+                RETENTION_INTERVAL_S,
+            )
 
     def _write_batch(self, batch: list[Pending]) -> None:
         log = self._log
@@ -136,10 +154,10 @@ class GroupCommitWriter:
                     db.executemany(_SET_END, [(ends[p], topic, p) for p in touched])
                     db.execute("COMMIT")
                 except BaseException:
-                    db.execute("ROLLBACK")
+                    rollback(db)
                     raise
         except Exception as error:  # the writer thread must survive to fail these futures
-            failure = BackendUnavailableError(f"embedded log {log.path!r}: {error}")
+            failure = unavailable(f"embedded log {log.path!r}", error)
             for *_, future in batch:
                 future.set_exception(failure)
             self._count_resolved(len(batch))

@@ -38,9 +38,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler._sqlite_open import open_wal
+from scheduler._sqlite_open import open_wal, rollback, unavailable
 from scheduler.codec import compact
-from scheduler.errors import BackendUnavailableError, ConfigurationError, TopicMissingError
+from scheduler.errors import ConfigurationError, TopicMissingError
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs._embedded_group import EmbeddedConsumer, GroupCoordinator
 from scheduler.logs._embedded_members import MemberTable
@@ -131,9 +131,7 @@ class EmbeddedTaskLog(TaskLog):
                 reader = open_wal(path, synchronous=synchronous)
                 self._reader, self._read_lock = reader, threading.Lock()
         except sqlite3.Error as error:
-            raise BackendUnavailableError(
-                f"cannot open the embedded log {path!r}: {error}"
-            ) from error
+            raise unavailable(f"cannot open the embedded log {path!r}", error) from error
         self._data_version = self._reader.execute("PRAGMA data_version").fetchone()[0]
         self.members = MemberTable(
             topic=topic,
@@ -178,7 +176,7 @@ class EmbeddedTaskLog(TaskLog):
                     )
                 self.db.execute("COMMIT")
             except BaseException:
-                self.db.execute("ROLLBACK")
+                rollback(self.db)
                 raise
         if not self.partitions:
             self._load_topic()
@@ -336,13 +334,17 @@ class EmbeddedTaskLog(TaskLog):
         try:
             with self.db_lock:
                 self.db.execute("BEGIN IMMEDIATE")
-                self.db.executemany("INSERT OR REPLACE INTO offsets VALUES (?, ?, ?, ?)", rows)
-                self.db.executemany(
-                    "INSERT OR REPLACE INTO offset_metadata VALUES (?, ?, ?, ?)", notes
-                )
-                self.db.execute("COMMIT")
+                try:
+                    self.db.executemany("INSERT OR REPLACE INTO offsets VALUES (?, ?, ?, ?)", rows)
+                    self.db.executemany(
+                        "INSERT OR REPLACE INTO offset_metadata VALUES (?, ?, ?, ?)", notes
+                    )
+                    self.db.execute("COMMIT")
+                except BaseException:
+                    rollback(self.db)  # else the next BEGIN fails: a transaction is open
+                    raise
         except sqlite3.Error as error:
-            raise BackendUnavailableError(f"embedded log {self.path!r}: {error}") from error
+            raise unavailable(f"embedded log {self.path!r}", error) from error
 
     def committed(self, group_id: str, partitions: Collection[int]) -> dict[int, int | None]:
         with self._read_lock:
@@ -382,17 +384,21 @@ class EmbeddedTaskLog(TaskLog):
             if not moved:
                 return
             self.db.execute("BEGIN IMMEDIATE")
-            for partition, lowest in moved:
-                self.db.execute(
-                    "DELETE FROM records WHERE topic = ? AND partition = ? AND offset < ?",
-                    (self.topic, partition, lowest),
-                )
-                self.db.execute(
-                    "UPDATE partitions SET start_offset = max(start_offset, ?)"
-                    " WHERE topic = ? AND partition = ?",
-                    (lowest, self.topic, partition),
-                )
-            self.db.execute("COMMIT")
+            try:
+                for partition, lowest in moved:
+                    self.db.execute(
+                        "DELETE FROM records WHERE topic = ? AND partition = ? AND offset < ?",
+                        (self.topic, partition, lowest),
+                    )
+                    self.db.execute(
+                        "UPDATE partitions SET start_offset = max(start_offset, ?)"
+                        " WHERE topic = ? AND partition = ?",
+                        (lowest, self.topic, partition),
+                    )
+                self.db.execute("COMMIT")
+            except BaseException:
+                rollback(self.db)
+                raise
         with self.cond:
             for partition, lowest in moved:
                 state = self.partitions[partition]

@@ -84,6 +84,10 @@ class GroupCommit:
                         for sql, params in writer.statements:
                             connection.execute(sql, params)
                     except sqlite3.Error as error:
+                        if not connection.in_transaction:
+                            # SQLite rolled back the whole transaction (a full disk): the
+                            # savepoint is gone, and the error is every writer's.
+                            raise
                         connection.execute("ROLLBACK TO writer")
                         writer.error = self._wrap_error(error)
                     connection.execute("RELEASE writer")

@@ -31,7 +31,7 @@ from typing import Any
 
 from scheduler._sqlbatch import chunks, many_rows
 from scheduler._sqlbatch import many_keys as _many_keys_of
-from scheduler._sqlite_open import open_wal
+from scheduler._sqlite_open import open_wal, rollback, unavailable
 from scheduler.errors import BackendUnavailableError, ConfigurationError, StoreReplacedError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores._group_commit import GroupCommit
@@ -173,9 +173,7 @@ class SqliteTaskStore(TaskStore):
             )
             connection.execute(f"PRAGMA cache_size=-{cache_kib}")
         except sqlite3.Error as error:
-            raise BackendUnavailableError(
-                f"cannot open task store {self.path!r}: {error}"
-            ) from error
+            raise unavailable(f"cannot open task store {self.path!r}", error) from error
         with self._connections_lock:
             self._connections.append(connection)
             if self._identity is None and self._absolute is not None:
@@ -220,20 +218,20 @@ class SqliteTaskStore(TaskStore):
                 try:
                     yield connection
                 except BaseException:
-                    connection.execute("ROLLBACK")
+                    rollback(connection)
                     raise
                 connection.execute("COMMIT")
             except sqlite3.OperationalError as error:
-                raise BackendUnavailableError(f"task store {self.path!r}: {error}") from error
+                raise unavailable(f"task store {self.path!r}", error) from error
 
     def _unavailable(self, error: sqlite3.Error) -> BackendUnavailableError:
-        return BackendUnavailableError(f"task store {self.path!r}: {error}")
+        return unavailable(f"task store {self.path!r}", error)
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         try:
             return self._connection().execute(sql, params).fetchall()
         except sqlite3.OperationalError as error:
-            raise BackendUnavailableError(f"task store {self.path!r}: {error}") from error
+            raise unavailable(f"task store {self.path!r}", error) from error
 
     def _key_row(self, partition: int, key: TaskKey) -> tuple[int, int, int, str, str]:
         ms = key.scheduled_ms
@@ -325,7 +323,7 @@ class SqliteTaskStore(TaskStore):
                     key = TaskKey.from_ms(ordering_id, ms, uniqueness_key)
                     found[key] = _status(key, status)
         except sqlite3.OperationalError as error:
-            raise BackendUnavailableError(f"task store {self.path!r}: {error}") from error
+            raise unavailable(f"task store {self.path!r}", error) from error
         return found
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
