@@ -107,28 +107,47 @@ def worker() -> Iterator[Callable[[], subprocess.Popen[str]]]:
 
 
 @pytest.fixture
-def distributed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    """Settings for Kafka and Cassandra (real servers, see tests/servers.py), fresh names."""
+def kafka_with_sqlite(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Settings for the real Kafka (see tests/servers.py) and a SQLite store, fresh names: for
+    tests about Kafka alone, which need no Cassandra node (nor its marker)."""
     from uuid import uuid4
 
     for name, value in _SERVERS_FROM_SHELL.items():
         monkeypatch.setenv(name, value)
-    from tests.servers import cassandra_contact, kafka_bootstrap
+    from tests.servers import kafka_bootstrap
 
-    hosts, port = cassandra_contact()
     suffix = uuid4().hex[:10]
     values = {
         "SCHEDULER_LOG": "kafka",
-        "SCHEDULER_STORE": "cassandra",
+        "SCHEDULER_STORE": "sqlite",
         "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
-        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
-        "SCHEDULER_CASSANDRA_PORT": str(port),
-        "SCHEDULER_CASSANDRA_KEYSPACE": f"cli_{suffix}",
-        "SCHEDULER_CASSANDRA_CONSISTENCY": "ONE",
         "SCHEDULER_TOPIC": f"cli-{suffix}",
         "SCHEDULER_GROUP_ID": f"cli-workers-{suffix}",
         "SCHEDULER_PARTITIONS": "4",
         "SCHEDULER_EXECUTOR": "noop",
+        "SCHEDULER_DATA_DIR": str(tmp_path / "data"),
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+@pytest.fixture
+def distributed(
+    kafka_with_sqlite: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> dict[str, str]:
+    """Settings for Kafka and Cassandra (real servers, see tests/servers.py), fresh names."""
+    from tests.servers import cassandra_contact
+
+    hosts, port = cassandra_contact()
+    suffix = kafka_with_sqlite["SCHEDULER_TOPIC"].removeprefix("cli-")
+    values = {
+        **kafka_with_sqlite,
+        "SCHEDULER_STORE": "cassandra",
+        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
+        "SCHEDULER_CASSANDRA_PORT": str(port),
+        "SCHEDULER_CASSANDRA_KEYSPACE": f"cli_{suffix}",
+        "SCHEDULER_CASSANDRA_CONSISTENCY": "ONE",
         "SCHEDULER_DATA_DIR": str(tmp_path / "unused"),
     }
     for name, value in values.items():

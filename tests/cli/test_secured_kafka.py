@@ -95,7 +95,7 @@ def log_in(monkeypatch: pytest.MonkeyPatch, bootstrap: str, login: dict[str, str
 
 @pytest.fixture
 def topic_on_the_secured_broker(
-    script, distributed, monkeypatch: pytest.MonkeyPatch
+    script, kafka_with_sqlite, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Any, str, str]:
     """The secured broker, and the test's topic and group names: the topic made by the broker's
     admin (`scheduler topic create`), as docs/kafka.md has an operator do. The store is SQLite:
@@ -103,11 +103,10 @@ def topic_on_the_secured_broker(
     from tests.servers import secured_kafka
 
     broker = secured_kafka()
-    monkeypatch.setenv("SCHEDULER_STORE", "sqlite")
     log_in(monkeypatch, broker.bootstrap, broker.login(*broker.admin))
     created = script("topic", "create")
     assert created.returncode == 0, created.stderr
-    return broker, distributed["SCHEDULER_TOPIC"], distributed["SCHEDULER_GROUP_ID"]
+    return broker, kafka_with_sqlite["SCHEDULER_TOPIC"], kafka_with_sqlite["SCHEDULER_GROUP_ID"]
 
 
 def kafka_tool_describes_the_group(script, group: str, topic: str) -> None:
@@ -241,13 +240,12 @@ def test_a_worker_logs_in_with_a_client_certificate(
 
 @pytest.mark.kafka
 def test_a_worker_outside_its_groups_acls_stops_at_once_naming_the_acl(
-    script, distributed, monkeypatch
+    script, kafka_with_sqlite, monkeypatch
 ) -> None:
     from tests.servers import secured_kafka, secured_kafka_user
 
     broker = secured_kafka()
-    topic, group = distributed["SCHEDULER_TOPIC"], distributed["SCHEDULER_GROUP_ID"]
-    monkeypatch.setenv("SCHEDULER_STORE", "sqlite")
+    topic, group = kafka_with_sqlite["SCHEDULER_TOPIC"], kafka_with_sqlite["SCHEDULER_GROUP_ID"]
     login = secured_kafka_user(
         *(("topic", topic, op) for op in ("Create", "Describe", "Read", "Write"))
     )
