@@ -299,6 +299,41 @@ def partition_count_check(
     return partitions
 
 
+def new_store_check(log: TaskLog, store: TaskStore, settings: Settings) -> None:
+    """Refuse a store no worker has used (no partition count pinned) for a group that has
+    already read records of the topic: those records' tasks are in the store the group used
+    before, and workers here would never run them. A mistyped keyspace made a new one, which
+    workers create on start, and every pending task was silently left behind."""
+    if store.read_meta(PARTITION_COUNT_META) is not None:
+        return
+    try:
+        lags = log.describe_group(settings.group_id)
+    except ConfigurationError:  # no topic yet: nothing read
+        return
+    read = sum(lag.committed or 0 for lag in lags)
+    if not read or store.read_meta(PARTITION_COUNT_META) is not None:
+        # Asked again: a worker pins the count before it commits anything, so commits made
+        # through this store since the first look (a worker starting beside this one) show here.
+        return
+    if settings.store == "cassandra":
+        where = (
+            f"keyspace {settings.cassandra_keyspace!r} ({env_name('cassandra_keyspace')}; "
+            f"{env_name('cassandra_hosts')} names the cluster)"
+        )
+    else:
+        where = f"{settings.data_dir.resolve() / EMBEDDED_STORE_FILE} ({env_name('data_dir')})"
+    raise ConfigurationError(
+        f"group {settings.group_id!r} has already read {read:,} record{'' if read == 1 else 's'} "
+        f"of topic "
+        f"{settings.topic!r} into a task store, but this one, {where}, is new: no worker has "
+        "used it. The tasks of those records are in the store the group used before, and "
+        "workers here would never run them. Check the setting against the other workers'. "
+        f"To start this store on purpose, use a new group ({env_name('group_id')}): it reads "
+        "the topic from its first record still kept, so the tasks of those records are stored "
+        "again (those that had finished run again)"
+    )
+
+
 def store_partition_check(store: TaskStore, partitions: int) -> int:
     """The partition count the stored data is partitioned into, pinned to `partitions` the
     first time; refuse if it differs."""

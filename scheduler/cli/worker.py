@@ -42,6 +42,7 @@ def worker(
         build_executor,
         build_log,
         describe,
+        new_store_check,
         open_store,
         partition_count_check,
     )
@@ -67,6 +68,7 @@ def worker(
         stack.callback(log.close)
         store = open_store(settings)
         stack.callback(store.close)
+        new_store_check(log, store, settings)  # before the check pins the count in it
         partition_count_check(log, store, settings.partitions)
         running = Worker(
             log=log,

@@ -143,6 +143,10 @@ class TaskStore(ABC):
     # -- metadata ---------------------------------------------------------------------------
 
     @abstractmethod
+    def read_meta(self, name: str) -> str | None:
+        """The value stored under `name`, or None if none is."""
+
+    @abstractmethod
     def claim_meta(self, name: str, value: str) -> str:
         """Store `value` under `name` unless a value is already stored; return the stored value.
 

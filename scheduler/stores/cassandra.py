@@ -144,6 +144,11 @@ class CassandraTaskStore(TaskStore):
         """Why the last new connection was refused, said for every statement until one works."""
         self._indexed: dict[int, set[int]] = defaultdict(set)
         self._status_indexed: dict[tuple[int, int], float] = {}  # -> expiry of the index row
+        self._claimed: dict[str, str] = {}
+        """Meta values this store read or claimed, claimed again once the keyspace is back
+        after a drop: a worker restarted later would otherwise find a store that looks unused
+        (`runtime.new_store_check`) although workers have written to it ever since."""
+        self._claims_lost = False
 
     @property
     def _ddl_timeout_s(self) -> float:
@@ -259,6 +264,7 @@ class CassandraTaskStore(TaskStore):
         with self._lock:
             self._indexed.clear()
             self._status_indexed.clear()
+            self._claims_lost = bool(self._claimed)
 
     def close(self) -> None:
         if self._cluster is not None:
@@ -316,18 +322,26 @@ class CassandraTaskStore(TaskStore):
 
     # -- metadata -----------------------------------------------------------------------------
 
+    def read_meta(self, name: str) -> str | None:
+        rows = self._runner().one(self._q["meta_get"], (name,), f"read meta {name!r}")
+        return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def claim_meta(self, name: str, value: str) -> str:
         run = self._runner()
         # A plain read first: once the value is pinned, workers start without a Paxos round,
         # which needs a quorum of every DC and would fail during a DC outage.
-        rows = run.one(self._q["meta_get"], (name,), f"read meta {name!r}")
-        if rows and rows[0][0] is not None:
-            return str(rows[0][0])
+        stored = self.read_meta(name)
+        if stored is not None:
+            self._claimed[name] = stored
+            return stored
         result = run.result(self._q["meta_claim"], (name, value), f"claim meta {name!r}")
         if result.was_applied:
-            return value
-        row = result.one()
-        return str(row[list(result.column_names).index("value")])
+            claimed = value
+        else:
+            row = result.one()
+            claimed = str(row[list(result.column_names).index("value")])
+        self._claimed[name] = claimed
+        return claimed
 
     # -- schedule rows ------------------------------------------------------------------------
 
@@ -350,6 +364,15 @@ class CassandraTaskStore(TaskStore):
         self._runner().many(items, f"write {len(rows)} tasks of partition {partition}")
         with self._lock:
             self._indexed[partition].update(unindexed)
+            reclaim, self._claims_lost = self._claims_lost, False
+        if reclaim:  # the keyspace is back (`schema apply`): it holds our data again
+            try:
+                for name, value in list(self._claimed.items()):
+                    self.claim_meta(name, value)
+            except BaseException:
+                with self._lock:
+                    self._claims_lost = True  # the next write tries again
+                raise
 
     def _unindexed(self, partition: int, buckets: Iterable[int]) -> list[int]:
         trusted_after = _now_ms() - _CACHE_TRUST_MS

@@ -195,9 +195,10 @@ class SqliteTaskStore(TaskStore):
         return StoreReplacedError(
             f"the task store {self.path} was {how} while this process ran, and the tasks "
             "stored in it went with it; this process stops rather than go on writing to a file "
-            "no other process sees. Start the worker again: it makes a new store and stores the "
-            "records the group had not yet committed; tasks that were only in the deleted file "
-            "are gone (enqueue them again)"
+            "no other process sees. To store again what the log still keeps, start the worker "
+            "with a new group (SCHEDULER_GROUP_ID): it reads the log from its first record kept "
+            "(tasks that had finished run again). The same group is refused a new store: it "
+            "has read past the records whose tasks were in the deleted file"
         )
 
     @contextmanager
@@ -238,6 +239,10 @@ class SqliteTaskStore(TaskStore):
         return (partition, ms // self.bucket_ms, ms, key.ordering_id, key.uniqueness_key)
 
     # -- metadata --------------------------------------------------------------------------
+
+    def read_meta(self, name: str) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE name = ?", (name,))
+        return str(rows[0][0]) if rows else None
 
     def claim_meta(self, name: str, value: str) -> str:
         with self._write() as connection:

@@ -221,3 +221,52 @@ def test_a_file_of_tasks_is_sent_through_kafka_and_run(script, worker, distribut
     assert "tombstone" in script("--log-level", "debug", "tasks", "list", "--limit", "5000").stderr
     running.terminate()
     assert running.wait(timeout=60) == 0
+
+
+def test_a_mistyped_keyspace_is_refused_and_the_tasks_in_the_right_one_still_run(
+    script, worker, distributed, monkeypatch
+):
+    """Workers create their keyspace on start, so a mistyped name made a new, empty one; the
+    group's offsets were past every record, and each pending task, left in the old keyspace,
+    never ran. Such a start is refused now, naming the setting."""
+    from scheduler.stores.cassandra import CassandraTaskStore
+
+    first = worker()
+    enqueued = script("enqueue", "kept", "--in", "3s", "--key", "k1")
+    assert enqueued.returncode == 0, enqueued.stderr
+
+    def committed() -> bool:
+        rows = json.loads(script("group", "status", "--json").stdout or "[]")
+        return sum(row["committed"] or 0 for row in rows) == 1
+
+    assert wait_for(committed)
+    first.terminate()
+    assert first.wait(timeout=60) == 0
+
+    right = distributed["SCHEDULER_CASSANDRA_KEYSPACE"]
+    mistyped = f"{right}_typo"
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_KEYSPACE", mistyped)
+    try:
+        refused = script("worker", timeout=120)
+    finally:
+        hosts = distributed["SCHEDULER_CASSANDRA_HOSTS"].split(",")
+        port = int(distributed["SCHEDULER_CASSANDRA_PORT"])
+        typo = CassandraTaskStore(hosts=hosts, port=port, keyspace=mistyped, consistency="ONE")
+        typo.drop_keyspace()
+        typo.close()
+    print(f"\n[new keyspace] {refused.stderr.strip().splitlines()[-1]}")
+    assert refused.returncode == 2, refused.stderr
+    assert f"has already read 1 record of topic {distributed['SCHEDULER_TOPIC']!r}" in (
+        refused.stderr
+    )
+    assert f"keyspace {mistyped!r} (SCHEDULER_CASSANDRA_KEYSPACE" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    monkeypatch.setenv("SCHEDULER_CASSANDRA_KEYSPACE", right)
+    worker()
+
+    def kept_state() -> list[str]:
+        listed = script("tasks", "list", "--ordering-id", "kept", "--json")
+        return [row["state"] for row in json.loads(listed.stdout or "[]")]
+
+    assert wait_for(lambda: kept_state() == ["succeeded"])

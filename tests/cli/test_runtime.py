@@ -16,6 +16,7 @@ from scheduler.runtime import (
     build_executor,
     build_log,
     cassandra_contact,
+    new_store_check,
     open_store,
     partition_count_check,
 )
@@ -43,6 +44,45 @@ def test_the_stored_partition_count_is_checked_too(embedded, monkeypatch):
     try:
         with pytest.raises(PartitionCountMismatchError, match=r"partitioned into 6 partitions"):
             partition_count_check(log, store, 4)
+    finally:
+        log.close()
+        store.close()
+
+
+def test_a_new_store_is_refused_to_a_group_that_has_read_records_into_another(embedded):
+    settings = load_settings()
+    log, store = build_log(settings), open_store(settings)
+    try:
+        new_store_check(log, store, settings)  # no topic yet: nothing read
+        log.ensure_topic(settings.partitions)
+        new_store_check(log, store, settings)  # a topic, nothing committed
+        log.commit(settings.group_id, {1: 3, 2: 4})
+        with pytest.raises(ConfigurationError) as raised:
+            new_store_check(log, store, settings)
+        message = str(raised.value)
+        assert f"group {settings.group_id!r} has already read 7 records of topic" in message
+        assert f"{embedded.resolve() / 'store.db'} (SCHEDULER_DATA_DIR), is new" in message
+        assert "use a new group (SCHEDULER_GROUP_ID)" in message
+        log.commit("another-group", {1: 3})
+        new_store_check(log, store, settings.model_copy(update={"group_id": "a-new-group"}))
+        store.claim_meta("partition_count", str(settings.partitions))  # a worker's start
+        new_store_check(log, store, settings)
+    finally:
+        log.close()
+        store.close()
+
+
+def test_a_store_pinned_while_its_group_is_asked_about_is_not_new(embedded):
+    """A worker pins the count before it commits: commits that show up between the two looks
+    at the store were made through it, by a worker that started beside this one."""
+    settings = load_settings()
+    log, store = build_log(settings), open_store(settings)
+    log.ensure_topic(settings.partitions)
+    log.commit(settings.group_id, {0: 5})
+    answers = iter([None, str(settings.partitions)])
+    store.read_meta = lambda name: next(answers)  # type: ignore[method-assign]
+    try:
+        new_store_check(log, store, settings)
     finally:
         log.close()
         store.close()

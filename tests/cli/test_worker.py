@@ -156,7 +156,7 @@ def test_a_data_dir_deleted_under_a_running_worker_stops_it_and_the_next_runs_th
 
 
 def test_a_store_file_deleted_under_a_running_worker_stops_it_before_it_commits_more(
-    worker, script, embedded
+    worker, script, embedded, monkeypatch
 ):
     """The store's file deleted alone (the log kept): the worker went on writing to the
     deleted file and committing what it stored there, so a task sent after the deletion was in
@@ -180,8 +180,12 @@ def test_a_store_file_deleted_under_a_running_worker_stops_it_before_it_commits_
     print(f"\n[store deleted] exit {running.returncode}: {err.strip().splitlines()[-1]}")
     assert running.returncode == 2, err
     assert f"the task store {embedded / 'store.db'} was deleted" in err
-    assert "Start the worker again" in err and "Traceback" not in err
+    assert "start the worker with a new group" in err and "Traceback" not in err
 
+    # The same group has read past "stored": a new store for it is refused, as said.
+    again = script("worker", timeout=60)
+    assert again.returncode == 2, again.stderr
+    assert "is new: no worker has used it" in again.stderr
+    monkeypatch.setenv("SCHEDULER_GROUP_ID", "after-the-store-was-deleted")
     worker()
     assert wait_for(lambda: states(script, "after") == ["succeeded"])
-    assert states(script, "stored") == []  # as the error says: gone with the deleted file

@@ -318,7 +318,9 @@ def test_list_tasks_filters_by_ordering_id_and_state(task_store: TaskStore) -> N
 
 
 def test_claim_meta_keeps_the_first_value(task_store: TaskStore) -> None:
+    assert task_store.read_meta("partition_count") is None
     assert task_store.claim_meta("partition_count", "16") == "16"
+    assert task_store.read_meta("partition_count") == "16"
     assert task_store.claim_meta("partition_count", "32") == "16"
     assert task_store.claim_meta("other", "x") == "x"
 

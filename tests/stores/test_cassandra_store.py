@@ -387,6 +387,7 @@ def test_a_keyspace_dropped_and_recreated_under_a_running_store_indexes_new_rows
     store's cache of index rows written must not outlive the rows)."""
     soon = datetime.now(UTC) + timedelta(minutes=5)
     before, after = tasks_at(soon, 2)
+    store.claim_meta("partition_count", "4")  # as a worker's start does
     store.write_tasks(0, [before])
     operator = make_store(keyspace=store.keyspace)
     operator.drop_keyspace()
@@ -404,6 +405,9 @@ def test_a_keyspace_dropped_and_recreated_under_a_running_store_indexes_new_rows
     assert indexed_buckets(store, 0) == [after.key.scheduled_ms // store.bucket_ms]
     loaded = store.load_tasks(0, None, time.time_ns() // 1_000_000 + HOUR_MS, 10)
     assert [stored.task for stored in loaded] == [after]
+    # Pinned again by the first write: a worker started later must not take the keyspace, in
+    # use ever since, for a new one (and refuse it, see runtime.new_store_check).
+    assert store.read_meta("partition_count") == "4"
 
 
 @pytest.mark.cassandra
