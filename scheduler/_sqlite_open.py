@@ -11,6 +11,7 @@ only the first opens can collide, and those are retried here.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 
@@ -72,6 +73,17 @@ def _ensure_wal(db: sqlite3.Connection, *, deadline: float) -> None:
             raise sqlite3.OperationalError(f"cannot put the file in WAL mode: {problem}")
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
+
+
+def file_identity(path: str) -> str | None:
+    """The device and inode of the file at `path` (`dev:ino`), None if there is none there. A
+    process holds its files open, so one deleted and made again under it gets another inode:
+    this tells the file a process opened from whatever is at its path now."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return f"{found.st_dev}:{found.st_ino}"
 
 
 def rollback(db: sqlite3.Connection) -> None:

@@ -38,7 +38,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler._sqlite_open import open_wal, rollback, unavailable
+from scheduler._sqlite_open import file_identity, open_wal, rollback, unavailable
 from scheduler.codec import compact
 from scheduler.errors import ConfigurationError, TopicMissingError
 from scheduler.logs._delivery import DeliveryFuture
@@ -193,14 +193,13 @@ class EmbeddedTaskLog(TaskLog):
         process holds the old file open, so a new one cannot have its inode number."""
         if self._absolute is None:
             return None
-        try:
-            found = os.stat(self._absolute)
-        except FileNotFoundError:
+        identity = file_identity(self._absolute)
+        if identity is None:
             raise TopicMissingError(
                 f"the embedded log {self.path} does not exist any more (deleted?); topic "
                 f"{self.topic!r} went with it"
-            ) from None
-        return f"{found.st_dev}:{found.st_ino}"
+            )
+        return identity
 
     def partition_count(self) -> int:
         if not self.partitions:

@@ -354,19 +354,12 @@ class KafkaLogConsumer(LogConsumer):
             for partition in from_first:
                 starts.setdefault(partition, OFFSET_BEGINNING)
             if self._cooperative:
-                consumer.incremental_assign(
-                    [TopicPartition(self._topic, p, starts.get(p, OFFSET_INVALID)) for p in numbers]
-                )
+                consumer.incremental_assign(self._partitions(numbers, starts))
                 self._wake_fetchers(consumer)
             else:
                 # The eager protocol assigns the whole set anew: each partition starts where the
                 # listener sought it, else at its committed offset.
-                consumer.assign(
-                    [
-                        TopicPartition(self._topic, p, starts.get(p, OFFSET_INVALID))
-                        for p in sorted(self._assigned)
-                    ]
-                )
+                consumer.assign(self._partitions(sorted(self._assigned), starts))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._leave(consumer, partitions, lost=False)
@@ -486,8 +479,13 @@ class KafkaLogConsumer(LogConsumer):
                 "sought"
             )
 
-    def _partitions(self, partitions: Collection[int]) -> list[TopicPartition]:
-        return [TopicPartition(self._topic, p) for p in partitions]
+    def _partitions(
+        self, partitions: Collection[int], starts: Mapping[int, int] | None = None
+    ) -> list[TopicPartition]:
+        """`partitions` of the topic, each at its offset in `starts` if there is one, else at
+        OFFSET_INVALID: where the group committed, to `assign`."""
+        at = starts or {}
+        return [TopicPartition(self._topic, p, at.get(p, OFFSET_INVALID)) for p in partitions]
 
 
 class NotAssignedError(SchedulerError, ValueError):

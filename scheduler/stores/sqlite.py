@@ -31,7 +31,7 @@ from typing import Any
 
 from scheduler._sqlbatch import chunks, many_rows
 from scheduler._sqlbatch import many_keys as _many_keys_of
-from scheduler._sqlite_open import open_wal, rollback, unavailable
+from scheduler._sqlite_open import file_identity, open_wal, rollback, unavailable
 from scheduler.errors import BackendUnavailableError, ConfigurationError, StoreReplacedError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores._group_commit import GroupCommit
@@ -131,7 +131,7 @@ class SqliteTaskStore(TaskStore):
         self._next_purge = 0.0
         self._closed = True
         self._absolute = None if path in ("", ":memory:") else os.path.abspath(path)
-        self._identity: tuple[int, int] | None = None
+        self._identity: str | None = None
         """The file's device and inode when this process first opened it (None: not yet, or in
         memory); its connections keep that file open even after it is deleted."""
 
@@ -177,18 +177,16 @@ class SqliteTaskStore(TaskStore):
         with self._connections_lock:
             self._connections.append(connection)
             if self._identity is None and self._absolute is not None:
-                found = os.stat(self._absolute)
-                self._identity = (found.st_dev, found.st_ino)
+                self._identity = file_identity(self._absolute)
         return connection
 
     def check_replaced(self) -> None:
         if self._identity is None or self._absolute is None:
             return
-        try:
-            found = os.stat(self._absolute)
-        except FileNotFoundError:
-            raise self._replaced("deleted") from None
-        if (found.st_dev, found.st_ino) != self._identity:
+        now = file_identity(self._absolute)
+        if now is None:
+            raise self._replaced("deleted")
+        if now != self._identity:
             raise self._replaced("deleted and made again")
 
     def _replaced(self, how: str) -> StoreReplacedError:

@@ -132,6 +132,16 @@ def states(script, ordering_id: str) -> list[str]:
     return [row["state"] for row in json.loads(listed.stdout or "[]")]
 
 
+def stopped_with_error(running, label: str) -> str:
+    """The stderr of a worker that stopped by itself with a configuration error (exit status
+    2) and no traceback."""
+    _, err = running.communicate(timeout=60)
+    print(f"\n[{label}] exit {running.returncode}: {err.strip().splitlines()[-1]}")
+    assert running.returncode == 2, err
+    assert "Traceback" not in err
+    return err
+
+
 def test_a_data_dir_deleted_under_a_running_worker_stops_it_and_the_next_runs_the_new_tasks(
     worker, script, embedded
 ):
@@ -145,11 +155,9 @@ def test_a_data_dir_deleted_under_a_running_worker_stops_it_and_the_next_runs_th
     sent = script("enqueue", "after", "--data", '{"job": "x:y"}')  # makes a new data dir
     assert sent.returncode == 0, sent.stderr
 
-    _, err = running.communicate(timeout=60)
-    print(f"\n[data dir deleted] exit {running.returncode}: {err.strip().splitlines()[-1]}")
-    assert running.returncode == 2, err
+    err = stopped_with_error(running, "data dir deleted")
     assert f"of the embedded log {embedded / 'log.db'} was deleted" in err
-    assert "Start the workers again" in err and "Traceback" not in err
+    assert "Start the workers again" in err
 
     worker()
     assert wait_for(lambda: states(script, "after") == ["succeeded"])
@@ -176,11 +184,9 @@ def test_a_store_file_deleted_under_a_running_worker_stops_it_before_it_commits_
     sent = script("enqueue", "after", "--data", '{"job": "x:y"}')
     assert sent.returncode == 0, sent.stderr
 
-    _, err = running.communicate(timeout=60)
-    print(f"\n[store deleted] exit {running.returncode}: {err.strip().splitlines()[-1]}")
-    assert running.returncode == 2, err
+    err = stopped_with_error(running, "store deleted")
     assert f"the task store {embedded / 'store.db'} was deleted" in err
-    assert "start the worker with a new group" in err and "Traceback" not in err
+    assert "start the worker with a new group" in err
 
     # The same group has read past "stored": a new store for it is refused, as said.
     again = script("worker", timeout=60)
