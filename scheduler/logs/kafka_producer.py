@@ -51,6 +51,10 @@ _TOPIC_GONE = frozenset(
 """Errors of a record whose topic, or whose partition of it, does not exist: `produce` raises one
 once librdkafka knows, else the delivery report carries one after
 `topic.metadata.propagation.max.ms` (30 s by default)."""
+_PARTITION_DROPPED = KafkaError._DESTROY
+"""How a delivery report fails a record that was already queued for a partition when the
+partition left librdkafka's metadata (its topic was deleted): librdkafka destroys the partition's
+queue with it. Never the handle's own termination, which `close` precedes with a purge."""
 _FAILED_BY_FATAL = frozenset(
     {KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 )
@@ -258,7 +262,10 @@ class KafkaLogProducer(LogProducer):
             size = None if message is None else len(message.value() or b"")
             return self._too_large(error, size)
         if error.code() in _TOPIC_GONE:
-            return self._topic_gone(error, None if message is None else message.partition())
+            return self._topic_gone(error.str(), None if message is None else message.partition())
+        if error.code() == _PARTITION_DROPPED:
+            partition = None if message is None else message.partition()
+            return self._topic_gone("the partition left the producer's metadata", partition)
         action = f"write to topic {self._topic!r}"
         if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
             action += " (an idempotent producer gets its producer id only with Write on a topic)"
@@ -285,20 +292,20 @@ class KafkaLogProducer(LogProducer):
         if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             return self._too_large(error, size)
         if error is not None and error.code() in _TOPIC_GONE:
-            return self._topic_gone(error, None)
+            return self._topic_gone(error.str(), None)
         if error is not None and error.code() == KafkaError._FATAL and self._fatal is None:
             self._poll(0)  # librdkafka raises the error that stopped the producer from here
         if self._fatal is not None:
             return self.failure(self._fatal)
         return exc
 
-    def _topic_gone(self, error: KafkaError, partition: int | None) -> TopicMissingError:
+    def _topic_gone(self, why: str, partition: int | None) -> TopicMissingError:
         # The producer was built on an existing topic (`KafkaTaskLog.producer` checks), so the
         # topic, or the partition, went away under it.
         which = "its partition" if partition is None or partition < 0 else f"partition {partition}"
         return TopicMissingError(
             f"the record was not written: topic {self._topic!r} on {self._bootstrap!r} does "
-            f"not exist, or lacks {which} ({error.str()}); was it "
+            f"not exist, or lacks {which} ({why}); was it "
             "deleted, or created again with fewer partitions? Create it with the deployment's "
             "partition count (`scheduler topic create`) and send the task again"
         )
