@@ -261,10 +261,10 @@ class KafkaLogProducer(LogProducer):
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             size = None if message is None else len(message.value() or b"")
             return self._too_large(error, size)
+        partition = None if message is None else message.partition()
         if error.code() in _TOPIC_GONE:
-            return self._topic_gone(error.str(), None if message is None else message.partition())
+            return self._topic_gone(error.str(), partition)
         if error.code() == _PARTITION_DROPPED:
-            partition = None if message is None else message.partition()
             return self._topic_gone("the partition left the producer's metadata", partition)
         action = f"write to topic {self._topic!r}"
         if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:

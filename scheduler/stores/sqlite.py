@@ -221,7 +221,7 @@ class SqliteTaskStore(TaskStore):
                     raise
                 connection.execute("COMMIT")
             except sqlite3.OperationalError as error:
-                raise unavailable(f"task store {self.path!r}", error) from error
+                raise self._unavailable(error) from error
 
     def _unavailable(self, error: sqlite3.Error) -> BackendUnavailableError:
         return unavailable(f"task store {self.path!r}", error)
@@ -230,7 +230,7 @@ class SqliteTaskStore(TaskStore):
         try:
             return self._connection().execute(sql, params).fetchall()
         except sqlite3.OperationalError as error:
-            raise unavailable(f"task store {self.path!r}", error) from error
+            raise self._unavailable(error) from error
 
     def _key_row(self, partition: int, key: TaskKey) -> tuple[int, int, int, str, str]:
         ms = key.scheduled_ms
@@ -326,7 +326,7 @@ class SqliteTaskStore(TaskStore):
                     key = TaskKey.from_ms(ordering_id, ms, uniqueness_key)
                     found[key] = _status(key, status)
         except sqlite3.OperationalError as error:
-            raise unavailable(f"task store {self.path!r}", error) from error
+            raise self._unavailable(error) from error
         return found
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
