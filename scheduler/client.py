@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from datetime import timedelta
 from time import time_ns as _time_ns
+from typing import Any
 
-from scheduler import metrics
+from scheduler import codec, metrics, speedups
 from scheduler.codec import Op, compact, encode, encode_schedule
 from scheduler.engine.clock import now_ms
 from scheduler.errors import TaskInPastError
@@ -15,6 +16,8 @@ from scheduler.logs.abc import LogProducer, TaskLog
 from scheduler.model import Task, TaskKey, encode_data
 
 DEFAULT_MAX_DATA_BYTES = 256 * 1024
+_C_LIMIT = 2**62
+"""The largest setting the C path holds (a C long long); larger ones say the same to it."""
 
 
 class SchedulerClient:
@@ -32,11 +35,31 @@ class SchedulerClient:
         self.log = log
         self._owns_log = owns_log
         """Whether `close` closes the log too (`scheduler.connect` built it for this client)."""
-        self._grace_window_ns = int(grace_window_s * 1000) * 1_000_000
+        self._producer: LogProducer = log.producer()
+        send_counted = self._producer.sender(on_durable=_count_one)
+        self._send_counted = send_counted
+        self._c_path: Any = None
+        """`schedule_task` in C where it is built (`scheduler.speedups`); it hands every task it
+        does not take to `_schedule_in_python`."""
+        if speedups.enabled():
+            assert speedups.native is not None
+            self._c_path = speedups.native.TaskScheduler(
+                send=send_counted,
+                slow=self._schedule_in_python,
+                failed=_failed,
+                dumps=codec.DUMPS,
+                dumps_option=codec.DUMPS_OPTIONS,
+                validate=validate,
+                grace_ns=0,  # both set just below, as any later change sets them
+                max_data_bytes=0,
+            )
+            if type(self).schedule_task is SchedulerClient.schedule_task:
+                # Calls go straight to C: the Python frame of `schedule_task` alone cost a
+                # seventh of the C path's time (docs/benchmark-history.md, thirty-fifth session).
+                self.schedule_task = self._c_path  # type: ignore[method-assign]
+        self.grace_window_ms = int(grace_window_s * 1000)
         self.max_data_bytes = max_data_bytes
         self.validate = validate
-        self._producer: LogProducer = log.producer()
-        self._send_counted = self._producer.sender(on_durable=_count_one)
 
     def schedule_task(self, task: Task) -> Future[int]:
         """Have `task` run at its scheduled time.
@@ -47,6 +70,11 @@ class SchedulerClient:
         task whose key is already pending replaces it; a key that already reached a final state
         never runs again.
         """
+        return self._schedule_in_python(task)
+
+    def _schedule_in_python(self, task: Task) -> Future[int]:
+        """`schedule_task` in Python: all of it without the C path, and with it every task that
+        path hands over (a `validate` hook, a late task, unusual data, any error)."""
         try:
             key = task.key
             # The grace window in nanoseconds straight off the clock: `now_ms()` would be a
@@ -66,6 +94,8 @@ class SchedulerClient:
         """Raise the `TaskRejected` error that refuses `task`, if any (its data aside)."""
         _check_time_and_job(task, self.grace_window_ms, self.validate)
 
+    # The settings `schedule_task` reads, kept in the C path too when there is one.
+
     @property
     def grace_window_ms(self) -> int:
         """How far in the past a task may be scheduled (it then runs at once); older is refused."""
@@ -74,6 +104,32 @@ class SchedulerClient:
     @grace_window_ms.setter
     def grace_window_ms(self, value: int) -> None:
         self._grace_window_ns = int(value) * 1_000_000
+        # A C long long; a window of centuries only sends the oldest tasks to the Python check.
+        self._set_in_c_path("grace_ns", min(self._grace_window_ns, _C_LIMIT))
+
+    @property
+    def max_data_bytes(self) -> int:
+        """The largest task data accepted, in bytes of its JSON."""
+        return self._max_data_bytes
+
+    @max_data_bytes.setter
+    def max_data_bytes(self, value: int) -> None:
+        self._max_data_bytes = int(value)
+        self._set_in_c_path("max_data_bytes", min(self._max_data_bytes, _C_LIMIT))
+
+    @property
+    def validate(self) -> Callable[[Task], None] | None:
+        """Called with every task before it is sent; raise a `TaskRejected` to refuse it."""
+        return self._validate
+
+    @validate.setter
+    def validate(self, value: Callable[[Task], None] | None) -> None:
+        self._validate = value
+        self._set_in_c_path("validate", value)
+
+    def _set_in_c_path(self, name: str, value: object) -> None:
+        if self._c_path is not None:
+            setattr(self._c_path, name, value)
 
     def _records(self, tasks: Iterable[Task]) -> list[tuple[str, bytes]]:
         """The records that schedule `tasks`, or the `TaskRejected` error that refuses one.

@@ -14,7 +14,8 @@ if ! command -v java >/dev/null; then
   exit 2
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+# The C path (scheduler/_speedups.c) is compiled by the install: a change to it installs again.
+stamp=.venv/.installed-$(cat pyproject.toml scheduler/_speedups.c | sha1sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e '.[dev,bench]'

@@ -106,7 +106,10 @@ class DeliveryFuture(Future[int]):
     # Finished futures answer without creating a condition (the state never leaves FINISHED).
 
     def done(self) -> bool:
-        return self._state == FINISHED or super().done()
+        # RUNNING or FINISHED, never cancelled: nothing to ask the condition for. A thread that
+        # serves delivery reports until a future is done asks this in a loop (Future.done would
+        # build the condition of every future it waits on).
+        return self._state == FINISHED
 
     def result(self, timeout: float | None = None) -> int:
         if self._state == FINISHED:

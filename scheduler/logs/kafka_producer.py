@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from scheduler import speedups
 from scheduler.errors import (
     BackendUnavailableError,
     SchedulerError,
@@ -143,10 +144,13 @@ class KafkaLogProducer(LogProducer):
         """A `send` for records that all share `on_durable`: `schedule_task`'s path, where the
         Python work per record costs more than librdkafka's. Everything a record's future needs
         but its state lives on a class made here once (the producer, `on_durable`), and the future
-        itself is the record's delivery callback, so a send allocates one object."""
+        itself is the record's delivery callback, so a send allocates one object. Where the C
+        path is built (`scheduler.speedups`) the send is C, and so are the future's delivery
+        report and `result`; the Python send below still takes every case it hands back."""
+        fast = speedups.enabled()
         future_type = type(
             "_RecordDelivery",
-            (_RecordDelivery,),
+            (_FastRecordDelivery if fast else _RecordDelivery,),
             # staticmethod: a plain function on a class would be bound to the future.
             {
                 "__slots__": (),
@@ -174,7 +178,20 @@ class KafkaLogProducer(LogProducer):
                 poll(0)
             return future
 
-        return send
+        if not fast:
+            return send
+        assert speedups.native is not None
+        sender: Sender = speedups.native.RecordSender(
+            producer=self,
+            future_type=future_type,
+            produce=produce,
+            topic=topic,
+            sends=sends,
+            poll=poll,
+            slow_send=send,
+            poll_every=_POLL_EVERY,
+        )
+        return sender
 
     def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
         """One delivery callback shared by the batch: no future per record. `send`'s body is
@@ -415,4 +432,20 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
         if error is None:
             self._resolve(message.partition() or 0)
         else:
-            self.set_exception(self._sender.failure(error, message))
+            self._fail(error, message)
+
+    def _fail(self, error: KafkaError, message: Message) -> None:
+        self.set_exception(self._sender.failure(error, message))
+
+
+class _FastRecordDelivery(_RecordDelivery):
+    """`_RecordDelivery` whose delivery report and `result` are C (`scheduler._speedups`), and
+    whose instances, made by the C send, stay off the garbage collector's lists until they
+    hold more than strings and ints: a caller holding 100,000 pending futures no longer has
+    the collector walk them again and again. Used only where the C path is built."""
+
+    __slots__ = ()
+
+
+if speedups.native is not None:
+    speedups.native.install_record_future(_FastRecordDelivery, RUNNING, FINISHED)

@@ -34,6 +34,9 @@ STORES = [
 LOGS = [
     "embedded",
     pytest.param("kafka", marks=pytest.mark.kafka),
+    # The same contract with the producer's send in Python (SCHEDULER_SPEEDUPS=0): where the C
+    # path is built it serves every other Kafka log here.
+    pytest.param("kafka-python", marks=pytest.mark.kafka),
     # The same contract with the group on KIP-848's `consumer` protocol (Kafka 4): the broker
     # assigns partitions and the consumer is told incrementally, as with cooperative-sticky.
     pytest.param("kafka-kip848", marks=pytest.mark.kafka),
@@ -112,7 +115,7 @@ def _make_log(kind: str, tmp_path: Path, *, create_topic: bool) -> Iterator[Task
         from scheduler.logs.embedded import EmbeddedTaskLog
 
         log = EmbeddedTaskLog(path=str(tmp_path / "log.db"), topic="contract")
-    elif kind in ("kafka", "kafka-kip848"):
+    elif kind in ("kafka", "kafka-python", "kafka-kip848"):
         from scheduler.logs.kafka import KafkaTaskLog
         from tests.servers import kafka_bootstrap
 
@@ -168,13 +171,26 @@ def _contract_kafka_user() -> dict[str, str]:
 
 
 @pytest.fixture(params=LOGS)
-def task_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskLog]:
+def task_log(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[TaskLog]:
+    _choose_path(request.param, monkeypatch)
     with _make_log(request.param, tmp_path, create_topic=True) as log:
         yield log
 
 
 @pytest.fixture(params=LOGS)
-def task_log_without_topic(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskLog]:
+def task_log_without_topic(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[TaskLog]:
     """A log whose topic nobody has created."""
+    _choose_path(request.param, monkeypatch)
     with _make_log(request.param, tmp_path, create_topic=False) as log:
         yield log
+
+
+def _choose_path(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python send for `kafka-python`, the C one (where built) for every other log."""
+    from scheduler import speedups
+
+    monkeypatch.setenv(speedups.ENV, "0" if kind == "kafka-python" else "1")

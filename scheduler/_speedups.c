@@ -1,0 +1,788 @@
+/* scheduler._speedups: `schedule_task`'s per-task path in C, for the Kafka producer.
+
+Why. Producing a task costs librdkafka about a microsecond; in Python, checking the task,
+encoding its record, making its future, resolving that future from the delivery report and
+the garbage collector walking the futures a caller holds cost two to three times as much
+(docs/benchmark-history.md, thirty-fifth session). Issue 3 asks for `schedule_task` at half the
+rate of raw `produce`, which Python alone did not reach.
+
+What. Three pieces, each the C twin of Python code that stays the reference:
+
+* `encode_schedule(key, data, max_bytes)`: the record `codec.encode_schedule` writes, for the
+  common task (a str key part without quote, backslash or control character, an int time, data
+  that orjson encodes without a `null`, a record within `max_bytes`); None for any other, which
+  the caller encodes in Python. The bytes are the same as Python's (tests/test_speedups.py checks
+  it over generated tasks).
+* `install_record_future(cls)`: gives a `_RecordDelivery` subclass C methods for its two hot
+  calls, the delivery report (`__call__`) and `result` of a finished future, and makes its
+  instances through `RecordSender` outside the garbage collector's lists until they hold
+  anything but strings, ints and None (any attribute written from Python tracks them again:
+  a waiter's condition, a callback, an exception).
+* `RecordSender` (the Kafka producer's `sender`) and `TaskScheduler` (`schedule_task`): the
+  send and the whole per-task path. Whatever they do not handle themselves (a `validate` hook,
+  a task late beyond the grace window, a closed producer, a full queue, any error) goes to the
+  Python implementation they were given, which answers exactly as it always did.
+
+Everything here runs holding the GIL and never releases it, so each step is atomic with respect
+to other Python threads, as the Python code it replaces relies on. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+#include <time.h>
+
+/* Interned names and shared constants, made once at import. */
+static PyObject *s_key, *s_data, *s_ordering_id, *s_scheduled_ms, *s_uniqueness_key;
+static PyObject *s_partition, *s_on_success, *s_fail, *s_wake_observers, *s_open, *s_option;
+static PyObject *s_cond, *s_state, *s_result, *s_exception;
+static PyObject *minus_one, *zero, *option_kwname;
+
+/* What `install_record_future` learnt of `DeliveryFuture`'s slots and states. */
+static struct {
+    PyObject *base;                            /* the class made fast, once installed */
+    Py_ssize_t cond, state, result, exception; /* byte offsets of the slots in an instance */
+    PyObject *running, *finished;              /* concurrent.futures' state strings */
+} future_layout;
+
+#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+
+static inline void
+slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) /* steals `value` */
+{
+    PyObject *old = SLOT(obj, offset);
+    SLOT(obj, offset) = value;
+    Py_XDECREF(old);
+}
+
+/* ---- the record ------------------------------------------------------------------------- */
+
+/* The JSON string body of a key part, if it needs no escaping: `*out` points at its UTF-8. */
+static int
+plain_json_string(PyObject *text, const char **out, Py_ssize_t *size)
+{
+    if (!PyUnicode_CheckExact(text))
+        return 0;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, size);
+    if (utf8 == NULL) { /* a lone surrogate: Python says what to do with it */
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < *size; i++) {
+        unsigned char c = (unsigned char)utf8[i];
+        if (c < 0x20 || c == '"' || c == '\\')
+            return 0;
+    }
+    *out = utf8;
+    return 1;
+}
+
+/* orjson's encoding of `data`, in `*json` (a new reference, or NULL for the empty dict, whose
+   encoding is `{}`). 0: done; 1: not for this path (no error set); -1: error. */
+typedef struct {
+    PyObject *dumps; /* orjson.dumps */
+    PyObject *option; /* the option flags codec passes it */
+} Dumper;
+
+static int
+encode_data(Dumper *dumper, PyObject *data, PyObject **json)
+{
+    *json = NULL;
+    if (PyDict_CheckExact(data) && PyDict_GET_SIZE(data) == 0)
+        return 0;
+    PyObject *args[2] = {data, dumper->option};
+    PyObject *encoded = PyObject_Vectorcall(dumper->dumps, args, 1, option_kwname);
+    if (encoded == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyErr_Clear(); /* orjson refused it: Python's path says why, or encodes it another way */
+        return 1;
+    }
+    if (!PyBytes_CheckExact(encoded)
+        || memmem(PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded), "null", 4) != NULL) {
+        /* A `null` may be a NaN orjson wrote as null, which the standard library refuses:
+           codec checks such data the two-step way. */
+        Py_DECREF(encoded);
+        return 1;
+    }
+    *json = encoded;
+    return 0;
+}
+
+/* The `schedule` record of a task, or NULL: with an error set, an error; without, "encode it
+   in Python". The layout is orjson's for codec's dict: same keys, same order, no spaces. */
+static PyObject *
+encode_record(Dumper *dumper, PyObject *ordering_id, long long scheduled_ms,
+              PyObject *uniqueness_key, PyObject *data, Py_ssize_t max_bytes)
+{
+    static const char head[] = "{\"v\":1,\"op\":\"schedule\",\"oid\":\"";
+    static const char at[] = "\",\"at\":";
+    static const char uk[] = ",\"uk\":\"";
+    static const char data_key[] = "\",\"data\":";
+    const char *oid_utf8, *uk_utf8;
+    Py_ssize_t oid_size, uk_size;
+    if (!plain_json_string(ordering_id, &oid_utf8, &oid_size)
+        || !plain_json_string(uniqueness_key, &uk_utf8, &uk_size))
+        return NULL;
+    PyObject *data_json;
+    int encoded = encode_data(dumper, data, &data_json);
+    if (encoded != 0)
+        return NULL;
+    const char *data_bytes = data_json == NULL ? "{}" : PyBytes_AS_STRING(data_json);
+    Py_ssize_t data_size = data_json == NULL ? 2 : PyBytes_GET_SIZE(data_json);
+    char number[24];
+    int number_size = snprintf(number, sizeof number, "%lld", scheduled_ms);
+    Py_ssize_t size = (Py_ssize_t)(sizeof head - 1) + oid_size + (Py_ssize_t)(sizeof at - 1)
+                      + number_size + (Py_ssize_t)(sizeof uk - 1) + uk_size
+                      + (Py_ssize_t)(sizeof data_key - 1) + data_size + 1;
+    if (size > max_bytes) { /* codec then checks the data's own size, and may refuse it */
+        Py_XDECREF(data_json);
+        return NULL;
+    }
+    PyObject *value = PyBytes_FromStringAndSize(NULL, size);
+    if (value != NULL) {
+        char *out = PyBytes_AS_STRING(value);
+#define PUT(bytes, n) (memcpy(out, (bytes), (size_t)(n)), out += (n))
+        PUT(head, sizeof head - 1);
+        PUT(oid_utf8, oid_size);
+        PUT(at, sizeof at - 1);
+        PUT(number, number_size);
+        PUT(uk, sizeof uk - 1);
+        PUT(uk_utf8, uk_size);
+        PUT(data_key, sizeof data_key - 1);
+        PUT(data_bytes, data_size);
+#undef PUT
+        *out = '}';
+    }
+    Py_XDECREF(data_json);
+    return value;
+}
+
+/* A key's three parts. 0: read; 1: not for this path (no error set). */
+typedef struct {
+    PyObject *ordering_id, *uniqueness_key; /* new references */
+    long long scheduled_ms;
+} KeyParts;
+
+static void
+key_parts_clear(KeyParts *parts)
+{
+    Py_CLEAR(parts->ordering_id);
+    Py_CLEAR(parts->uniqueness_key);
+}
+
+static int
+key_parts_read(PyObject *key, KeyParts *parts)
+{
+    parts->ordering_id = parts->uniqueness_key = NULL;
+    PyObject *scheduled_ms = PyObject_GetAttr(key, s_scheduled_ms);
+    if (scheduled_ms == NULL || !PyLong_CheckExact(scheduled_ms)) {
+        Py_XDECREF(scheduled_ms);
+        PyErr_Clear();
+        return 1;
+    }
+    int overflow;
+    parts->scheduled_ms = PyLong_AsLongLongAndOverflow(scheduled_ms, &overflow);
+    Py_DECREF(scheduled_ms);
+    parts->ordering_id = PyObject_GetAttr(key, s_ordering_id);
+    parts->uniqueness_key = PyObject_GetAttr(key, s_uniqueness_key);
+    if (overflow || parts->ordering_id == NULL || parts->uniqueness_key == NULL) {
+        key_parts_clear(parts);
+        PyErr_Clear();
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the record's future ---------------------------------------------------------------- */
+
+static int
+slot_offset(PyObject *cls, PyObject *name, Py_ssize_t *offset)
+{
+    PyObject *descriptor = PyObject_GetAttr(cls, name);
+    if (descriptor == NULL)
+        return -1;
+    int is_slot = Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+                  && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX;
+    if (is_slot)
+        *offset = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+    else
+        PyErr_Format(PyExc_TypeError, "%R is not a slot of %R", name, cls);
+    Py_DECREF(descriptor);
+    return is_slot ? 0 : -1;
+}
+
+/* A running future, its slots set as `_RecordDelivery.__init__` sets them, outside the garbage
+   collector's lists: it holds nothing that could close a reference cycle. */
+static PyObject *
+future_new(PyTypeObject *type)
+{
+    PyObject *future = type->tp_alloc(type, 0);
+    if (future == NULL)
+        return NULL;
+    SLOT(future, future_layout.cond) = Py_NewRef(Py_None);
+    SLOT(future, future_layout.state) = Py_NewRef(future_layout.running);
+    SLOT(future, future_layout.result) = Py_NewRef(Py_None);
+    SLOT(future, future_layout.exception) = Py_NewRef(Py_None);
+    PyObject_GC_UnTrack(future);
+    return future;
+}
+
+/* `__call__(error, message)`: the record's delivery report, `_RecordDelivery.__call__` in C. */
+static PyObject *
+future_delivered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "a delivery report takes (error, message)");
+        return NULL;
+    }
+    if (args[0] != Py_None)
+        return PyObject_CallMethodObjArgs(self, s_fail, args[0], args[1], NULL);
+    PyObject *partition = PyObject_CallMethodNoArgs(args[1], s_partition);
+    if (partition == NULL)
+        return NULL;
+    if (partition == Py_None) {
+        Py_DECREF(partition);
+        partition = Py_NewRef(zero);
+    }
+    /* On the class (a sender's subclass), as the Python code finds it: counted before any
+       waiter wakes, so a caller that saw the result sees it counted. */
+    PyObject *on_success = PyObject_GetAttr((PyObject *)Py_TYPE(self), s_on_success);
+    if (on_success == NULL) {
+        Py_DECREF(partition);
+        return NULL;
+    }
+    if (on_success != Py_None) {
+        PyObject *counted = PyObject_CallNoArgs(on_success);
+        if (counted == NULL) {
+            Py_DECREF(on_success);
+            Py_DECREF(partition);
+            return NULL;
+        }
+        Py_DECREF(counted);
+    }
+    Py_DECREF(on_success);
+    /* The state is written before the condition is looked at, and an observer makes the
+       condition before it looks at the state (DeliveryFuture._resolve). */
+    slot_set(self, future_layout.result, partition);
+    slot_set(self, future_layout.state, Py_NewRef(future_layout.finished));
+    if (SLOT(self, future_layout.cond) != Py_None)
+        return PyObject_CallMethodNoArgs(self, s_wake_observers);
+    Py_RETURN_NONE;
+}
+
+/* The Python `result` the C one stands in front of (the class's own before installation). */
+static PyObject *python_result;
+
+/* `result(timeout=None)`: a finished, successful future answers here; anything else in Python. */
+static PyObject *
+future_result(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (SLOT(self, future_layout.state) == future_layout.finished
+        && SLOT(self, future_layout.exception) == Py_None)
+        return Py_NewRef(SLOT(self, future_layout.result));
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *stack[8];
+    if (nargs + nkw + 1 > 8) {
+        PyErr_SetString(PyExc_TypeError, "result() takes at most one argument, timeout");
+        return NULL;
+    }
+    stack[0] = self;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        stack[i + 1] = args[i];
+    return PyObject_Vectorcall(python_result, stack, nargs + 1, kwnames);
+}
+
+/* `__setattr__`: back on the collector's lists before the future holds something of Python's. */
+static PyObject *
+future_setattr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "__setattr__ takes (name, value)");
+        return NULL;
+    }
+    if (!PyObject_GC_IsTracked(self))
+        PyObject_GC_Track(self);
+    if (PyObject_GenericSetAttr(self, args[0], args[1]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef future_methods[] = {
+    {"__call__", (PyCFunction)(void (*)(void))future_delivered, METH_FASTCALL,
+     "The record's delivery report (error, message): resolve or fail the future."},
+    {"result", (PyCFunction)(void (*)(void))future_result, METH_FASTCALL | METH_KEYWORDS,
+     "Future.result, answered in C once the record is acknowledged."},
+    {"__setattr__", (PyCFunction)(void (*)(void))future_setattr, METH_FASTCALL,
+     "Object.__setattr__, tracking the future for the garbage collector first."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *
+install_record_future(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "install_record_future(cls, running_state, finished_state)");
+        return NULL;
+    }
+    PyObject *cls = args[0];
+    if (future_layout.base != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "install_record_future is called once");
+        return NULL;
+    }
+    if (slot_offset(cls, s_cond, &future_layout.cond) < 0
+        || slot_offset(cls, s_state, &future_layout.state) < 0
+        || slot_offset(cls, s_result, &future_layout.result) < 0
+        || slot_offset(cls, s_exception, &future_layout.exception) < 0)
+        return NULL;
+    python_result = PyObject_GetAttrString(cls, "result");
+    if (python_result == NULL)
+        return NULL;
+    for (PyMethodDef *method = future_methods; method->ml_name != NULL; method++) {
+        PyObject *descriptor = PyDescr_NewMethod((PyTypeObject *)cls, method);
+        if (descriptor == NULL || PyObject_SetAttrString(cls, method->ml_name, descriptor) < 0) {
+            Py_XDECREF(descriptor);
+            return NULL;
+        }
+        Py_DECREF(descriptor);
+    }
+    future_layout.running = Py_NewRef(args[1]);
+    future_layout.finished = Py_NewRef(args[2]);
+    future_layout.base = Py_NewRef(cls);
+    Py_RETURN_NONE;
+}
+
+/* ---- RecordSender ----------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *producer;     /* the KafkaLogProducer: its `_open` says whether it takes records */
+    PyObject *future_type;  /* the sender's `_RecordDelivery` subclass, made fast */
+    PyObject *produce;      /* confluent_kafka.Producer.produce, bound */
+    PyObject *topic;
+    PyObject *sends;        /* the producer's itertools.count of sends */
+    PyObject *poll;         /* the producer's `_poll`, served every `poll_every` sends */
+    PyObject *slow_send;    /* the Python send: every case this one does not take */
+    long poll_every;
+} SenderObject;
+
+/* Send one record: its future, or NULL with an error set. */
+static PyObject *
+sender_send(SenderObject *self, PyObject *key, PyObject *value)
+{
+    PyObject *open = PyObject_GetAttr(self->producer, s_open);
+    if (open == NULL)
+        return NULL;
+    int is_open = PyObject_IsTrue(open);
+    Py_DECREF(open);
+    if (is_open <= 0) { /* closed: the Python send says so */
+        if (is_open < 0)
+            return NULL;
+        PyObject *args[2] = {key, value};
+        return PyObject_Vectorcall(self->slow_send, args, 2, NULL);
+    }
+    PyObject *future = future_new((PyTypeObject *)self->future_type);
+    if (future == NULL)
+        return NULL;
+    /* Positional (topic, value, key, partition, on_delivery), as the Python send calls it;
+       partition -1 lets librdkafka's partitioner choose. */
+    PyObject *produce_args[5] = {self->topic, value, key, minus_one, future};
+    PyObject *produced = PyObject_Vectorcall(self->produce, produce_args, 5, NULL);
+    if (produced == NULL) {
+        /* Nothing was queued (a full queue, a record librdkafka refuses): the Python send
+           waits for room or says what is wrong. */
+        Py_DECREF(future);
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL;
+        PyErr_Clear();
+        PyObject *args[2] = {key, value};
+        return PyObject_Vectorcall(self->slow_send, args, 2, NULL);
+    }
+    Py_DECREF(produced);
+    /* Serve ready delivery reports now and then, while this thread holds the GIL anyway. */
+    PyObject *count = PyIter_Next(self->sends);
+    if (count == NULL) {
+        Py_DECREF(future);
+        return NULL;
+    }
+    long sends = PyLong_AsLong(count);
+    Py_DECREF(count);
+    if (sends % self->poll_every == 0) {
+        PyObject *polled = PyObject_CallOneArg(self->poll, zero);
+        if (polled == NULL) {
+            Py_DECREF(future);
+            return NULL;
+        }
+        Py_DECREF(polled);
+    }
+    return future;
+}
+
+static PyObject *
+sender_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a sender takes (key, value)");
+        return NULL;
+    }
+    return sender_send((SenderObject *)self, args[0], args[1]);
+}
+
+static PyObject *
+sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"producer", "future_type", "produce", "topic", "sends", "poll",
+                            "slow_send", "poll_every", NULL};
+    PyObject *producer, *future_type, *produce, *topic, *sends, *poll, *slow_send;
+    long poll_every;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OOOOOOOl", names, &producer, &future_type,
+                                     &produce, &topic, &sends, &poll, &slow_send, &poll_every))
+        return NULL;
+    int subclass = future_layout.base == NULL || !PyType_Check(future_type)
+                       ? 0
+                       : PyObject_IsSubclass(future_type, future_layout.base);
+    if (subclass <= 0) {
+        if (subclass == 0)
+            PyErr_SetString(PyExc_TypeError,
+                            "future_type must subclass the class install_record_future made fast");
+        return NULL;
+    }
+    if (poll_every < 1 || !PyIter_Check(sends)) {
+        PyErr_SetString(PyExc_ValueError, "poll_every must be >= 1 and sends an iterator");
+        return NULL;
+    }
+    SenderObject *self = (SenderObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = sender_vectorcall;
+    self->producer = Py_NewRef(producer);
+    self->future_type = Py_NewRef(future_type);
+    self->produce = Py_NewRef(produce);
+    self->topic = Py_NewRef(topic);
+    self->sends = Py_NewRef(sends);
+    self->poll = Py_NewRef(poll);
+    self->slow_send = Py_NewRef(slow_send);
+    self->poll_every = poll_every;
+    return (PyObject *)self;
+}
+
+static int
+sender_traverse(SenderObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->producer);
+    Py_VISIT(self->future_type);
+    Py_VISIT(self->produce);
+    Py_VISIT(self->topic);
+    Py_VISIT(self->sends);
+    Py_VISIT(self->poll);
+    Py_VISIT(self->slow_send);
+    return 0;
+}
+
+static int
+sender_clear(SenderObject *self)
+{
+    Py_CLEAR(self->producer);
+    Py_CLEAR(self->future_type);
+    Py_CLEAR(self->produce);
+    Py_CLEAR(self->topic);
+    Py_CLEAR(self->sends);
+    Py_CLEAR(self->poll);
+    Py_CLEAR(self->slow_send);
+    return 0;
+}
+
+static void
+sender_dealloc(SenderObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    sender_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject SenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "scheduler._speedups.RecordSender",
+    .tp_doc = "RecordSender(*, producer, future_type, produce, topic, sends, poll, slow_send, "
+              "poll_every)\n\nThe Kafka producer's send(key, value) -> future, in C.",
+    .tp_basicsize = sizeof(SenderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(SenderObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = sender_new,
+    .tp_traverse = (traverseproc)sender_traverse,
+    .tp_clear = (inquiry)sender_clear,
+    .tp_dealloc = (destructor)sender_dealloc,
+};
+
+/* ---- TaskScheduler ---------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Dumper dumper;
+    PyObject *send;      /* a RecordSender, or any send(key, value) -> future */
+    PyObject *slow;      /* the Python schedule_task: every task this one does not take */
+    PyObject *failed;    /* error -> a failed future */
+    PyObject *validate;  /* the client's hook: with one, every task goes to `slow` */
+    long long grace_ns;
+    Py_ssize_t max_data_bytes;
+} SchedulerObject;
+
+/* Whether a task at `scheduled_ms` is older than the grace window allows, as
+   `scheduled_ms * 1_000_000 < time_ns() - grace_ns` says it in Python, without overflowing. */
+static int
+older_than_grace(long long scheduled_ms, long long grace_ns)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long oldest_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec - grace_ns;
+    long long oldest_ms = oldest_ns / 1000000;
+    if (scheduled_ms > oldest_ms + 1)
+        return 0;
+    if (scheduled_ms < oldest_ms - 1)
+        return 1;
+    return scheduled_ms * 1000000LL < oldest_ns;
+}
+
+/* The error being raised, as the failed future the Python schedule_task returns for it. */
+static PyObject *
+scheduler_failed(SchedulerObject *self)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return NULL;
+    PyObject *type, *error, *traceback;
+    PyErr_Fetch(&type, &error, &traceback);
+    PyErr_NormalizeException(&type, &error, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(error, traceback);
+    PyObject *future = PyObject_CallOneArg(self->failed, error);
+    Py_XDECREF(type);
+    Py_XDECREF(error);
+    Py_XDECREF(traceback);
+    return future;
+}
+
+static PyObject *
+scheduler_schedule(SchedulerObject *self, PyObject *task)
+{
+    if (self->validate != Py_None)
+        return PyObject_CallOneArg(self->slow, task);
+    PyObject *key = PyObject_GetAttr(task, s_key);
+    if (key == NULL) {
+        PyErr_Clear();
+        return PyObject_CallOneArg(self->slow, task);
+    }
+    KeyParts parts;
+    int unread = key_parts_read(key, &parts);
+    Py_DECREF(key);
+    if (unread)
+        return PyObject_CallOneArg(self->slow, task);
+    PyObject *data, *value = NULL, *future = NULL;
+    if (older_than_grace(parts.scheduled_ms, self->grace_ns))
+        goto slow;
+    data = PyObject_GetAttr(task, s_data);
+    if (data == NULL) {
+        PyErr_Clear();
+        goto slow;
+    }
+    value = encode_record(&self->dumper, parts.ordering_id, parts.scheduled_ms,
+                          parts.uniqueness_key, data, self->max_data_bytes);
+    Py_DECREF(data);
+    if (value == NULL) {
+        if (PyErr_Occurred())
+            future = scheduler_failed(self);
+        else
+            goto slow;
+    }
+    else {
+        /* The ordering id as it is: confluent-kafka writes a str key's UTF-8, in C. */
+        if (Py_IS_TYPE(self->send, &SenderType))
+            future = sender_send((SenderObject *)self->send, parts.ordering_id, value);
+        else {
+            PyObject *args[2] = {parts.ordering_id, value};
+            future = PyObject_Vectorcall(self->send, args, 2, NULL);
+        }
+        if (future == NULL)
+            future = scheduler_failed(self);
+    }
+    key_parts_clear(&parts);
+    Py_XDECREF(value);
+    return future;
+slow:
+    key_parts_clear(&parts);
+    return PyObject_CallOneArg(self->slow, task);
+}
+
+static PyObject *
+scheduler_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "schedule_task takes one task");
+        return NULL;
+    }
+    return scheduler_schedule((SchedulerObject *)self, args[0]);
+}
+
+static PyObject *
+scheduler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"send", "slow", "failed", "dumps", "dumps_option", "validate",
+                            "grace_ns", "max_data_bytes", NULL};
+    PyObject *send, *slow, *failed, *dumps, *option, *validate;
+    long long grace_ns;
+    Py_ssize_t max_data_bytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OOOOOOLn", names, &send, &slow, &failed,
+                                     &dumps, &option, &validate, &grace_ns, &max_data_bytes))
+        return NULL;
+    SchedulerObject *self = (SchedulerObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = scheduler_vectorcall;
+    self->dumper.dumps = Py_NewRef(dumps);
+    self->dumper.option = Py_NewRef(option);
+    self->send = Py_NewRef(send);
+    self->slow = Py_NewRef(slow);
+    self->failed = Py_NewRef(failed);
+    self->validate = Py_NewRef(validate);
+    self->grace_ns = grace_ns;
+    self->max_data_bytes = max_data_bytes;
+    return (PyObject *)self;
+}
+
+static int
+scheduler_traverse(SchedulerObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->dumper.dumps);
+    Py_VISIT(self->dumper.option);
+    Py_VISIT(self->send);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->failed);
+    Py_VISIT(self->validate);
+    return 0;
+}
+
+static int
+scheduler_clear(SchedulerObject *self)
+{
+    Py_CLEAR(self->dumper.dumps);
+    Py_CLEAR(self->dumper.option);
+    Py_CLEAR(self->send);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->failed);
+    Py_CLEAR(self->validate);
+    return 0;
+}
+
+static void
+scheduler_dealloc(SchedulerObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    scheduler_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef scheduler_members[] = {
+    {"validate", T_OBJECT_EX, offsetof(SchedulerObject, validate), 0,
+     "The client's validate hook, or None; with one, every task takes the Python path."},
+    {"grace_ns", T_LONGLONG, offsetof(SchedulerObject, grace_ns), 0,
+     "How far in the past a task may be scheduled, in nanoseconds."},
+    {"max_data_bytes", T_PYSSIZET, offsetof(SchedulerObject, max_data_bytes), 0,
+     "Records longer than this take the Python path, which checks the data's size."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject SchedulerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "scheduler._speedups.TaskScheduler",
+    .tp_doc = "TaskScheduler(*, send, slow, failed, dumps, dumps_option, validate, grace_ns, "
+              "max_data_bytes)\n\nschedule_task(task) -> future, in C.",
+    .tp_basicsize = sizeof(SchedulerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(SchedulerObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = scheduler_new,
+    .tp_traverse = (traverseproc)scheduler_traverse,
+    .tp_clear = (inquiry)scheduler_clear,
+    .tp_dealloc = (destructor)scheduler_dealloc,
+    .tp_members = scheduler_members,
+};
+
+/* ---- module ----------------------------------------------------------------------------- */
+
+/* encode_schedule(key, data, max_bytes, dumps, dumps_option) -> bytes | None */
+static PyObject *
+encode_schedule(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_schedule(key, data, max_bytes, dumps, dumps_option)");
+        return NULL;
+    }
+    Py_ssize_t max_bytes = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
+    if (max_bytes == -1 && PyErr_Occurred())
+        return NULL;
+    KeyParts parts;
+    if (key_parts_read(args[0], &parts))
+        Py_RETURN_NONE;
+    Dumper dumper = {args[3], args[4]};
+    PyObject *value = encode_record(&dumper, parts.ordering_id, parts.scheduled_ms,
+                                    parts.uniqueness_key, args[1], max_bytes);
+    key_parts_clear(&parts);
+    if (value == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return value;
+}
+
+static PyMethodDef module_methods[] = {
+    {"encode_schedule", (PyCFunction)(void (*)(void))encode_schedule, METH_FASTCALL,
+     "The schedule record of a common task, as codec.encode_schedule writes it, or None."},
+    {"install_record_future", (PyCFunction)(void (*)(void))install_record_future, METH_FASTCALL,
+     "install_record_future(cls, running, finished): C delivery report, result and tracking."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT, "scheduler._speedups",
+    "schedule_task's per-task path in C; see the comment at the top of _speedups.c.", -1,
+    module_methods,
+};
+
+static int
+intern_all(void)
+{
+    struct { PyObject **name; const char *text; } names[] = {
+        {&s_key, "key"}, {&s_data, "data"}, {&s_ordering_id, "ordering_id"},
+        {&s_scheduled_ms, "scheduled_ms"}, {&s_uniqueness_key, "uniqueness_key"},
+        {&s_partition, "partition"}, {&s_on_success, "_on_success"}, {&s_fail, "_fail"},
+        {&s_wake_observers, "_wake_observers"}, {&s_open, "_open"}, {&s_option, "option"},
+        {&s_cond, "_cond"}, {&s_state, "_state"}, {&s_result, "_result"},
+        {&s_exception, "_exception"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return -1;
+    minus_one = PyLong_FromLong(-1);
+    zero = PyLong_FromLong(0);
+    option_kwname = PyTuple_Pack(1, s_option);
+    return minus_one == NULL || zero == NULL || option_kwname == NULL ? -1 : 0;
+}
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    if (intern_all() < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&SchedulerType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(module, "RecordSender", (PyObject *)&SenderType) < 0
+        || PyModule_AddObjectRef(module, "TaskScheduler", (PyObject *)&SchedulerType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
