@@ -24,6 +24,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Collection
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from scheduler import metrics
 from scheduler.codec import Command
@@ -68,6 +69,9 @@ class TopicGuard:
         """The topic's ID when the worker started; None if the log has none (or could not say),
         and then the topic's identity goes unchecked."""
         self._next_topic_check = 0.0
+        self._topic_asked: Future[str | None] | None = None
+        """The question about the topic's ID that is out, if one is (see `check_topic`)."""
+        self._asker: ThreadPoolExecutor | None = None
         self._missing_once = False
         self._reported: dict[int, int] = {}
         """Per partition, the offset up to which deleted records were reported: a partition read
@@ -88,17 +92,40 @@ class TopicGuard:
         """Raise `TopicReplacedError` if the topic was deleted, or deleted and created again,
         since the worker started; asks the log every `_TOPIC_CHECK_EVERY_S` at most.
 
-        A topic missing once may be a broker that does not know it yet; missing at two checks
-        in a row, it was deleted. A new ID is certain at once. `now_and_certain` asks at once
-        and takes a missing topic as deleted: the caller has seen its data dir go."""
+        The poll loop calls this every turn and must never wait on the log: a Kafka outage
+        would hold the request (and the loop, which the health probes watch) for the request
+        timeout. So the question goes to a thread of the guard's, and its answer is judged on
+        the first call after it came. A topic missing once may be a broker that does not know
+        it yet; missing at two answers in a row, it was deleted. A new ID is certain at once.
+        `now_and_certain` asks at once, waits, and takes a missing topic as deleted: the
+        caller has seen its data dir go."""
+        if self.topic_id is None:
+            return
+        if now_and_certain:
+            self._judge(self._ask(), certain=True)
+            return
+        asked = self._topic_asked
+        if asked is not None:
+            if asked.done():
+                self._topic_asked = None
+                self._judge(asked, certain=False)
+            return
         now = time.monotonic()
-        if self.topic_id is None or (now < self._next_topic_check and not now_and_certain):
+        if now < self._next_topic_check:
             return
         self._next_topic_check = now + _TOPIC_CHECK_EVERY_S
+        self._topic_asked = self._ask()
+
+    def _ask(self) -> Future[str | None]:
+        if self._asker is None:
+            self._asker = ThreadPoolExecutor(1, thread_name_prefix="topic-check")
+        return self._asker.submit(self.log.topic_id)
+
+    def _judge(self, answer: Future[str | None], *, certain: bool) -> None:
         try:
-            topic_id = self.log.topic_id()
+            topic_id = answer.result()
         except TopicMissingError:
-            if not self._missing_once and not now_and_certain:
+            if not self._missing_once and not certain:
                 self._missing_once = True
                 return
             raise self._replaced("deleted") from None
@@ -108,6 +135,11 @@ class TopicGuard:
         self._missing_once = False
         if topic_id is not None and topic_id != self.topic_id:
             raise self._replaced("deleted and created again")
+
+    def close(self) -> None:
+        """Stop asking; a question still out is left to finish on its own."""
+        if self._asker is not None:
+            self._asker.shutdown(wait=False, cancel_futures=True)
 
     def _replaced(self, how: str) -> TopicReplacedError:
         return TopicReplacedError(

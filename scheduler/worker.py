@@ -532,5 +532,6 @@ class Worker:
                 self._service.shutdown(wait=False)
             if self._timers is not None:
                 self._timers.stop()
+            self._guard.close()
             self._stopped.set()
             logger.info("worker %s stopped", self.client_id)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+import threading
+import time
+from collections.abc import Collection, Iterator
 
 import pytest
 
@@ -95,38 +97,54 @@ def test_a_partition_forgotten_or_never_read_is_not_checked(
 
 
 class Incarnations(FirstOffsets):
-    """A log whose topic's ID changes, vanishes or cannot be read, as a test says."""
+    """A log whose topic's ID changes, vanishes or cannot be read, as a test says; its answer
+    waits while `hold` is clear (a broker that does not answer)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.id: str | Exception | None = "first-id"
+        self.hold = threading.Event()
+        self.hold.set()
 
     def partition_count(self) -> int:
         return 4
 
     def topic_id(self) -> str | None:
+        self.hold.wait(30)
         if isinstance(self.id, Exception):
             raise self.id
         return self.id
 
 
 @pytest.fixture
-def topic(monkeypatch: pytest.MonkeyPatch) -> tuple[TopicGuard, Incarnations]:
+def topic(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TopicGuard, Incarnations]]:
     monkeypatch.setattr("scheduler.topic_guard._TOPIC_CHECK_EVERY_S", 0.0)
     log = Incarnations()
     guard = TopicGuard(log)  # type: ignore[arg-type]
     guard.start()
-    return guard, log
+    yield guard, log
+    log.hold.set()
+    guard.close()
+
+
+def checked(guard: TopicGuard) -> None:
+    """One whole check: the poll loop's turn that asks, and the turn after the answer came,
+    which judges it (the question goes to a thread, so that the loop never waits on it)."""
+    guard.check_topic()
+    asked = guard._topic_asked
+    assert asked is not None, "the guard did not ask"
+    asked.exception(timeout=10)  # answered, one way or the other
+    guard.check_topic()
 
 
 def test_a_topic_created_again_under_its_name_stops_the_worker_at_once(
     topic: tuple[TopicGuard, Incarnations],
 ) -> None:
     guard, log = topic
-    guard.check_topic()
+    checked(guard)
     log.id = "second-id"
     with pytest.raises(TopicReplacedError, match="was deleted and created again while") as error:
-        guard.check_topic()
+        checked(guard)
     assert "first-id" in str(error.value) and "Start the workers again" in str(error.value)
 
 
@@ -135,13 +153,13 @@ def test_a_topic_missing_at_two_checks_in_a_row_stops_the_worker_and_once_does_n
 ) -> None:
     guard, log = topic
     log.id = TopicMissingError("no such topic")
-    guard.check_topic()  # a broker that does not know it yet, perhaps
+    checked(guard)  # a broker that does not know it yet, perhaps
     log.id = "first-id"
-    guard.check_topic()
+    checked(guard)
     log.id = TopicMissingError("no such topic")
-    guard.check_topic()
+    checked(guard)
     with pytest.raises(TopicReplacedError, match="'tasks' was deleted while this worker ran"):
-        guard.check_topic()
+        checked(guard)
 
 
 def test_a_caller_that_saw_the_data_dir_go_is_answered_at_once_without_a_second_look() -> None:
@@ -152,6 +170,7 @@ def test_a_caller_that_saw_the_data_dir_go_is_answered_at_once_without_a_second_
     guard.start()  # the next regular check is 10 s away
     log.id = TopicMissingError("no such topic")
     guard.check_topic()  # too early: not even asked
+    assert guard._topic_asked is None
     with pytest.raises(TopicReplacedError, match="was deleted while this worker ran"):
         guard.check_topic(now_and_certain=True)
     log.id = "first-id"
@@ -164,10 +183,29 @@ def test_an_unreachable_log_or_one_without_topic_ids_leaves_the_topic_unchecked(
     guard, log = topic
     for _ in range(3):
         log.id = BackendUnavailableError("brokers down")
-        guard.check_topic()
+        checked(guard)
     log.id = None  # an embedded log
     later = TopicGuard(log)  # type: ignore[arg-type]
     later.start()
     log.id = TopicMissingError("no such topic")
     later.check_topic()
     later.check_topic()
+    assert later._topic_asked is None  # nothing to compare with: never asked
+
+
+def test_the_poll_loop_never_waits_for_the_logs_answer(
+    topic: tuple[TopicGuard, Incarnations],
+) -> None:
+    """A broker that does not answer (a Kafka outage) held the worker's poll loop for the whole
+    request timeout, and its health probes reported it stalled (CI, 2026-11-26)."""
+    guard, log = topic
+    log.hold.clear()
+    log.id = "second-id"
+    started = time.monotonic()
+    for _ in range(100):  # the poll loop's turns while the answer does not come
+        guard.check_topic()
+    assert time.monotonic() - started < 1.0
+    log.hold.set()
+    guard._topic_asked.exception(timeout=10)  # type: ignore[union-attr]
+    with pytest.raises(TopicReplacedError, match="deleted and created again"):
+        guard.check_topic()  # the turn after the answer came
