@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Iterable
+from types import TracebackType
 
 import pykka
 
@@ -54,6 +55,18 @@ class PartitionExecutor(PartitionActor):
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
+
+    def on_stop(self) -> None:
+        self._keep_successes()
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._keep_successes()
+        super().on_failure(exception_type, exception_value, traceback)
 
     def attach_controller(self, controller: pykka.ActorProxy) -> None:
         self._controller = controller
@@ -158,10 +171,15 @@ class PartitionExecutor(PartitionActor):
             self._keep_successes()
 
     def _keep_successes(self) -> None:
-        """Called on a pool thread once this actor is gone (its tree was stopped, or died with
-        the store away): keep the successes among the outcomes no one will read, for the tree
-        that follows on this worker, which writes them instead of running those tasks again.
-        Other outcomes are dropped: their tasks are still in the store and run again."""
+        """Called once this actor is gone (its tree was stopped, or died with the store away):
+        keep the successes among the outcomes no one will read, for the tree that follows on
+        this worker, which writes them instead of running those tasks again. Other outcomes are
+        dropped: their tasks are still in the store and run again.
+
+        From a pool thread that finds the actor dead, and from the actor's own `on_stop` and
+        `on_failure`: pykka drops the messages left in a stopping actor's mailbox, so outcomes
+        whose `attempts_finished` was sent just before the stop were never read, and their
+        tasks ran again on the next tree (a Cassandra restart under load, CI 2026-11-26)."""
         with self.outcomes_lock:
             batch = list(self.outcomes)
             self.outcomes.clear()

@@ -342,3 +342,47 @@ def test_a_tree_that_dies_as_it_starts_is_restarted_and_the_other_partitions_kee
     assert [failure.partition for failure in failures] == [2]
     assert generations[2] == 2 and generations[0] == 1
     assert set(recorder.keys()) == {task.key for task in tasks}
+
+
+def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next_tree() -> None:
+    """pykka drops what is left in a stopping actor's mailbox: an attempt that finished just
+    before its PartitionExecutor stopped had its report dropped with it, its success was
+    neither written nor kept, and the next tree ran the task again (a Cassandra restart under
+    load, CI 2026-11-26)."""
+    from scheduler.actors.context import PartitionContext
+    from scheduler.actors.messages import AttemptFinished
+    from scheduler.actors.partition_executor import PartitionExecutor
+
+    class Holdable(PartitionExecutor):
+        started: list[PartitionExecutor] = []
+
+        def on_start(self) -> None:
+            super().on_start()
+            self.started.append(self)
+
+        def hold(self, holding: threading.Event, release: threading.Event) -> None:
+            holding.set()
+            release.wait(10)
+
+    ctx = PartitionContext(
+        partition=0,
+        generation=1,
+        store=None,  # type: ignore[arg-type]
+        executor=None,  # type: ignore[arg-type]
+        executor_service=None,  # type: ignore[arg-type]
+        timers=None,  # type: ignore[arg-type]
+        settings=TEST_SETTINGS,
+        report_failure=lambda *failure: None,
+    )
+    ref = Holdable.start(ctx, tracker=None)
+    holding, release = threading.Event(), threading.Event()
+    ref.proxy().hold(holding, release)  # the actor is busy...
+    assert holding.wait(10)
+    ref.stop(block=False)  # ...so the stop waits in its mailbox
+    key = TaskKey.from_ms("o", 1, "u")
+    executor = Holdable.started[0]
+    executor._report(AttemptFinished(key, 1, None, None))  # its report goes in behind the stop
+    release.set()
+    ref.actor_stopped.wait(10)
+    kept = ctx.unflushed.peek([key])
+    assert kept and kept[key].state is TaskState.SUCCEEDED
