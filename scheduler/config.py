@@ -229,9 +229,15 @@ def env_config() -> Path | None:
     return Path(value) if value else None
 
 
-OWN_VARIABLES = ("SCHEDULER_TASK_KEY", "SCHEDULER_ATTEMPT", "SCHEDULER_LOGICAL_TIME")
+OWN_VARIABLES = (
+    "SCHEDULER_TASK_KEY",
+    "SCHEDULER_ATTEMPT",
+    "SCHEDULER_LOGICAL_TIME",
+    "SCHEDULER_SPEEDUPS",
+)
 """What the command and spark-submit executors set for the processes they start, which may run
-`scheduler` themselves."""
+`scheduler` themselves; and `scheduler.speedups`' switch, read where clients are made, not a
+setting of a deployment."""
 OWN_PREFIXES = ("SCHEDULER_SERVICES_", "SCHEDULER_FLEET_", "SCHEDULER_BENCH_")
 """The service launcher's ports and paths, the fleet's and the benchmark's bookkeeping."""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+from scheduler import speedups
 from scheduler.bench.common import DISTRIBUTED, BenchOptions
 from scheduler.bench.probe import PROBE_ENV
 from scheduler.config import CONFIG_ENV
@@ -133,7 +134,7 @@ def run_settings(run: Backend) -> Any:
     """The `Settings` a worker of this run sees: the run's variables over the settings file."""
     from scheduler.config import load_settings
 
-    not_settings = (PROBE_ENV, "SCHEDULER_FLEET_RECORD", CONFIG_ENV)
+    not_settings = (PROBE_ENV, "SCHEDULER_FLEET_RECORD", CONFIG_ENV, speedups.ENV)
     values: dict[str, Any] = {
         key.removeprefix("SCHEDULER_").lower(): value
         for key, value in run.env.items()

@@ -54,6 +54,7 @@ def test_only_variables_that_are_no_setting_and_not_the_products_own_are_warned_
     monkeypatch.setenv("SCHEDULER_SERVICES_DIR", "/tmp/servers")  # the launcher's
     monkeypatch.setenv("SCHEDULER_TASK_KEY", "a/1/b")  # set by the command executor
     monkeypatch.setenv("SCHEDULER_FLEET_RECORD", "/tmp/record.jsonl")
+    monkeypatch.setenv("SCHEDULER_SPEEDUPS", "0")  # the C path's switch
     assert unknown_environment() == []
     monkeypatch.setenv("SCHEDULER_WHATEVER", "1")
     assert unknown_environment() == [
