@@ -10,6 +10,8 @@ to rule it out when something looks wrong.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 try:
     from scheduler import _speedups as native
@@ -22,3 +24,17 @@ ENV = "SCHEDULER_SPEEDUPS"
 def enabled() -> bool:
     """Whether objects made now take the C path: it is built and `SCHEDULER_SPEEDUPS` is not 0."""
     return native is not None and os.environ.get(ENV, "1").strip() != "0"
+
+
+@contextmanager
+def turned_off() -> Iterator[None]:
+    """Clients and producers made inside take the Python path: the benchmark's side by side."""
+    before = os.environ.get(ENV)
+    os.environ[ENV] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[ENV]
+        else:
+            os.environ[ENV] = before

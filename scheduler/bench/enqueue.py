@@ -9,9 +9,8 @@
   (until the sixteenth session the baseline was the keyword call, now a side of its own, a fifth
   slower); and raw `produce` again, each task's record encoded as it is sent, with the one
   callback (`schedule_task` less its future per task: what the future costs is the gap between
-  the two). The two `schedule_task` sides differ by the garbage collector: it walks
-  every live future at each full collection, and those come each time the live objects grow by
-  a quarter, so 200,000 held futures cost it a few hundred ns per task; raw produce holds none.
+  the two). Where the C path of `schedule_task` is built (`scheduler.speedups`), the held side
+  runs once more on a client made with it turned off: what the C path buys, in every run.
 * Embedded: the same two client paths on the embedded log, against raw `executemany` INSERTs of
   the same keys and values into a table shaped like the log's `records` table, in transactions of
   1,000 rows, WAL with synchronous=NORMAL (the log's own durability setting).
@@ -43,6 +42,7 @@ from statistics import median
 from typing import Any
 from uuid import uuid4
 
+from scheduler import speedups
 from scheduler.bench.common import (
     DISTRIBUTED,
     EMBEDDED,
@@ -61,6 +61,7 @@ ORDERING_IDS = 1000
 IN_FLIGHT = 10_000
 STREAMING = f"schedule_task, {IN_FLIGHT:,} in flight"
 ENCODING = "raw produce, each task encoded"
+PYTHON_PATH = "schedule_task, Python path"
 RAW = "raw produce + callback"
 KEYWORDS = "raw produce, keyword arguments"
 WARM_UP = 2000
@@ -299,8 +300,11 @@ def run(options: BenchOptions) -> ScenarioResult:
     if options.wants(DISTRIBUTED):
         with backend(DISTRIBUTED, options, "enqueue") as run_:
             client = SchedulerClient(log=run_.log)
+            with speedups.turned_off():
+                in_python = SchedulerClient(log=run_.log)
             raw = raw_kafka(run_.log.producer_settings(), run_.log.topic)
             one_task = lambda n: one_by_one(client, tasks[:n])  # noqa: E731
+            python_path = lambda n: one_by_one(in_python, tasks[:n])  # noqa: E731
             stream = lambda n: streaming(client, tasks[:n])  # noqa: E731
             bulk = lambda n: in_bulk(client, tasks[:n])  # noqa: E731
             raw_produce = lambda n: raw(records[:n])  # noqa: E731
@@ -317,7 +321,7 @@ def run(options: BenchOptions) -> ScenarioResult:
                     "waits for once per call)"
                 )
                 # Untimed: producer ids, metadata.
-                for side in (one_task, bulk, raw_produce, raw_keywords, raw_encoding):
+                for side in (one_task, python_path, bulk, raw_produce, raw_keywords, raw_encoding):
                     side(WARM_UP)
                 sides = {
                     "schedule_task": lambda: one_task(count),
@@ -327,10 +331,13 @@ def run(options: BenchOptions) -> ScenarioResult:
                     KEYWORDS: lambda: raw_keywords(count),
                     ENCODING: lambda: raw_encoding(count),
                 }
+                if client._c_path is not None:
+                    sides[PYTHON_PATH] = lambda: python_path(count)
                 with inputs_frozen():
                     measured = alternate(sides, options.repeat)
             finally:
                 client.close()
+                in_python.close()
         _report(result, DISTRIBUTED, measured, RAW)
     result.notes.append(
         f"records of {result.details['record_bytes']} bytes on average "
