@@ -38,10 +38,21 @@ logger = logging.getLogger(__name__)
 MAX_RESTART_BACKOFF_S = 5.0
 #: A partition that ran this long without failing is restarted after the base delay again.
 STABLE_AFTER_S = 60.0
+#: How often a partition due to restart looks whether its failed tree is down yet.
+DYING_LOOK_S = 0.1
 #: Failures kept, with their tracebacks, for `failures_so_far` (tests re-raise the first). Later
 #: ones are counted and logged only: a traceback holds the dead tree's actors alive, and a store
 #: down for an hour fails every partition every MAX_RESTART_BACKOFF_S.
 KEPT_FAILURES = 20
+
+
+def _wait_down(ref: pykka.ActorRef, shut_down: pykka.Future, timeout: float) -> None:
+    """Wait for a tree's `shut_down`, then stop its supervisor."""
+    try:
+        shut_down.get(timeout=timeout)
+    except (pykka.ActorDeadError, pykka.Timeout):
+        pass
+    ref.stop(block=False)
 
 
 def restart_delay(base_s: float, failures: int) -> float:
@@ -114,6 +125,12 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.unflushed: dict[int, UnflushedStatuses] = {}
         """Per partition, the status changes its trees could not write yet: kept across a
         restart (a tree that died with the store away), dropped when the partition leaves."""
+        self.dying: dict[int, tuple[pykka.ActorRef, pykka.Future]] = {}
+        """Per partition, its failed tree going down (the supervisor, and its `shut_down`'s
+        future). Nobody waits for it but the partition's next tree, which starts once it is
+        down: waiting here would hold this actor, and the worker's poll loop that asks it for
+        every batch, while one of the tree's actors finishes a call the store outage holds (a
+        Cassandra restart left the loop silent for 5 s and /healthz said stalled)."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -128,6 +145,8 @@ class TopicSupervisor(pykka.ThreadingActor):
         holders: dict[int, MarkHolder] = {}
         for partition in partitions:
             self.restarting.discard(partition)
+            if partition in self.dying:  # a failed tree of it still going down: not beside it
+                _wait_down(*self.dying.pop(partition), self.settings.shutdown_deadline_s + 30)
             if partition not in self.trees:
                 self.marks[partition] = MarkHolder((marks or {}).get(partition))
                 self._start(partition)
@@ -135,26 +154,23 @@ class TopicSupervisor(pykka.ThreadingActor):
         metrics.PARTITIONS_OWNED.set(len(self.trees))
         return holders
 
-    def revoke(
-        self, partitions: Iterable[int], deadline_s: float, reason: str, *, restarting: bool = False
-    ) -> None:
-        """Stop these partitions' trees in parallel; returns when all are down."""
+    def revoke(self, partitions: Iterable[int], deadline_s: float, reason: str) -> None:
+        """Stop these partitions' trees in parallel, failed ones still going down included;
+        returns when all are down."""
         stopping = []
         for partition in partitions:
             self.restarting.discard(partition)
             tree = self.trees.pop(partition, None)
-            if not restarting:
-                self.marks.pop(partition, None)  # a restarted tree goes on from it
-                self.unflushed.pop(partition, None)  # and writes what this one could not
+            self.marks.pop(partition, None)
+            self.unflushed.pop(partition, None)
             if tree is not None:
-                stopping.append(tree.supervisor)
-        futures = [ref.proxy().shut_down(deadline_s, reason) for ref in stopping]
-        for ref, future in zip(stopping, futures, strict=True):
-            try:
-                future.get(timeout=deadline_s + 30)
-            except (pykka.ActorDeadError, pykka.Timeout):
-                pass
-            ref.stop(block=False)
+                stopping.append(
+                    (tree.supervisor, tree.supervisor.proxy().shut_down(deadline_s, reason))
+                )
+            if partition in self.dying:
+                stopping.append(self.dying.pop(partition))
+        for ref, future in stopping:
+            _wait_down(ref, future, deadline_s + 30)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
 
     def owned(self) -> list[int]:
@@ -193,7 +209,11 @@ class TopicSupervisor(pykka.ThreadingActor):
         tree = self.trees.get(partition)
         if tree is None or tree.generation != generation:
             return  # already restarted, or no longer ours
-        self.revoke([partition], 0.0, "partition restarting after a failure", restarting=True)
+        del self.trees[partition]
+        # Its marks and unflushed statuses stay: the next tree goes on from them.
+        reason = "partition restarting after a failure"
+        self.dying[partition] = (tree.supervisor, tree.supervisor.proxy().shut_down(0.0, reason))
+        metrics.PARTITIONS_OWNED.set(len(self.trees))
         self._restart_later(partition, generation, error)
 
     def _restart_later(self, partition: int, generation: int, error: BaseException) -> None:
@@ -225,10 +245,31 @@ class TopicSupervisor(pykka.ThreadingActor):
     def restart(self, partition: int, failed_generation: int) -> None:
         if partition not in self.restarting or partition in self.trees:
             return  # revoked or re-assigned while waiting to restart
+        if not self._down(partition):
+            me = self._me  # the failed tree is still finishing a call: look again soon
+            self.timers.call_later(
+                DYING_LOOK_S, lambda: me.restart.defer(partition, failed_generation)
+            )
+            return
         self.restarting.discard(partition)
         if self._start(partition):
             self.request_rewind(partition)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
+
+    def _down(self, partition: int) -> bool:
+        """Whether the partition's failed tree, if it has one going down, is down now."""
+        if partition not in self.dying:
+            return True
+        ref, future = self.dying[partition]
+        try:
+            future.get(timeout=0)
+        except pykka.Timeout:
+            return False
+        except pykka.ActorDeadError:
+            pass
+        del self.dying[partition]
+        ref.stop(block=False)
+        return True
 
     def failures_so_far(self) -> list[PartitionFailure]:
         return list(self.failures)
@@ -273,4 +314,5 @@ class TopicSupervisor(pykka.ThreadingActor):
         return True
 
     def on_stop(self) -> None:
-        self.revoke(list(self.trees), self.settings.shutdown_deadline_s, "worker stopping")
+        owned = {*self.trees, *self.dying}
+        self.revoke(sorted(owned), self.settings.shutdown_deadline_s, "worker stopping")

@@ -386,3 +386,42 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
     ref.actor_stopped.wait(10)
     kept = ctx.unflushed.peek([key])
     assert kept and kept[key].state is TaskState.SUCCEEDED
+
+
+def test_a_failed_tree_going_down_slowly_holds_up_neither_the_worker_nor_the_restart(data_dir):
+    """A partition's tree fails while one of its actors is inside a store call that an outage
+    holds (retries against a Cassandra node going away). The TopicSupervisor used to wait for
+    that tree to go down, and with it the worker's poll loop, which asks it for every batch:
+    the loop fell silent for 5 s and /healthz said stalled (CI, 2026-11-26). The new tree
+    starts once the old one is down."""
+    recorder = Recorder()
+    hang, release = threading.Event(), threading.Event()
+    flaky: list[FlakyStore] = []
+
+    def slow_loads(method: str, partition: int) -> bool:
+        if method == "load_tasks" and partition == 1 and hang.is_set():
+            release.wait(20)  # the call the outage holds
+        return False
+
+    def wrap(store):
+        flaky.append(FlakyStore(store))
+        flaky[0].should_fail = slow_loads
+        return flaky[0]
+
+    with embedded_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
+        topic = engine.worker.topic
+        hang.set()
+        time.sleep(0.5)  # partition 1's next load (every 100 ms) is in the store now
+        generation = topic.generations.get()[1]
+        topic.partition_failed(1, generation, RuntimeError("an actor of the tree died"))
+        started = time.monotonic()
+        assert topic.owned().get(timeout=5) == [0, 2, 3]  # answered while the tree goes down
+        assert time.monotonic() - started < 2
+        time.sleep(0.5)  # past the restart's delay: it waits for the old tree
+        assert topic.generations.get()[1] == generation
+        release.set()
+        task = Task(ids_on_partition(1, 1)[0], soon(0), "after")
+        engine.client.schedule_task(task).result(10)
+        engine.join(raise_failures=False)
+        assert topic.generations.get()[1] == generation + 1
+    assert recorder.keys() == [task.key]
