@@ -47,10 +47,12 @@ KEPT_FAILURES = 20
 
 
 def _wait_down(ref: pykka.ActorRef, shut_down: pykka.Future, timeout: float) -> None:
-    """Wait for a tree's `shut_down`, then stop its supervisor."""
+    """Wait for a tree's `shut_down`, then stop its supervisor. However the shutdown ended (done,
+    timed out, the supervisor dead or failing in it), the tree is going down: raised here, it
+    would stop the TopicSupervisor, and every partition of the worker with it."""
     try:
         shut_down.get(timeout=timeout)
-    except (pykka.ActorDeadError, pykka.Timeout):
+    except Exception:
         pass
     ref.stop(block=False)
 
@@ -265,7 +267,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             future.get(timeout=0)
         except pykka.Timeout:
             return False
-        except pykka.ActorDeadError:
+        except Exception:  # ended anyway (see `_wait_down`)
             pass
         del self.dying[partition]
         ref.stop(block=False)
