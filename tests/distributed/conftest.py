@@ -7,11 +7,12 @@ workers are stopped (killed if they will not stop), the topic is deleted and the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import uuid4
 
 import pytest
@@ -26,6 +27,9 @@ from scheduler.fleet import (
     read_history,
 )
 from scheduler.settings import env_name
+
+if TYPE_CHECKING:
+    from scheduler.stores.cassandra import CassandraTaskStore
 
 T = TypeVar("T")
 
@@ -168,6 +172,22 @@ class Fleet:
                 progress = (report.executed, time.monotonic())
         return report
 
+    @contextlib.contextmanager
+    def store(self) -> Iterator[CassandraTaskStore]:
+        """A store on the fleet's keyspace, as the workers see it."""
+        from scheduler.stores.cassandra import CassandraTaskStore
+
+        store = CassandraTaskStore(
+            hosts=self.cassandra_hosts,
+            port=self.cassandra_port,
+            keyspace=self.keyspace,
+            consistency="ONE",
+        )
+        try:
+            yield store
+        finally:
+            store.close()
+
     def close(self) -> None:
         running = [process for process in self.workers if process.alive]
         for process in running:
@@ -184,18 +204,8 @@ class Fleet:
 
 
 def _drop_keyspace(fleet: Fleet) -> None:
-    from scheduler.stores.cassandra import CassandraTaskStore
-
-    store = CassandraTaskStore(
-        hosts=fleet.cassandra_hosts,
-        port=fleet.cassandra_port,
-        keyspace=fleet.keyspace,
-        consistency="ONE",
-    )
-    try:
+    with fleet.store() as store:
         store.drop_keyspace()
-    finally:
-        store.close()
 
 
 @pytest.fixture
