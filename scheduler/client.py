@@ -9,7 +9,7 @@ from time import time_ns as _time_ns
 from typing import Any
 
 from scheduler import codec, metrics, speedups
-from scheduler.codec import Op, compact, encode, encode_schedule
+from scheduler.codec import Op, compact, encode
 from scheduler.engine.clock import now_ms
 from scheduler.errors import TaskInPastError
 from scheduler.logs.abc import LogProducer, TaskLog
@@ -38,6 +38,7 @@ class SchedulerClient:
         self._producer: LogProducer = log.producer()
         send_counted = self._producer.sender(on_durable=_count_one)
         self._send_counted = send_counted
+        self._encode = codec.schedule_encoder()
         self._c_path: Any = None
         """`schedule_task` in C where it is built (`scheduler.speedups`); it hands every task it
         does not take to `_schedule_in_python`."""
@@ -84,7 +85,7 @@ class SchedulerClient:
                 or self.validate is not None
             ):
                 self._check(task)
-            value = encode_schedule(key, task.data, self.max_data_bytes)
+            value = self._encode(key, task.data, self.max_data_bytes)
             # The ordering id as it is: the log encodes a str key itself, in C.
             return self._send_counted(key.ordering_id, value)
         except Exception as error:  # reported through the future, as promised
@@ -138,7 +139,7 @@ class SchedulerClient:
         late by it is judged again by `_check`, on the clock of that moment). Exact-size copies
         (see `codec.compact`): a bulk call holds all of its records at once."""
         oldest_ms = now_ms() - self.grace_window_ms
-        validate, max_data_bytes = self.validate, self.max_data_bytes
+        validate, max_data_bytes, encode_schedule = self.validate, self.max_data_bytes, self._encode
         records: list[tuple[str, bytes]] = []
         append = records.append
         for task in tasks:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ DUMPS = orjson.dumps
 # Dates and dataclasses are refused, as the standard library refuses them, rather than written in
 # a form that does not read back as what was given.
 DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-_native_encode = speedups.native.encode_schedule if speedups.enabled() else None
+_native_encode = speedups.native.encode_schedule if speedups.native is not None else None
 
 
 def encode_schedule(key: TaskKey, data: Mapping[str, Any], max_data_bytes: int) -> bytes:
@@ -98,6 +98,12 @@ def encode_schedule(key: TaskKey, data: Mapping[str, Any], max_data_bytes: int) 
         if value is not None:
             return value
     return encode_schedule_in_python(key, data, max_data_bytes)
+
+
+def schedule_encoder() -> Callable[[TaskKey, Mapping[str, Any], int], bytes]:
+    """The `encode_schedule` for objects made now: the Python one when `SCHEDULER_SPEEDUPS=0`
+    turned the C path off (`scheduler.speedups.enabled`), so that nothing of it is left."""
+    return encode_schedule if speedups.enabled() else encode_schedule_in_python
 
 
 def encode_schedule_in_python(key: TaskKey, data: Mapping[str, Any], max_data_bytes: int) -> bytes:

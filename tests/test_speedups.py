@@ -432,6 +432,15 @@ def test_schedule_task_sends_the_same_records_on_both_paths(monkeypatch) -> None
     )
 
 
+def test_a_client_made_with_the_c_path_off_encodes_in_python_too() -> None:
+    # The measure of a build without a C compiler (the bench's Python side) and a way to rule
+    # the C path out: the record's encoding must leave it too, not only the send.
+    with speedups.turned_off():
+        assert codec.schedule_encoder() is codec.encode_schedule_in_python
+        assert clients()[0]._encode is codec.encode_schedule_in_python
+    assert clients()[0]._encode is codec.encode_schedule
+
+
 def test_refusals_are_the_same_on_both_paths(client_path) -> None:
     client, log = clients()
     with pytest.raises(TaskInPastError, match="grace window of 10s"):
