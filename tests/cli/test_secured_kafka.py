@@ -5,6 +5,7 @@ And `kafka-tool`, which hands the same security settings to Kafka's Java tools."
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +118,9 @@ def kafka_tool_describes_the_group(script, group: str, topic: str) -> None:
     assert topic in described.stdout
 
 
-def runs_a_task(script, ordering_id: str) -> None:
-    """Enqueue a task due in a second, with the settings in effect, and wait until the running
-    worker has run it."""
+def runs_a_task(script, ordering_id: str, running: subprocess.Popen[str]) -> None:
+    """Enqueue a task due in a second, with the settings in effect, and wait until the `running`
+    worker has run it; if it does not, stop the worker and fail with what it said."""
     enqueued = script("enqueue", ordering_id, "--in", "1s", "--key", "k1")
     assert enqueued.returncode == 0, enqueued.stderr
 
@@ -129,7 +130,10 @@ def runs_a_task(script, ordering_id: str) -> None:
             return [listed.stderr]
         return [row["state"] for row in json.loads(listed.stdout)]
 
-    assert wait_for(lambda: states() == ["succeeded"]), states()
+    if not wait_for(lambda: states() == ["succeeded"]):
+        running.terminate()
+        _, said = running.communicate(timeout=60)
+        raise AssertionError(f"the task is {states()}; the worker said:\n{said[-4000:]}")
 
 
 @pytest.mark.kafka
@@ -149,7 +153,7 @@ def test_a_worker_runs_tasks_as_a_user_with_only_the_documented_acls(
     checked = script("topic", "create")  # without Create: it only checks the existing topic
     assert checked.returncode == 0, checked.stderr
     running = worker()
-    runs_a_task(script, "secured-k")
+    runs_a_task(script, "secured-k", running)
 
     status = script("group", "status", "--json")
     assert status.returncode == 0, status.stderr
@@ -181,7 +185,7 @@ def test_a_worker_whose_login_is_refused_while_running_says_what_to_change_and_l
     port = free_port()
     monkeypatch.setenv("SCHEDULER_METRICS_PORT", str(port))
     running = worker()
-    runs_a_task(script, "before")
+    runs_a_task(script, "before", running)
 
     def problem() -> str:
         answered = probe(port, "/readyz")
@@ -227,7 +231,7 @@ def test_a_worker_logs_in_with_a_client_certificate(
     try:
         log_in(monkeypatch, broker.certificate_bootstrap, broker.certificate_login)
         running = worker()
-        runs_a_task(script, "by-cert")
+        runs_a_task(script, "by-cert", running)
 
         # Kafka's own tool logs in with the certificate too (translated into a PEM keystore).
         kafka_tool_describes_the_group(script, group, topic)
