@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import time
 
-from scheduler.model import Task as _Task
 from scheduler.model import Attempt, AttemptOutcome, TaskKey, TaskState, TaskStatus
+from scheduler.model import Task as _Task
 from scheduler.stores.abc import MALFORMED_KEPT_BYTES, MalformedRecord, TaskStore
 from scheduler.stores.cassandra_schema import MALFORMED_BLOCK
 from tests.contracts.conftest import BUCKET_MS
