@@ -187,6 +187,7 @@ class PartitionExecutor(PartitionActor):
             item.key,
             item.attempts,
             "" if since is None else f" since {_iso(since)}",
+            extra={"partition": self.ctx.partition, "task": str(item.key)},
         )
         record = Attempt(
             item.attempts,
@@ -331,12 +332,20 @@ class PartitionExecutor(PartitionActor):
         status: TaskStatus | None = None
         if kind is AttemptOutcome.SUCCEEDED:
             metrics.EXECUTED.inc()
-            task_log.info("task %s succeeded in %.3f s (attempt %d)", key, took, outcome.attempt)
+            task_log.info(
+                "task %s succeeded in %.3f s (attempt %d)",
+                *(key, took, outcome.attempt),
+                extra=self._extra(record, key),
+            )
             status = _succeeded(outcome, record, now)
             self.held -= 1
         elif kind is AttemptOutcome.CANCELLED:
             # Its CANCELLED status was written when the command arrived; this adds the attempt.
-            task_log.info("task %s cancelled after %.3f s (attempt %d)", key, took, outcome.attempt)
+            task_log.info(
+                "task %s cancelled after %.3f s (attempt %d)",
+                *(key, took, outcome.attempt),
+                extra=self._extra(record, key),
+            )
             status = TaskStatus(
                 key, TaskState.CANCELLED, outcome.attempt, updated_ms=now, attempt_log=(record,)
             )
@@ -346,6 +355,7 @@ class PartitionExecutor(PartitionActor):
             task_log.info(
                 "task %s interrupted after %.3f s (attempt %d): %s; it runs again",
                 *(key, took, outcome.attempt, outcome.cancelled),
+                extra=self._extra(record, key),
             )
             status = self._stopped(key, outcome.attempt, record, now)
             self.held -= 1
@@ -362,6 +372,7 @@ class PartitionExecutor(PartitionActor):
                 self.ctx.settings.retry.max_attempts,
                 delay,
                 outcome.error,
+                extra=self._extra(record, key),
             )
             queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, now))
             status = TaskStatus(
@@ -375,9 +386,11 @@ class PartitionExecutor(PartitionActor):
             )
         else:
             metrics.FAILED.inc()
+            why = "not retried, the failure is permanent" if outcome.permanent else "the last"
             task_log.error(
-                "task %s FAILED: attempt %d %s in %.3f s, no attempt left: %s",
-                *(key, outcome.attempt, _FAILED_WORDS[kind], took, outcome.error),
+                "task %s FAILED: attempt %d %s in %.3f s (%s): %s",
+                *(key, outcome.attempt, _FAILED_WORDS[kind], took, why, outcome.error),
+                extra=self._extra(record, key),
             )
             status = TaskStatus(
                 key,
@@ -392,6 +405,16 @@ class PartitionExecutor(PartitionActor):
             self.held -= 1
         self._pump(queue)
         return status
+
+    def _extra(self, record: Attempt, key: TaskKey) -> dict[str, object]:
+        """The fields of a task's log line, for JSON logs (`extra`)."""
+        return {
+            "partition": self.ctx.partition,
+            "task": str(key),
+            "attempt": record.number,
+            "outcome": record.outcome.value,
+            "duration_s": _seconds(record),
+        }
 
     def _stopped(self, key: TaskKey, attempt: int, record: Attempt, now: int) -> TaskStatus | None:
         """The status of a task whose attempt this worker stopped (revocation, shutdown): back to
