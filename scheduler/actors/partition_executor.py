@@ -332,11 +332,12 @@ class PartitionExecutor(PartitionActor):
         status: TaskStatus | None = None
         if kind is AttemptOutcome.SUCCEEDED:
             metrics.EXECUTED.inc()
-            task_log.info(
-                "task %s succeeded in %.3f s (attempt %d)",
-                *(key, took, outcome.attempt),
-                extra=self._extra(record, key),
-            )
+            if task_log.isEnabledFor(logging.INFO):  # the hot path: no fields built for nothing
+                task_log.info(
+                    "task %s succeeded in %.3f s (attempt %d)",
+                    *(key, took, outcome.attempt),
+                    extra=self._extra(record, key),
+                )
             status = _succeeded(outcome, record, now)
             self.held -= 1
         elif kind is AttemptOutcome.CANCELLED:

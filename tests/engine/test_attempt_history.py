@@ -4,6 +4,7 @@ interrupted by the next owner and run again."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from pathlib import Path
@@ -200,3 +201,38 @@ def test_a_task_a_worker_stopped_past_its_deadline_is_interrupted_and_rerun_by_t
         attempts = second.store.attempts(partition(task.key), task.key)
     assert (status.state, status.attempts) == (TaskState.SUCCEEDED, 2)
     assert [a.outcome for a in attempts] == [AttemptOutcome.INTERRUPTED, AttemptOutcome.SUCCEEDED]
+
+
+@pytest.mark.parametrize(
+    ("level", "task_level", "written"),
+    [("INFO", "INFO", True), ("INFO", "WARNING", False), ("WARNING", "INFO", False)],
+)
+def test_the_per_task_line_follows_the_task_log_level_and_the_log_level(
+    data_dir, level: str, task_level: str, written: bool
+):
+    import io
+
+    from scheduler.logging_setup import configure_logging
+
+    root, tasks = logging.getLogger(), logging.getLogger("scheduler.tasks")
+    kept = (root.level, list(root.handlers), tasks.level)
+    stream = io.StringIO()
+    configure_logging(level, "json", stream, task_level=task_level)
+    try:
+        with embedded_engine(Recorder(), data_dir=data_dir) as engine:
+            task = Task("logged", soon(), "k")
+            engine.client.schedule_task(task).result(timeout=10)
+            engine.join()
+    finally:
+        root.setLevel(kept[0])
+        root.handlers[:] = kept[1]
+        tasks.setLevel(kept[2])
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    mine = [line for line in lines if line["logger"] == "scheduler.tasks"]
+    if not written:
+        assert mine == []
+        return
+    (line,) = mine
+    assert line["level"] == "INFO" and line["task"] == str(task.key)
+    assert (line["outcome"], line["attempt"]) == ("succeeded", 1)
+    assert line["duration_s"] >= 0 and line["message"].startswith(f"task {task.key} succeeded")
