@@ -30,11 +30,13 @@ from scheduler.errors import (
     UnknownExecutorError,
 )
 from scheduler.executors.abc import ExecutionContext, Executor
-from scheduler.model import Task, TaskKey, TaskState, TaskStatus
+from scheduler.model import Attempt, AttemptOutcome, Task, TaskKey, TaskState, TaskStatus
 from scheduler.runtime import connect
 from scheduler.worker import Worker
 
 __all__ = [
+    "Attempt",
+    "AttemptOutcome",
     "BackendUnavailableError",
     "ConfigurationError",
     "EmbeddedScheduler",
