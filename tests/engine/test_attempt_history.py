@@ -236,3 +236,21 @@ def test_the_per_task_line_follows_the_task_log_level_and_the_log_level(
     assert line["level"] == "INFO" and line["task"] == str(task.key)
     assert (line["outcome"], line["attempt"]) == ("succeeded", 1)
     assert line["duration_s"] >= 0 and line["message"].startswith(f"task {task.key} succeeded")
+
+
+def test_an_unwritten_status_replaced_by_a_later_one_hands_it_its_attempt_records():
+    from scheduler.actors.unflushed import UnflushedStatuses
+
+    key = TaskKey.from_ms("o", 1, "u")
+    buffer = UnflushedStatuses()
+    buffer.put([TaskStatus(key, TaskState.RUNNING, 1, attempt_log=(Attempt(1, 10, worker="w"),))])
+    ended = Attempt(1, ended_ms=20, outcome=AttemptOutcome.FAILED, exit_code=1, error="e")
+    buffer.put([TaskStatus(key, TaskState.RETRYING, 1, "e", 30, attempt_log=(ended,))])
+    buffer.put([TaskStatus(key, TaskState.RUNNING, 2, attempt_log=(Attempt(2, 31, worker="w"),))])
+
+    (waiting,) = buffer.waiting()
+    assert (waiting.state, waiting.attempts) == (TaskState.RUNNING, 2)
+    assert waiting.attempt_log == (
+        Attempt(1, 10, 20, AttemptOutcome.FAILED, 1, "e", "w"),
+        Attempt(2, 31, worker="w"),
+    )
