@@ -224,6 +224,9 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
     other callable is the executor itself. Errors name the setting as `set_by` (the CLI passes
     `--executor` or the settings file's key when the value came from there), else as its
     environment variable.
+
+    `spark` and `spark-submit` need pyspark (the `scheduler[spark]` extra) and are refused here
+    without it; `auto` builds without it and refuses only the tasks that need it.
     """
     name = settings.executor
     setting = f"{set_by or env_name('executor')}={name!r}"
@@ -238,6 +241,13 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
                 if route != "auto"
             }
             return registry.RoutingExecutor(routes, default="spark")
+        if name in ("spark", "spark-submit"):
+            from scheduler.executors.spark import require_pyspark
+
+            require_pyspark(
+                f"the {name} executor",
+                instead="or choose an executor that runs without it (auto, command, noop)",
+            )
         return registry.build_executor(name, **_executor_options(settings, name))
     except (ImportError, UnknownExecutorError) as error:
         raise ConfigurationError(f"{setting} cannot be built: {error}") from error
