@@ -160,7 +160,7 @@ def shared_session(
                 "PYSPARK_PIN_THREAD is set to false; the Spark executor needs pinned-thread mode "
                 "so that each task's job group stays on its own thread. Unset it."
             )
-        require_pyspark(f"a SparkSession (master {master!r})")
+        require_pyspark(f"a SparkSession (master {master!r})", instead="")
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
 

@@ -93,6 +93,7 @@ def test_without_pyspark_the_cli_runs_commands_and_refuses_spark_work_naming_the
         '{"job": "scheduler.examples.clicks.jobs:rollup_day"}',
     )  # fmt: skip
     spark_worker = scheduler(env, "worker", "--executor", "spark")
+    example = scheduler(env, "example", "run")
     out = tmp_path / "out.txt"
     command = json.dumps(
         {"executor": "command", "argv": ["/bin/sh", "-c", f"echo {{{{ordering_id}}}} > {out}"]}
@@ -105,6 +106,8 @@ def test_without_pyspark_the_cli_runs_commands_and_refuses_spark_work_naming_the
     assert spark_worker.returncode != 0
     assert "--executor='spark'" in spark_worker.stderr
     assert "pip install 'scheduler[spark]'" in spark_worker.stderr
+    assert example.returncode != 0
+    assert "the example pipeline (PySpark jobs) needs pyspark" in example.stderr
     assert enqueued.returncode == 0, enqueued.stderr
 
     worker = subprocess.Popen(
