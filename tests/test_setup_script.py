@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = ROOT / "scripts" / "setup.sh"
 TOOLS = ("bash", "cat", "cut", "dirname", "head", "mktemp", "rm", "sed", "sha1sum", "touch")
@@ -121,3 +123,30 @@ def test_a_failing_step_prints_its_whole_output_and_the_log_file(tmp_path: Path)
     log = done.stderr.rsplit(" in ", 1)[-1].strip()
     assert Path(log).read_text() == "venv: no space left on device (details)\n"
     Path(log).unlink()
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ("example.sh", "the example pipeline runs PySpark jobs"),
+        ("test.sh", "the test suite runs Spark jobs and starts Kafka and Cassandra servers"),
+    ],
+)
+def test_the_readme_commands_say_they_need_java_before_doing_anything_without_it(
+    script: str, reason: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env.update(PATH=tools_without_java(tmp_path / "bin"), PYTHON=sys.executable)
+
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"error: {reason}")
+    assert "needs Java 17 or newer; found no java" in done.stderr
