@@ -130,7 +130,11 @@ def test_a_schedule_written_as_json_reads_back_equal() -> None:
 
 def test_defaults_are_a_day_of_timeout_and_utc() -> None:
     schedule = parse_schedule(
-        {"name": "daily", "program": "p", "trigger": {"type": "TIME", "cronExpression": "0 4 * * *"}}
+        {
+            "name": "daily",
+            "program": "p",
+            "trigger": {"type": "TIME", "cronExpression": "0 4 * * *"},
+        }
     )
 
     assert schedule.timeout_millis == 86_400_000
