@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -275,4 +276,15 @@ def test_the_seeds_pipeline_form_of_the_properties_mapping_is_read_too() -> None
         }
     )
 
+    assert schedule.properties_mapping() == {"cleanup_dir": "src"}
+
+
+def test_the_example_in_the_docs_is_a_valid_schedule() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "schedules.md").read_text("utf-8")
+    example = page.split("```json\n", 1)[1].split("```", 1)[0]
+
+    schedule = parse_schedule(example)
+
+    assert schedule.name == "runOnlyAtNight"
+    assert isinstance(schedule.trigger, Or)
     assert schedule.properties_mapping() == {"cleanup_dir": "src"}
