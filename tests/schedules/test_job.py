@@ -344,7 +344,9 @@ def test_scenario_1_a_minimum_interval_between_runs_lets_only_the_first_partitio
 def _update(job: Job, schedule: Schedule) -> Job:
     """Updating is delete-and-recreate: the open job becomes obsolete, a new one starts."""
     obsolete, _ = discard(job, "schedule updated")
-    assert obsolete.state is JobState.OBSOLETE
+    assert obsolete.state is (
+        JobState.PENDING_LAUNCH if job.state is JobState.PENDING_LAUNCH else JobState.OBSOLETE
+    )
     return new_job(schedule, job.revision + 1, job.generation + 1)
 
 
@@ -424,3 +426,70 @@ def test_scenario_8_a_launch_needs_the_trigger_and_every_constraint() -> None:
     job, effects = recheck(job, NO_RUNS, T0 + MINUTE + 1)
     assert job.state is JobState.PENDING_LAUNCH
     assert len(_launches(list(effects))) == 1
+
+
+def test_scenario_2_a_run_after_an_update_gets_the_updated_properties() -> None:
+    before = _schedule(Time(cron="0 * * * *"), properties={"v": "1"})
+    after = before.model_copy(update={"properties": {"v": "2"}})
+    fire = TimeFired(cron="0 * * * *", time_zone="UTC", logical_time_ms=T0)
+
+    job, first = add_event(new_job(before, 1), fire, T0)
+    job = _update(job, after)
+    _, second = add_event(job, fire.model_copy(update={"logical_time_ms": T0 + 3_600_000}), T0)
+
+    launched = _launches(list(first + second))
+    assert [launch.arguments.properties for launch in launched] == [{"v": "1"}, {"v": "2"}]
+    assert launched[0].job_key != launched[1].job_key
+
+
+# The examples of seed 003's documentation, as it describes their behaviour.
+
+
+def test_run_only_at_night_once_per_window() -> None:
+    schedule = _schedule(
+        Partition(dataset="d", num_partitions=1),
+        TimeRange(start="22:00", end="06:00"),
+        LastRun(millis=6 * 60 * MINUTE),
+    )
+    afternoon = 1_780_063_200_000  # 2026-05-29T14:00:00Z
+    night = afternoon + 8 * 60 * MINUTE  # 22:00
+
+    job, _ = add_event(new_job(schedule, 1), _partitions(1), afternoon)
+    job, effects = recheck(job, NO_RUNS, afternoon)
+    assert effects == (CheckConstraints(job.key, night),)
+    job, effects = recheck(job, NO_RUNS, night)
+    assert job.state is JobState.PENDING_LAUNCH
+
+    ran = ConstraintContext(last_run=FinishedRun(night + 40 * MINUTE, RunStatus.COMPLETED))
+    late, _ = add_event(job, _partitions(1), night + 60 * MINUTE)
+    late, _ = recheck(late, ran, night + 60 * MINUTE)
+    assert late.state is JobState.ABORTED
+
+    next_night, _ = add_event(late, _partitions(1), night + 24 * 60 * MINUTE)
+    next_night, _ = recheck(next_night, ran, night + 24 * 60 * MINUTE)
+    assert next_night.state is JobState.PENDING_LAUNCH
+
+
+def test_once_hourly_unless_a_run_is_active_or_succeeded_within_the_hour() -> None:
+    schedule = _schedule(
+        Time(cron="0 * * * *"), Concurrency(max_concurrency=1), LastRun(millis=60 * MINUTE)
+    )
+    fire = TimeFired(cron="0 * * * *", time_zone="UTC", logical_time_ms=T0)
+    outcomes = []
+
+    for context in (
+        NO_RUNS,
+        ConstraintContext(active_runs=1),
+        ConstraintContext(last_run=FinishedRun(T0 - 30 * MINUTE, RunStatus.COMPLETED)),
+        ConstraintContext(last_run=FinishedRun(T0 - 30 * MINUTE, RunStatus.FAILED)),
+    ):
+        job, _ = add_event(new_job(schedule, 1), fire, T0)
+        job, _ = recheck(job, context, T0)
+        outcomes.append(job.state)
+
+    assert outcomes == [
+        JobState.PENDING_LAUNCH,
+        JobState.ABORTED,
+        JobState.ABORTED,
+        JobState.PENDING_LAUNCH,
+    ]
