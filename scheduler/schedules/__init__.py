@@ -38,6 +38,7 @@ from scheduler.schedules.job import (
     expire,
     new_job,
     recheck,
+    time_fired,
 )
 from scheduler.schedules.model import (
     And,
@@ -103,4 +104,5 @@ __all__ = [
     "parse_cron",
     "parse_schedule",
     "recheck",
+    "time_fired",
 ]

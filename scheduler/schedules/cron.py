@@ -3,7 +3,8 @@
 Three forms are read:
 
 * five fields, ``minute hour day-of-month month day-of-week`` (Vixie cron: day 0 and 7 are
-  Sunday; when both day fields are restricted, a day matching either one fires);
+  Sunday; when both day fields are restricted, a day matching either one fires), and Vixie's
+  ``@hourly``, ``@daily`` (``@midnight``), ``@weekly``, ``@monthly``, ``@yearly`` (``@annually``);
 * six fields with seconds first, ``second minute hour day-of-month month day-of-week``;
 * the seeds' Quartz dialect: six or seven fields with a ``?`` in one day field
   (``0 0/5 * * * ?``). It is accepted where its text means the same here (``?``, steps, ranges,
@@ -186,9 +187,20 @@ def _from_quartz(fields: list[str], expression: str) -> list[str]:
     return converted
 
 
+_MACROS = {
+    "@YEARLY": "0 0 1 1 *",
+    "@ANNUALLY": "0 0 1 1 *",
+    "@MONTHLY": "0 0 1 * *",
+    "@WEEKLY": "0 0 * * 0",
+    "@DAILY": "0 0 * * *",
+    "@MIDNIGHT": "0 0 * * *",
+    "@HOURLY": "0 * * * *",
+}
+
+
 def normalize(expression: str) -> str:
     """The six-field form (seconds first) that cronsim reads, or a CronError."""
-    fields = expression.upper().split()
+    fields = _MACROS.get(expression.strip().upper(), expression).upper().split()
     if len(fields) == 5:
         fields = ["0", *fields]
     elif len(fields) == 7 or (len(fields) == 6 and "?" in expression):

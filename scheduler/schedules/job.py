@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.schedules.constraints import ConstraintContext, Met, Verdict, Wait, check_all
+from scheduler.schedules.cron import Cron
 from scheduler.schedules.errors import JobStateError
 from scheduler.schedules.model import (
     TRIGGERING_PROPERTIES_MAPPING,
@@ -74,6 +75,13 @@ class RunEnded(_Frozen):
 
 
 Event = Annotated[TimeFired | PartitionsAdded | RunEnded, Field(discriminator="kind")]
+
+
+def time_fired(cron: Cron, logical_time_ms: int) -> TimeFired:
+    """The event of `cron` (from `Schedule.crons()`) firing at `logical_time_ms`."""
+    return TimeFired(
+        cron=cron.expression, time_zone=cron.time_zone, logical_time_ms=logical_time_ms
+    )
 
 
 class JobState(enum.StrEnum):
@@ -142,6 +150,8 @@ class RunArguments:
     properties: Mapping[str, str]
     """The schedule's properties, then the ones mapped from the triggering run."""
     triggering_runs: tuple[TriggeringRun, ...] = ()
+    partitions: tuple[tuple[str, int], ...] = ()
+    """(dataset, partitions counted) for each PARTITION trigger, in the order written."""
 
     def as_runtime_args(self) -> dict[str, str]:
         """The arguments as one flat string map, the way a program receives them."""
@@ -154,10 +164,18 @@ class RunArguments:
             args["triggering.run.id"] = first.run_id
             args["triggering.run.status"] = first.status.value
             runs = [
-                {"program": r.program, "runId": r.run_id, "status": r.status.value}
+                {
+                    "program": r.program,
+                    "runId": r.run_id,
+                    "status": r.status.value,
+                    "properties": dict(r.properties),
+                }
                 for r in self.triggering_runs
             ]
             args["triggering.runs"] = json.dumps(runs)
+        if self.partitions:
+            landed = [{"dataset": dataset, "count": count} for dataset, count in self.partitions]
+            args["triggering.partitions"] = json.dumps(landed)
         return args
 
 
@@ -235,16 +253,19 @@ def is_satisfied(trigger: Trigger, events: tuple[Event, ...], default_zone: str)
         return all(is_satisfied(inner, events, default_zone) for inner in trigger.triggers)
     if isinstance(trigger, Or):
         return any(is_satisfied(inner, events, default_zone) for inner in trigger.triggers)
-    matching = [event for event in events if _matches(trigger, event, default_zone)]
     if isinstance(trigger, Partition):
-        landed = sum(event.count for event in matching if isinstance(event, PartitionsAdded))
+        landed = sum(event.count for event in _counted(trigger, events, default_zone))
         return landed >= trigger.num_partitions
-    return bool(matching)
+    return any(_matches(trigger, event, default_zone) for event in events)
 
 
 def concerns(schedule: Schedule, event: Event) -> bool:
     """Whether some trigger of `schedule` counts `event`."""
     return any(_matches(leaf, event, schedule.time_zone) for leaf in leaves(schedule.trigger))
+
+
+def _counted(leaf: Partition, events: tuple[Event, ...], zone: str) -> list[PartitionsAdded]:
+    return [e for e in events if isinstance(e, PartitionsAdded) and _matches(leaf, e, zone)]
 
 
 def run_arguments(job: Job, now: int) -> RunArguments:
@@ -256,6 +277,11 @@ def run_arguments(job: Job, now: int) -> RunArguments:
         event.logical_time_ms
         for event in job.events
         if isinstance(event, TimeFired) and any(_matches(leaf, event, zone) for leaf in triggers)
+    ]
+    partitions = [
+        (leaf.dataset, sum(e.count for e in _counted(leaf, job.events, zone)))
+        for leaf in triggers
+        if isinstance(leaf, Partition)
     ]
     runs: list[TriggeringRun] = []
     for leaf in triggers:
@@ -278,6 +304,7 @@ def run_arguments(job: Job, now: int) -> RunArguments:
         logical_start_time_ms=fires[0] if fires else now,
         properties=properties,
         triggering_runs=tuple(runs),
+        partitions=tuple(partitions),
     )
 
 

@@ -313,6 +313,16 @@ class Schedule(_Model):
             leaf.parsed(self.time_zone) for leaf in leaves(self.trigger) if isinstance(leaf, Time)
         ]
 
+    def next_fire_after(self, after_ms: int) -> int | None:
+        """The first fire of any TIME trigger strictly after `after_ms`; None without one."""
+        fires = [cron.next_after(after_ms) for cron in self.crons()]
+        return min(fires) if fires else None
+
+    def previous_fire_before(self, before_ms: int) -> int | None:
+        """The last fire of any TIME trigger strictly before `before_ms`; None without one."""
+        fires = [cron.previous_before(before_ms) for cron in self.crons()]
+        return max(fires) if fires else None
+
     def to_json(self) -> dict[str, Any]:
         """The schedule in the seeds' ScheduleDetail shape (plus its time zone)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)

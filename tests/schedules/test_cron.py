@@ -258,3 +258,19 @@ def test_five_fields_read_sunday_as_zero_and_seven() -> None:
 
     assert cron.next_after(start) == also.next_after(start)
     assert from_epoch_ms(cron.next_after(start)).strftime("%A") == "Sunday"
+
+
+@pytest.mark.parametrize(
+    ("macro", "fields"),
+    [
+        ("@hourly", "0 0 * * * *"),
+        ("@daily", "0 0 0 * * *"),
+        ("@midnight", "0 0 0 * * *"),
+        ("@weekly", "0 0 0 * * 0"),
+        ("@monthly", "0 0 0 1 * *"),
+        ("@yearly", "0 0 0 1 1 *"),
+        ("@annually", "0 0 0 1 1 *"),
+    ],
+)
+def test_vixie_macros_read_as_their_five_fields(macro: str, fields: str) -> None:
+    assert normalize(macro) == fields

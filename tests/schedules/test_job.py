@@ -41,6 +41,7 @@ from scheduler.schedules import (
     expire,
     new_job,
     recheck,
+    time_fired,
 )
 
 T0 = 1_780_000_000_000  # 2026-05-28T20:26:40Z
@@ -301,7 +302,7 @@ def test_a_program_status_triggered_run_gets_the_triggering_run_and_mapped_prope
     assert args["triggering.run.status"] == "FAILED"
     assert args["logicalStartTime"] == str(T0)
     assert json.loads(args["triggering.runs"]) == [
-        {"program": "etl", "runId": "run-7", "status": "FAILED"}
+        {"program": "etl", "runId": "run-7", "status": "FAILED", "properties": {"src": "/data/in"}}
     ]
 
 
@@ -493,3 +494,18 @@ def test_once_hourly_unless_a_run_is_active_or_succeeded_within_the_hour() -> No
         JobState.ABORTED,
         JobState.PENDING_LAUNCH,
     ]
+
+
+def test_the_fire_event_of_a_schedules_cron_is_the_one_its_trigger_counts() -> None:
+    schedule = _schedule(
+        And(triggers=(Time(cron="0 4 * * *"), Partition(dataset="d", num_partitions=3))),
+        time_zone="Europe/Berlin",
+    )
+    (cron,) = schedule.crons()
+
+    job, _ = _feed(new_job(schedule, 1), (T0, _partitions(1)), (T0 + 1, _partitions(2)))
+    job, effects = add_event(job, time_fired(cron, T0 + 2), T0 + 3)
+
+    args = _launches(list(effects))[0].arguments.as_runtime_args()
+    assert args["logicalStartTime"] == str(T0 + 2)
+    assert json.loads(args["triggering.partitions"]) == [{"dataset": "d", "count": 3}]

@@ -288,3 +288,22 @@ def test_the_example_in_the_docs_is_a_valid_schedule() -> None:
     assert schedule.name == "runOnlyAtNight"
     assert isinstance(schedule.trigger, Or)
     assert schedule.properties_mapping() == {"cleanup_dir": "src"}
+
+
+def test_a_schedules_next_and_previous_fire_is_the_nearest_of_its_time_triggers() -> None:
+    schedule = Schedule(
+        name="s",
+        program="p",
+        trigger=Or(
+            triggers=(
+                Time(cron="0 4 * * *", time_zone="Europe/Berlin"),  # 02:00 UTC in summer
+                And(triggers=(Time(cron="30 3 * * *"), Partition(dataset="d", num_partitions=1))),
+            )
+        ),
+    )
+    midnight = 1_780_012_800_000  # 2026-05-29T00:00:00Z
+
+    assert schedule.next_fire_after(midnight) == midnight + 2 * 3_600_000
+    assert schedule.previous_fire_before(midnight) == midnight - (20 * 60 + 30) * 60_000
+    no_time = Schedule(name="s", program="p", trigger=Partition(dataset="d", num_partitions=1))
+    assert no_time.next_fire_after(midnight) is None
