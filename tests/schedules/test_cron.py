@@ -274,3 +274,25 @@ def test_five_fields_read_sunday_as_zero_and_seven() -> None:
 )
 def test_vixie_macros_read_as_their_five_fields(macro: str, fields: str) -> None:
     assert normalize(macro) == fields
+
+
+@pytest.mark.parametrize(
+    ("quartz", "days"),
+    [
+        ("0 0 12 ? * 1/2", {"Sunday", "Tuesday", "Thursday", "Saturday"}),
+        ("0 0 12 ? * 2-6/2", {"Monday", "Wednesday", "Friday"}),
+        ("0 0 12 ? * 2,4", {"Monday", "Wednesday"}),
+        ("0 0 12 ? * 7", {"Saturday"}),
+        ("0 0 12 ? * 6L", {"Friday"}),
+    ],
+)
+def test_the_equivalent_shown_fires_on_the_days_quartz_meant(quartz: str, days: set[str]) -> None:
+    with pytest.raises(CronError) as refused:
+        parse_cron(quartz, "UTC")
+    equivalent = re.search(r"the equivalent is '([^']+)'", str(refused.value))
+    assert equivalent is not None
+
+    cron = parse_cron(equivalent.group(1), "UTC")
+    fires = cron.next_fires(_ms("UTC", "2026-01-01 00:00:00 +0000"), 12)
+
+    assert {from_epoch_ms(fire).strftime("%A") for fire in fires} == days
