@@ -6,6 +6,7 @@ state machine (`job`). The engine carries out the job's effects as durable tasks
 schedule's ordering queue, ``schedule:<name>``. See docs/schedules.md.
 """
 
+from scheduler.schedules.catchup import fires_to_run
 from scheduler.schedules.constraints import (
     Abort,
     ConstraintContext,
@@ -42,6 +43,7 @@ from scheduler.schedules.job import (
 )
 from scheduler.schedules.model import (
     And,
+    CatchUp,
     Concurrency,
     Constraint,
     Delay,
@@ -60,6 +62,7 @@ from scheduler.schedules.parse import parse_schedule
 __all__ = [
     "Abort",
     "And",
+    "CatchUp",
     "CheckConstraints",
     "Concurrency",
     "Constraint",
@@ -100,6 +103,7 @@ __all__ = [
     "check_constraints",
     "discard",
     "expire",
+    "fires_to_run",
     "new_job",
     "parse_cron",
     "parse_schedule",

@@ -53,6 +53,17 @@ class RunStatus(enum.StrEnum):
     KILLED = "KILLED"
 
 
+class CatchUp(enum.StrEnum):
+    """What becomes of cron fires that no worker ran when they were due (see `catchup`)."""
+
+    SKIP = "SKIP"
+    """Only fires at most a minute late run: the seeds' behaviour."""
+    ONCE = "ONCE"
+    """The latest missed fire runs, once."""
+    ALL = "ALL"
+    """Every missed fire runs, oldest first, back to the schedule's timeout."""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -275,6 +286,8 @@ class Schedule(_Model):
     constraints: tuple[Constraint, ...] = ()
     timeout_millis: int = Field(default=DAY_MS, alias="timeoutMillis", ge=1)
     time_zone: str = Field(default="UTC", alias="timeZone")
+    catch_up: CatchUp = Field(default=CatchUp.ALL, alias="catchUp")
+    """What becomes of cron fires missed while no worker ran."""
 
     _zone = field_validator("time_zone")(_check_zone)
 
