@@ -17,20 +17,23 @@ from scheduler.schedules.constraints import (
 )
 from scheduler.schedules.cron import Cron, parse_cron
 from scheduler.schedules.errors import CronError, JobStateError, ScheduleError
+from scheduler.schedules.events import (
+    Event,
+    PartitionsAdded,
+    RunEnded,
+    TimeFired,
+    time_fired,
+)
 from scheduler.schedules.job import (
     CheckConstraints,
     Effect,
-    Event,
     EventIgnored,
     Job,
     JobEnded,
     JobState,
     Launch,
-    PartitionsAdded,
     RecheckOnRunEnd,
     RunArguments,
-    RunEnded,
-    TimeFired,
     TimeoutAt,
     TriggeringRun,
     add_event,
@@ -39,7 +42,6 @@ from scheduler.schedules.job import (
     expire,
     new_job,
     recheck,
-    time_fired,
 )
 from scheduler.schedules.model import (
     And,

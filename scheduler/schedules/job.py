@@ -19,69 +19,32 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from scheduler.schedules.constraints import ConstraintContext, Met, Verdict, Wait, check_all
-from scheduler.schedules.cron import Cron
 from scheduler.schedules.errors import JobStateError
+from scheduler.schedules.events import (
+    Event,
+    RunEnded,
+    TimeFired,
+    concerns,
+    counted,
+    is_satisfied,
+    matches,
+)
 from scheduler.schedules.model import (
     TRIGGERING_PROPERTIES_MAPPING,
-    And,
-    Leaf,
-    Or,
     Partition,
     ProgramStatus,
     RunStatus,
     Schedule,
-    Time,
-    Trigger,
     leaves,
 )
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class TimeFired(_Frozen):
-    """A TIME trigger's cron expression fired."""
-
-    kind: Literal["TIME"] = "TIME"
-    cron: str
-    time_zone: str
-    logical_time_ms: int
-    """The fire time the cron expression names: the run's logical start time."""
-
-
-class PartitionsAdded(_Frozen):
-    """Partitions of a dataset landed."""
-
-    kind: Literal["PARTITION"] = "PARTITION"
-    dataset: str
-    count: int = Field(ge=1)
-
-
-class RunEnded(_Frozen):
-    """A run of a program reached a final status."""
-
-    kind: Literal["PROGRAM_STATUS"] = "PROGRAM_STATUS"
-    program: str
-    run_id: str
-    status: RunStatus
-    properties: dict[str, str] = Field(default_factory=dict)
-    """The ended run's arguments, which a triggered run may take over through the mapping."""
-
-
-Event = Annotated[TimeFired | PartitionsAdded | RunEnded, Field(discriminator="kind")]
-
-
-def time_fired(cron: Cron, logical_time_ms: int) -> TimeFired:
-    """The event of `cron` (from `Schedule.crons()`) firing at `logical_time_ms`."""
-    return TimeFired(
-        cron=cron.expression, time_zone=cron.time_zone, logical_time_ms=logical_time_ms
-    )
 
 
 class JobState(enum.StrEnum):
@@ -231,43 +194,6 @@ class EventIgnored:
 Effect = CheckConstraints | RecheckOnRunEnd | TimeoutAt | Launch | JobEnded | EventIgnored
 
 
-def _matches(leaf: Leaf, event: Event, default_zone: str) -> bool:
-    if isinstance(leaf, Time):
-        return (
-            isinstance(event, TimeFired)
-            and event.cron == leaf.cron
-            and event.time_zone == (leaf.time_zone or default_zone)
-        )
-    if isinstance(leaf, Partition):
-        return isinstance(event, PartitionsAdded) and event.dataset == leaf.dataset
-    return (
-        isinstance(event, RunEnded)
-        and event.program == leaf.program
-        and event.status in leaf.statuses
-    )
-
-
-def is_satisfied(trigger: Trigger, events: tuple[Event, ...], default_zone: str) -> bool:
-    """Whether `events` satisfy `trigger`. Monotone: more events never unsatisfy it."""
-    if isinstance(trigger, And):
-        return all(is_satisfied(inner, events, default_zone) for inner in trigger.triggers)
-    if isinstance(trigger, Or):
-        return any(is_satisfied(inner, events, default_zone) for inner in trigger.triggers)
-    if isinstance(trigger, Partition):
-        landed = sum(event.count for event in _counted(trigger, events, default_zone))
-        return landed >= trigger.num_partitions
-    return any(_matches(trigger, event, default_zone) for event in events)
-
-
-def concerns(schedule: Schedule, event: Event) -> bool:
-    """Whether some trigger of `schedule` counts `event`."""
-    return any(_matches(leaf, event, schedule.time_zone) for leaf in leaves(schedule.trigger))
-
-
-def _counted(leaf: Partition, events: tuple[Event, ...], zone: str) -> list[PartitionsAdded]:
-    return [e for e in events if isinstance(e, PartitionsAdded) and _matches(leaf, e, zone)]
-
-
 def run_arguments(job: Job, now: int) -> RunArguments:
     """The arguments of the run `job` launches, decided at `now`."""
     schedule = job.schedule
@@ -276,10 +202,10 @@ def run_arguments(job: Job, now: int) -> RunArguments:
     fires = [
         event.logical_time_ms
         for event in job.events
-        if isinstance(event, TimeFired) and any(_matches(leaf, event, zone) for leaf in triggers)
+        if isinstance(event, TimeFired) and any(matches(leaf, event, zone) for leaf in triggers)
     ]
     partitions = [
-        (leaf.dataset, sum(e.count for e in _counted(leaf, job.events, zone)))
+        (leaf.dataset, sum(e.count for e in counted(leaf, job.events, zone)))
         for leaf in triggers
         if isinstance(leaf, Partition)
     ]
@@ -287,7 +213,7 @@ def run_arguments(job: Job, now: int) -> RunArguments:
     for leaf in triggers:
         if not isinstance(leaf, ProgramStatus):
             continue
-        ended = [e for e in job.events if isinstance(e, RunEnded) and _matches(leaf, e, zone)]
+        ended = [e for e in job.events if isinstance(e, RunEnded) and matches(leaf, e, zone)]
         if ended and all(run.run_id != ended[0].run_id for run in runs):
             first = ended[0]
             runs.append(TriggeringRun(first.program, first.run_id, first.status, first.properties))

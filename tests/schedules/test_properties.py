@@ -23,7 +23,7 @@ from scheduler.schedules import (
     TimeFired,
     parse_cron,
 )
-from scheduler.schedules.job import is_satisfied
+from scheduler.schedules.events import is_satisfied
 
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe", "UTC"]
 EXPRESSIONS = [
