@@ -48,6 +48,8 @@ class _Frozen(BaseModel):
 
 
 class JobState(enum.StrEnum):
+    """Where a job stands; the last three are final and launch nothing."""
+
     PENDING_TRIGGER = "PENDING_TRIGGER"
     PENDING_CONSTRAINT = "PENDING_CONSTRAINT"
     PENDING_LAUNCH = "PENDING_LAUNCH"
