@@ -509,3 +509,14 @@ def test_the_fire_event_of_a_schedules_cron_is_the_one_its_trigger_counts() -> N
     args = _launches(list(effects))[0].arguments.as_runtime_args()
     assert args["logicalStartTime"] == str(T0 + 2)
     assert json.loads(args["triggering.partitions"]) == [{"dataset": "d", "count": 3}]
+
+
+def test_the_delay_counts_from_the_first_event_not_from_the_trigger_being_satisfied() -> None:
+    schedule = _schedule(Partition(dataset="d", num_partitions=2), Delay(millis=15 * MINUTE))
+    job, _ = _feed(new_job(schedule, 1), (T0, _partitions(1)), (T0 + 10 * MINUTE, _partitions(1)))
+
+    job, effects = recheck(job, NO_RUNS, T0 + 10 * MINUTE)
+    assert effects == (CheckConstraints(job.key, T0 + 15 * MINUTE),)
+
+    job, effects = recheck(job, NO_RUNS, T0 + 15 * MINUTE)
+    assert job.state is JobState.PENDING_LAUNCH
