@@ -39,6 +39,11 @@ class TimeFired(_Frozen):
     logical_time_ms: int
     """The fire time the cron expression names: the run's logical start time."""
 
+    @property
+    def identity(self) -> tuple[object, ...] | None:
+        """What makes two deliveries of this event one event."""
+        return (self.kind, self.cron, self.time_zone, self.logical_time_ms)
+
 
 class PartitionsAdded(_Frozen):
     """Partitions of a dataset landed."""
@@ -46,6 +51,14 @@ class PartitionsAdded(_Frozen):
     kind: Literal["PARTITION"] = "PARTITION"
     dataset: str
     count: int = Field(ge=1)
+    event_id: str | None = None
+    """The event's identity where its source has one (its log position); without one, two
+    events of the same count cannot be told from one delivered twice."""
+
+    @property
+    def identity(self) -> tuple[object, ...] | None:
+        """What makes two deliveries of this event one event (None: unknown)."""
+        return None if self.event_id is None else (self.kind, self.dataset, self.event_id)
 
 
 class RunEnded(_Frozen):
@@ -57,6 +70,11 @@ class RunEnded(_Frozen):
     status: RunStatus
     properties: dict[str, str] = Field(default_factory=dict)
     """The ended run's arguments, which a triggered run may take over through the mapping."""
+
+    @property
+    def identity(self) -> tuple[object, ...] | None:
+        """What makes two deliveries of this event one event."""
+        return (self.kind, self.program, self.run_id, self.status)
 
 
 Event = Annotated[TimeFired | PartitionsAdded | RunEnded, Field(discriminator="kind")]

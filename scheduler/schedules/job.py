@@ -264,6 +264,10 @@ def add_event(job: Job, event: Event, now: int) -> tuple[Job, tuple[Effect, ...]
     if not concerns(schedule, event):
         reason = f"no trigger of schedule {schedule.name!r} counts this {event.kind} event"
         return job, (EventIgnored(reason),)
+    if event.identity is not None and any(e.identity == event.identity for e in job.events):
+        # A task re-run after a crash delivers its event again; counting it twice would launch
+        # twice (a fire that already launched would start the next generation).
+        return job, (EventIgnored(f"job {job.key} already counted this {event.kind} event"),)
     effects: list[Effect] = []
     if job.state is JobState.PENDING_TRIGGER and _timed_out(job, now):
         job, ended = _end(job, JobState.TIMED_OUT, _timeout_reason(job))

@@ -520,3 +520,30 @@ def test_the_delay_counts_from_the_first_event_not_from_the_trigger_being_satisf
 
     job, effects = recheck(job, NO_RUNS, T0 + 15 * MINUTE)
     assert job.state is JobState.PENDING_LAUNCH
+
+
+def test_an_event_delivered_again_is_not_counted_twice() -> None:
+    schedule = _schedule(
+        Or(
+            triggers=(
+                Time(cron="0 * * * *"),
+                ProgramStatus(program="etl", statuses=frozenset({RunStatus.COMPLETED})),
+                Partition(dataset="d", num_partitions=2),
+            )
+        )
+    )
+    fire = TimeFired(cron="0 * * * *", time_zone="UTC", logical_time_ms=T0)
+    ended = RunEnded(program="etl", run_id="r1", status=RunStatus.COMPLETED)
+    landed = PartitionsAdded(dataset="d", count=1, event_id="events-0@17")
+
+    for event in (fire, ended):
+        launched, effects = add_event(new_job(schedule, 1), event, T0)
+        again, effects_again = add_event(launched, event, T0 + 1)
+        assert len(_launches(list(effects))) == 1
+        assert again == launched
+        assert isinstance(effects_again[0], EventIgnored)
+
+    job, _ = _feed(new_job(schedule, 1), (T0, landed), (T0 + 1, landed))
+    assert job.state is JobState.PENDING_TRIGGER
+    job, _ = _feed(job, (T0 + 2, landed.model_copy(update={"event_id": "events-0@18"})))
+    assert job.state is JobState.PENDING_LAUNCH
