@@ -42,7 +42,7 @@ def test_the_stored_partition_count_is_checked_too(embedded, monkeypatch):
     store.claim_meta("partition_count", "6")
     log = build_log(settings)
     try:
-        with pytest.raises(PartitionCountMismatchError, match=r"partitioned into 6 partitions"):
+        with pytest.raises(PartitionCountMismatchError, match=r"pinned to 6 partitions"):
             partition_count_check(log, store, 4)
     finally:
         log.close()
