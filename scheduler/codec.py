@@ -10,7 +10,9 @@ partition). Value: a compact JSON object, so that any Kafka client in any langua
 * `schedule`: persist the task (overwriting a pending task of the same key);
 * `cancel`: cancel a pending task (it becomes CANCELLED);
 * `retry`: run a FAILED task again, with `data` restored from its status row;
-* `drop`: forget a FAILED task's status row.
+* `drop`: forget a FAILED task's status row;
+* `rerun`: run a finished task (SUCCEEDED, FAILED or CANCELLED) once more from its first
+  attempt, with `data` if it is not empty, else the data its status row kept.
 
 Admin operations travel on the log rather than writing the store directly, because the worker
 that owns the partition is its single writer; the log delivers them to it in order with the tasks.
@@ -49,6 +51,7 @@ class Op(enum.StrEnum):
     CANCEL = "cancel"
     RETRY = "retry"
     DROP = "drop"
+    RERUN = "rerun"
 
 
 class MalformedRecordError(ValueError):

@@ -69,7 +69,10 @@ def build_log(settings: Settings) -> TaskLog:
 
 
 def connect(
-    settings: Settings | None = None, *, validate: Callable[[Task], None] | None = None
+    settings: Settings | None = None,
+    *,
+    validate: Callable[[Task], None] | None = None,
+    admin: bool = False,
 ) -> SchedulerClient:
     """A `SchedulerClient` for the deployment `settings` describe: what a producer (a web
     service, a pipeline step) calls to schedule tasks for the workers of that deployment.
@@ -79,23 +82,35 @@ def connect(
     (a producer itself never creates it, see docs/kafka.md) and is refused with
     `PartitionCountMismatchError` if its count differs, as `scheduler enqueue` does. The client
     owns the log it opened: closing the client closes both.
+
+    `admin`: open the deployment's task store too (it must exist, see `open_existing_store`),
+    for the bulk operations that find their tasks there (`SchedulerClient.retry_tasks`,
+    `drop_tasks`, `rerun_tasks`); the client owns it as well.
     """
     from scheduler.client import SchedulerClient
     from scheduler.config import load_settings
 
     settings = settings if settings is not None else load_settings()
     log = build_log(settings)
+    store: TaskStore | None = None
     try:
-        topic_partition_check(log, settings.partitions)
+        if admin:
+            store = open_existing_store(settings)
+            partition_count_check(log, store, settings.partitions, create_topic=False)
+        else:
+            topic_partition_check(log, settings.partitions)
         return SchedulerClient(
             log=log,
             grace_window_s=settings.grace_window_s,
             max_data_bytes=settings.max_data_bytes,
             validate=validate,
             owns_log=True,
+            store=store,
         )
     except BaseException:
         log.close()
+        if store is not None:
+            store.close()
         raise
 
 

@@ -22,16 +22,36 @@ _ALL = (-(2**63), 2**63 - 1)
 _SCANS = ("scan", "status_scan")
 
 
+BEFORE_ALL: ScheduleCursor = (_ALL[0], "", "")
+"""A cursor before every key."""
+
+
 def views(
-    run: Runner, q: Mapping[str, Any], partition: int, bucket_ms: int, slice_ms: int
+    run: Runner,
+    q: Mapping[str, Any],
+    partition: int,
+    bucket_ms: int,
+    slice_ms: int,
+    *,
+    after: ScheduleCursor | None = None,
+    until_ms: int | None = None,
 ) -> Iterator[TaskView]:
     """Every schedule row of the partition, and every retained final status without one, in
-    schedule order, joined."""
-    buckets = {b for (b,) in run.one(q["buckets"], (partition, *_ALL), "list buckets")}
-    buckets |= {b for (b,) in run.one(q["status_buckets"], (partition,), "list buckets")}
+    schedule order, joined; only those after the cursor `after` and scheduled before
+    `until_ms`, if given (the buckets and spans outside are not read)."""
+    lower = after or BEFORE_ALL
+    first = lower[0] // bucket_ms
+    last = _ALL[1] if until_ms is None else (until_ms - 1) // bucket_ms
+    buckets = {b for (b,) in run.one(q["buckets"], (partition, first, last), "list buckets")}
+    buckets |= {
+        b
+        for (b,) in run.one(q["status_buckets"], (partition,), "list buckets")
+        if first <= b <= last
+    }
     for bucket in sorted(buckets):
         start = bucket * bucket_ms
-        spans = schema.slices((start, "", ""), start + bucket_ms, slice_ms)
+        below = start + bucket_ms if until_ms is None else min(start + bucket_ms, until_ms)
+        spans = schema.slices(max((start, "", ""), lower), below, slice_ms)
         bounds = [(partition, bucket, lower, below) for (lower, _, _), below in spans]
         # A bucket's spans at once: the whole bucket is read either way, and most spans of a
         # sparse bucket are empty, so one concurrent round costs about one query's wait.
@@ -47,6 +67,8 @@ def views(
             for status in map(schema.decode_status, rows)
         }
         for key in sorted(tasks.keys() | statuses.keys()):
+            if key.cursor <= lower:
+                continue  # in the span of the cursor, not after it
             status = statuses.get(key)
             if key in tasks:
                 yield TaskView(partition, Task.from_key(key, json.loads(tasks[key])), status)
