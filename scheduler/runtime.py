@@ -386,11 +386,16 @@ def new_store_check(log: TaskLog, store: TaskStore, settings: Settings) -> None:
     )
 
 
-def store_partition_check(store: TaskStore, partitions: int) -> int:
+def store_partition_check(store: TaskStore, partitions: int, *, pin: bool = True) -> int:
     """The partition count the store is pinned to, pinned to `partitions` the first time (a
     lightweight transaction on Cassandra, so two workers starting at once agree); refuse if it
-    differs."""
-    stored = int(store.claim_meta(PARTITION_COUNT_META, str(partitions)))
+    differs. Without `pin`, a store with no count pinned is left so and taken to agree: a
+    command that only reads the count must not decide it for the workers."""
+    if pin:
+        stored = int(store.claim_meta(PARTITION_COUNT_META, str(partitions)))
+    else:
+        pinned = store.read_meta(PARTITION_COUNT_META)
+        stored = partitions if pinned is None else int(pinned)
     if stored != partitions:
         raise PartitionCountMismatchError(
             f"the task store is pinned to {stored} partitions but "
