@@ -54,6 +54,15 @@ class Op(enum.StrEnum):
     RERUN = "rerun"
 
 
+_REQUIRED = {
+    "op": "the operation",
+    "oid": "the ordering id",
+    "at": "the scheduled time in epoch milliseconds",
+    "uk": "the uniqueness key",
+}
+"""The fields every record has, with what each one holds."""
+
+
 class MalformedRecordError(ValueError):
     """A record on the log that is not a valid scheduler message (another producer wrote it)."""
 
@@ -172,6 +181,15 @@ def decode(value: bytes | None) -> Command:
         raise MalformedRecordError("record value is not a JSON object")
     if message.get("v") != FORMAT_VERSION:
         raise MalformedRecordError(f"unsupported format version {message.get('v')!r}")
+    missing = [name for name in _REQUIRED if name not in message]
+    if missing:
+        # Named as the record spells them: "uniqueness_key must be a string, got NoneType
+        # None" sent the reader looking for a field the record calls `uk`.
+        fields = ", ".join(f"{name!r} ({_REQUIRED[name]})" for name in missing)
+        raise MalformedRecordError(
+            f"record has no {fields}; a scheduler record has "
+            + ", ".join(repr(name) for name in _REQUIRED)
+        )
     try:
         op = Op(str(message.get("op")))
         ordering_id = check_key_part("ordering_id", message.get("oid"))
