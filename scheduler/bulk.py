@@ -68,10 +68,6 @@ class TaskFilter:
     partition: int | None = None
     """Only the tasks of this partition."""
 
-    def is_everything(self) -> bool:
-        """Whether no field narrows the selection (every task the operation applies to)."""
-        return self == TaskFilter()
-
 
 @dataclass(frozen=True, slots=True)
 class BulkResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import click
@@ -116,7 +117,7 @@ def run_bulk(
     _report(result, as_json)
 
 
-def _time(value: str | None, option: str) -> Any:
+def _time(value: str | None, option: str) -> datetime | None:
     return None if value is None else parse_time(value, option)
 
 
