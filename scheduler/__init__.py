@@ -9,6 +9,7 @@
 The public surface is re-exported here; everything else is an implementation detail.
 """
 
+from scheduler.bulk import BulkResult, TaskFilter
 from scheduler.client import SchedulerClient
 from scheduler.embedded import EmbeddedScheduler
 from scheduler.engine.settings import EngineSettings, RetryPolicy
@@ -36,6 +37,7 @@ from scheduler.worker import Worker
 
 __all__ = [
     "BackendUnavailableError",
+    "BulkResult",
     "ConfigurationError",
     "EmbeddedScheduler",
     "EngineSettings",
@@ -51,6 +53,7 @@ __all__ = [
     "Task",
     "TaskCancelledError",
     "TaskDataError",
+    "TaskFilter",
     "TaskInPastError",
     "TaskKey",
     "TaskRejected",
