@@ -9,6 +9,7 @@
 The public surface is re-exported here; everything else is an implementation detail.
 """
 
+from scheduler.bulk import BulkResult, TaskFilter
 from scheduler.client import SchedulerClient
 from scheduler.embedded import EmbeddedScheduler
 from scheduler.engine.settings import EngineSettings, RetryPolicy
@@ -38,6 +39,7 @@ __all__ = [
     "Attempt",
     "AttemptOutcome",
     "BackendUnavailableError",
+    "BulkResult",
     "ConfigurationError",
     "EmbeddedScheduler",
     "EngineSettings",
@@ -53,6 +55,7 @@ __all__ = [
     "Task",
     "TaskCancelledError",
     "TaskDataError",
+    "TaskFilter",
     "TaskInPastError",
     "TaskKey",
     "TaskRejected",
