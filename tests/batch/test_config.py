@@ -45,6 +45,14 @@ def test_the_seed_example_is_accepted_as_written() -> None:
     assert job2.stdout_path == "/home/something/something/log.txt"
 
 
+def test_the_example_in_the_docs_is_the_seeds_and_is_accepted() -> None:
+    page = (HERE.parents[1] / "docs" / "batch-jobs.md").read_text()
+    example = page.split("```json\n", 1)[1].split("```", 1)[0]
+    seed = (HERE / "seed_example.json").read_text()
+    assert json.loads(example) == json.loads(seed)
+    assert parse_configuration(example) == parse_configuration(seed)
+
+
 def test_the_seeds_minimal_configuration_without_jobs_is_accepted() -> None:
     assert parse_configuration((HERE / "seed_minimal.json").read_text()).jobs == ()
 
