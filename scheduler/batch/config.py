@@ -31,7 +31,9 @@ from scheduler.batch.durations import Duration, add, format_partition
 from scheduler.batch.errors import BatchConfigError
 from scheduler.batch.reader import Reader
 
-MAX_ATTEMPTS_UNLIMITED = None
+MAX_NAME_BYTES = 200
+"""A job's name goes into the keys of its tasks (``job:<name>/<partition>``), which the engine
+limits in length; '/' separates the name from the partition there."""
 
 
 class OnFailure(enum.StrEnum):
@@ -179,6 +181,15 @@ def _job(reader: Reader, data: Any, path: str) -> Job | None:
         reader.problem(path, "a job must be a JSON object")
         return None
     name = reader.string(data, path, "name")
+    if name is not None and (
+        len(name.encode()) > MAX_NAME_BYTES or any(ord(c) < 32 or c == "/" for c in name)
+    ):
+        reader.problem(
+            f"{path}.name",
+            f"{name[:40]!r} cannot name a job: keep it under {MAX_NAME_BYTES} bytes, "
+            "without '/' or control characters",
+            name,
+        )
     if name is not None:
         reader.names.append((f"{path}.name", name))
     reader.job = name

@@ -151,6 +151,14 @@ def test_on_failure_is_read_whatever_its_case_as_the_seed_does() -> None:
             "jobs[0] (job 'job1'): give exactly one of command (argv), program or spark_job",
         ),
         (
+            seed_config(seed_job("daily/report")),
+            "jobs[0].name (job 'daily/report'): 'daily/report' cannot name a job",
+        ),
+        (
+            seed_config(seed_job("a" * 201)),
+            "jobs[0].name (job 'aaaa",
+        ),
+        (
             seed_config() | {"scheduler_polling_time": "0 millis"},
             "scheduler_polling_time: '0 millis' is zero",
         ),

@@ -281,3 +281,59 @@ def test_views_list_partitions_with_their_status_oldest_first() -> None:
         Status.WAITING_TIME,
         Status.WAITING_TIME,
     ]
+
+
+def test_a_decision_does_not_walk_partitions_its_upstream_has_not_reached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scheduler.batch import decide
+
+    cfg = config(
+        seed_job("up", increment="1 minutes", end_partition="2010-01-01 00:00:00"),
+        seed_job(
+            "down",
+            increment="1 minutes",
+            end_partition="2010-01-01 00:00:00",
+            dependencies=[{"name": "up", "shift": "0 minutes"}],
+        ),
+        max_parallelism=4,
+    )
+    looked_at = []
+    real = decide.upstream
+
+    def counting(*args: object) -> object:
+        looked_at.append(args[1])
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decide, "upstream", counting)
+    found = runnable(cfg, fresh(cfg), P("2010-01-01 00:00:00"))  # 5.2 M minutes each, all due
+    assert [run.job for run in found] == ["up"] * 4
+    assert looked_at == [0]  # down stops at its first partition: up has done none
+
+
+def test_a_decision_stops_where_the_upstream_job_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler.batch import decide
+
+    cfg = config(
+        seed_job("up"),
+        seed_job(
+            "down",
+            end_partition="2010-01-01 00:00:00",
+            dependencies=[{"name": "up", "shift": "0 hours"}],
+        ),
+    )
+    states = fresh(cfg)
+    for run in runnable(config(seed_job("up")), states, LATER):
+        states["up"] = start(states["up"], cfg.jobs[0], run.partition, LATER)
+        states["up"], _ = finish(states["up"], run.partition, True, LATER)
+    looked_at = []
+    real = decide.upstream
+
+    def counting(*args: object) -> object:
+        looked_at.append(args[1])
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decide, "upstream", counting)
+    found = runnable(cfg, states, P("2010-01-01 00:00:00"))  # 87 648 partitions of down due
+    assert len(found) == 24
+    assert looked_at == list(range(25))  # the 25th is at up's end: no later one can run

@@ -134,3 +134,13 @@ def test_a_rerun_runs_chosen_partitions_again_even_marked_ones() -> None:
     states["job1"] = rerun(states["job1"], P("2000-01-01 05:00:00"), P("2000-01-01 07:00:00"))
     found = [format_partition(run.partition) for run in runnable(cfg, states, LATER)]
     assert found == ["2000-01-01 05:00:00", "2000-01-01 06:00:00"]
+
+
+def test_a_failure_newer_than_the_retention_cutoff_keeps_its_record() -> None:
+    cfg = config(seed_job("job1", max_attempts=1, retention="2 hours"))
+    states = fresh(cfg)
+    drive(cfg, states, LATER, succeeds=lambda job, p: False)
+    states["job1"], _ = apply_retention(cfg.jobs[0], states["job1"], LATER)
+    old = view(cfg, states, "job1", P("2000-01-01 00:00:00"), LATER)
+    recent = view(cfg, states, "job1", P("2000-01-01 22:00:00"), LATER)
+    assert (old.status, recent.status) == (Status.REMOVED, Status.FAILED)
