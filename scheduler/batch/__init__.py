@@ -3,11 +3,13 @@
 The seed's JSON configuration and its check (`config`), durations and the one calendar
 arithmetic (`durations`), partitions as instants computed on demand with dependency matching and
 templating (`partitions`), a job's partitions as a compact pure state (`state`), the decision of
-what starts now and where each partition stands (`decide`), and reloads as diffs (`reload`).
+what starts now and where each partition stands (`decide`), reloads as diffs (`reload`) and
+the state as JSON for the store (`codec`).
 Nothing here reads a clock or imports the engine: every function takes `now` (epoch ms, UTC).
 See docs/batch-jobs.md.
 """
 
+from scheduler.batch.codec import decode_state, encode_state
 from scheduler.batch.config import (
     Configuration,
     Dependency,
@@ -62,7 +64,9 @@ __all__ = [
     "View",
     "apply",
     "apply_retention",
+    "decode_state",
     "diff",
+    "encode_state",
     "finish",
     "format_partition",
     "launch",

@@ -225,6 +225,8 @@ def _job_fields(reader: Reader, data: Mapping[str, Any], path: str, name: str | 
         program = reader.string(data, path, "program") if "program" in data else None
         spark_job = reader.string(data, path, "spark_job") if "spark_job" in data else None
     arguments = reader.string_map(data, path, "arguments") if "arguments" in data else {}
+    if arguments and "command" in data:
+        reader.problem(f"{path}.arguments", "a command takes its arguments in its argv list")
     dependencies = _dependencies(reader, data, path, name)
     max_parallelism = reader.count(data, path, "max_parallelism")
     failure = _failure(reader, data, path)

@@ -113,6 +113,8 @@ def _view(
                         failure.attempts)  # fmt: skip
     elif recorded is Status.REMOVED:
         return View(job.name, ms, recorded, (), "failed for good; retention deleted its record")
+    elif recorded is Status.RUNNING:
+        return View(job.name, ms, recorded, attempts=state.running[ms].attempt)
     elif recorded is not None:
         return View(job.name, ms, recorded)
     attempts = failure.attempts if failure else 0

@@ -156,6 +156,9 @@ def finish(
         )
     running = _frozen({k: v for k, v in state.running.items() if k != partition_ms})
     n = state.grid.index_of(partition_ms)
+    if n is None:  # the grid moved under the run (a reload): only its history keeps it
+        state = replace(state, running=running)
+        running = state.running
     if succeeded:
         outcome = Outcome.SUCCEEDED
     elif run.policy.on_failure is OnFailure.MARK_SUCCESS:
@@ -163,11 +166,13 @@ def finish(
     else:
         retry_at = run.policy.retry_at(now, run.attempt)
         outcome = Outcome.GAVE_UP if retry_at is None else Outcome.RETRY
+        if n is None:
+            return state, outcome
         failure = Failed(run.attempt, now, retry_at, reason or "the run failed")
         failed = _frozen({**state.failed, partition_ms: failure})
         return replace(state, running=running, failed=failed), outcome
-    if n is None:  # the grid moved under the run (a reload): only its history keeps it
-        return replace(state, running=running), outcome
+    if n is None:
+        return state, outcome
     marked = state.marked.with_(n) if outcome is Outcome.MARKED_SUCCESS else state.marked
     done = state.done.with_(n)
     return replace(state, running=running, done=done, marked=marked), outcome

@@ -151,6 +151,10 @@ def test_on_failure_is_read_whatever_its_case_as_the_seed_does() -> None:
             "jobs[0] (job 'job1'): give exactly one of command (argv), program or spark_job",
         ),
         (
+            seed_config(seed_job("job1", arguments={"a": "b"})),
+            "jobs[0].arguments (job 'job1'): a command takes its arguments in its argv list",
+        ),
+        (
             seed_config(seed_job("daily/report")),
             "jobs[0].name (job 'daily/report'): 'daily/report' cannot name a job",
         ),

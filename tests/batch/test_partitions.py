@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.batch import Dependency, Duration, format_partition, launch, parse_duration, render
 from scheduler.batch.partitions import Grid, Never, Upstream, upstream
@@ -193,3 +195,20 @@ def test_a_program_job_gets_its_partition_among_templated_arguments() -> None:
     run = launch(job, P("2000-01-01 05:00:00"))
     assert run.argv is None and run.program == "loader"
     assert run.arguments == {"day": "2000-01-01 05:00:00", "partition": "2000-01-01 05:00:00"}
+
+
+@given(
+    start_day=st.integers(1, 31),
+    step=st.integers(1, 14),
+    offset_hours=st.integers(-24 * 800, 24 * 800),
+)
+def test_the_partition_at_or_before_an_instant_brackets_it_on_any_month_grid(
+    start_day: int, step: int, offset_hours: int
+) -> None:
+    g = Grid(
+        P(f"2000-01-{start_day:02d} 06:00:00"), Duration(months=step), P("2100-01-01 00:00:00")
+    )
+    t = g.start + offset_hours * 3_600_000
+    n = g.floor(t)
+    assert g.at(n) <= t < g.at(n + 1)
+    assert g.index_of(g.at(n)) == n

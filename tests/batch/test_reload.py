@@ -121,3 +121,15 @@ def test_an_unchanged_file_is_an_empty_diff_and_an_added_job_starts_fresh() -> N
     assert change.added == ("job0",)
     assert change.settings_changed == ("max_parallelism",)
     assert summary(second, states, "job0", LATER).pending == 24
+
+
+def test_a_run_whose_partition_left_the_grid_ends_without_a_record() -> None:
+    first = config(seed_job("job1"))
+    states, p1 = fresh(first), P("2000-01-01 01:00:00")
+    states["job1"] = start(states["job1"], first.jobs[0], p1, LATER)
+    second = config(seed_job("job1", increment="2 hours"))
+    _, states = apply(first, second, states)
+    assert summary(second, states, "job1", LATER).running == 0  # 01:00 is no partition now
+    assert len(runnable(second, states, LATER)) == 12  # its run still takes a slot of 100
+    state, _ = finish(states["job1"], p1, False, LATER)
+    assert (dict(state.running), dict(state.failed), len(state.done)) == ({}, {}, 0)
