@@ -64,6 +64,7 @@ def _dependency_status(
     states: Mapping[str, JobState],
     now: int,
     depth: int,
+    memo: dict[tuple[str, int], View],
 ) -> tuple[list[str], list[str]]:
     """(blocked reasons, partitions waited for) of partition n of `job`."""
     blocked: list[str] = []
@@ -80,7 +81,7 @@ def _dependency_status(
                 continue
             label = f"{dependency.job} {format_partition(target.grid.at(m))}"
             inner = (
-                _view(upstream_job, m, config, states, now, depth + 1)
+                _view(upstream_job, m, config, states, now, depth + 1, memo)
                 if depth < _VIEW_DEPTH
                 else None
             )
@@ -102,6 +103,24 @@ def _view(
     states: Mapping[str, JobState],
     now: int,
     depth: int,
+    memo: dict[tuple[str, int], View],
+) -> View:
+    # Dependants of a chain ask for the same upstream partitions again and again: each is
+    # judged once per question, so a view costs partitions x dependencies, never more.
+    known = memo.get((job.name, n))
+    if known is None:
+        known = memo[job.name, n] = _judge(job, n, config, states, now, depth, memo)
+    return known
+
+
+def _judge(
+    job: Job,
+    n: int,
+    config: Configuration,
+    states: Mapping[str, JobState],
+    now: int,
+    depth: int,
+    memo: dict[tuple[str, int], View],
 ) -> View:
     state = states[job.name]
     grid, ms = state.grid, state.grid.at(n)
@@ -122,7 +141,7 @@ def _view(
         return View(job.name, ms, Status.WAITING_TIME, attempts=attempts)
     if n < catch_up_floor(job, grid, now):
         return View(job.name, ms, Status.SKIPPED, (), f"older than catch_up ({job.catch_up})")
-    blocked, waiting = _dependency_status(job, grid, n, config, states, now, depth)
+    blocked, waiting = _dependency_status(job, grid, n, config, states, now, depth, memo)
     if blocked:
         return View(job.name, ms, Status.BLOCKED_FOREVER, tuple(waiting), "; ".join(blocked))
     if waiting:
@@ -140,7 +159,7 @@ def view(
     n = grid.index_of(partition_ms)
     if n is None or not 0 <= n < grid.count:
         raise ValueError(f"{format_partition(partition_ms)} is not a partition of {job}")
-    return _view(config.job(job), n, config, full, now, 0)
+    return _view(config.job(job), n, config, full, now, 0, {})
 
 
 def views(
@@ -155,7 +174,8 @@ def views(
     full = _states(config, states)
     grid = full[job].grid
     stop = min(grid.count, first + limit)
-    return [_view(config.job(job), n, config, full, now, 0) for n in range(first, stop)]
+    memo: dict[tuple[str, int], View] = {}
+    return [_view(config.job(job), n, config, full, now, 0, memo) for n in range(first, stop)]
 
 
 def _candidates(

@@ -337,3 +337,20 @@ def test_a_decision_stops_where_the_upstream_job_ends(monkeypatch: pytest.Monkey
     found = runnable(cfg, states, P("2010-01-01 00:00:00"))  # 87 648 partitions of down due
     assert len(found) == 24
     assert looked_at == list(range(25))  # the 25th is at up's end: no later one can run
+
+
+def test_the_view_of_a_long_chain_of_waits_judges_each_partition_once() -> None:
+    cfg = config(
+        seed_job(
+            "job1",
+            end_partition="2000-02-01 00:00:00",
+            dependencies=[
+                {"name": "job1", "shift": "-1 hours"},
+                {"name": "job1", "shift": "-2 hours"},
+            ],
+        )
+    )
+    states = fresh(cfg)
+    seen = views(cfg, states, "job1", LATER, first=700, limit=3)  # 2^32 paths without memo
+    assert [v.status for v in seen] == [Status.WAITING_DEPENDENCIES] * 3
+    assert seen[0].waiting_for == ("job1 2000-01-30 03:00:00", "job1 2000-01-30 02:00:00")
