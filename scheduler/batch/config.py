@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,6 +171,7 @@ def parse_configuration(data: str | bytes | Mapping[str, Any]) -> Configuration:
     raw_jobs = reader.array(data, "", "jobs")
     jobs = [_job(reader, item, f"jobs[{i}]") for i, item in enumerate(raw_jobs or [])]
     _check_names(reader)
+    _check_grids(reader, jobs)
     if reader.problems:
         raise BatchConfigError(reader.problems)
     assert max_parallelism is not None and polling is not None and reload is not None
@@ -315,3 +317,33 @@ def _check_names(reader: Reader) -> None:
     for path, job, named in reader.references:
         if named not in seen:
             reader.problem(path, f"no job is named {named!r}; the jobs are {sorted(seen)}", job)
+
+
+def _check_grids(reader: Reader, jobs: list[Job | None]) -> None:
+    """A dependency that lands between the partitions of its job for every partition (an
+    hourly job on another's P + 30 minutes) is a mistake the check can see: refuse it."""
+    by_name = {job.name: job for job in jobs if job is not None}
+    for i, job in enumerate(jobs):
+        for d, dependency in enumerate(job.dependencies if job else ()):
+            target = by_name.get(dependency.job)
+            if job is None or target is None or dependency.to is not None:
+                continue
+            shift = dependency.shift
+            if shift.millis % 1000:
+                reader.problem(
+                    f"jobs[{i}].dependencies[{d}].shift",
+                    f"{shift} is not a whole number of seconds: no partition is ever there",
+                    job.name,
+                )
+                continue
+            steps = (job.increment.millis, target.increment.millis)
+            if job.increment.months or target.increment.months or shift.months:
+                continue
+            gap = (job.start + shift.millis - target.start) % math.gcd(*steps)
+            if gap:
+                reader.problem(
+                    f"jobs[{i}].dependencies[{d}].shift",
+                    f"P + {shift} is never a partition of {target.name}: it always falls "
+                    f"{gap // 1000} s after one; change the shift or start_partition by that",
+                    job.name,
+                )

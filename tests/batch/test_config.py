@@ -201,3 +201,38 @@ def test_the_error_message_counts_and_lists_the_problems() -> None:
     with pytest.raises(BatchConfigError) as error:
         parse_configuration(seed_config(seed_job("a", command=[])))
     assert str(error.value).startswith("the batch configuration is not valid (1 problem):\n  ")
+
+
+@pytest.mark.parametrize(
+    ("shift", "start", "expected"),
+    [
+        (
+            "30 minutes",
+            "2000-01-01 00:00:00",
+            "P + 30 minutes is never a partition of up: it always falls",
+        ),
+        (
+            "0 hours",
+            "2000-01-01 00:15:00",
+            "P + 0 hours is never a partition of up: it always falls",
+        ),
+        ("1500 millis", "2000-01-01 00:00:00", "1500 millis is not a whole number of seconds"),
+    ],
+)
+def test_a_dependency_that_never_lands_on_a_partition_is_refused(
+    shift: str, start: str, expected: str
+) -> None:
+    data = seed_config(
+        seed_job("up"),
+        seed_job("down", start_partition=start, dependencies=[{"name": "up", "shift": shift}]),
+    )
+    found = problems(data)
+    assert len(found) == 1 and found[0].startswith("jobs[1].dependencies[0].shift (job 'down'): ")
+    assert expected in found[0]
+
+
+def test_a_dependency_that_lands_on_some_partitions_is_accepted() -> None:
+    # An hourly job on a daily one: its midnight partition waits, the others are blocked.
+    daily = seed_job("daily", increment="1 days", end_partition="2000-01-10 00:00:00")
+    hourly = seed_job("hourly", dependencies=[{"name": "daily", "shift": "0 hours"}])
+    assert len(parse_configuration(seed_config(daily, hourly)).jobs) == 2
