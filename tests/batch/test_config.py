@@ -236,3 +236,17 @@ def test_a_dependency_that_lands_on_some_partitions_is_accepted() -> None:
     daily = seed_job("daily", increment="1 days", end_partition="2000-01-10 00:00:00")
     hourly = seed_job("hourly", dependencies=[{"name": "daily", "shift": "0 hours"}])
     assert len(parse_configuration(seed_config(daily, hourly)).jobs) == 2
+
+
+@pytest.mark.parametrize("text", ["", "   ", "{}"])
+def test_an_empty_configuration_is_refused_naming_what_is_missing(text: str) -> None:
+    found = problems(text)
+    if text.strip():
+        assert found == [
+            "max_parallelism: is missing; give an integer, 0 or more",
+            "scheduler_polling_time: is missing; give a duration such as '1 hours'",
+            "new_configuration_polling_time: is missing; give a duration such as '1 hours'",
+            "jobs: is missing; give a list (it may be empty)",
+        ]
+    else:
+        assert len(found) == 1 and found[0].startswith("the configuration: the file is not JSON")

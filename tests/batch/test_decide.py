@@ -354,3 +354,14 @@ def test_the_view_of_a_long_chain_of_waits_judges_each_partition_once() -> None:
     seen = views(cfg, states, "job1", LATER, first=700, limit=3)  # 2^32 paths without memo
     assert [v.status for v in seen] == [Status.WAITING_DEPENDENCIES] * 3
     assert seen[0].waiting_for == ("job1 2000-01-30 03:00:00", "job1 2000-01-30 02:00:00")
+
+
+def test_a_job_whose_start_equals_its_end_never_runs() -> None:
+    # The seed's sameEndPartition.
+    cfg = config(seed_job("job1", end_partition="2000-01-01 00:00:00"))
+    states = fresh(cfg)
+    assert runnable(cfg, states, LATER) == []
+    counts = summary(cfg, states, "job1", LATER)
+    assert (counts.total, counts.pending, counts.oldest_pending) == (0, 0, None)
+    with pytest.raises(ValueError, match="is not a partition of job1"):
+        view(cfg, states, "job1", P("2000-01-01 00:00:00"), LATER)
