@@ -64,10 +64,6 @@ class Intervals:
         i = bisect_right(self._los, n) - 1
         return self._his[i] if i >= 0 and n < self._his[i] else n
 
-    def prefix_end(self, n: int) -> int:
-        """Where the run of members starting at n ends (n itself when n is not a member)."""
-        return self.next_missing(n)
-
     @property
     def last(self) -> int | None:
         """The largest member, or None when empty."""
@@ -90,7 +86,3 @@ class Intervals:
 
     def shifted(self, k: int) -> Intervals:
         return Intervals((lo + k, hi + k) for lo, hi in self.ranges)
-
-    def below(self, n: int) -> Intervals:
-        """The members smaller than n."""
-        return self.without_range(n, max(n, self._his[-1] if self._his else n))

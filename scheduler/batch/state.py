@@ -50,9 +50,6 @@ class Status(enum.StrEnum):
     """It failed for good and retention deleted its record."""
 
 
-FINISHED = frozenset({Status.SUCCEEDED, Status.MARKED_SUCCESS})
-
-
 @dataclass(frozen=True, slots=True)
 class Running:
     """A partition's run in progress."""
