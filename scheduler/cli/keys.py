@@ -14,13 +14,24 @@ from datetime import datetime, timedelta
 
 import click
 
-from scheduler.model import StoredTask, TaskKey, TaskStatus, from_epoch_ms
-from scheduler.partitioning import partition_for
-from scheduler.stores.abc import TaskStore, TaskView
+from scheduler.admin import describe_key, find_task, iso, partition_of, status_dict
+from scheduler.model import TaskKey, from_epoch_ms
+
+__all__ = [
+    "check_partition",
+    "describe_key",
+    "due_in",
+    "find_task",
+    "iso",
+    "parse_duration",
+    "parse_keys",
+    "parse_time",
+    "partition_of",
+    "status_dict",
+]
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_SCAN_PAGE = 256
 
 
 def parse_time(value: str, option: str) -> datetime:
@@ -98,11 +109,6 @@ def parse_keys(parts: Sequence[str], option: str = "KEY") -> list[TaskKey]:
     return keys
 
 
-def partition_of(ordering_id: str, partitions: int) -> int:
-    """The partition of an ordering id (Kafka's default partitioner)."""
-    return partition_for(ordering_id.encode("utf-8"), partitions)
-
-
 def check_partition(partition: int | None, partitions: int, param_hint: str) -> None:
     """Refuse a partition number the topic does not have, saying which it has."""
     if partition is not None and partition >= partitions:
@@ -110,64 +116,3 @@ def check_partition(partition: int | None, partitions: int, param_hint: str) -> 
             f"{partition} is not a partition; there are {partitions} (0 to {partitions - 1})",
             param_hint=param_hint,
         )
-
-
-def find_task(store: TaskStore, partition: int, key: TaskKey) -> TaskView | None:
-    """The task with `key` (schedule row and/or status row), or None if the store has neither."""
-    status = store.fetch_statuses(partition, [key]).get(key)
-    row = _schedule_row(store, partition, key)
-    if row is not None:
-        return TaskView(partition, row.task, status or row.status)
-    if status is not None:
-        from scheduler.model import Task
-
-        return TaskView(partition, Task.from_key(key, status.data or {}), status)
-    return None
-
-
-def _schedule_row(store: TaskStore, partition: int, key: TaskKey) -> StoredTask | None:
-    """Read forward from just before `key` (no uniqueness key is empty) until past it."""
-    cursor = (key.scheduled_ms, key.ordering_id, "")
-    while True:
-        rows = store.load_tasks(partition, cursor, key.scheduled_ms, _SCAN_PAGE)
-        for row in rows:
-            if row.task.key == key:
-                return row
-            if row.task.key > key:
-                return None
-        if len(rows) < _SCAN_PAGE:
-            return None
-        cursor = rows[-1].task.key.cursor
-
-
-def describe_key(key: TaskKey) -> str:
-    """The three values that name a task on the command line."""
-    return f"{key.ordering_id} {iso(key.scheduled_ms)} {key.uniqueness_key}"
-
-
-def iso(ms: int | None) -> str:
-    """Epoch milliseconds as ISO 8601 UTC with milliseconds and a Z, or '-'."""
-    if ms is None:
-        return "-"
-    return from_epoch_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def status_dict(view: TaskView) -> dict[str, object]:
-    """A task as a JSON object, for `--json` output."""
-    status: TaskStatus | None = view.status
-    key = view.task.key
-    return {
-        "partition": view.partition,
-        "ordering_id": key.ordering_id,
-        "scheduled_time": iso(key.scheduled_ms),
-        "scheduled_ms": key.scheduled_ms,
-        "uniqueness_key": key.uniqueness_key,
-        "state": view.state.value,
-        "attempts": status.attempts if status else 0,
-        "last_error": status.last_error if status else None,
-        "next_attempt_time": iso(status.next_attempt_ms)
-        if status and status.next_attempt_ms
-        else None,
-        "updated_time": iso(status.updated_ms) if status and status.updated_ms else None,
-        "data": dict(view.task.data),
-    }

@@ -2,29 +2,23 @@
 
 The change itself is a message on the log (the client's `retry_task`, `drop_task`,
 `rerun_task`, `cancel_task`), applied by the worker that owns the task's partition in order
-with its tasks.
-Checking first matters because that worker can only log a change that does not apply: the
-operator would never see why nothing happened. Every key is checked before anything is sent, so
-a refusal leaves nothing half done. Retry, drop and rerun also take filter options instead of
-keys (`scheduler.cli.tasks_bulk`).
+with its tasks. The check and the sending are `scheduler.admin`'s, which the REST API uses too.
+Retry, drop and rerun also take filter options instead of keys (`scheduler.cli.tasks_bulk`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
+from scheduler.admin import check_changes, describe_key, partition_of, request_changes
 from scheduler.bulk import BulkOperation
 from scheduler.cli.context import CliState, backends, pass_state
-from scheduler.cli.keys import describe_key, find_task, parse_keys, partition_of
+from scheduler.cli.keys import parse_keys
 from scheduler.cli.tasks_bulk import filter_options, refuse_mixed, run_bulk
-from scheduler.errors import TaskNotFoundError, TaskStateError
-from scheduler.model import TaskKey, TaskState
 
 ACK_TIMEOUT_S = 60.0
 
@@ -56,8 +50,7 @@ def retry(
     if not keys:
         run_bulk(state, BulkOperation.RETRY, filters, dry_run=dry_run, as_json=as_json)
         return
-    rule = "only failed tasks can be retried"
-    _change(state, keys, "retry", {TaskState.FAILED}, rule, dry_run=dry_run)
+    _change(state, keys, "retry", dry_run=dry_run)
 
 
 @click.command()
@@ -75,8 +68,7 @@ def drop(
     if not keys:
         run_bulk(state, BulkOperation.DROP, filters, dry_run=dry_run, as_json=as_json)
         return
-    rule = "only failed tasks can be dropped"
-    _change(state, keys, "drop", {TaskState.FAILED}, rule, dry_run=dry_run)
+    _change(state, keys, "drop", dry_run=dry_run)
 
 
 @click.command()
@@ -108,8 +100,7 @@ def rerun(
     if not keys:
         run_bulk(state, BulkOperation.RERUN, filters, dry_run=dry_run, as_json=as_json, data=data)
         return
-    rule = "only finished (succeeded, failed or cancelled) tasks can be rerun"
-    _change(state, keys, "rerun", BulkOperation.RERUN.states, rule, dry_run=dry_run, data=data)
+    _change(state, keys, "rerun", dry_run=dry_run, data=data)
 
 
 for _command in (retry, drop, rerun):
@@ -139,21 +130,13 @@ def cancel(state: CliState, keys: Sequence[str]) -> None:
 
     Give each task as ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
     """
-    _change(
-        state,
-        keys,
-        "cancel",
-        {TaskState.PENDING, TaskState.RETRYING},
-        "only pending or retrying tasks can be cancelled",
-    )
+    _change(state, keys, "cancel")
 
 
 def _change(
     state: CliState,
     parts: Sequence[str],
     verb: str,
-    allowed: Collection[TaskState],
-    rule: str,
     *,
     dry_run: bool = False,
     data: dict[str, Any] | None = None,
@@ -163,21 +146,7 @@ def _change(
     settings = state.settings()
     keys = parse_keys(parts, "ORDERING_ID TIME UNIQUENESS_KEY")
     with backends(settings) as (log, store):
-        refusals = []
-        for key in keys:
-            partition = partition_of(key.ordering_id, settings.partitions)
-            view = find_task(store, partition, key)
-            if view is None:
-                refusals.append(
-                    f"no task {describe_key(key)} in the store (partition {partition}); check "
-                    f"the key with `scheduler tasks list --ordering-id {key.ordering_id}`"
-                )
-            elif view.state not in allowed:
-                refusals.append(f"cannot {verb} {describe_key(key)}: it is {view.state}; {rule}")
-        if refusals:
-            not_found = all(refusal.startswith("no task") for refusal in refusals)
-            error_type = TaskNotFoundError if not_found else TaskStateError
-            raise error_type("; ".join(refusals) + "; nothing was changed")
+        check_changes(store, settings.partitions, keys, verb)
         if dry_run:
             for key in keys:
                 partition = partition_of(key.ordering_id, settings.partitions)
@@ -185,12 +154,7 @@ def _change(
             return
         client = SchedulerClient(log=log)
         try:
-            operation: Callable[[TaskKey], Future[int]] = getattr(client, f"{verb}_task")
-            if data:
-                operation = functools.partial(client.rerun_task, data=data)
-            futures = [operation(key) for key in keys]
-            for future in futures:
-                future.result(timeout=ACK_TIMEOUT_S)
+            request_changes(client, keys, verb, data=data, timeout=ACK_TIMEOUT_S)
         finally:
             client.close()
     for key in keys:
