@@ -298,6 +298,19 @@ class Settings(BaseSettings):
     """`/healthz` fails once the worker's poll loop has not turned for this many seconds (a stuck
     worker; Kafka's `max.poll.interval.ms`, 300 s by default, is the same silence)."""
 
+    # -- REST API and dashboard (`scheduler api`) ---------------------------------------------
+    api_host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
+    """Address `scheduler api` listens on; 0.0.0.0 for every interface (give it TLS then)."""
+    api_port: Port = 8080
+    """Port `scheduler api` listens on."""
+    api_tokens_file: Annotated[Path | None, EmptyIsNone] = None
+    """File of the API's bearer tokens (their SHA-256 hashes and roles, never the tokens), written
+    by `scheduler api tokens create`; empty: `api-tokens.json` in the data dir."""
+    api_tls_cert: Annotated[Path | None, EmptyIsNone] = None
+    """PEM certificate chain: `scheduler api` serves HTTPS with it (and `api_tls_key`)."""
+    api_tls_key: Annotated[Path | None, EmptyIsNone] = None
+    """PEM private key of `api_tls_cert`."""
+
     @field_validator("cassandra_consistency")
     @classmethod
     def _consistency(cls, value: str) -> str:

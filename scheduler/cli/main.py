@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "example": "scheduler.cli.example:example",
     "services": "scheduler.cli.services:services",
     "bench": "scheduler.cli.bench:bench",
+    "api": "scheduler.cli.api:api",
 }
 """Subcommand name -> `module:attribute` of its click command."""
 

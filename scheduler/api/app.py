@@ -1,0 +1,143 @@
+"""The app factory: the REST API and the dashboard of one deployment, in one ASGI app.
+
+`create_app(settings)` builds the routes; the deployment's backends are opened when the server
+starts (the lifespan) and closed when it stops, so that building the app alone (for its OpenAPI
+document, `scheduler api docs`) reaches no server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import RedirectResponse
+from fastapi.routing import APIRoute
+
+from scheduler.api import errors
+from scheduler.api.auth import TokenFile
+from scheduler.api.routers import fleet, meta, tasks
+from scheduler.api.state import ApiState
+from scheduler.settings import Settings
+
+TITLE = "scheduler"
+DESCRIPTION = """The REST API of a scheduler deployment: tasks and the worker fleet.
+
+Every route but `/api/v1/health` needs `Authorization: Bearer <token>`, a token made with
+`scheduler api tokens create --role read|operate|admin`: `read` sees, `operate` also schedules
+and changes tasks, `admin` also drops them. Errors are JSON (`ErrorBody`): 400 for a request
+that is not what the schema says (naming each field) or that the scheduler refuses, 401 without
+a valid token, 403 with too small a role, 404 for an unknown task, 409 for a task in a state the
+change does not fit, 503 when a backend cannot be reached.
+"""
+
+
+ROUTERS = (meta.router, tasks.router, fleet.router)
+
+
+def tokens_path(settings: Settings) -> Path:
+    """The tokens file `settings` name (`api_tokens_file`, else one in the data dir)."""
+    if settings.api_tokens_file is not None:
+        return settings.api_tokens_file
+    return settings.data_dir / "api-tokens.json"
+
+
+def create_app(settings: Settings, *, tokens: TokenFile | None = None) -> FastAPI:
+    """The API and the dashboard for the deployment `settings` describe."""
+    token_file = tokens if tokens is not None else TokenFile(tokens_path(settings))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from scheduler.runtime import connect
+
+        client = connect(settings, admin=True)
+        assert client.store is not None
+        app.state.api = ApiState(settings, client, client.store, token_file)
+        try:
+            yield
+        finally:
+            client.close()
+
+    app = FastAPI(
+        title=TITLE,
+        description=DESCRIPTION,
+        version=_version(),
+        lifespan=lifespan,
+        docs_url="/api/docs",
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    errors.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    from scheduler.dashboard import mount
+
+    mount(app)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/dashboard", status_code=303)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = _openapi(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, with the 400 this API answers in place of FastAPI's 422."""
+    document = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes
+    )
+    error_ref = {"$ref": "#/components/schemas/ErrorBody"}
+    roles = _roles()
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            if (path, method.upper()) in roles:
+                operation["x-role"] = roles[path, method.upper()]
+            responses = operation.get("responses", {})
+            if responses.pop("422", None) is not None:
+                responses.setdefault(
+                    "400",
+                    {
+                        "description": "The request is not what the schema says.",
+                        "content": {"application/json": {"schema": error_ref}},
+                    },
+                )
+    schemas = document.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    return document
+
+
+def _roles() -> dict[tuple[str, str], str]:
+    """(path, method) -> the role a route needs, from its `require` dependency."""
+    found: dict[tuple[str, str], str] = {}
+    routes = [route for router in ROUTERS for route in router.routes]
+    for route in routes:
+        if not isinstance(route, APIRoute):
+            continue
+        pending = list(route.dependant.dependencies)
+        while pending:
+            dependant = pending.pop()
+            role = getattr(dependant.call, "needed_role", None)
+            if role is not None:
+                for method in route.methods:
+                    found[route.path, method] = str(role)
+            pending += dependant.dependencies
+    return found
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scheduler")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,133 @@
+"""Every error the API answers is JSON: `{"error": kind, "message": what is wrong and what to do,
+"fields": [...]}`.
+
+A body, path or query that does not match the schema is a 400 naming each field (FastAPI's
+default would be a 422); the product's own refusals keep the messages the CLI shows: a rejected
+task or a bad filter is a 400, an unknown task a 404, a task in the wrong state a 409, an
+unreachable backend a 503. Anything else is a bug: a 500 whose body says only that, while the
+traceback goes to the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
+
+from scheduler.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    SchedulerError,
+    TaskNotFoundError,
+    TaskRejected,
+    TaskStateError,
+)
+
+_log = logging.getLogger(__name__)
+
+
+class FieldProblem(BaseModel):
+    """One field of a request that is not what the schema says."""
+
+    field: str = Field(description="Where: `body.tasks[0].scheduled_time`, `query.limit`.")
+    problem: str = Field(description="What is wrong with it.")
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer."""
+
+    error: str = Field(description="The kind: bad_request, unauthorized, forbidden, not_found, ...")
+    message: str = Field(description="What is wrong and what to do about it.")
+    fields: list[FieldProblem] = Field(default_factory=list)
+
+
+_KINDS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    503: "unavailable",
+}
+
+
+def error_response(
+    status: int, message: str, fields: list[FieldProblem] | None = None, **headers: str
+) -> JSONResponse:
+    body = ErrorBody(error=_KINDS.get(status, "error"), message=message, fields=fields or [])
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers or None)
+
+
+def field_path(location: tuple[Any, ...] | list[Any]) -> str:
+    """`("body", "tasks", 0, "data")` as `body.tasks[0].data`."""
+    text = ""
+    for part in location:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _validation(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    problems = [
+        FieldProblem(field=field_path(item.get("loc", ())), problem=str(item.get("msg", "invalid")))
+        for item in error.errors()
+    ]
+    named = "; ".join(f"{p.field}: {p.problem}" for p in problems[:5])
+    message = (
+        f"the request does not match the API's schema ({named}); fix the field(s) named, as "
+        "/openapi.json describes them"
+    )
+    return error_response(400, message, problems)
+
+
+def _http(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    headers = dict(error.headers or {})
+    return error_response(error.status_code, str(error.detail), **headers)
+
+
+def _scheduler(request: Request, error: Exception) -> JSONResponse:
+    if isinstance(error, TaskNotFoundError):
+        return error_response(404, str(error))
+    if isinstance(error, TaskStateError):
+        return error_response(409, str(error))
+    if isinstance(error, BackendUnavailableError):
+        return error_response(503, str(error))
+    if isinstance(error, TaskRejected | ConfigurationError):
+        return error_response(400, str(error))
+    return error_response(400, str(error))
+
+
+def _value(request: Request, error: Exception) -> JSONResponse:
+    # Raised by the product's own checks (a partition that does not exist, a bad filter).
+    return error_response(400, str(error))
+
+
+def _unexpected(request: Request, error: Exception) -> JSONResponse:
+    _log.exception("the API failed on %s %s", request.method, request.url.path)
+    return error_response(
+        500, "the API failed on this request (a bug: its log has the traceback); please report it"
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error as `ErrorBody`."""
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(SchedulerError, _scheduler)
+    app.add_exception_handler(ValueError, _value)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "The request is not what the schema says."},
+    401: {"model": ErrorBody, "description": "No valid bearer token."},
+    403: {"model": ErrorBody, "description": "The token's role may not do this."},
+}
+"""Declared on every authenticated route, so the OpenAPI document lists them."""

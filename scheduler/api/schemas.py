@@ -1,0 +1,167 @@
+"""The API's request and response bodies (its OpenAPI document is made from them)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from scheduler.model import TaskState
+
+StateName = Literal["pending", "running", "retrying", "succeeded", "failed", "cancelled"]
+assert set(StateName.__args__) == {state.value for state in TaskState}  # type: ignore[attr-defined]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskIn(_Strict):
+    """A task to schedule, as `schedule_task` takes it."""
+
+    ordering_id: str = Field(description="Tasks of one ordering id run one at a time, in order.")
+    scheduled_time: AwareDatetime = Field(
+        description="When it is due: ISO 8601 with a time zone (2027-01-31T14:00:00Z)."
+    )
+    uniqueness_key: str = Field(
+        description="Tells tasks of the same ordering id and time apart; the same key again "
+        "overwrites a pending task."
+    )
+    data: dict[str, Any] = Field(default_factory=dict, description="The executor's arguments.")
+
+
+class TasksIn(_Strict):
+    """Several tasks: every one is checked before any is written."""
+
+    tasks: list[TaskIn] = Field(min_length=1, max_length=10_000)
+
+
+class TaskKeyIn(_Strict):
+    """The three values that name a task."""
+
+    ordering_id: str
+    scheduled_time: AwareDatetime
+    uniqueness_key: str
+
+
+class Scheduled(BaseModel):
+    """What was scheduled."""
+
+    count: int = Field(description="How many tasks the log acknowledged.")
+    keys: list[TaskKeyOut]
+
+
+class TaskKeyOut(BaseModel):
+    ordering_id: str
+    scheduled_time: str = Field(description="ISO 8601 UTC with milliseconds.")
+    uniqueness_key: str
+    partition: int
+
+
+class TaskOut(BaseModel):
+    """A task as the store holds it."""
+
+    partition: int
+    ordering_id: str
+    scheduled_time: str
+    scheduled_ms: int
+    uniqueness_key: str
+    state: StateName
+    attempts: int
+    last_error: str | None
+    next_attempt_time: str | None
+    updated_time: str | None
+    data: dict[str, Any]
+
+
+class TaskDetail(TaskOut):
+    attempt_history: list[dict[str, Any]]
+
+
+class TaskPage(BaseModel):
+    """A page of tasks in (partition, schedule) order."""
+
+    tasks: list[TaskOut]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class TaskFilterIn(_Strict):
+    """Which tasks a bulk change touches: those that match every field given."""
+
+    ordering_id: str | None = None
+    partition: int | None = Field(default=None, ge=0)
+    states: list[StateName] | None = None
+    scheduled_from: AwareDatetime | None = None
+    scheduled_before: AwareDatetime | None = None
+
+
+class ChangeIn(_Strict):
+    """The tasks to change: `keys`, or a `filter` (retry, drop and rerun only)."""
+
+    keys: list[TaskKeyIn] | None = Field(default=None, min_length=1, max_length=10_000)
+    filter: TaskFilterIn | None = None
+    dry_run: bool = Field(default=False, description="Say what would change; send nothing.")
+
+
+class RerunIn(ChangeIn):
+    data: dict[str, Any] | None = Field(
+        default=None, description="Run with this data instead of the data the status kept."
+    )
+
+
+class ChangeOut(BaseModel):
+    """What a change touched (or would, in a dry run)."""
+
+    operation: str
+    count: int
+    dry_run: bool
+    sample: list[TaskKeyOut] = Field(description="The first tasks touched, at most 10.")
+
+
+class PartitionOut(BaseModel):
+    """One partition of the group's topic."""
+
+    partition: int
+    owner: str | None
+    committed: int | None
+    end: int
+    lag: int
+    in_flight: int
+    overdue: int
+
+
+class WorkerOut(BaseModel):
+    """A group member that owns partitions."""
+
+    name: str
+    partitions: list[int]
+
+
+class FleetOut(BaseModel):
+    """The worker group at a glance."""
+
+    group: str
+    topic: str
+    workers: list[WorkerOut]
+    partitions: list[PartitionOut]
+    lag: int
+    in_flight: int
+    overdue: int
+
+
+class HealthOut(BaseModel):
+    """Whether the API reaches its backends."""
+
+    status: Literal["ok", "degraded"]
+    store: str = Field(description="`ok`, or what keeps the store from working.")
+    log: str = Field(description="`ok`, or what keeps the log from working.")
+
+
+class WhoAmI(BaseModel):
+    name: str
+    role: str
+
+
+Scheduled.model_rebuild()

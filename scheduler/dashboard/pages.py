@@ -1,0 +1,229 @@
+"""The dashboard's pages: login, the fleet, and the tasks of an ordering id with their actions.
+
+Pages are whole HTML documents; the live parts (`.../body`) are fragments that htmx fetches
+every few seconds and swaps in place. Every read and every action goes through what the REST API
+uses (`scheduler.fleet.status`, `scheduler.admin`), with the same roles (`CHANGE_ROLES`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from scheduler.admin import (
+    check_changes,
+    iso,
+    list_page,
+    partition_of,
+    request_changes,
+    status_dict,
+)
+from scheduler.api.auth import CHANGE_ROLES, TokenEntry
+from scheduler.api.routers.fleet import fleet
+from scheduler.api.state import ApiState
+from scheduler.dashboard.sparkline import sparkline
+from scheduler.errors import SchedulerError
+from scheduler.model import TaskKey, TaskState, from_epoch_ms
+
+COOKIE = "scheduler_session"
+PAGE_SIZE = 100
+
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+templates.env.globals["CHANGE_ROLES"] = CHANGE_ROLES
+router = APIRouter(prefix="/dashboard", include_in_schema=False)
+
+
+def _state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+def _viewer(request: Request) -> TokenEntry | None:
+    session_id = request.cookies.get(COOKIE)
+    if not session_id:
+        return None
+    state = _state(request)
+    entry = state.sessions.get(session_id)
+    if entry is None or state.tokens.current(entry) is None:
+        return None
+    return entry
+
+
+def _to_login(request: Request) -> Response:
+    if request.headers.get("HX-Request"):
+        return Response(status_code=401, headers={"HX-Redirect": "/dashboard/login"})
+    return RedirectResponse("/dashboard/login", status_code=303)
+
+
+def _render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, context, status_code=status)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An urlencoded form (no multipart: the dashboard posts nothing else)."""
+    body = (await request.body()).decode("utf-8", errors="replace")
+    return {name: values[0] for name, values in parse_qs(body).items()}
+
+
+@router.get("/login")
+def login_page(request: Request) -> HTMLResponse:
+    return _render(request, "login.html", error=None)
+
+
+@router.post("/login", response_model=None)
+async def login(request: Request) -> Response:
+    token = (await _form(request)).get("token", "").strip()
+    state = _state(request)
+    entry = state.tokens.verify(token) if token else None
+    if entry is None:
+        message = (
+            "That is not a token of this API: paste one made with `scheduler api tokens create`."
+        )
+        return _render(request, "login.html", status=401, error=message)
+    response = RedirectResponse("/dashboard", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        state.sessions.open(entry),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/dashboard",
+    )
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request) -> RedirectResponse:
+    session_id = request.cookies.get(COOKIE)
+    if session_id:
+        _state(request).sessions.close(session_id)
+    response = RedirectResponse("/dashboard/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/dashboard")
+    return response
+
+
+@router.get("", response_model=None)
+def fleet_page(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer is None:
+        return _to_login(request)
+    return _render(request, "fleet.html", viewer=viewer, **_fleet_context(request))
+
+
+@router.get("/fleet/body", response_model=None)
+def fleet_body(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer is None:
+        return _to_login(request)
+    return _render(request, "fleet_body.html", viewer=viewer, **_fleet_context(request))
+
+
+def _fleet_context(request: Request) -> dict[str, Any]:
+    state = _state(request)
+    group = fleet(state)
+    samples = state.history.samples()
+    return {
+        "fleet": group,
+        "now": iso(int(samples[-1].at * 1000)) if samples else None,
+        "throughput": sparkline(state.history.throughput(), label="records committed per second"),
+        "lag_line": sparkline([s.lag for s in samples], label="lag"),
+        "overdue_line": sparkline([s.overdue for s in samples], label="overdue tasks"),
+    }
+
+
+@router.get("/tasks", response_model=None)
+def tasks_page(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer is None:
+        return _to_login(request)
+    return _render(request, "tasks.html", viewer=viewer, **_tasks_context(request))
+
+
+@router.get("/tasks/body", response_model=None)
+def tasks_body(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer is None:
+        return _to_login(request)
+    return _render(request, "tasks_body.html", viewer=viewer, **_tasks_context(request))
+
+
+def _tasks_context(request: Request) -> dict[str, Any]:
+    state = _state(request)
+    ordering_id = request.query_params.get("ordering_id", "").strip() or None
+    wanted = request.query_params.get("state", "").strip().lower() or None
+    states = {TaskState(wanted)} if wanted in {s.value for s in TaskState} else None
+    views: list[Any] = []
+    more = False
+    if ordering_id is not None:
+        partition = partition_of(ordering_id, state.settings.partitions)
+        views, more = list_page(
+            state.store, [partition], ordering_id=ordering_id, states=states, limit=PAGE_SIZE
+        )
+    query = "" if ordering_id is None else f"ordering_id={quote(ordering_id)}"
+    if states:
+        query += f"&state={wanted}"
+    return {
+        "ordering_id": ordering_id,
+        "state": wanted if states else "",
+        "states": [s.value for s in TaskState],
+        "tasks": [status_dict(view) for view in views],
+        "more": more,
+        "page_size": PAGE_SIZE,
+        "query": query,
+    }
+
+
+_ACTION_STATES = {
+    "cancel": {"pending", "retrying"},
+    "retry": {"failed"},
+    "rerun": {"succeeded", "failed", "cancelled"},
+    "drop": {"failed"},
+}
+templates.env.globals["ACTION_STATES"] = _ACTION_STATES
+
+
+@router.post("/tasks/action", response_model=None)
+async def task_action(request: Request) -> Response:
+    """One change to one task, confirmed in the page; the answer is a message for its banner."""
+    viewer = _viewer(request)
+    if viewer is None:
+        return _to_login(request)
+    form = await _form(request)
+    verb = form.get("verb", "")
+    if verb not in CHANGE_ROLES:
+        return _message(
+            request, 400, f"{verb!r} is not an action; use one of {sorted(CHANGE_ROLES)}"
+        )
+    needed = CHANGE_ROLES[verb]
+    if not viewer.role.allows(needed):
+        return _message(
+            request,
+            403,
+            f"refused: {verb} needs the {needed} role, and token {viewer.name!r} has the "
+            f"{viewer.role} role",
+        )
+    try:
+        key = TaskKey(
+            form["ordering_id"], from_epoch_ms(int(form["scheduled_ms"])), form["uniqueness_key"]
+        )
+    except (KeyError, ValueError, OverflowError, OSError):
+        return _message(request, 400, "the action names no task; reload the page and try again")
+    state = _state(request)
+    try:
+        check_changes(state.store, state.settings.partitions, [key], verb)
+        request_changes(state.client, [key], verb)
+    except SchedulerError as error:
+        return _message(request, 409, str(error))
+    return _message(
+        request, 200, f"{verb} requested for {key.uniqueness_key} at {iso(key.scheduled_ms)}"
+    )
+
+
+def _message(request: Request, status: int, text: str) -> HTMLResponse:
+    kind = "ok" if status < 400 else "refused"
+    return _render(request, "message.html", status=status, kind=kind, text=text)
