@@ -46,7 +46,7 @@ from scheduler.api.schemas import (
 from scheduler.api.state import ApiState
 from scheduler.bulk import BulkOperation, BulkResult, TaskFilter
 from scheduler.cli.task_history import attempt_dict
-from scheduler.errors import TaskNotFoundError
+from scheduler.errors import TaskNotFoundError, TaskStateError
 from scheduler.model import ScheduleCursor, Task, TaskKey, TaskState
 
 ACK_TIMEOUT_S = 60.0
@@ -209,10 +209,14 @@ def _change(
         partition=body.filter.partition,
     )
     result: BulkResult
-    if verb == BulkOperation.RERUN:
-        result = state.client.rerun_tasks(where, data=data, dry_run=body.dry_run)
-    else:
-        result = getattr(state.client, f"{verb}_tasks")(where, dry_run=body.dry_run)
+    try:
+        if verb == BulkOperation.RERUN:
+            result = state.client.rerun_tasks(where, data=data, dry_run=body.dry_run)
+        else:
+            result = getattr(state.client, f"{verb}_tasks")(where, dry_run=body.dry_run)
+    except TaskStateError as error:
+        # A filter on states the change does not apply to: the request is wrong, no task is.
+        raise ValueError(str(error)) from None
     return ChangeOut(
         operation=verb,
         count=result.count,
