@@ -106,7 +106,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 responses.setdefault(
                     "400",
                     {
-                        "description": "The request is not what the schema says.",
+                        "description": "The request is not what the schema says, or the "
+                        "scheduler refuses it.",
                         "content": {"application/json": {"schema": error_ref}},
                     },
                 )

@@ -68,7 +68,7 @@ def _operation(method: str, path: str, operation: dict[str, Any]) -> list[str]:
     for code, response in operation.get("responses", {}).items():
         content = response.get("content", {}).get("application/json", {}).get("schema")
         shown = f" ({_type(content)})" if content else ""
-        answers.append(f"{code}{shown}: {_cell(response.get('description', ''))}")
+        answers.append(f"{code}{shown}: {_cell(response.get('description', '')).rstrip('.')}")
     lines += ["Answers: " + "; ".join(answers) + ".", ""]
     return lines
 

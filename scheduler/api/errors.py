@@ -126,7 +126,10 @@ def install(app: FastAPI) -> None:
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody, "description": "The request is not what the schema says."},
+    400: {
+        "model": ErrorBody,
+        "description": "The request is not what the schema says, or the scheduler refuses it.",
+    },
     401: {"model": ErrorBody, "description": "No valid bearer token."},
     403: {"model": ErrorBody, "description": "The token's role may not do this."},
 }

@@ -22,6 +22,7 @@ SECTIONS = {
     "cassandra_hosts": "Cassandra",
     "spark_master": "Spark",
     "log_level": "Observability",
+    "api_host": "REST API and dashboard",
 }
 """The field that opens each section (fields are declared in section order)."""
 

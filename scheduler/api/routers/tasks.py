@@ -95,10 +95,14 @@ def schedule_many(body: TasksIn, state: State, _: Operator) -> Scheduled:
 def list_tasks(
     state: State,
     _: Reader,
-    ordering_id: str | None = None,
-    partition: Annotated[int | None, Query(ge=0)] = None,
-    task_state: Annotated[list[StateName] | None, Query(alias="state")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ordering_id: Annotated[
+        str | None, Query(description="Only this ordering id's tasks (one partition is read).")
+    ] = None,
+    partition: Annotated[int | None, Query(ge=0, description="Only this partition's.")] = None,
+    task_state: Annotated[
+        list[StateName] | None, Query(alias="state", description="Only these states; repeat.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 100,
     cursor: Annotated[str | None, Query(description="`next_cursor` of the page before.")] = None,
 ) -> TaskPage:
     """Tasks in (partition, schedule) order: pending, running and retrying ones, and finished
