@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install, start Kafka and Cassandra on 127.0.0.1 (fetched from Maven Central unless
-# SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS point at running servers), then run the
-# whole test suite. Extra arguments go to pytest.
+# SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS point at running servers), install the
+# headless browser of the dashboard's tests (scripts/browser.sh), then run the whole test suite. Extra arguments go to pytest.
 # Needs Java 17 (the Spark tests, and the local servers): said before anything is installed when
 # it is missing.
 set -euo pipefail
@@ -21,6 +21,9 @@ fi
 if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then
   trap '.venv/bin/scheduler services down || true' EXIT
 fi
+
+# The dashboard's browser tests drive Debian's chromium through chromedriver.
+bash scripts/browser.sh
 
 .venv/bin/ruff check scheduler tests
 .venv/bin/python -m pytest -q -rfEsxX --strict-markers "$@"

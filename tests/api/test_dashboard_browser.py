@@ -35,7 +35,7 @@ Call = Callable[..., httpx.Response]
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
     for program in (CHROMIUM, CHROMEDRIVER):
         if not os.access(program, os.X_OK):
-            pytest.fail(f"{program} is missing: run `bash scripts/browser.sh` (scripts/test.sh does)")
+            pytest.fail(f"{program} is missing: run `bash scripts/browser.sh` (test.sh does)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (
