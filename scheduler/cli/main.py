@@ -115,8 +115,9 @@ def cli(
 
     \b
     Examples:
-      scheduler worker --executor noop &
-      scheduler enqueue orders-42 --in 5m --data '{"job": "my.jobs:daily"}'
+      scheduler worker &
+      scheduler enqueue orders-42 --in 5s
+      scheduler enqueue orders-42 --in 5m --data '{"executor": "command", "argv": ["echo", "hi"]}'
       scheduler tasks list --ordering-id orders-42
       scheduler group status
     """
