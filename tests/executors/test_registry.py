@@ -139,5 +139,5 @@ def test_an_allowed_job_whose_module_is_missing_says_to_install_it() -> None:
         UnknownExecutorError, match=r"importing my\.jobs failed .*install the package"
     ):
         registry.resolve("my.jobs:daily")
-    with pytest.raises(UnknownExecutorError, match="is not a 'package.module:function' name"):
+    with pytest.raises(UnknownExecutorError, match=r"is not a 'package\.module:function' name"):
         registry.resolve("daily")
