@@ -23,6 +23,7 @@ from scheduler.engine.clock import monotonic_at, now_ms
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
 from scheduler.model import TaskKey, TaskState, TaskStatus
+from scheduler.wording import counted
 
 #: The reason given to attempts cancelled because an operator cancelled their task.
 ADMIN_CANCEL = "cancelled by an operator"
@@ -252,7 +253,10 @@ class PartitionExecutor(PartitionActor):
         else:
             metrics.FAILED.inc()
             self.ctx.log.error(
-                "task %s FAILED after %d attempts: %s", key, outcome.attempt, outcome.error
+                "task %s FAILED after %s: %s",
+                key,
+                counted(outcome.attempt, "attempt"),
+                outcome.error,
             )
             status = TaskStatus(
                 key, TaskState.FAILED, outcome.attempt, outcome.error, None, now, item.task.data
