@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from scheduler.engine.settings import EngineSettings, RetryPolicy
-from scheduler.health import DEFAULT_STALL_S
+from scheduler.health import DEFAULT_HOST, DEFAULT_STALL_S
 
 ENV_PREFIX = "SCHEDULER_"
 BUILT_IN_EXECUTORS = ("auto", "noop", "spark", "command", "spark-submit")
@@ -282,6 +282,10 @@ class Settings(BaseSettings):
     metrics_port: Annotated[Port | None, EmptyIsNone] = None
     """Serve Prometheus metrics (`/metrics`) and health probes (`/healthz`, `/readyz`) on this
     port (`scheduler worker` only); empty: off."""
+    metrics_host: Annotated[str, Field(min_length=1)] = DEFAULT_HOST
+    """Address the metrics port listens on: `0.0.0.0` (every interface, so that Prometheus and
+    an orchestrator's probes reach it from other hosts), `127.0.0.1` for this host only, or the
+    address of one interface."""
     health_stall_s: Annotated[float, Field(gt=0)] = DEFAULT_STALL_S
     """`/healthz` fails once the worker's poll loop has not turned for this many seconds (a stuck
     worker; Kafka's `max.poll.interval.ms`, 300 s by default, is the same silence)."""

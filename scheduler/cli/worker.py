@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import ExitStack
+from pathlib import Path
 
 import click
 
@@ -22,13 +23,30 @@ logger = logging.getLogger("scheduler.cli.worker")
 @click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535),
-    help="Serve Prometheus metrics at http://0.0.0.0:PORT/metrics, and health probes at "
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics, and health probes at "
     "/healthz and /readyz (setting metrics_port).",
+)
+@click.option(
+    "--metrics-host",
+    metavar="ADDRESS",
+    help="Address the metrics port listens on: 0.0.0.0 (every interface, the default) or "
+    "127.0.0.1 (this host only) (setting metrics_host).",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory of the embedded log and the SQLite store (setting data_dir, default "
+    ".scheduler).",
 )
 @click.option("--client-id", help="This worker's name in the group (setting client_id).")
 @pass_state
 def worker(
-    state: CliState, executor: str | None, metrics_port: int | None, client_id: str | None
+    state: CliState,
+    executor: str | None,
+    metrics_port: int | None,
+    metrics_host: str | None,
+    data_dir: Path | None,
+    client_id: str | None,
 ) -> None:
     """Run tasks when they are due, for the partitions the group assigns to this process.
 
@@ -48,7 +66,13 @@ def worker(
     )
     from scheduler.worker import Worker
 
-    settings = state.settings(executor=executor, metrics_port=metrics_port, client_id=client_id)
+    settings = state.settings(
+        executor=executor,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        data_dir=data_dir,
+        client_id=client_id,
+    )
     with ExitStack() as stack:
         built: list[Worker] = []
         if settings.metrics_port is not None:
@@ -57,6 +81,7 @@ def worker(
             server = serve(
                 settings.metrics_port,
                 lambda: built[0].health(stall_s) if built else Health("starting", 0.0),
+                host=settings.metrics_host,
             )
             stack.callback(server.server_close)
             stack.callback(server.shutdown)
@@ -87,7 +112,7 @@ def worker(
                 f"{describe(settings)}; executor {settings.executor}, pool of {settings.pool_size}"
             )
             if settings.metrics_port is not None:
-                base = f"http://0.0.0.0:{settings.metrics_port}"
+                base = f"http://{settings.metrics_host}:{settings.metrics_port}"
                 click.echo(f"metrics at {base}/metrics, health at {base}/healthz and /readyz")
             click.echo("stop with Ctrl-C or SIGTERM")
 
