@@ -399,6 +399,15 @@ def topic_partition_check(
     if actual == partitions:
         return actual
     topic, count = env_name("topic"), env_name("partitions")
+    embedded_path = getattr(log, "path", None) if type(log).__name__ == "EmbeddedTaskLog" else None
+    if embedded_path is not None:
+        # No partitions are ever added to an embedded log: Kafka's advice does not apply.
+        raise PartitionCountMismatchError(
+            f"the embedded log {embedded_path} (topic {log.topic!r}) has {actual} partitions "
+            f"but {count}={partitions}; an embedded log keeps the count it was made with, so "
+            f"set {count}={actual}, or start over in a new data directory "
+            f"({env_name('data_dir')}; the tasks of this one stay there)"
+        )
     if not pinned:
         advice = (
             f"the count is fixed for the life of a topic, so set {count}={actual}, or use a new "
