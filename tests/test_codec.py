@@ -170,3 +170,20 @@ def test_a_compacted_record_takes_its_own_size_not_the_encoders_buffer() -> None
     assert compact(record(7)) == record(7)
     assert compacted < 200 * 1000  # 63-byte records, plus the list
     assert compacted * 5 < as_encoded or as_encoded < 200 * 1000  # a future orjson may shrink
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (_record(uk=...), "record is missing field 'uk' (the uniqueness_key)"),
+        (_record(uk=None), "record is missing field 'uk' (the uniqueness_key)"),
+        (_record(oid=..., at=...), "missing fields 'oid' (the ordering_id), 'at' (the scheduled"),
+        (b"{}", "missing fields 'v' (the format version, 1), 'op' (the operation), 'oid'"),
+        (_record(op="explode"), "unknown op 'explode'; a record's op is one of schedule, cancel"),
+    ],
+)
+def test_a_record_missing_a_field_is_refused_naming_the_field(value: bytes, says: str) -> None:
+    with pytest.raises(MalformedRecordError) as refused:
+        decode(value)
+    assert says in str(refused.value)
+    assert "NoneType" not in str(refused.value)
