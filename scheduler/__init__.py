@@ -9,8 +9,9 @@ describe::
     from scheduler import Task
 
     due = datetime.now(UTC) + timedelta(minutes=5)
+    remind = {"executor": "command", "argv": ["echo", "remind user 42"]}  # what workers run
     with scheduler.connect() as client:
-        client.schedule_task(Task("user-42", due, "reminder-1", {"user": 42})).result()
+        client.schedule_task(Task("user-42", due, "reminder-1", remind)).result()
 
 The public surface is re-exported here; everything else is an implementation detail. Names are
 imported on first use, so that `scheduler --help` (and a Ctrl-C while it starts) costs only the
