@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     # -- engine ----------------------------------------------------------------------------
     executor: str = "auto"
     """What runs tasks: `auto` (each task's data names its executor in `"executor"`, default
-    `spark`), `spark` (PySpark jobs named in the task data), `command`, `spark-submit`, `noop`
+    `spark`; a task with empty data runs nothing, see docs/cli.md), `spark` (PySpark jobs named in the task data), `command`, `spark-submit`, `noop`
     (runs nothing, for smoke tests) or your own `package.module:callable`."""
     pool_size: Positive = 8
     """Executor calls running at once in one worker."""
