@@ -21,6 +21,7 @@ command line's own imports.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -111,7 +112,9 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
-        raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
+        if name.startswith("__") or importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
+        return importlib.import_module(f"{__name__}.{name}")  # `scheduler.runtime`, as before
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # once imported, an ordinary attribute
     return value

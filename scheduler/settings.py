@@ -143,8 +143,9 @@ class Settings(BaseSettings):
     # -- engine ----------------------------------------------------------------------------
     executor: str = "auto"
     """What runs tasks: `auto` (each task's data names its executor in `"executor"`, default
-    `spark`; a task with empty data runs nothing, see docs/cli.md), `spark` (PySpark jobs named in the task data), `command`, `spark-submit`, `noop`
-    (runs nothing, for smoke tests) or your own `package.module:callable`."""
+    `spark`; a task with empty data runs nothing, see docs/cli.md), `spark` (PySpark jobs
+    named in the task data), `command`, `spark-submit`, `noop` (runs nothing, for smoke tests)
+    or your own `package.module:callable`."""
     pool_size: Positive = 8
     """Executor calls running at once in one worker."""
     max_in_flight: Positive = 2000
