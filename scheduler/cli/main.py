@@ -47,7 +47,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        setattr(self, "exit_code", exit_code)  # noqa: B010  (click declares it a ClassVar)
 
     def show(self, file: Any = None) -> None:
         click.secho(f"error: {self.format_message()}", err=True, fg="red")
@@ -82,7 +82,7 @@ class SchedulerGroup(click.Group):
             name = click.utils.make_str(args[0]) if args else ""
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
             if close and "did you mean" not in error.message.lower():
-                error.message += f" Did you mean {close[0]!r}?"
+                raise click.UsageError(f"{error.message} Did you mean {close[0]!r}?", ctx) from None
             raise
 
     def invoke(self, ctx: click.Context) -> Any:
