@@ -75,7 +75,7 @@ def test_ctrl_c_while_a_command_starts_is_one_line_and_exits_130(run, embedded, 
     ("error", "code"),
     [
         (TaskNotFoundError("x"), 4),
-        (TopicMissingError("x"), 4),
+        (TopicMissingError("x"), 2),  # a setting that names the wrong topic
         (TaskStateError("x"), 5),
         (BackendUnavailableError("x"), 3),
         (ConfigurationError("x"), 2),
