@@ -91,3 +91,40 @@ def test_help_lists_every_status_of_the_table(script):
     for row in exit_codes.CODES:
         assert f"  {row.code}  " in shown
     assert "130  interrupted by Ctrl-C" in shown
+
+
+def test_ctrl_c_while_a_worker_waits_for_kafka_at_start_up_is_one_line(embedded, monkeypatch):
+    """Through the console script: a "broker" that accepts connections and never answers keeps
+    the worker in its start-up; the probe port says it is there; then SIGINT."""
+    import signal
+    import socket
+    import subprocess
+
+    from tests.cli.conftest import SCRIPT
+    from tests.cli.helpers import wait_for
+    from tests.http import free_port, probe
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        monkeypatch.setenv("SCHEDULER_LOG", "kafka")
+        monkeypatch.setenv("SCHEDULER_KAFKA_BOOTSTRAP", f"127.0.0.1:{silent.getsockname()[1]}")
+        port = free_port()
+        process = subprocess.Popen(
+            [SCRIPT, "worker", "--metrics-port", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            starting = wait_for(lambda: probe(port, "/readyz"), timeout=30)
+            assert starting is not None and starting[1]["state"] == "starting"
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert process.returncode == 130, err
+    assert "error: interrupted (Ctrl-C) before the command finished" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
