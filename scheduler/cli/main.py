@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.exceptions import NoSuchCommand
 
 from scheduler.cli import exit_codes
 from scheduler.cli.context import CliState
@@ -78,12 +79,8 @@ class SchedulerGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         try:
             return super().resolve_command(ctx, args)
-        except click.UsageError as error:
-            name = click.utils.make_str(args[0]) if args else ""
-            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
-            if close and "did you mean" not in error.message.lower():
-                raise click.UsageError(f"{error.message} Did you mean {close[0]!r}?", ctx) from None
-            raise
+        except NoSuchCommand as error:
+            raise _with_suggestion(error) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -94,6 +91,22 @@ class SchedulerGroup(click.Group):
             raise CliError(
                 "interrupted (Ctrl-C) before the command finished", exit_codes.INTERRUPTED
             ) from None
+        except NoSuchCommand as error:  # a subgroup's (`scheduler tasks lst`)
+            raise _with_suggestion(error) from None
+
+
+def _with_suggestion(error: NoSuchCommand) -> click.UsageError:
+    """`error` with the closest command of its group named: `Did you mean 'tasks'?`."""
+    group, context = (error.ctx.command, error.ctx) if error.ctx else (None, None)
+    if not isinstance(group, click.Group) or context is None:
+        return error
+    if "did you mean" in error.message.lower():
+        return error
+    names = group.list_commands(context)
+    close = difflib.get_close_matches(error.command_name, names, n=1, cutoff=0.6)
+    if not close:
+        return error
+    return click.UsageError(f"{error.message} Did you mean {close[0]!r}?", context)
 
 
 @click.group(

@@ -26,6 +26,13 @@ def test_a_usage_error_exits_2_and_a_mistyped_command_is_told_the_right_one(scri
     assert missing.returncode == 2 and "Missing argument 'ORDERING_ID'" in missing.stderr
     typo = script("task", "list")
     assert typo.returncode == 2 and "Did you mean 'tasks'?" in typo.stderr
+    sub_typo = script("tasks", "lst")
+    assert (
+        sub_typo.returncode == 2
+        and "No such command 'lst'. Did you mean 'list'?" in sub_typo.stderr
+    )
+    unlike = script("tasks", "zzz")
+    assert unlike.returncode == 2 and "Did you mean" not in unlike.stderr
 
 
 def test_a_bad_setting_exits_2(script, embedded, monkeypatch):
