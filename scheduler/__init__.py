@@ -25,6 +25,7 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scheduler.bulk import BulkResult, TaskFilter
     from scheduler.client import SchedulerClient
     from scheduler.embedded import EmbeddedScheduler
     from scheduler.engine.settings import EngineSettings, RetryPolicy
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from scheduler.worker import Worker
 
 _HOMES = {
+    "scheduler.bulk": ["BulkResult", "TaskFilter"],
     "scheduler.client": ["SchedulerClient"],
     "scheduler.embedded": ["EmbeddedScheduler"],
     "scheduler.engine.settings": ["EngineSettings", "RetryPolicy"],
@@ -80,6 +82,7 @@ _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names
 
 __all__ = [
     "BackendUnavailableError",
+    "BulkResult",
     "ConfigurationError",
     "EmbeddedScheduler",
     "EngineSettings",
@@ -95,6 +98,7 @@ __all__ = [
     "Task",
     "TaskCancelledError",
     "TaskDataError",
+    "TaskFilter",
     "TaskInPastError",
     "TaskKey",
     "TaskRejected",

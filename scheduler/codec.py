@@ -10,7 +10,9 @@ partition). Value: a compact JSON object, so that any Kafka client in any langua
 * `schedule`: persist the task (overwriting a pending task of the same key);
 * `cancel`: cancel a pending task (it becomes CANCELLED);
 * `retry`: run a FAILED task again, with `data` restored from its status row;
-* `drop`: forget a FAILED task's status row.
+* `drop`: forget a FAILED task's status row;
+* `rerun`: run a finished task (SUCCEEDED, FAILED or CANCELLED) once more from its first
+  attempt, with `data` if it is not empty, else the data its status row kept.
 
 Admin operations travel on the log rather than writing the store directly, because the worker
 that owns the partition is its single writer; the log delivers them to it in order with the tasks.
@@ -49,6 +51,16 @@ class Op(enum.StrEnum):
     CANCEL = "cancel"
     RETRY = "retry"
     DROP = "drop"
+    RERUN = "rerun"
+
+
+_REQUIRED = {
+    "op": "the operation",
+    "oid": "the ordering id",
+    "at": "the scheduled time in epoch milliseconds",
+    "uk": "the uniqueness key",
+}
+"""The fields every record has, with what each one holds."""
 
 
 class MalformedRecordError(ValueError):
@@ -168,12 +180,20 @@ def decode(value: bytes | None) -> Command:
     if not isinstance(message, dict):
         raise MalformedRecordError("record value is not a JSON object")
     if message.get("v") != FORMAT_VERSION:
-        raise _missing_or(message, f"unsupported format version {message.get('v')!r}")
+        raise MalformedRecordError(f"unsupported format version {message.get('v')!r}")
+    missing = [name for name in _REQUIRED if name not in message]
+    if missing:
+        # Named as the record spells them: "uniqueness_key must be a string, got NoneType
+        # None" sent the reader looking for a field the record calls `uk`.
+        fields = ", ".join(f"{name!r} ({_REQUIRED[name]})" for name in missing)
+        raise MalformedRecordError(
+            f"record has no {fields}; a scheduler record has "
+            + ", ".join(repr(name) for name in _REQUIRED)
+        )
     try:
         op = Op(str(message.get("op")))
     except ValueError:
-        raise _missing_or(
-            message,
+        raise MalformedRecordError(
             f"unknown op {message.get('op')!r}; a record's op is one of "
             f"{', '.join(op.value for op in Op)}",
         ) from None
@@ -181,10 +201,10 @@ def decode(value: bytes | None) -> Command:
         ordering_id = check_key_part("ordering_id", message.get("oid"))
         uniqueness_key = check_key_part("uniqueness_key", message.get("uk"))
     except ValueError as error:
-        raise _missing_or(message, str(error)) from error
+        raise MalformedRecordError(str(error)) from error
     scheduled_ms = message.get("at")
     if not isinstance(scheduled_ms, int) or isinstance(scheduled_ms, bool):
-        raise _missing_or(message, f"'at' must be epoch milliseconds, got {scheduled_ms!r}")
+        raise MalformedRecordError(f"'at' must be epoch milliseconds, got {scheduled_ms!r}")
     if not EARLIEST_MS <= scheduled_ms <= LATEST_MS:
         # Past 64 bits the store cannot hold it, and the partition would retry the batch
         # forever; beyond year 9999 no datetime can show it. `schedule_task` never writes one.
@@ -197,28 +217,3 @@ def decode(value: bytes | None) -> Command:
         raise MalformedRecordError(f"'data' must be a JSON object, got {type(data).__name__}")
     key = TaskKey.from_ms(ordering_id, scheduled_ms, uniqueness_key)
     return Command(op, Task.from_key(key, data))
-
-
-_FIELDS = {
-    "v": "the format version, 1",
-    "op": "the operation",
-    "oid": "the ordering_id",
-    "at": "the scheduled time in epoch milliseconds",
-    "uk": "the uniqueness_key",
-}
-"""The fields every record has, and what each holds (`data` may be left out: empty)."""
-
-
-def _missing_or(message: Mapping[str, Any], reason: str) -> MalformedRecordError:
-    """The error naming the fields `message` lacks, if it lacks any (a record without `uk` is
-    missing a field, not a uniqueness key "of type NoneType"); else `reason`. Asked only once
-    decoding failed, so that a good record pays nothing for it."""
-    missing = [f"{name!r} ({what})" for name, what in _FIELDS.items() if message.get(name) is None]
-    if not missing:
-        return MalformedRecordError(reason)
-    fields = "field " + missing[0] if len(missing) == 1 else "fields " + ", ".join(missing)
-    return MalformedRecordError(
-        f"record is missing {fields}; a record is "
-        '{"v": 1, "op": "schedule", "oid": ..., "at": <epoch ms>, "uk": ..., "data": {...}} '
-        "(docs/kafka.md, 'Message format')"
-    )

@@ -161,6 +161,10 @@ EXECUTED = Counter("scheduler_tasks_executed_total", "Task attempts that succeed
 FAILED = Counter("scheduler_tasks_failed_total", "Tasks that failed their last attempt (FAILED).")
 RETRIED = Counter("scheduler_tasks_retried_total", "Failed attempts that will be retried.")
 CANCELLED = Counter("scheduler_tasks_cancelled_total", "Tasks cancelled before they completed.")
+RUN_AGAIN = Counter(
+    "scheduler_tasks_run_again_total",
+    "Finished tasks an operator had run again (`tasks retry` of a FAILED one, `tasks rerun`).",
+)
 SPILLED = Counter(
     "scheduler_tasks_spilled_total",
     "Tasks persisted behind the read checkpoint but left for a later load (in-flight bound).",

@@ -189,6 +189,11 @@ class Settings(BaseSettings):
     """Kafka brokers, `host:port[,host:port...]`."""
     kafka_replication_factor: Positive = 1
     """Replication factor of the task topic when the product creates it."""
+    kafka_connect_timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    """How long a command or a worker waits at start for the brokers to answer before it
+    reports Kafka unreachable. An address where nothing listens (the connection refused) fails
+    at once whatever this says; the wait is for brokers that take the connection but answer
+    slowly, or are starting."""
     kafka_config: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
     """Extra librdkafka settings for producers, consumers and the admin client (security,
     tuning) as `key=value,key=value`, JSON or a TOML table (numbers and booleans there are

@@ -78,7 +78,9 @@ def _record(**changes: object) -> bytes:
         (_record(op="explode"), "explode"),
         (_record(oid=""), "ordering_id"),
         (_record(oid=7), "ordering_id"),
-        (_record(uk=...), "uniqueness_key"),
+        (_record(uk=...), r"record has no 'uk' \(the uniqueness key\)"),
+        (_record(op=..., at=...), r"no 'op' \(the operation\), 'at' \(the scheduled time"),
+        (_record(uk=None), "uniqueness_key must be a string"),
         (_record(at="soon"), "'at'"),
         (_record(at=True), "'at'"),
         (_record(at=1.5), "'at'"),
@@ -172,18 +174,7 @@ def test_a_compacted_record_takes_its_own_size_not_the_encoders_buffer() -> None
     assert compacted * 5 < as_encoded or as_encoded < 200 * 1000  # a future orjson may shrink
 
 
-@pytest.mark.parametrize(
-    ("value", "says"),
-    [
-        (_record(uk=...), "record is missing field 'uk' (the uniqueness_key)"),
-        (_record(uk=None), "record is missing field 'uk' (the uniqueness_key)"),
-        (_record(oid=..., at=...), "missing fields 'oid' (the ordering_id), 'at' (the scheduled"),
-        (b"{}", "missing fields 'v' (the format version, 1), 'op' (the operation), 'oid'"),
-        (_record(op="explode"), "unknown op 'explode'; a record's op is one of schedule, cancel"),
-    ],
-)
-def test_a_record_missing_a_field_is_refused_naming_the_field(value: bytes, says: str) -> None:
+def test_an_unknown_op_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(MalformedRecordError) as refused:
-        decode(value)
-    assert says in str(refused.value)
-    assert "NoneType" not in str(refused.value)
+        decode(_record(op="explode"))
+    assert "unknown op 'explode'; a record's op is one of schedule, cancel" in str(refused.value)

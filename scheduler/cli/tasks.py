@@ -23,7 +23,7 @@ from scheduler.cli.keys import (
     status_dict,
 )
 from scheduler.cli.output import echo_json, echo_table
-from scheduler.cli.tasks_admin import cancel, drop, retry
+from scheduler.cli.tasks_admin import cancel, drop, rerun, retry
 from scheduler.errors import SchedulerError, TaskNotFoundError
 from scheduler.model import TaskState
 
@@ -35,7 +35,7 @@ STATES = [state.value for state in TaskState]
 
 @click.group()
 def tasks() -> None:
-    """List and inspect tasks; retry or drop failed ones, cancel pending ones.
+    """List and inspect tasks; retry or drop failed ones, rerun finished ones, cancel pending ones.
 
     A task is named by three values, ORDERING_ID TIME UNIQUENESS_KEY, as the first columns of
     `scheduler tasks list` show them; TIME is ISO 8601 with a time zone or epoch milliseconds.
@@ -154,4 +154,5 @@ def _note_unread(log: TaskLog, group_id: str, partitions: list[int]) -> None:
 
 tasks.add_command(retry)
 tasks.add_command(drop)
+tasks.add_command(rerun)
 tasks.add_command(cancel)

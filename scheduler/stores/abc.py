@@ -203,10 +203,15 @@ class TaskStore(ABC):
         ordering_id: str | None = None,
         states: Collection[TaskState] | None = None,
         limit: int = 100,
+        after: ScheduleCursor | None = None,
+        from_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> list[TaskView]:
         """Tasks of one partition in schedule order: every schedule row (pending, running,
         retrying) plus the status rows of final states still retained. Filter by ordering id
-        and/or state."""
+        and/or state, and by scheduled time in `[from_ms, until_ms)`. A page of a longer
+        listing starts after the cursor `after` (the last key of the page before): operators'
+        bulk changes read a million tasks that way, a page at a time."""
 
     @abstractmethod
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:

@@ -575,12 +575,23 @@ class CassandraTaskStore(TaskStore):
         ordering_id: str | None = None,
         states: Collection[TaskState] | None = None,
         limit: int = 100,
+        after: ScheduleCursor | None = None,
+        from_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> list[TaskView]:
         wanted = set(states) if states is not None else None
+        if from_ms is not None:
+            after = max(after or admin.BEFORE_ALL, (from_ms, "", ""))  # no ordering id is empty
         matching = (
             view
             for view in admin.views(
-                self._runner(), self._q, partition, self.bucket_ms, self.read_slice_ms
+                self._runner(),
+                self._q,
+                partition,
+                self.bucket_ms,
+                self.read_slice_ms,
+                after=after,
+                until_ms=until_ms,
             )
             if (ordering_id is None or view.task.ordering_id == ordering_id)
             and (wanted is None or view.state in wanted)

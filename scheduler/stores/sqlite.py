@@ -352,23 +352,30 @@ class SqliteTaskStore(TaskStore):
         ordering_id: str | None = None,
         states: Collection[TaskState] | None = None,
         limit: int = 100,
+        after: ScheduleCursor | None = None,
+        from_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> list[TaskView]:
         now = _now_ms()
         final_marks = ", ".join("?" * len(_FINAL))
+        # The range in both halves of the union, where the by-time indexes can serve it.
+        s_range, range_params = _time_range("s", after, from_ms, until_ms)
+        t_range, _ = _time_range("t", after, from_ms, until_ms)
         sql = (
             "SELECT * FROM ("
             "SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data AS task_data, "
             f"COALESCE(t.state, 'pending') AS st, {_STATUS_COLUMNS}"
-            f" FROM schedule s {_JOIN_STATUS} WHERE s.partition = ?"
+            f" FROM schedule s {_JOIN_STATUS} WHERE s.partition = ?{s_range}"
             " UNION ALL "
             "SELECT t.scheduled_ms, t.ordering_id, t.uniqueness_key, NULL, t.state, "
             f"{_STATUS_COLUMNS} FROM status t WHERE t.partition = ? AND t.expires_ms > ?"
-            f" AND t.state IN ({final_marks}) AND NOT EXISTS ("
+            f" AND t.state IN ({final_marks}){t_range} AND NOT EXISTS ("
             "SELECT 1 FROM schedule s WHERE s.partition = t.partition AND s.bucket = t.bucket"
             " AND s.scheduled_ms = t.scheduled_ms AND s.ordering_id = t.ordering_id"
             " AND s.uniqueness_key = t.uniqueness_key))"
         )
-        params: list[Any] = [now, partition, partition, now, *_FINAL]
+        params: list[Any] = [now, partition, *range_params, partition, now, *_FINAL]
+        params += range_params
         where = []
         if ordering_id is not None:
             where.append("ordering_id = ?")
@@ -493,6 +500,24 @@ def _status(key: TaskKey, row: Sequence[Any]) -> TaskStatus:
         updated_ms=updated_ms,
         data=None if data is None else json.loads(data),
     )
+
+
+def _time_range(
+    table: str, after: ScheduleCursor | None, from_ms: int | None, until_ms: int | None
+) -> tuple[str, list[Any]]:
+    """SQL conditions (each starting with AND) on `table`'s key for `list_tasks`' range."""
+    sql, params = "", list[Any]()
+    if after is not None:
+        columns = f"{table}.scheduled_ms, {table}.ordering_id, {table}.uniqueness_key"
+        sql += f" AND ({columns}) > (?, ?, ?)"
+        params += after
+    if from_ms is not None:
+        sql += f" AND {table}.scheduled_ms >= ?"
+        params.append(from_ms)
+    if until_ms is not None:
+        sql += f" AND {table}.scheduled_ms < ?"
+        params.append(until_ms)
+    return sql, params
 
 
 def _now_ms() -> int:

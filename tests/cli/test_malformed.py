@@ -183,5 +183,5 @@ def test_a_record_missing_a_field_is_set_aside_naming_the_field(script, worker, 
 
     assert wait_for(lambda: bool(listed()), timeout=60)
     (kept,) = listed()
-    assert "record is missing field 'uk' (the uniqueness_key)" in kept["reason"], kept["reason"]
+    assert "record has no 'uk' (the uniqueness key)" in kept["reason"], kept["reason"]
     assert "NoneType" not in kept["reason"]

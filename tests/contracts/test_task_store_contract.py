@@ -317,6 +317,42 @@ def test_list_tasks_filters_by_ordering_id_and_state(task_store: TaskStore) -> N
     assert task_store.list_tasks(5, ordering_id="nobody") == []
 
 
+def test_list_tasks_pages_after_a_cursor_within_a_time_range(task_store: TaskStore) -> None:
+    """A listing read a page at a time (bulk retry, drop and rerun) sees every task once: rows
+    and final statuses without rows alike, across buckets, in schedule order."""
+    tasks = [
+        task(f"o{n % 3}", BASE_MS + n * BUCKET_MS // 3 + (n % 2), f"u{n}", n=n) for n in range(12)
+    ]
+    task_store.write_tasks(7, tasks)
+    finished = tasks[1::4]
+    task_store.record_statuses(
+        7, [TaskStatus(t.key, TaskState.SUCCEEDED, 1, data=t.data) for t in finished]
+    )
+
+    pages, after = [], None
+    while True:
+        page = task_store.list_tasks(7, limit=5, after=after)
+        pages.append([view.task.key for view in page])
+        if len(page) < 5:
+            break
+        after = page[-1].task.key.cursor
+    assert [len(page) for page in pages] == [5, 5, 2]
+    assert [key for page in pages for key in page] == [t.key for t in tasks]
+
+    from_ms, until_ms = tasks[2].scheduled_ms, tasks[9].scheduled_ms
+    in_range = task_store.list_tasks(7, from_ms=from_ms, until_ms=until_ms)
+    assert [v.task.key for v in in_range] == [t.key for t in tasks[2:9]]
+    second = task_store.list_tasks(
+        7, from_ms=from_ms, until_ms=until_ms, after=tasks[4].key.cursor, limit=2
+    )
+    assert [v.task.key for v in second] == [tasks[5].key, tasks[6].key]
+    done = task_store.list_tasks(7, states=[TaskState.SUCCEEDED], after=finished[0].key.cursor)
+    assert [v.task.key for v in done] == [t.key for t in finished[1:]]
+    assert task_store.list_tasks(7, ordering_id="o1", from_ms=tasks[8].scheduled_ms) == [
+        view for view in task_store.list_tasks(7) if view.task.key in {tasks[10].key}
+    ]
+
+
 def test_claim_meta_keeps_the_first_value(task_store: TaskStore) -> None:
     assert task_store.read_meta("partition_count") is None
     assert task_store.claim_meta("partition_count", "16") == "16"

@@ -326,6 +326,37 @@ def test_reads_across_a_bucket_go_in_slices_so_no_query_scans_all_its_tombstones
         store.close()
 
 
+@pytest.mark.cassandra
+def test_a_paged_listing_reads_a_bucket_a_few_spans_at_a_time_and_misses_nothing() -> None:
+    """Bulk changes page through `list_tasks`; a page reads the spans it needs, a round of
+    `SPANS_AT_ONCE` at a time, from the cursor's span on, never a whole bucket at once."""
+    from scheduler.stores._cassandra_admin import SPANS_AT_ONCE
+
+    store = make_store(read_slice_ms=1_000)  # sixty spans per one-minute bucket
+    store.open(create_schema=True)
+    try:
+        minute = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+        tasks = tasks_at(minute, 110, step=timedelta(milliseconds=1_100))  # two buckets
+        store.write_tasks(0, tasks)
+        store.record_statuses(0, [TaskStatus(t.key, TaskState.FAILED, data={}) for t in tasks[::3]])
+        assert 2 * SPANS_AT_ONCE < 60
+        found, after = [], None
+        while True:
+            page = store.list_tasks(0, limit=7, after=after)
+            found += [view.task.key for view in page]
+            if len(page) < 7:
+                break
+            after = page[-1].task.key.cursor
+        assert found == [task.key for task in tasks]
+        window = store.list_tasks(
+            0, from_ms=tasks[20].scheduled_ms, until_ms=tasks[90].scheduled_ms, limit=1000
+        )
+        assert [view.task.key for view in window] == [task.key for task in tasks[20:90]]
+    finally:
+        store.drop_keyspace()
+        store.close()
+
+
 def test_a_read_slice_must_be_positive() -> None:
     # Refused as the store is made, before it connects: no node needed.
     with pytest.raises(ConfigurationError, match="read_slice_ms must be positive"):
