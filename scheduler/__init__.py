@@ -47,7 +47,7 @@ if TYPE_CHECKING:
         UnknownExecutorError,
     )
     from scheduler.executors.abc import ExecutionContext, Executor
-    from scheduler.model import Task, TaskKey, TaskState, TaskStatus
+    from scheduler.model import Attempt, AttemptOutcome, Task, TaskKey, TaskState, TaskStatus
     from scheduler.runtime import connect
     from scheduler.worker import Worker
 
@@ -74,13 +74,15 @@ _HOMES = {
         "UnknownExecutorError",
     ],
     "scheduler.executors.abc": ["ExecutionContext", "Executor"],
-    "scheduler.model": ["Task", "TaskKey", "TaskState", "TaskStatus"],
+    "scheduler.model": ["Attempt", "AttemptOutcome", "Task", "TaskKey", "TaskState", "TaskStatus"],
     "scheduler.runtime": ["connect"],
     "scheduler.worker": ["Worker"],
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
+    "Attempt",
+    "AttemptOutcome",
     "BackendUnavailableError",
     "BulkResult",
     "ConfigurationError",

@@ -199,6 +199,19 @@ FIRING_LAG = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 
+TASK_DURATION = Histogram(
+    "scheduler_task_duration_seconds",
+    "Run time of a task attempt, from the executor call's start to its end, by outcome "
+    "(succeeded, failed, timed_out, cancelled, interrupted).",
+    labelnames=["outcome"],
+    buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600),
+)
+INTERRUPTED = Counter(
+    "scheduler_tasks_interrupted_total",
+    "Attempts found running by a partition's next owner (their worker died or was stopped), "
+    "closed as interrupted; their tasks run again.",
+)
+
 
 def reference() -> str:
     """The Markdown table of every `scheduler_*` metric, as docs/metrics.md holds it."""

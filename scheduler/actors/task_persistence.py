@@ -43,6 +43,20 @@ BEFORE_ALL: ScheduleCursor = (-(2**63), "", "")
 _RERUNNABLE = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
 
+def _scheduled(task: Task, status: TaskStatus | None, checked_ms: int) -> ScheduledTask:
+    """A task on its way to the scheduler, with what its (non-final) status says of its past."""
+    if status is None:
+        return ScheduledTask(task, checked_ms=checked_ms)
+    running = status.state is TaskState.RUNNING
+    return ScheduledTask(
+        task,
+        status.attempts,
+        status.next_attempt_ms,
+        checked_ms,
+        status.updated_ms if running else None,
+    )
+
+
 def _live(row: StoredTask) -> bool:
     return row.status is None or not row.status.state.is_final
 
@@ -111,9 +125,7 @@ class TaskPersistence(PartitionActor):
             elif status.state.is_final:
                 final.append(task.key)  # a completed key never runs again
             else:
-                handed.append(
-                    ScheduledTask(task, status.attempts, status.next_attempt_ms, checked_ms)
-                )
+                handed.append(_scheduled(task, status, checked_ms))
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
         if handed:
@@ -188,14 +200,7 @@ class TaskPersistence(PartitionActor):
                 # The crash window between a final status and the row's deletion: finish the job.
                 leftovers.append(row.task.key)
                 continue
-            handed.append(
-                ScheduledTask(
-                    row.task,
-                    attempts=status.attempts if status else 0,
-                    next_attempt_ms=status.next_attempt_ms if status else None,
-                    checked_ms=checked_ms,
-                )
-            )
+            handed.append(_scheduled(row.task, status, checked_ms))
         if leftovers:
             store.delete_tasks(partition, leftovers)
         if handed:

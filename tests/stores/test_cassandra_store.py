@@ -16,7 +16,7 @@ import pytest
 
 from scheduler.bench.reload import tombstones_per_read, tombstones_read
 from scheduler.errors import BackendUnavailableError, ConfigurationError
-from scheduler.model import Task, TaskState, TaskStatus
+from scheduler.model import Attempt, AttemptOutcome, Task, TaskState, TaskStatus
 from scheduler.stores._cassandra_session import partition_batches
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.abc import MalformedRecord
@@ -603,3 +603,50 @@ def test_writes_are_batched_per_cassandra_partition_and_a_lone_row_is_not() -> N
     assert [len(s) for s, _ in items[:-1]] == [50, 50, 20] * 2
     assert all(isinstance(s, BatchStatement) for s, _ in items[:-1])
     assert items[-1] == (statement, (0, 3, 0, "y" * 9000))
+
+
+@pytest.mark.cassandra
+def test_attempt_records_have_the_retention_as_ttl_and_merge_without_tombstones(
+    store: CassandraTaskStore,
+) -> None:
+    (task,) = tasks_at(datetime.now(UTC), 1)
+    began = Attempt(1, 100, worker="w1")
+    ended = Attempt(1, ended_ms=250, outcome=AttemptOutcome.FAILED, exit_code=2, error="x")
+    store.record_statuses(0, [TaskStatus(task.key, TaskState.RUNNING, 1, attempt_log=(began,))])
+    store.record_statuses(
+        0, [TaskStatus(task.key, TaskState.RETRYING, 1, "x", 300, attempt_log=(ended,))]
+    )
+
+    assert store.attempts(0, task.key) == [
+        Attempt(1, 100, 250, AttemptOutcome.FAILED, 2, "x", "w1")
+    ]
+    rows = store._runner().one(
+        f"SELECT TTL(started_ms), TTL(outcome) FROM {store.keyspace}.task_attempts", None, "test"
+    )
+    assert all(3500 < ttl <= 3600 for ttl in rows[0])
+    bucket = task.scheduled_ms // store.bucket_ms
+    assert tombstones_read(store, "attempts_read", (0, bucket, *task.key.cursor)) == 0
+
+
+@pytest.mark.cassandra
+def test_schema_apply_adds_the_attempts_table_to_a_keyspace_made_before_it(
+    store: CassandraTaskStore,
+) -> None:
+    (task,) = tasks_at(datetime.now(UTC), 1)
+    store.write_tasks(0, [task])
+    store.record_statuses(0, [TaskStatus(task.key, TaskState.RETRYING, 1, "boom", 123)])
+    run = store._runner()
+    run.result(f"DROP TABLE {store.keyspace}.task_attempts", None, "test", timeout=60)
+    store.close()
+
+    upgraded = make_store(keyspace=store.keyspace)
+    upgraded.apply_schema()  # what `scheduler schema apply` and a starting worker run
+    try:
+        assert [row.task for row in upgraded.load_tasks(0, None, 2**62, 10)] == [task]
+        assert upgraded.fetch_statuses(0, [task.key])[task.key].last_error == "boom"
+        upgraded.record_statuses(
+            0, [TaskStatus(task.key, TaskState.RUNNING, 2, attempt_log=(Attempt(2, 5),))]
+        )
+        assert upgraded.attempts(0, task.key) == [Attempt(2, 5)]
+    finally:
+        upgraded.close()  # the fixture connects again to drop the keyspace
