@@ -194,3 +194,27 @@ def _choose_path(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from scheduler import speedups
 
     monkeypatch.setenv(speedups.ENV, "0" if kind == "kafka-python" else "1")
+
+
+RUN_STORES = ["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)]
+
+
+@pytest.fixture(params=RUN_STORES)
+def run_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A run store on each backend; the Cassandra one shares a fresh keyspace's connection."""
+    if request.param == "sqlite":
+        from scheduler.stores.runs_sqlite import SqliteRunStore
+
+        runs = SqliteRunStore(path=str(tmp_path / "store.db"), retention_s=STATUS_RETENTION_S)
+        runs.open(create_schema=True)
+        try:
+            yield runs
+        finally:
+            runs.close()
+        return
+    from scheduler.stores.runs_cassandra import CassandraRunStore
+
+    with _make_store("cassandra", tmp_path, STATUS_RETENTION_S) as tasks:
+        cassandra_runs = CassandraRunStore(tasks=tasks, retention_s=STATUS_RETENTION_S)  # type: ignore[arg-type]
+        cassandra_runs.open(create_schema=True)
+        yield cassandra_runs
