@@ -7,6 +7,7 @@ re-executed after a worker crash, finds the run it already made instead of makin
 from __future__ import annotations
 
 import enum
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -110,7 +111,8 @@ class Program:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else str(value)
+    """An argument as a template variable: strings as they are, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 def _render(template: str, arguments: Mapping[str, Any]) -> str:

@@ -1,0 +1,139 @@
+"""Programs and runs built from `Settings`: the catalog, the run store, the events topic, and
+the `workflow` route a worker adds to its executor."""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scheduler.programs.catalog import ProgramCatalog, load_programs
+from scheduler.programs.events import EventPublisher, events_topic
+from scheduler.settings import Settings
+
+if TYPE_CHECKING:
+    from scheduler.client import SchedulerClient
+    from scheduler.executors.abc import Executor
+    from scheduler.logs.abc import TaskLog
+    from scheduler.programs.abc import RunStore
+    from scheduler.programs.subscriber import EventSubscriber
+    from scheduler.programs.workflow import WorkflowExecutor
+    from scheduler.stores.abc import TaskStore
+
+LATE_RUN_TASKS_S = 10 * 365 * 86_400.0
+"""The grace window of the workflow's own client: a launch re-executed long after its first try
+enqueues the run task at the run's creation time again (the same key), however old."""
+
+
+def load_catalog(settings: Settings) -> ProgramCatalog:
+    """The programs of `settings.programs_file` (none without one)."""
+    if settings.programs_file is None:
+        return ProgramCatalog()
+    return load_programs(settings.programs_file)
+
+
+def open_run_store(settings: Settings, store: TaskStore) -> RunStore:
+    """The run store beside the opened task store `store` (SQLite: the same file; Cassandra:
+    the same keyspace and connection)."""
+    runs: RunStore
+    if settings.store == "cassandra":
+        from scheduler.stores.cassandra import CassandraTaskStore
+        from scheduler.stores.runs_cassandra import CassandraRunStore
+
+        assert isinstance(store, CassandraTaskStore)
+        runs = CassandraRunStore(tasks=store, retention_s=settings.run_retention_s)
+    else:
+        from scheduler.runtime import EMBEDDED_STORE_FILE, data_dir
+        from scheduler.stores.runs_sqlite import SqliteRunStore
+
+        runs = SqliteRunStore(
+            path=str(data_dir(settings) / EMBEDDED_STORE_FILE),
+            retention_s=settings.run_retention_s,
+        )
+    runs.open(create_schema=settings.create_schema or settings.store == "sqlite")
+    return runs
+
+
+def build_events_log(settings: Settings) -> TaskLog:
+    """The events topic on the same log as the tasks (`<topic>-events`)."""
+    from scheduler.runtime import build_log
+
+    return build_log(settings.model_copy(update={"topic": events_topic(settings.topic)}))
+
+
+def operator_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
+
+
+@dataclass
+class WorkerPrograms:
+    """What a worker runs programs with; `close` releases what it opened."""
+
+    executor: WorkflowExecutor
+    subscriber: EventSubscriber | None
+    publisher: EventPublisher
+    events_log: TaskLog
+    runs: RunStore
+    client: SchedulerClient
+
+    def close(self) -> None:
+        if self.subscriber is not None:
+            self.subscriber.stop()
+        self.publisher.close()
+        self.client.close()
+        self.runs.close()
+        self.events_log.close()
+
+
+def worker_programs(
+    settings: Settings,
+    *,
+    log: TaskLog,
+    store: TaskStore,
+    routes: Mapping[str, Executor],
+) -> WorkerPrograms:
+    """The `workflow` route of a worker (over the program `routes`), its run store, its events
+    publisher, and the events subscriber if `settings.events_subscriber` (not started)."""
+    from scheduler.client import SchedulerClient
+    from scheduler.executors.registry import RoutingExecutor
+    from scheduler.programs.subscriber import EventSubscriber
+    from scheduler.programs.workflow import WorkflowExecutor
+
+    catalog = load_catalog(settings)
+    runs = open_run_store(settings, store)
+    events_log = build_events_log(settings)
+    events_log.ensure_topic(settings.partitions)
+    publisher = EventPublisher(events_log)
+    client = SchedulerClient(log=log, grace_window_s=LATE_RUN_TASKS_S)
+    program_routes = {k: v for k, v in routes.items() if k in ("spark", "spark-submit", "command")}
+    executor = WorkflowExecutor(
+        catalog=catalog,
+        runs=runs,
+        client=client,
+        programs=RoutingExecutor(program_routes, default=next(iter(program_routes)))
+        if program_routes
+        else _no_programs,
+        events=publisher,
+    )
+    subscriber = None
+    if settings.events_subscriber:
+        subscriber = EventSubscriber(
+            log=events_log,
+            client=client,
+            group_id=f"{settings.group_id}-events",
+            client_id=f"{settings.client_id or 'worker'}-events",
+        )
+    return WorkerPrograms(executor, subscriber, publisher, events_log, runs, client)
+
+
+def _no_programs(task: object, context: object) -> None:
+    from scheduler.errors import UnknownExecutorError
+
+    raise UnknownExecutorError(
+        "this worker's executor has no spark, spark-submit or command route to run programs "
+        "on; run it with SCHEDULER_EXECUTOR=auto"
+    )

@@ -1,0 +1,198 @@
+"""Launching and running programs through the engine's `workflow` route, on the embedded
+backend."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from scheduler.errors import UnknownProgramError
+from scheduler.executors.abc import ExecutionContext
+from scheduler.model import TaskKey
+from scheduler.programs.events import ProgramStatusEvent
+from scheduler.programs.launch import run_task
+from scheduler.programs.model import Run, RunStatus
+from scheduler.programs.subscriber import ReceivedEvent
+from tests.programs.helpers import Programs, programs_engine, request
+
+
+def wait_for(check, timeout: float = 20.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def ended(p: Programs, run_id: str) -> Run:
+    return wait_for(lambda: (r := p.runs.get(run_id)) is not None and r.status.is_terminal and r)
+
+
+def test_a_launched_command_program_runs_and_completes_with_its_arguments(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        launch = request("ok", "schedule:nightly@2026-01-01T00:00Z")
+        p.launch(launch)
+        run = ended(p, launch.run_id)
+        p.engine.join()
+
+    assert run.status is RunStatus.COMPLETED
+    assert run.attempts == 1
+    assert run.program == "ok"
+    assert str(run.started_by) == "schedule:nightly"
+    assert run.arguments == {
+        "table": "views",
+        "_logical_time": "2026-01-01T00:00:00+00:00",
+        "_schedule": "nightly",
+    }
+    assert run.started_ms is not None and run.ended_ms is not None
+    assert run.created_ms <= run.started_ms <= run.ended_ms
+    out = list((tmp_path / "logs").rglob("*.out"))
+    assert [f.read_text() for f in out] == ["views\n"]
+
+
+def test_a_request_enqueued_twice_launches_one_run(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        launch = request("ok", "operator:req-1")
+        p.launch(launch)
+        p.launch(launch)
+        ended(p, launch.run_id)
+        p.engine.join()
+        assert len(p.runs.list(program="ok")) == 1
+        assert len(list((tmp_path / "logs").rglob("*.out"))) == 1
+
+
+def test_a_launch_executed_again_after_a_crash_finds_its_run(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        launch = request("ok", "job:hourly/2026-01-01T05", concurrency=1)
+        first = p.workflow.launch(launch)
+        again = p.workflow.launch(launch)  # the crash came after the create: limit not re-counted
+        assert first is not None and again == first
+        ended(p, launch.run_id)
+        p.engine.join()
+        assert [r.run_id for r in p.runs.list(program="ok")] == [launch.run_id]
+
+
+def test_an_unknown_program_is_refused_with_the_known_names(tmp_path: Path) -> None:
+    with (
+        programs_engine(tmp_path) as p,
+        pytest.raises(UnknownProgramError, match=r"'nope'.*fails, ok, slow"),
+    ):
+        p.workflow.validate(request("nope", "x").task())
+
+
+def test_a_failing_program_ends_the_run_failed_without_retrying(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        launch = request("fails", "operator:f")
+        p.launch(launch)
+        run = ended(p, launch.run_id)
+        p.engine.join()
+    assert run.status is RunStatus.FAILED
+    assert run.attempts == 1
+    assert "exited with code 3" in (run.last_error or "")
+
+
+def test_a_run_killed_by_an_operator_ends_killed(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        launch = request("slow", "operator:k")
+        p.launch(launch)
+        running = wait_for(
+            lambda: (
+                (r := p.runs.get(launch.run_id)) is not None and r.status is RunStatus.RUNNING and r
+            )
+        )
+        p.engine.client.cancel_task(run_task(running.run_id, running.created_ms).key).result(10)
+        run = ended(p, launch.run_id)
+    assert run.status is RunStatus.KILLED
+    assert run.last_error == "killed by an operator"
+
+
+def test_at_the_concurrency_limit_a_launch_answers_the_requester_instead(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        first = request("slow", "schedule:a@1", concurrency=1)
+        p.launch(first)
+        running = wait_for(
+            lambda: (r := p.runs.get(first.run_id)) is not None and r.status.is_active and r
+        )
+        second = request("slow", "schedule:b@1", concurrency=1, reply_to="schedule:b")
+        p.launch(second)
+        wait_for(lambda: p.replies.tasks)
+        assert p.runs.get(second.run_id) is None
+        [reply] = p.replies.tasks
+        assert reply.ordering_id == "schedule:b"
+        assert reply.data["reason"] == "concurrency not met"
+        assert (reply.data["active"], reply.data["limit"]) == (1, 1)
+        # Without a limit the same program launches beside the running one.
+        third = request("slow", "operator:c")
+        p.launch(third)
+        wait_for(lambda: p.runs.get(third.run_id))
+        for run_id in (running.run_id, third.run_id):
+            run = p.runs.get(run_id)
+            assert run is not None
+            p.engine.client.cancel_task(run_task(run_id, run.created_ms).key).result(10)
+        assert ended(p, third.run_id).status is RunStatus.KILLED
+
+
+def test_a_run_task_executed_again_after_a_crash_shows_a_second_attempt(tmp_path: Path) -> None:
+    with programs_engine(
+        tmp_path,
+    ) as p:
+        launch = request("ok", "operator:crash")
+        stored = p.workflow.runs.create(
+            Run(
+                run_id=launch.run_id,
+                program="ok",
+                started_by=launch.started_by,
+                arguments={"table": "t"},
+                status=RunStatus.PENDING,
+                created_ms=1,
+                requested_ms=1,
+            )
+        )
+        task = run_task(stored.run_id, stored.created_ms)
+        # The first attempt marked the run RUNNING, then its worker died.
+        p.runs.transition(stored.with_status(RunStatus.RUNNING, attempts=1), {RunStatus.PENDING})
+        context = ExecutionContext(task, attempt=2, partition=0)
+        run = p.workflow.run(stored.run_id, task, context)
+    assert run is not None
+    assert (run.status, run.attempts) == (RunStatus.COMPLETED, 2)
+
+
+def test_a_runs_terminal_status_reaches_an_event_handler_once(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        seen: list[ReceivedEvent] = []
+        lock = threading.Lock()
+
+        def handler(received: ReceivedEvent):  # type: ignore[no-untyped-def]
+            with lock:
+                seen.append(received)
+            return []
+
+        subscriber = p.subscriber(handlers=[handler]).start()
+        try:
+            launch = request("ok", "operator:e")
+            p.launch(launch)
+            ended(p, launch.run_id)
+            wait_for(lambda: seen)
+            p.engine.join()
+            time.sleep(0.3)  # room for a duplicate to show up, if one were sent
+        finally:
+            subscriber.stop()
+    [received] = seen
+    assert received.event == ProgramStatusEvent(
+        "ok", launch.run_id, RunStatus.COMPLETED, received.event.properties, received.event.time_ms
+    )
+    assert received.event.properties["table"] == "views"
+    assert received.event.key == "program:ok"
+
+
+def test_run_ids_come_from_the_request_key() -> None:
+    assert request("ok", "a").run_id == request("ok", "a").run_id
+    assert request("ok", "a").run_id != request("ok", "b").run_id
+    assert request("ok", "a").run_id != request("fails", "a").run_id
+    assert isinstance(request("ok", "a").task().key, TaskKey)
