@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,3 +155,30 @@ class EventPublisher:
 
     def close(self) -> None:
         self._producer.close()
+
+
+_RUNNING_UNDER: ContextVar[EventPublisher | None] = ContextVar("scheduler_events", default=None)
+"""The publisher of the run whose program runs in this thread (set by the workflow route)."""
+
+
+@contextmanager
+def publishing_with(publisher: EventPublisher | None) -> Iterator[None]:
+    """Make `publish_output` publish through `publisher` while a program runs."""
+    token = _RUNNING_UNDER.set(publisher)
+    try:
+        yield
+    finally:
+        _RUNNING_UNDER.reset(token)
+
+
+def publish_output(dataset: str, partitions: Iterable[str], *, timeout: float = 60.0) -> None:
+    """Say, from inside a program (a PySpark job that wrote its output), that `partitions` of
+    `dataset` landed; returns once the event is durable. Outside a run it refuses."""
+    publisher = _RUNNING_UNDER.get()
+    if publisher is None:
+        raise RuntimeError(
+            f"publish_output({dataset!r}, ...) called outside a run: only programs run by a "
+            "worker's workflow route publish through their context; elsewhere use "
+            "EventPublisher.publish_partitions or `scheduler events publish-partition`"
+        )
+    publisher.publish_partitions(dataset, partitions).result(timeout)

@@ -35,7 +35,7 @@ from scheduler.model import Task, from_epoch_ms
 from scheduler.programs import metrics
 from scheduler.programs.abc import RunStore
 from scheduler.programs.catalog import ProgramCatalog
-from scheduler.programs.events import EventPublisher, ProgramStatusEvent
+from scheduler.programs.events import EventPublisher, ProgramStatusEvent, publishing_with
 from scheduler.programs.launch import LaunchRequest, run_task
 from scheduler.programs.model import ACTIVE, Run, RunStatus
 
@@ -174,7 +174,8 @@ class WorkflowExecutor:
         inner = Task.from_key(task.key, program.task_data(run.arguments))
         error: BaseException | None = None
         try:
-            self.programs(inner, context)
+            with publishing_with(self.events):
+                self.programs(inner, context)
         except BaseException as failure:  # the program's failure is the run's data
             error = failure
         reason = context.reason
