@@ -3,10 +3,10 @@ hands every event to the registered handlers.
 
 A handler turns an event into engine tasks (the schedules layer: one control task per schedule
 the event concerns, in that schedule's queue). It should key them by the event's position
-(`ReceivedEvent.position`, topic/partition/offset), so an event read again after a crash makes
-the same keys, which the engine runs once. The subscriber commits an event's offset only after
-every task the handlers returned for it is durable on the tasks log: a restart neither drops an
-event nor counts one twice.
+(`ReceivedEvent.task` keys a task by the record's time and its topic/partition/offset), so an
+event read again after a crash makes the same keys, which the engine runs once. The subscriber
+commits an event's offset only after every task the handlers returned for it is durable on the
+tasks log: a restart neither drops an event nor counts one twice.
 
 A failing handler or an unreachable log is a state, not a crash: the batch is read again from
 its first offset after a pause, until it goes through.
@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.client import SchedulerClient
 from scheduler.errors import TaskDataError
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
-from scheduler.model import Task
+from scheduler.model import Task, TaskKey
 from scheduler.programs.events import Event, decode_event
 
 logger = logging.getLogger(__name__)
@@ -44,10 +45,18 @@ class ReceivedEvent:
     offset: int
     """Its offset: with the partition, what a handler keys its tasks by."""
 
+    timestamp_ms: int
+    """The record's timestamp: with the position, a task key that is the same on every read."""
+
     @property
     def position(self) -> str:
         """`topic/partition/offset`: the uniqueness key for a handler's tasks."""
         return f"{self.topic}/{self.partition}/{self.offset}"
+
+    def task(self, ordering_id: str, data: Mapping[str, Any]) -> Task:
+        """A task this event causes in queue `ordering_id`, keyed by the event (its record's
+        time and position), so reading the event again makes the same key, which runs once."""
+        return Task.from_key(TaskKey.from_ms(ordering_id, self.timestamp_ms, self.position), data)
 
 
 EventHandler = Callable[[ReceivedEvent], Iterable[Task]]
@@ -148,7 +157,9 @@ class EventSubscriber:
                         error,
                     )
                     continue
-                received = ReceivedEvent(event, self.log.topic, record.partition, record.offset)
+                received = ReceivedEvent(
+                    event, self.log.topic, record.partition, record.offset, record.timestamp_ms
+                )
                 for handler in handlers:
                     futures.extend(self.client.schedule_task(t) for t in handler(received))
             for future in futures:
