@@ -274,8 +274,9 @@ class Settings(BaseSettings):
 
     # -- programs and runs -----------------------------------------------------------------
     programs_file: Annotated[Path | None, EmptyOnlyIsNone] = None
-    """TOML or JSON file declaring the programs runs are made of (docs/programs-and-runs.md);
-    none: no programs, and every launch is refused naming that setting."""
+    """TOML or JSON file declaring the programs runs are made of (docs/programs-and-runs.md).
+    Workers with the `auto` executor run programs (the `workflow` route) and read the events
+    topic only when it is set."""
     run_retention_s: Annotated[float, Field(gt=0)] = 30 * 86_400.0
     """How long a run record is kept after its last change."""
     events_subscriber: bool = True

@@ -111,12 +111,13 @@ def worker(
 def _with_programs(
     settings: Settings, executor: Executor, log: TaskLog, store: TaskStore
 ) -> WorkerPrograms | None:
-    """Add the `workflow` route (programs and runs) to a routing executor (`auto`); other
-    executors run what they are given and nothing else."""
+    """Add the `workflow` route (programs and runs) to a routing executor (`auto`) when a
+    programs file is set. Other executors run what they are given and nothing else; without
+    programs a worker neither makes the events topic nor reads it (its ACLs stay as they were)."""
     from scheduler.executors.registry import RoutingExecutor
     from scheduler.programs.runtime import worker_programs
 
-    if not isinstance(executor, RoutingExecutor):
+    if not isinstance(executor, RoutingExecutor) or settings.programs_file is None:
         return None
     programs = worker_programs(settings, log=log, store=store, routes=executor.routes)
     executor.routes["workflow"] = programs.executor
