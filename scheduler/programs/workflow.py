@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from scheduler import metrics
 from scheduler.actors.partition_executor import ADMIN_CANCEL
 from scheduler.client import SchedulerClient
 from scheduler.engine.clock import now_ms
@@ -32,7 +33,6 @@ from scheduler.engine.task_executor import TIMEOUT
 from scheduler.errors import TaskDataError
 from scheduler.executors.abc import ExecutionContext, Executor
 from scheduler.model import Task, from_epoch_ms
-from scheduler.programs import metrics
 from scheduler.programs.abc import RunStore
 from scheduler.programs.catalog import ProgramCatalog
 from scheduler.programs.events import EventPublisher, ProgramStatusEvent, publishing_with
