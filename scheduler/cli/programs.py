@@ -117,7 +117,7 @@ def list_runs(
     """Runs, newest first."""
     wanted = {RunStatus(s.upper()) for s in statuses} or None
     with _run_store(state.settings()) as (_, run_store):
-        found = run_store.list(program=program, statuses=wanted, limit=limit)
+        found = run_store.list_runs(program=program, statuses=wanted, limit=limit)
     if as_json:
         echo_json([run.to_json() for run in found])
         return

@@ -60,7 +60,7 @@ class RunStore(ABC):
         """The program's PENDING and RUNNING runs, oldest first."""
 
     @abstractmethod
-    def list(
+    def list_runs(
         self,
         *,
         program: str | None = None,

@@ -75,7 +75,7 @@ def program_from_mapping(name: str, entry: Mapping[str, Any], *, where: str = ""
     at = f"{where}: " if where else ""
     raw_kind = entry.get("kind")
     try:
-        kind = ProgramKind(raw_kind)
+        kind = ProgramKind(str(raw_kind))
     except ValueError:
         kinds = ", ".join(str(k) for k in ProgramKind)
         raise ConfigurationError(

@@ -122,7 +122,7 @@ def decode_event(value: bytes | None) -> Event:
             )
         raise ValueError(f"unknown event type {kind!r}")
     except (ValueError, KeyError, TypeError) as error:
-        raise TaskDataError(f"not an event record ({error}): {value[:200]!r}") from None
+        raise TaskDataError(f"not an event record ({error}): {(value or b'')[:200]!r}") from None
 
 
 class EventPublisher:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,7 +143,7 @@ class EventSubscriber:
         first: dict[int, int] = {}
         next_offsets: dict[int, int] = {}
         try:
-            futures = []
+            futures: list[Future[int]] = []
             for record in records:
                 first.setdefault(record.partition, record.offset)
                 next_offsets[record.partition] = record.offset + 1

@@ -157,7 +157,7 @@ class CassandraRunStore(RunStore):
                 self._index(run)
         return sorted(runs, key=lambda r: (r.created_ms, r.run_id))
 
-    def list(
+    def list_runs(
         self,
         *,
         program: str | None = None,

@@ -99,10 +99,10 @@ class SqliteRunStore(RunStore):
             return cursor.rowcount == 1
 
     def active(self, program: str) -> list[Run]:
-        runs = self.list(program=program, statuses=ACTIVE, limit=1_000_000)
+        runs = self.list_runs(program=program, statuses=ACTIVE, limit=1_000_000)
         return sorted(runs, key=lambda r: (r.created_ms, r.run_id))
 
-    def list(
+    def list_runs(
         self,
         *,
         program: str | None = None,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from scheduler.programs.abc import RunStore
 from scheduler.programs.model import ACTIVE, Run, RunStatus, StartedBy, StarterKind, run_id_for
+from tests.contracts.conftest import SHORT_RETENTION_S
 
 BASE_MS = 1_767_225_600_000
 
@@ -38,7 +40,7 @@ def test_creating_a_run_id_again_keeps_and_returns_the_first_record(run_store: R
     second = a_run(created_ms=BASE_MS + 1000)
     assert run_store.create(second) == first
     assert run_store.get(first.run_id) == first
-    assert len(run_store.list(program="clean")) == 1
+    assert len(run_store.list_runs(program="clean")) == 1
 
 
 def test_concurrent_creates_of_one_run_id_store_one_run(run_store: RunStore) -> None:
@@ -93,18 +95,39 @@ def test_lists_are_newest_first_and_filter_by_program_and_status(run_store: RunS
     run_store.transition(made[1].with_status(RunStatus.COMPLETED), ACTIVE)
     run_store.transition(made[3].with_status(RunStatus.COMPLETED), ACTIVE)
 
-    assert [r.run_id for r in run_store.list(program="clean")] == [r.run_id for r in reversed(made)]
-    assert [r.run_id for r in run_store.list(program="clean", limit=2)] == [
+    assert [r.run_id for r in run_store.list_runs(program="clean")] == [
+        r.run_id for r in reversed(made)
+    ]
+    assert [r.run_id for r in run_store.list_runs(program="clean", limit=2)] == [
         made[4].run_id,
         made[3].run_id,
     ]
-    completed = run_store.list(program="clean", statuses={RunStatus.COMPLETED})
+    completed = run_store.list_runs(program="clean", statuses={RunStatus.COMPLETED})
     assert [r.run_id for r in completed] == [made[3].run_id, made[1].run_id]
-    pending = run_store.list(program="clean", statuses={RunStatus.PENDING})
+    pending = run_store.list_runs(program="clean", statuses={RunStatus.PENDING})
     assert [r.run_id for r in pending] == [made[4].run_id, made[2].run_id, made[0].run_id]
-    everything = run_store.list()
+    everything = run_store.list_runs()
     assert everything[0].program == "other"
     assert len(everything) == 6
-    assert [r.status for r in run_store.list(statuses={RunStatus.COMPLETED})] == [
+    assert [r.status for r in run_store.list_runs(statuses={RunStatus.COMPLETED})] == [
         RunStatus.COMPLETED
     ] * 2
+
+
+def test_runs_expire_after_the_retention_counted_from_their_last_write(
+    short_retention_run_store: RunStore,
+) -> None:
+    runs = short_retention_run_store
+    old = runs.create(a_run(request="old"))
+    time.sleep(SHORT_RETENTION_S / 2)
+    kept = runs.create(a_run(request="kept"))
+    assert runs.transition(old.with_status(RunStatus.RUNNING), {RunStatus.PENDING})
+    time.sleep(SHORT_RETENTION_S / 2 + 0.3)
+    # The old run's last write was its transition: kept until that write's retention ends.
+    assert runs.get(old.run_id) is not None
+    time.sleep(SHORT_RETENTION_S / 2 + 0.3)
+    assert runs.get(kept.run_id) is None
+    assert runs.get(old.run_id) is None
+    assert runs.list_runs() == []
+    # An expired id can be made again: a new request of the same cause after the retention.
+    assert runs.create(a_run(request="kept")).run_id == kept.run_id

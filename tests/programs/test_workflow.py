@@ -63,7 +63,7 @@ def test_a_request_enqueued_twice_launches_one_run(tmp_path: Path) -> None:
         p.launch(launch)
         ended(p, launch.run_id)
         p.engine.join()
-        assert len(p.runs.list(program="ok")) == 1
+        assert len(p.runs.list_runs(program="ok")) == 1
         assert len(list((tmp_path / "logs").rglob("*.out"))) == 1
 
 
@@ -75,7 +75,7 @@ def test_a_launch_executed_again_after_a_crash_finds_its_run(tmp_path: Path) -> 
         assert first is not None and again == first
         ended(p, launch.run_id)
         p.engine.join()
-        assert [r.run_id for r in p.runs.list(program="ok")] == [launch.run_id]
+        assert [r.run_id for r in p.runs.list_runs(program="ok")] == [launch.run_id]
 
 
 def test_an_unknown_program_is_refused_with_the_known_names(tmp_path: Path) -> None:
