@@ -32,7 +32,7 @@ from scheduler.engine.clock import now_ms
 from scheduler.engine.task_executor import TIMEOUT
 from scheduler.errors import TaskDataError
 from scheduler.executors.abc import ExecutionContext, Executor
-from scheduler.model import Task, from_epoch_ms
+from scheduler.model import Task
 from scheduler.programs.abc import RunStore
 from scheduler.programs.catalog import ProgramCatalog
 from scheduler.programs.events import EventPublisher, ProgramStatusEvent, publishing_with
@@ -128,9 +128,10 @@ class WorkflowExecutor:
         )
         if request.reply_to is None:
             return
+        # Keyed by the request's own time: a launch re-executed after a crash answers once.
         reply = Task(
             request.reply_to,
-            from_epoch_ms(self.clock()),
+            request.requested_at,
             f"launch-refused:{request.request_key}",
             {
                 "executor": request.reply_executor,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,25 @@ def test_run_ids_come_from_the_request_key() -> None:
     assert request("ok", "a").run_id != request("ok", "b").run_id
     assert request("ok", "a").run_id != request("fails", "a").run_id
     assert isinstance(request("ok", "a").task().key, TaskKey)
+
+
+def test_a_refused_request_tried_again_later_launches_its_one_run(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        blocking = request("slow", "schedule:a@1", concurrency=1)
+        first = p.workflow.launch(blocking)
+        assert first is not None
+        waiting = request("slow", "schedule:b@1", concurrency=1, reply_to="schedule:b")
+        assert p.workflow.launch(waiting) is None
+        assert p.workflow.launch(waiting) is None  # re-executed: the same answer, once
+        wait_for(lambda: p.replies.tasks)
+        p.engine.client.cancel_task(run_task(first.run_id, first.created_ms).key).result(10)
+        ended(p, first.run_id)
+        later = replace(waiting, requested_at=waiting.requested_at + timedelta(seconds=1))
+        assert later.task().key != waiting.task().key
+        launched = p.workflow.launch(later)
+        assert launched is not None and launched.run_id == waiting.run_id
+        assert p.workflow.launch(later) == launched
+        p.engine.client.cancel_task(run_task(launched.run_id, launched.created_ms).key).result(10)
+        ended(p, launched.run_id)
+        p.engine.join()
+        assert len(p.replies.tasks) == 1
