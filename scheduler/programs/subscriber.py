@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.client import SchedulerClient
-from scheduler.errors import TaskDataError
+from scheduler.errors import BackendUnavailableError, TaskDataError
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
 from scheduler.model import Task, TaskKey
 from scheduler.programs.events import Event, decode_event
@@ -124,7 +124,12 @@ class EventSubscriber:
         try:
             consumer.subscribe(_NoRebalanceWork())
             while not self._stopping.is_set():
-                records = consumer.poll(self.max_records, 0.2)
+                try:
+                    records = consumer.poll(self.max_records, 0.2)
+                except BackendUnavailableError as error:  # a state: the log comes back
+                    logger.warning("reading %s: %s", self.log.topic, error)
+                    self._stopping.wait(self.retry_pause_s)
+                    continue
                 if consumer.has_joined():
                     self.joined.set()
                 if records and not self.handle(consumer, records):

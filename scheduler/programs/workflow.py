@@ -26,12 +26,15 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler import metrics
-from scheduler.actors.partition_executor import ADMIN_CANCEL
 from scheduler.client import SchedulerClient
 from scheduler.engine.clock import now_ms
-from scheduler.engine.task_executor import TIMEOUT
 from scheduler.errors import TaskDataError
-from scheduler.executors.abc import ExecutionContext, Executor
+from scheduler.executors.abc import (
+    CANCELLED_BY_OPERATOR,
+    TIMED_OUT,
+    ExecutionContext,
+    Executor,
+)
 from scheduler.model import Task
 from scheduler.programs.abc import RunStore
 from scheduler.programs.catalog import ProgramCatalog
@@ -180,13 +183,13 @@ class WorkflowExecutor:
         except BaseException as failure:  # the program's failure is the run's data
             error = failure
         reason = context.reason
-        if reason is not None and reason not in (ADMIN_CANCEL, TIMEOUT):
+        if reason is not None and reason not in (CANCELLED_BY_OPERATOR, TIMED_OUT):
             # Revoked or shutting down: the next owner runs the task again (attempt + 1).
             raise error or RuntimeError(f"run {run.run_id} interrupted: {reason}")
         changes: dict[str, Any] = {"ended_ms": self.clock()}
-        if reason == ADMIN_CANCEL:
+        if reason == CANCELLED_BY_OPERATOR:
             status, changes["last_error"] = RunStatus.KILLED, "killed by an operator"
-        elif error is not None or reason == TIMEOUT:
+        elif error is not None or reason == TIMED_OUT:
             status = RunStatus.FAILED
             changes["last_error"] = _words(error) if error else "timed out"
         else:
