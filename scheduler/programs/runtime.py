@@ -14,7 +14,9 @@ from scheduler.settings import Settings
 
 if TYPE_CHECKING:
     from scheduler.client import SchedulerClient
+    from scheduler.embedded import EmbeddedScheduler
     from scheduler.executors.abc import Executor
+    from scheduler.executors.registry import RoutingExecutor
     from scheduler.logs.abc import TaskLog
     from scheduler.programs.abc import RunStore
     from scheduler.programs.subscriber import EventSubscriber
@@ -24,6 +26,10 @@ if TYPE_CHECKING:
 LATE_RUN_TASKS_S = 10 * 365 * 86_400.0
 """The grace window of the workflow's own client: a launch re-executed long after its first try
 enqueues the run task at the run's creation time again (the same key), however old."""
+
+
+_PROGRAM_ROUTES = ("spark", "spark-submit", "command")
+"""The executor routes programs run on."""
 
 
 def load_catalog(settings: Settings) -> ProgramCatalog:
@@ -80,7 +86,13 @@ class WorkerPrograms:
     runs: RunStore
     client: SchedulerClient
 
+    closed: bool = False
+
     def close(self) -> None:
+        """Stop the subscriber and release what was opened (once; later calls do nothing)."""
+        if self.closed:
+            return
+        self.closed = True
         if self.subscriber is not None:
             self.subscriber.stop()
         self.publisher.close()
@@ -109,7 +121,7 @@ def worker_programs(
     events_log.ensure_topic(settings.partitions)
     publisher = EventPublisher(events_log)
     client = SchedulerClient(log=log, grace_window_s=LATE_RUN_TASKS_S)
-    program_routes = {k: v for k, v in routes.items() if k in ("spark", "spark-submit", "command")}
+    program_routes = {k: v for k, v in routes.items() if k in _PROGRAM_ROUTES}
     executor = WorkflowExecutor(
         catalog=catalog,
         runs=runs,
@@ -137,3 +149,46 @@ def _no_programs(task: object, context: object) -> None:
         "this worker's executor has no spark, spark-submit or command route to run programs "
         "on; run it with SCHEDULER_EXECUTOR=auto"
     )
+
+
+def embedded_programs(
+    embedded: EmbeddedScheduler,
+    router: RoutingExecutor,
+    catalog: ProgramCatalog,
+    *,
+    run_retention_s: float = 30 * 86_400.0,
+    group_id: str = "scheduler-workers-events",
+) -> WorkerPrograms:
+    """Programs in one process: the `workflow` route added to `router` (the executor
+    `embedded` runs), runs in its `store.db`, events in its `log.db`. Call before `start`;
+    start the subscriber (if handlers need events) after it, and `close` it before `stop`."""
+    from scheduler.client import SchedulerClient
+    from scheduler.executors.registry import RoutingExecutor
+    from scheduler.logs.embedded import EmbeddedTaskLog
+    from scheduler.programs.subscriber import EventSubscriber
+    from scheduler.programs.workflow import WorkflowExecutor
+    from scheduler.stores.runs_sqlite import SqliteRunStore
+
+    runs = SqliteRunStore(path=str(embedded.data_dir / "store.db"), retention_s=run_retention_s)
+    runs.open()
+    events_log = EmbeddedTaskLog(
+        path=str(embedded.data_dir / "log.db"), topic=events_topic(embedded.log.topic)
+    )
+    events_log.ensure_topic(embedded.log.partition_count())
+    publisher = EventPublisher(events_log)
+    client = SchedulerClient(log=embedded.log, grace_window_s=LATE_RUN_TASKS_S)
+    program_routes = {k: v for k, v in router.routes.items() if k in _PROGRAM_ROUTES}
+    executor = WorkflowExecutor(
+        catalog=catalog,
+        runs=runs,
+        client=client,
+        programs=RoutingExecutor(program_routes, default=next(iter(program_routes)))
+        if program_routes
+        else _no_programs,
+        events=publisher,
+    )
+    router.routes["workflow"] = executor
+    subscriber = EventSubscriber(
+        log=events_log, client=embedded.client, group_id=group_id, client_id="embedded-events"
+    )
+    return WorkerPrograms(executor, subscriber, publisher, events_log, runs, client)

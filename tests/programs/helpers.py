@@ -1,30 +1,30 @@
-"""An embedded engine with programs: the workflow route over a command route, a SQLite run
-store and the events topic in the embedded log's file."""
+"""An embedded engine with programs (`embedded_programs`): the workflow route over a command
+route and a route recording replies, runs in SQLite, events in the embedded log."""
 
 from __future__ import annotations
 
 import sys
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from scheduler.executors.abc import ExecutionContext, Executor
 from scheduler.executors.command import CommandExecutor
 from scheduler.executors.registry import RoutingExecutor
-from scheduler.logs.embedded import EmbeddedTaskLog
+from scheduler.logs.abc import TaskLog
 from scheduler.model import Task
+from scheduler.programs.abc import RunStore
 from scheduler.programs.catalog import ProgramCatalog
-from scheduler.programs.events import EventPublisher, events_topic
+from scheduler.programs.events import EventPublisher
 from scheduler.programs.launch import LaunchRequest
 from scheduler.programs.model import Program, ProgramKind, StartedBy, StarterKind
-from scheduler.programs.runtime import LATE_RUN_TASKS_S
-from scheduler.programs.subscriber import EventSubscriber, ReceivedEvent
+from scheduler.programs.runtime import embedded_programs
+from scheduler.programs.subscriber import EventSubscriber
 from scheduler.programs.workflow import WorkflowExecutor
-from scheduler.stores.runs_sqlite import SqliteRunStore
-from scheduler.testing import TestEngine, embedded_engine
+from scheduler.testing import TEST_SETTINGS, TestEngine
 
 PY = sys.executable
 
@@ -54,11 +54,10 @@ class Replies:
 class Programs:
     engine: TestEngine
     workflow: WorkflowExecutor
-    runs: SqliteRunStore
-    events_log: EmbeddedTaskLog
+    runs: RunStore
+    events_log: TaskLog
     publisher: EventPublisher
     replies: Replies
-    received: list[ReceivedEvent] = field(default_factory=list)
 
     def launch(self, request: LaunchRequest) -> None:
         self.engine.client.schedule_task(request.task()).result(10)
@@ -92,34 +91,23 @@ def request(
 def programs_engine(
     tmp_path: Path, programs: Iterable[Program] = (OK, FAILS, SLOW)
 ) -> Iterator[Programs]:
+    replies = Replies()
     routes: dict[str, Executor] = {
         "command": CommandExecutor(log_dir=str(tmp_path / "logs")),
-        "replies": Replies(),
+        "replies": replies,
     }
     router = RoutingExecutor(routes, default="command")
-    with embedded_engine(router, data_dir=tmp_path / "data") as engine:
-        runs = SqliteRunStore(path=str(tmp_path / "data" / "store.db"))
-        runs.open()
-        events_log = EmbeddedTaskLog(
-            path=str(tmp_path / "data" / "log.db"), topic=events_topic("scheduler-tasks")
+    engine = TestEngine(router, data_dir=tmp_path / "data", partitions=4, settings=TEST_SETTINGS)
+    attached = embedded_programs(engine, router, ProgramCatalog(programs))
+    with ExitStack() as stack:
+        stack.callback(attached.close)  # if the engine does not start
+        stack.enter_context(engine)
+        stack.callback(attached.close)  # before the engine stops and closes the log
+        yield Programs(
+            engine,
+            attached.executor,
+            attached.runs,
+            attached.events_log,
+            attached.publisher,
+            replies,
         )
-        events_log.ensure_topic(2)
-        publisher = EventPublisher(events_log)
-        from scheduler.client import SchedulerClient
-
-        client = SchedulerClient(log=engine.log, grace_window_s=LATE_RUN_TASKS_S)
-        workflow = WorkflowExecutor(
-            catalog=ProgramCatalog(programs),
-            runs=runs,
-            client=client,
-            programs=RoutingExecutor({"command": routes["command"]}, default="command"),
-            events=publisher,
-        )
-        router.routes["workflow"] = workflow
-        try:
-            yield Programs(engine, workflow, runs, events_log, publisher, routes["replies"])  # type: ignore[arg-type]
-        finally:
-            client.close()
-            publisher.close()
-            runs.close()
-            events_log.close()
