@@ -183,17 +183,17 @@ class WorkflowExecutor:
         except BaseException as failure:  # the program's failure is the run's data
             error = failure
         reason = context.reason
-        if reason is not None and reason not in (CANCELLED_BY_OPERATOR, TIMED_OUT):
-            # Revoked or shutting down: the next owner runs the task again (attempt + 1).
-            raise error or RuntimeError(f"run {run.run_id} interrupted: {reason}")
         changes: dict[str, Any] = {"ended_ms": self.clock()}
-        if reason == CANCELLED_BY_OPERATOR:
-            status, changes["last_error"] = RunStatus.KILLED, "killed by an operator"
-        elif error is not None or reason == TIMED_OUT:
-            status = RunStatus.FAILED
-            changes["last_error"] = _words(error) if error else "timed out"
-        else:
+        if error is None:
+            # The program finished, whatever cancellation came too late to stop it.
             status = RunStatus.COMPLETED
+        elif reason == CANCELLED_BY_OPERATOR:
+            status, changes["last_error"] = RunStatus.KILLED, "killed by an operator"
+        elif reason is None or reason == TIMED_OUT:
+            status, changes["last_error"] = RunStatus.FAILED, _words(error, reason)
+        else:
+            # Revoked or shutting down: the next owner runs the task again (attempt + 1).
+            raise error
         ended = run.with_status(status, **changes)
         if not self.runs.transition(ended, {RunStatus.RUNNING}):
             ended = self.runs.get(run.run_id) or ended
@@ -205,5 +205,8 @@ class WorkflowExecutor:
             self.events.publish(ProgramStatusEvent.of(run)).result(self.timeout_s)
 
 
-def _words(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:_ERROR_CHARS]
+def _words(error: BaseException, reason: str | None) -> str:
+    said = f"{type(error).__name__}: {error}"
+    if reason == TIMED_OUT:
+        said = f"timed out ({said})"
+    return said[:_ERROR_CHARS]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.errors import UnknownProgramError
-from scheduler.executors.abc import ExecutionContext
-from scheduler.model import TaskKey
+from scheduler.errors import TaskCancelledError, UnknownProgramError
+from scheduler.executors.abc import CANCELLED_BY_OPERATOR, TIMED_OUT, ExecutionContext
+from scheduler.model import Task, TaskKey
 from scheduler.programs.events import ProgramStatusEvent
 from scheduler.programs.launch import run_task
 from scheduler.programs.model import Run, RunStatus
@@ -220,3 +220,72 @@ def test_a_refused_request_tried_again_later_launches_its_one_run(tmp_path: Path
         ended(p, launched.run_id)
         p.engine.join()
         assert len(p.replies.tasks) == 1
+
+
+def pending_run(p: Programs, key: str) -> tuple[Run, Task]:
+    launch = request("ok", key)
+    run = p.runs.create(
+        Run(
+            run_id=launch.run_id,
+            program="ok",
+            started_by=launch.started_by,
+            arguments={"table": "t"},
+            status=RunStatus.PENDING,
+            created_ms=1,
+            requested_ms=1,
+        )
+    )
+    return run, run_task(run.run_id, run.created_ms)
+
+
+def cancelled_while_running(reason: str, *, fail: bool = True):  # type: ignore[no-untyped-def]
+    def program(task: Task, context: ExecutionContext) -> None:
+        context.cancel(reason)
+        if fail:
+            raise TaskCancelledError(f"stopped: {reason}")
+
+    return program
+
+
+def test_a_run_interrupted_by_a_revocation_stays_running_and_runs_again(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        run, task = pending_run(p, "operator:revoked")
+        p.workflow.programs = cancelled_while_running("partition revoked")
+        with pytest.raises(TaskCancelledError):
+            p.workflow.run(run.run_id, task, ExecutionContext(task, attempt=1, partition=0))
+        interrupted = p.runs.get(run.run_id)
+        assert interrupted is not None
+        assert (interrupted.status, interrupted.attempts) == (RunStatus.RUNNING, 1)
+        p.workflow.programs = lambda task, context: None
+        again = p.workflow.run(run.run_id, task, ExecutionContext(task, attempt=2, partition=0))
+    assert again is not None
+    assert (again.status, again.attempts) == (RunStatus.COMPLETED, 2)
+
+
+def test_a_run_past_its_timeout_ends_failed_saying_so(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        run, task = pending_run(p, "operator:slow")
+        p.workflow.programs = cancelled_while_running(TIMED_OUT)
+        ended_run = p.workflow.run(run.run_id, task, ExecutionContext(task, attempt=1, partition=0))
+    assert ended_run is not None
+    assert ended_run.status is RunStatus.FAILED
+    assert (ended_run.last_error or "").startswith("timed out (TaskCancelledError")
+
+
+def test_a_program_that_finished_before_a_late_kill_completes(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        run, task = pending_run(p, "operator:late")
+        p.workflow.programs = cancelled_while_running(CANCELLED_BY_OPERATOR, fail=False)
+        ended_run = p.workflow.run(run.run_id, task, ExecutionContext(task, attempt=1, partition=0))
+    assert ended_run is not None and ended_run.status is RunStatus.COMPLETED
+
+
+def test_a_run_killed_while_pending_is_not_started_by_its_task(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        run, task = pending_run(p, "operator:never")
+        assert p.runs.transition(run.with_status(RunStatus.KILLED), {RunStatus.PENDING})
+        started: list[Task] = []
+        p.workflow.programs = lambda task, context: started.append(task)
+        after = p.workflow.run(run.run_id, task, ExecutionContext(task, attempt=1, partition=0))
+    assert after is not None and after.status is RunStatus.KILLED
+    assert started == []
