@@ -87,12 +87,27 @@ def runs() -> None:
 
 
 @contextmanager
-def _run_store(settings: Settings) -> Iterator[tuple[TaskLog, RunStore]]:
+def _run_store(settings: Settings) -> Iterator[RunStore]:
+    """The run store alone: reading runs needs no log (nor its topic)."""
+    from scheduler.programs.runtime import open_run_store
+    from scheduler.runtime import open_existing_store
+
+    with ExitStack() as stack:
+        store = open_existing_store(settings)
+        stack.callback(store.close)
+        # Inspecting creates no Cassandra table: missing ones are said, with `schema apply`.
+        run_store = open_run_store(settings, store, create_schema=settings.store == "sqlite")
+        stack.callback(run_store.close)
+        yield run_store
+
+
+@contextmanager
+def _log_and_run_store(settings: Settings) -> Iterator[tuple[TaskLog, RunStore]]:
     from scheduler.programs.runtime import open_run_store
 
     with ExitStack() as stack:
         log, store = stack.enter_context(backends(settings))
-        run_store = open_run_store(settings, store)
+        run_store = open_run_store(settings, store, create_schema=settings.store == "sqlite")
         stack.callback(run_store.close)
         yield log, run_store
 
@@ -116,7 +131,7 @@ def list_runs(
 ) -> None:
     """Runs, newest first."""
     wanted = {RunStatus(s.upper()) for s in statuses} or None
-    with _run_store(state.settings()) as (_, run_store):
+    with _run_store(state.settings()) as run_store:
         found = run_store.list_runs(program=program, statuses=wanted, limit=limit)
     if as_json:
         echo_json([run.to_json() for run in found])
@@ -154,7 +169,7 @@ def _get(run_store: RunStore, run_id: str) -> Run:
 @pass_state
 def show_run(state: CliState, run_id: str, as_json: bool) -> None:
     """One run, with its arguments, times, attempts and last error."""
-    with _run_store(state.settings()) as (_, run_store):
+    with _run_store(state.settings()) as run_store:
         run = _get(run_store, run_id)
     if as_json:
         echo_json(run.to_json())
@@ -230,7 +245,7 @@ def kill_run(state: CliState, run_id: str) -> None:
     from scheduler.programs.runtime import build_events_log
 
     settings = state.settings()
-    with _run_store(settings) as (log, run_store):
+    with _log_and_run_store(settings) as (log, run_store):
         run = _get(run_store, run_id)
         if run.status.is_terminal:
             raise TaskStateError(f"run {run_id} already ended {run.status}; nothing to kill")

@@ -39,9 +39,12 @@ def load_catalog(settings: Settings) -> ProgramCatalog:
     return load_programs(settings.programs_file)
 
 
-def open_run_store(settings: Settings, store: TaskStore) -> RunStore:
+def open_run_store(
+    settings: Settings, store: TaskStore, *, create_schema: bool | None = None
+) -> RunStore:
     """The run store beside the opened task store `store` (SQLite: the same file; Cassandra:
-    the same keyspace and connection)."""
+    the same keyspace and connection); its tables are created if `create_schema` (default:
+    the setting on Cassandra, always on SQLite)."""
     runs: RunStore
     if settings.store == "cassandra":
         from scheduler.stores.cassandra import CassandraTaskStore
@@ -57,7 +60,9 @@ def open_run_store(settings: Settings, store: TaskStore) -> RunStore:
             path=str(data_dir(settings) / EMBEDDED_STORE_FILE),
             retention_s=settings.run_retention_s,
         )
-    runs.open(create_schema=settings.create_schema or settings.store == "sqlite")
+    if create_schema is None:
+        create_schema = settings.create_schema or settings.store == "sqlite"
+    runs.open(create_schema=create_schema)
     return runs
 
 

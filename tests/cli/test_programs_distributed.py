@@ -132,3 +132,12 @@ def test_a_started_program_completes_once_and_a_killed_one_ends_killed(
     assert [e.status for e in handler.of(sleepy)] == ["KILLED"]
     assert [r["status"] for r in runs_of(run, "sleepy")] == ["KILLED"]
     assert with_programs["ran"].read_text() == "world\n"
+
+
+def test_schema_apply_creates_the_run_tables(with_programs, run, monkeypatch) -> None:
+    monkeypatch.setenv("SCHEDULER_CREATE_SCHEMA", "false")
+    applied = run("schema", "apply")
+    assert applied.exit_code == 0, applied.output
+    listed = run("runs", "list", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.output) == []
