@@ -202,6 +202,7 @@ RUNS_LAUNCHED = Counter(
 LAUNCHES_REFUSED = Counter(
     "scheduler_launches_refused_total", "Launch requests refused at their concurrency limit."
 )
+RUNS_RUNNING = Gauge("scheduler_runs_running", "Runs whose program runs in this process now.")
 RUNS_ENDED = Counter(
     "scheduler_runs_ended_total", "Runs that reached a terminal status, by status.", ["status"]
 )

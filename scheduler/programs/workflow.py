@@ -177,11 +177,14 @@ class WorkflowExecutor:
         program = self.catalog.get(run.program)
         inner = Task.from_key(task.key, program.task_data(run.arguments))
         error: BaseException | None = None
+        metrics.RUNS_RUNNING.inc()
         try:
             with publishing_with(self.events):
                 self.programs(inner, context)
         except BaseException as failure:  # the program's failure is the run's data
             error = failure
+        finally:
+            metrics.RUNS_RUNNING.dec()
         reason = context.reason
         changes: dict[str, Any] = {"ended_ms": self.clock()}
         if error is None:
