@@ -289,3 +289,29 @@ def test_a_run_killed_while_pending_is_not_started_by_its_task(tmp_path: Path) -
         after = p.workflow.run(run.run_id, task, ExecutionContext(task, attempt=1, partition=0))
     assert after is not None and after.status is RunStatus.KILLED
     assert started == []
+
+
+def test_runs_are_counted_by_status_with_their_launch_latency(tmp_path: Path) -> None:
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = (
+        sample("scheduler_runs_launched_total"),
+        sample("scheduler_runs_ended_total", status="FAILED"),
+        sample("scheduler_run_launch_latency_seconds_count"),
+    )
+    with programs_engine(tmp_path) as p:
+        launch = request("fails", "operator:counted")
+        p.launch(launch)
+        p.launch(launch)
+        ended(p, launch.run_id)
+        p.engine.join()
+    after = (
+        sample("scheduler_runs_launched_total"),
+        sample("scheduler_runs_ended_total", status="FAILED"),
+        sample("scheduler_run_launch_latency_seconds_count"),
+    )
+    assert [b - a for a, b in zip(before, after, strict=True)] == [1, 1, 1]
+    assert sample("scheduler_runs_running") == 0
