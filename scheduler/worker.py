@@ -135,6 +135,7 @@ class Worker:
             request_rewind=self._rewinds.put,
             rng=self.rng,
             restarting=self._restarting,
+            worker_id=self.client_id,
         ).proxy()
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
         self._thread.start()
