@@ -278,6 +278,17 @@ class Settings(BaseSettings):
     spark_job_modules: CommaList = ["scheduler.examples"]
     """Packages whose `module:function` jobs a task may name without registering them first."""
 
+    # -- programs and runs -----------------------------------------------------------------
+    programs_file: Annotated[Path | None, EmptyOnlyIsNone] = None
+    """TOML or JSON file declaring the programs runs are made of (docs/programs-and-runs.md).
+    Workers with the `auto` executor run programs (the `workflow` route) and read the events
+    topic only when it is set."""
+    run_retention_s: Annotated[float, Field(gt=0)] = 30 * 86_400.0
+    """How long a run record is kept after its last change."""
+    events_subscriber: bool = True
+    """Whether workers read the events topic (`<topic>-events`) and hand events to the
+    registered handlers (the schedules)."""
+
     # -- observability ---------------------------------------------------------------------
     log_level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], _case("upper")

@@ -34,6 +34,9 @@ COMMANDS: dict[str, str] = {
     "example": "scheduler.cli.example:example",
     "services": "scheduler.cli.services:services",
     "bench": "scheduler.cli.bench:bench",
+    "programs": "scheduler.cli.programs:programs",
+    "runs": "scheduler.cli.programs:runs",
+    "events": "scheduler.cli.programs:events",
 }
 """Subcommand name -> `module:attribute` of its click command."""
 

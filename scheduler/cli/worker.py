@@ -5,10 +5,18 @@ from __future__ import annotations
 import logging
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from scheduler.cli.context import CliState, pass_state
+
+if TYPE_CHECKING:
+    from scheduler.executors.abc import Executor
+    from scheduler.logs.abc import TaskLog
+    from scheduler.programs.runtime import WorkerPrograms
+    from scheduler.settings import Settings
+    from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger("scheduler.cli.worker")
 
@@ -95,6 +103,9 @@ def worker(
         stack.callback(store.close)
         new_store_check(log, store, settings)  # before the check pins the count in it
         partition_count_check(log, store, settings.partitions)
+        programs = _with_programs(settings, task_executor, log, store)
+        if programs is not None:
+            stack.callback(programs.close)
         running = Worker(
             log=log,
             store=store,
@@ -116,5 +127,23 @@ def worker(
                 click.echo(f"metrics at {base}/metrics, health at {base}/healthz and /readyz")
             click.echo("stop with Ctrl-C or SIGTERM")
 
+        if programs is not None and programs.subscriber is not None:
+            programs.subscriber.start()
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
+
+
+def _with_programs(
+    settings: Settings, executor: Executor, log: TaskLog, store: TaskStore
+) -> WorkerPrograms | None:
+    """Add the `workflow` route (programs and runs) to a routing executor (`auto`) when a
+    programs file is set. Other executors run what they are given and nothing else; without
+    programs a worker neither makes the events topic nor reads it (its ACLs stay as they were)."""
+    from scheduler.executors.registry import RoutingExecutor
+    from scheduler.programs.runtime import worker_programs
+
+    if not isinstance(executor, RoutingExecutor) or settings.programs_file is None:
+        return None
+    programs = worker_programs(settings, log=log, store=store, routes=executor.routes)
+    executor.routes["workflow"] = programs.executor
+    return programs
