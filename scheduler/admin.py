@@ -26,6 +26,7 @@ from scheduler.model import (
 )
 from scheduler.partitioning import partition_for
 from scheduler.stores.abc import TaskStore, TaskView
+from scheduler.wording import in_state
 
 if TYPE_CHECKING:
     from scheduler.client import SchedulerClient
@@ -123,7 +124,7 @@ def check_changes(store: TaskStore, partitions: int, keys: Sequence[TaskKey], ve
                 f"the key with `scheduler tasks list --ordering-id {key.ordering_id}`"
             )
         elif view.state not in allowed:
-            refusals.append(f"cannot {verb} {describe_key(key)}: it is {view.state}; {rule}")
+            refusals.append(f"cannot {verb} {describe_key(key)}: {in_state(view.state)}; {rule}")
     if refusals:
         not_found = all(refusal.startswith("no task") for refusal in refusals)
         error_type = TaskNotFoundError if not_found else TaskStateError

@@ -23,6 +23,7 @@ from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.engine.clock import now_ms
+from scheduler.wording import counted
 
 #: After cancelling, how long attempts get to notice before the partition is let go regardless.
 CANCEL_GRACE_S = 5.0
@@ -91,7 +92,9 @@ class PartitionSupervisor(pykka.ThreadingActor):
             idle = self._executor.begin_drain().get(timeout=10)
             if not idle.wait(deadline_s):
                 cancelled = self._executor.cancel_running(reason).get(timeout=10)
-                self.ctx.log.warning("cancelled %d running attempts: %s", cancelled, reason)
+                self.ctx.log.warning(
+                    "cancelled %s: %s", counted(cancelled, "running attempt"), reason
+                )
                 idle.wait(CANCEL_GRACE_S)
         except pykka.ActorDeadError:
             pass
