@@ -19,23 +19,25 @@ from fastapi.routing import APIRoute
 
 from scheduler.api import errors
 from scheduler.api.auth import TokenFile
-from scheduler.api.routers import fleet, meta, tasks
+from scheduler.api.routers import fleet, meta, runs, tasks
 from scheduler.api.state import ApiState
 from scheduler.settings import Settings
 
 TITLE = "scheduler"
-DESCRIPTION = """The REST API of a scheduler deployment: tasks and the worker fleet.
+DESCRIPTION = """The REST API of a scheduler deployment: tasks, the worker fleet, programs and
+their runs.
 
 Every route but `/api/v1/health` needs `Authorization: Bearer <token>`, a token made with
 `scheduler api tokens create --role read|operate|admin`: `read` sees, `operate` also schedules
-and changes tasks, `admin` also drops them. Errors are JSON (`ErrorBody`): 400 for a request
-that is not what the schema says (naming each field) or that the scheduler refuses, 401 without
-a valid token, 403 with too small a role, 404 for an unknown task, 409 for a task in a state the
-change does not fit, 503 when a backend cannot be reached.
+and changes tasks and starts and kills runs, `admin` also drops tasks. Errors are JSON
+(`ErrorBody`): 400 for a request that is not what the schema says (naming each field) or that
+the scheduler refuses, 401 without a valid token, 403 with too small a role, 404 for an unknown
+task, program or run, 409 for a task or run in a state the change does not fit, 503 when a
+backend cannot be reached.
 """
 
 
-ROUTERS = (meta.router, tasks.router, fleet.router)
+ROUTERS = (meta.router, tasks.router, fleet.router, runs.router)
 
 
 def tokens_path(settings: Settings) -> Path:
@@ -55,11 +57,11 @@ def create_app(settings: Settings, *, tokens: TokenFile | None = None) -> FastAP
 
         client = connect(settings, admin=True)
         assert client.store is not None
-        app.state.api = ApiState(settings, client, client.store, token_file)
+        app.state.api = state = ApiState(settings, client, client.store, token_file)
         try:
             yield
         finally:
-            client.close()
+            state.close()
 
     app = FastAPI(
         title=TITLE,

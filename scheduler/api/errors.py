@@ -93,7 +93,7 @@ def _http(request: Request, error: Exception) -> JSONResponse:
 
 
 def _scheduler(request: Request, error: Exception) -> JSONResponse:
-    if isinstance(error, TaskNotFoundError):
+    if isinstance(error, TaskNotFoundError | LookupError):  # a run, a program
         return error_response(404, str(error))
     if isinstance(error, TaskStateError):
         return error_response(409, str(error))

@@ -165,3 +165,59 @@ class WhoAmI(BaseModel):
 
 
 Scheduled.model_rebuild()
+
+
+class ProgramOut(BaseModel):
+    """A program the deployment declares (its programs file)."""
+
+    name: str
+    kind: str = Field(description="`spark`, `spark-submit` or `command`.")
+    spec: dict[str, Any] = Field(description="What it runs, as the programs file declares it.")
+    properties: dict[str, Any] = Field(description="Default arguments of its runs.")
+    description: str
+
+
+class RunOut(BaseModel):
+    """One run of a program."""
+
+    run_id: str
+    program: str
+    started_by: str = Field(description="`operator:<name>`, `schedule:<id>`, ...")
+    arguments: dict[str, Any]
+    status: Literal["PENDING", "RUNNING", "COMPLETED", "FAILED", "KILLED"]
+    created_time: str
+    requested_time: str | None
+    started_time: str | None
+    ended_time: str | None
+    attempts: int
+    last_error: str | None
+    request_key: str
+
+
+class RunStartIn(_Strict):
+    """A run to start by hand."""
+
+    arguments: dict[str, str] = Field(
+        default_factory=dict,
+        description="The run's arguments (over the program's default properties); values fill "
+        "the program's declared templates, they are never run as commands.",
+    )
+    request_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Names this request: the same id starts one run however often it is sent.",
+    )
+
+
+class RunStarted(BaseModel):
+    run_id: str
+    request_key: str
+
+
+class RunKilled(BaseModel):
+    run_id: str
+    killed_before_start: bool = Field(
+        description="True: it was still PENDING and is KILLED now; false: its process is being "
+        "stopped and it ends KILLED shortly."
+    )

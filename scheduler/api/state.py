@@ -15,6 +15,7 @@ from scheduler.api.auth import Sessions, TokenFile
 if TYPE_CHECKING:
     from scheduler.client import SchedulerClient
     from scheduler.fleet.status import PartitionStatus
+    from scheduler.programs.abc import RunStore
     from scheduler.settings import Settings
     from scheduler.stores.abc import TaskStore
 
@@ -74,3 +75,38 @@ class ApiState:
     tokens: TokenFile
     sessions: Sessions = field(default_factory=Sessions)
     history: FleetHistory = field(default_factory=FleetHistory)
+    _runs: RunStore | None = None
+    _launcher: SchedulerClient | None = None
+    _runs_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def launcher(self) -> SchedulerClient:
+        """A client for the launch requests of runs started by hand, as `scheduler runs start`
+        sends them: built by the scheduler from a declared program, they go to the workers'
+        `workflow` executor, which the task check of `client` (the configured executor's) does
+        not know."""
+        with self._runs_lock:
+            if self._launcher is None:
+                from scheduler.client import SchedulerClient
+
+                self._launcher = SchedulerClient(
+                    log=self.client.log, grace_window_s=self.settings.grace_window_s
+                )
+            return self._launcher
+
+    def run_store(self) -> RunStore:
+        """The run store, opened on first use: a keyspace without the run tables fails the
+        runs routes (saying to run `scheduler schema apply`), not the whole API."""
+        with self._runs_lock:
+            if self._runs is None:
+                from scheduler.programs.runtime import open_run_store
+
+                create = self.settings.store == "sqlite"
+                self._runs = open_run_store(self.settings, self.store, create_schema=create)
+            return self._runs
+
+    def close(self) -> None:
+        if self._runs is not None:
+            self._runs.close()
+        if self._launcher is not None:
+            self._launcher.close()
+        self.client.close()

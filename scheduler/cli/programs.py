@@ -2,10 +2,7 @@
 declares, their runs, and the events topic.
 
 Reads go to the run store directly. Starting and killing travel on the task log like every
-change does: a start is a launch request in the program's queue (the worker decides it, under
-the program's concurrency), a kill cancels the run's task (which stops its process or Spark job
-group); a run still PENDING is ended KILLED here, with a conditional write the run's own task
-cannot race.
+change does (`scheduler.programs.operator`, which the REST API uses too).
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ import click
 from scheduler.cli.context import CliState, backends, pass_state
 from scheduler.cli.keys import iso
 from scheduler.cli.output import echo_json, echo_table
-from scheduler.errors import RunNotFoundError, TaskStateError
 from scheduler.programs.model import Program, Run, RunStatus
 
 if TYPE_CHECKING:
@@ -154,13 +150,9 @@ def list_runs(
 
 
 def _get(run_store: RunStore, run_id: str) -> Run:
-    run = run_store.get(run_id)
-    if run is None:
-        raise RunNotFoundError(
-            f"no run {run_id!r} in the run store (never made, or older than run_retention_s); "
-            "`scheduler runs list` shows the runs there are"
-        )
-    return run
+    from scheduler.programs.operator import get_run
+
+    return get_run(run_store, run_id)
 
 
 @runs.command("show")
@@ -207,24 +199,26 @@ def start_run(
     """Start PROGRAM once, by hand; a worker launches it (see `runs show` for its progress)."""
     from scheduler.client import SchedulerClient
     from scheduler.engine.clock import now_ms
-    from scheduler.programs.launch import operator_request
+    from scheduler.programs.operator import start
     from scheduler.programs.runtime import load_catalog, operator_name
     from scheduler.runtime import build_log, topic_partition_check
 
     settings = state.settings()
-    load_catalog(settings).get(program)  # refuse an unknown program here, with the known ones
-    request = operator_request(
-        program,
-        request_id or uuid.uuid4().hex,
-        operator=operator_name(),
-        now_ms=now_ms(),
-        properties=_parse_args(args),
-    )
+    catalog = load_catalog(settings)  # an unknown program is refused before the log is opened
+    catalog.get(program)
     log = build_log(settings)
     try:
         topic_partition_check(log, settings.partitions)
         with SchedulerClient(log=log, grace_window_s=settings.grace_window_s) as client:
-            client.schedule_task(request.task()).result(60)
+            request = start(
+                client,
+                catalog,
+                program,
+                request_id=request_id or uuid.uuid4().hex,
+                operator=operator_name(),
+                now_ms=now_ms(),
+                properties=_parse_args(args),
+            )
     finally:
         log.close()
     if as_json:
@@ -240,28 +234,11 @@ def kill_run(state: CliState, run_id: str) -> None:
     """Kill RUN: cancel its task, which stops its process or Spark job group; it ends KILLED."""
     from scheduler.client import SchedulerClient
     from scheduler.engine.clock import now_ms
-    from scheduler.programs.events import EventPublisher, ProgramStatusEvent
-    from scheduler.programs.launch import run_task
-    from scheduler.programs.runtime import build_events_log
+    from scheduler.programs.operator import kill
 
     settings = state.settings()
-    with _log_and_run_store(settings) as (log, run_store):
-        run = _get(run_store, run_id)
-        if run.status.is_terminal:
-            raise TaskStateError(f"run {run_id} already ended {run.status}; nothing to kill")
-        with SchedulerClient(log=log) as client:
-            client.cancel_task(run_task(run.run_id, run.created_ms).key).result(60)
-        killed = run.with_status(
-            RunStatus.KILLED, ended_ms=now_ms(), last_error="killed by an operator"
-        )
-        if run.status is RunStatus.PENDING and run_store.transition(killed, {RunStatus.PENDING}):
-            events_log = build_events_log(settings)
-            publisher = EventPublisher(events_log)
-            try:
-                publisher.publish(ProgramStatusEvent.of(killed)).result(60)
-            finally:
-                publisher.close()
-                events_log.close()
+    with _log_and_run_store(settings) as (log, run_store), SchedulerClient(log=log) as client:
+        if kill(client, run_store, settings, run_id, now_ms=now_ms()):
             click.echo(f"run {run_id} killed before it started")
             return
     click.echo(f"run {run_id} is being killed; `scheduler runs show {run_id}` shows when it ends")

@@ -1,0 +1,81 @@
+"""What an operator does to runs, the CLI's `scheduler runs` and the REST API alike: find a run,
+start a program by hand, kill a run.
+
+A start is a launch request in the program's queue (a worker decides it, under the program's
+concurrency); a kill cancels the run's task (which stops its process or Spark job group), and a
+run still PENDING is ended KILLED here, with a conditional write the run's own task cannot race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from scheduler.errors import RunNotFoundError, TaskStateError
+from scheduler.programs.launch import LaunchRequest, operator_request, run_task
+from scheduler.programs.model import Run, RunStatus
+
+if TYPE_CHECKING:
+    from scheduler.client import SchedulerClient
+    from scheduler.programs.abc import RunStore
+    from scheduler.programs.catalog import ProgramCatalog
+    from scheduler.settings import Settings
+
+ACK_TIMEOUT_S = 60.0
+
+
+def get_run(run_store: RunStore, run_id: str) -> Run:
+    """The run of `run_id`, or `RunNotFoundError` saying where to look."""
+    run = run_store.get(run_id)
+    if run is None:
+        raise RunNotFoundError(
+            f"no run {run_id!r} in the run store (never made, or older than run_retention_s); "
+            "`scheduler runs list` shows the runs there are"
+        )
+    return run
+
+
+def start(
+    client: SchedulerClient,
+    catalog: ProgramCatalog,
+    program: str,
+    *,
+    request_id: str,
+    operator: str,
+    now_ms: int,
+    properties: Mapping[str, Any] | None = None,
+) -> LaunchRequest:
+    """Request one run of `program` (refused with the known ones if it is not declared); the
+    same `request_id` starts one run however often it is sent. Returns once the log has it."""
+    catalog.get(program)
+    request = operator_request(
+        program, request_id, operator=operator, now_ms=now_ms, properties=properties
+    )
+    client.schedule_task(request.task()).result(ACK_TIMEOUT_S)
+    return request
+
+
+def kill(
+    client: SchedulerClient, run_store: RunStore, settings: Settings, run_id: str, *, now_ms: int
+) -> bool:
+    """Kill the run: its task is cancelled; a run still PENDING ends KILLED at once (and its
+    status event is published). True when it was killed before it started; `TaskStateError`
+    when it had ended already."""
+    from scheduler.programs.events import EventPublisher, ProgramStatusEvent
+    from scheduler.programs.runtime import build_events_log
+
+    run = get_run(run_store, run_id)
+    if run.status.is_terminal:
+        raise TaskStateError(f"run {run_id} already ended {run.status}; nothing to kill")
+    client.cancel_task(run_task(run.run_id, run.created_ms).key).result(ACK_TIMEOUT_S)
+    killed = run.with_status(RunStatus.KILLED, ended_ms=now_ms, last_error="killed by an operator")
+    if run.status is RunStatus.PENDING and run_store.transition(killed, {RunStatus.PENDING}):
+        events_log = build_events_log(settings)
+        publisher = EventPublisher(events_log)
+        try:
+            publisher.publish(ProgramStatusEvent.of(killed)).result(ACK_TIMEOUT_S)
+        finally:
+            publisher.close()
+            events_log.close()
+        return True
+    return False

@@ -1,0 +1,148 @@
+"""The programs and runs endpoints against a worker that runs the programs of a programs file."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from scheduler.api.auth import Role
+from scheduler.fleet import WorkerProcess
+from scheduler.runtime import connect
+from scheduler.settings import Settings
+from tests.api.conftest import ROOT, WORKER_ENV, wait_for
+from tests.api.server import ApiServer
+
+Call = Callable[..., httpx.Response]
+PROGRAMS = f"""
+[programs.hello]
+kind = "command"
+argv = ["{sys.executable}", "-c", "print('hello {{{{who}}}}')"]
+properties = {{who = "world"}}
+description = "says hello"
+
+[programs.sleepy]
+kind = "command"
+argv = ["{sys.executable}", "-c", "import time; time.sleep(60)"]
+
+[programs.broken]
+kind = "command"
+argv = ["{sys.executable}", "-c", "raise SystemExit(3)"]
+"""
+
+
+def _settings(data_dir: Path) -> Settings:
+    return Settings(
+        log="embedded",
+        store="sqlite",
+        data_dir=data_dir,
+        partitions=4,
+        executor="auto",
+        programs_file=data_dir.parent / "programs.toml",
+    )
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An embedded deployment whose worker runs the programs of `PROGRAMS`."""
+    data_dir = tmp_path_factory.mktemp("runs") / "data"
+    (data_dir.parent / "programs.toml").write_text(PROGRAMS)
+    connect(_settings(data_dir)).close()
+    env = {
+        **WORKER_ENV,
+        "SCHEDULER_EXECUTOR": "auto",
+        "SCHEDULER_PROGRAMS_FILE": str(data_dir.parent / "programs.toml"),
+        "SCHEDULER_DATA_DIR": str(data_dir),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    worker = WorkerProcess(env, name="runs-worker", log_path=data_dir.parent / "worker.log")
+    try:
+        worker.wait_until_owning(60, at_least=4)
+        yield data_dir
+    finally:
+        worker.stop()
+
+
+@pytest.fixture(scope="module")
+def server(deployment: Path) -> Iterator[ApiServer]:
+    api = ApiServer(_settings(deployment), deployment.parent / "tokens.json").start()
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+def _run(as_role: Call, run_id: str) -> dict[str, object]:
+    """The run, or an empty dict while the worker has not made it yet (a 404)."""
+    answer = as_role(Role.READ, "GET", f"/api/v1/runs/{run_id}")
+    assert answer.status_code in (200, 404), answer.text
+    return dict(answer.json()) if answer.status_code == 200 else {}
+
+
+def _start(as_role: Call, program: str, **body: object) -> str:
+    answer = as_role(Role.OPERATE, "POST", f"/api/v1/programs/{program}/runs", json=body)
+    assert answer.status_code == 202, answer.text
+    return str(answer.json()["run_id"])
+
+
+def test_programs_are_listed_and_got_by_name(as_role: Call) -> None:
+    listed = as_role(Role.READ, "GET", "/api/v1/programs").json()
+    assert [p["name"] for p in listed] == ["broken", "hello", "sleepy"]
+    hello = as_role(Role.READ, "GET", "/api/v1/programs/hello").json()
+    assert hello["properties"] == {"who": "world"} and hello["description"] == "says hello"
+    unknown = as_role(Role.READ, "GET", "/api/v1/programs/nope")
+    assert unknown.status_code == 404
+    assert "known programs: broken, hello, sleepy" in unknown.json()["message"]
+
+
+def test_a_run_started_by_hand_completes_with_its_arguments(as_role: Call) -> None:
+    run_id = _start(as_role, "hello", arguments={"who": "ops"})
+    done = wait_for(lambda: (r := _run(as_role, run_id)).get("status") == "COMPLETED" and r)
+    assert done["arguments"]["who"] == "ops"  # beside the system's own (_logical_time)
+    assert done["started_by"].startswith("operator:api:operate-")
+    listed = as_role(Role.READ, "GET", "/api/v1/runs", params={"program": "hello"}).json()
+    assert run_id in [r["run_id"] for r in listed]
+
+
+def test_the_same_request_id_starts_one_run(as_role: Call) -> None:
+    first = _start(as_role, "hello", request_id="nightly-2027-01-01")
+    again = _start(as_role, "hello", request_id="nightly-2027-01-01")
+    assert first == again
+
+
+def test_a_failed_run_shows_its_error(as_role: Call) -> None:
+    run_id = _start(as_role, "broken")
+    failed = wait_for(lambda: (r := _run(as_role, run_id)).get("status") == "FAILED" and r)
+    assert "3" in str(failed["last_error"])
+    listed = as_role(Role.READ, "GET", "/api/v1/runs", params={"status": "FAILED"}).json()
+    assert [r["run_id"] for r in listed] == [run_id]
+
+
+def test_a_running_run_is_killed_and_killing_it_again_is_a_409(as_role: Call) -> None:
+    run_id = _start(as_role, "sleepy")
+    wait_for(lambda: _run(as_role, run_id).get("status") == "RUNNING")
+    refused = as_role(Role.READ, "POST", f"/api/v1/runs/{run_id}/kill")
+    assert refused.status_code == 403
+    killed = as_role(Role.OPERATE, "POST", f"/api/v1/runs/{run_id}/kill")
+    assert killed.status_code == 202, killed.text
+    assert killed.json() == {"run_id": run_id, "killed_before_start": False}
+    wait_for(lambda: _run(as_role, run_id).get("status") == "KILLED")
+    again = as_role(Role.OPERATE, "POST", f"/api/v1/runs/{run_id}/kill")
+    assert again.status_code == 409 and "already ended KILLED" in again.json()["message"]
+
+
+def test_an_unknown_program_or_run_is_a_404(as_role: Call) -> None:
+    assert as_role(Role.OPERATE, "POST", "/api/v1/programs/nope/runs", json={}).status_code == 404
+    assert as_role(Role.READ, "GET", "/api/v1/runs/nope").status_code == 404
+    assert as_role(Role.OPERATE, "POST", "/api/v1/runs/nope/kill").status_code == 404
+
+
+def test_arguments_must_be_text(as_role: Call) -> None:
+    body = {"arguments": {"who": ["rm", "-rf"]}}
+    answer = as_role(Role.OPERATE, "POST", "/api/v1/programs/hello/runs", json=body)
+    assert answer.status_code == 400
+    assert answer.json()["fields"][0]["field"] == "body.arguments.who"
