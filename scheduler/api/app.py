@@ -19,7 +19,7 @@ from fastapi.routing import APIRoute
 
 from scheduler.api import errors
 from scheduler.api.auth import TokenFile
-from scheduler.api.routers import fleet, meta, runs, tasks
+from scheduler.api.routers import checks, fleet, meta, runs, tasks
 from scheduler.api.state import ApiState
 from scheduler.settings import Settings
 
@@ -37,7 +37,7 @@ backend cannot be reached.
 """
 
 
-ROUTERS = (meta.router, tasks.router, fleet.router, runs.router)
+ROUTERS = (meta.router, tasks.router, fleet.router, runs.router, checks.router)
 
 
 def tokens_path(settings: Settings) -> Path:
