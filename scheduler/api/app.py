@@ -131,7 +131,7 @@ def _roles() -> dict[tuple[str, str], str]:
             dependant = pending.pop()
             role = getattr(dependant.call, "needed_role", None)
             if role is not None:
-                for method in route.methods:
+                for method in route.methods or ():
                     found[route.path, method] = str(role)
             pending += dependant.dependencies
     return found

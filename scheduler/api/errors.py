@@ -11,6 +11,7 @@ traceback goes to the log.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -58,10 +59,13 @@ _KINDS = {
 
 
 def error_response(
-    status: int, message: str, fields: list[FieldProblem] | None = None, **headers: str
+    status: int,
+    message: str,
+    fields: list[FieldProblem] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body = ErrorBody(error=_KINDS.get(status, "error"), message=message, fields=fields or [])
-    return JSONResponse(body.model_dump(), status_code=status, headers=headers or None)
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
 def field_path(location: tuple[Any, ...] | list[Any]) -> str:
@@ -88,8 +92,7 @@ def _validation(request: Request, error: Exception) -> JSONResponse:
 
 def _http(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
-    headers = dict(error.headers or {})
-    return error_response(error.status_code, str(error.detail), **headers)
+    return error_response(error.status_code, str(error.detail), headers=error.headers)
 
 
 def _scheduler(request: Request, error: Exception) -> JSONResponse:

@@ -38,7 +38,8 @@ def status(state: CliState, as_json: bool) -> None:
         except PartitionCountMismatchError as error:
             # Shown, not refused: the group's state is what an operator needs to mend it.
             echo_err(f"warning: {error}")
-        rows = [row.as_dict() for row in group_status(log, store, settings)]
+        statuses = group_status(log, store, settings)
+        rows = [row.as_dict() for row in statuses]
         # For the note under the table only.
         malformed = {} if as_json else store.malformed_counts(limit=_MALFORMED_NOTED)
     if as_json:
@@ -47,8 +48,8 @@ def status(state: CliState, as_json: bool) -> None:
     click.echo(f"group {settings.group_id!r}, topic {settings.topic!r}")
     headers = ["PARTITION", "OWNER", "COMMITTED", "END", "LAG", "IN_FLIGHT", "OVERDUE"]
     table: list[list[object]] = [[row[h.lower()] for h in headers] for row in rows]
-    owners = len({row["owner"] for row in rows if row["owner"]})
-    sums = [sum(int(row[name] or 0) for row in rows) for name in ("lag", "in_flight", "overdue")]
+    owners = len({row.owner for row in statuses if row.owner})
+    sums = [sum(getattr(row, name) for row in statuses) for name in ("lag", "in_flight", "overdue")]
     table.append(["total", f"{owners} owner(s)", "", "", *sums])
     echo_table(headers, table)
     if malformed:

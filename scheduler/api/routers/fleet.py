@@ -27,7 +27,7 @@ def fleet(state: ApiState) -> FleetOut:
         group=state.settings.group_id,
         topic=state.settings.topic,
         workers=[WorkerOut(name=name, partitions=owned) for name, owned in workers(rows).items()],
-        partitions=[PartitionOut(**row.as_dict()) for row in rows],
+        partitions=[PartitionOut.model_validate(row.as_dict()) for row in rows],
         lag=sum(row.lag for row in rows),
         in_flight=sum(row.in_flight for row in rows),
         overdue=sum(row.overdue for row in rows),

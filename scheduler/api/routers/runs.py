@@ -23,8 +23,12 @@ from scheduler.programs import operator
 from scheduler.programs.model import Program, Run, RunStatus
 from scheduler.programs.runtime import load_catalog
 
-_404 = {404: {"model": ErrorBody, "description": "No such program or run."}}
-_409 = {409: {"model": ErrorBody, "description": "The run has ended already."}}
+_404: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "No such program or run."}
+}
+_409: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "The run has ended already."}
+}
 
 router = APIRouter(prefix="/api/v1", tags=["programs and runs"], responses=ERROR_RESPONSES)
 State = Annotated[ApiState, Depends(api_state)]

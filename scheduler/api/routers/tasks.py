@@ -50,8 +50,10 @@ from scheduler.errors import TaskNotFoundError, TaskStateError
 from scheduler.model import ScheduleCursor, Task, TaskKey, TaskState
 
 ACK_TIMEOUT_S = 60.0
-_404 = {404: {"model": ErrorBody, "description": "No such task."}}
-_409 = {409: {"model": ErrorBody, "description": "A task is in a state the change does not fit."}}
+_404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "No such task."}}
+_409: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "A task is in a state the change does not fit."}
+}
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], responses=ERROR_RESPONSES)
 State = Annotated[ApiState, Depends(api_state)]
@@ -59,7 +61,7 @@ Reader = Annotated[TokenEntry, Depends(require(Role.READ))]
 Operator = Annotated[TokenEntry, Depends(require(Role.OPERATE))]
 
 
-def _may(verb: str) -> object:
+def _may(verb: str) -> Any:
     return Depends(require(CHANGE_ROLES[verb]))
 
 
@@ -133,7 +135,9 @@ def list_tasks(
         after=_decode_cursor(cursor),
     )
     following = _encode_cursor(views[-1].partition, views[-1].task.key.cursor) if more else None
-    return TaskPage(tasks=[TaskOut(**status_dict(view)) for view in views], next_cursor=following)
+    return TaskPage(
+        tasks=[TaskOut.model_validate(status_dict(view)) for view in views], next_cursor=following
+    )
 
 
 @router.get("/by-key", summary="Get one task", responses=_404)
@@ -155,7 +159,7 @@ def get_task(
             f"GET /api/v1/tasks?ordering_id={ordering_id}"
         )
     history = [attempt_dict(attempt) for attempt in state.store.attempts(partition, task_key)]
-    return TaskDetail(**status_dict(view), attempt_history=history)
+    return TaskDetail.model_validate({**status_dict(view), "attempt_history": history})
 
 
 @router.post("/cancel", summary="Cancel pending tasks", responses={**_404, **_409})
