@@ -1,4 +1,5 @@
-"""The dashboard's pages: login, the fleet, and the tasks of an ordering id with their actions.
+"""The dashboard's pages: login, the fleet, the tasks of an ordering id and the runs of programs,
+with the actions each role may take.
 
 Pages are whole HTML documents; the live parts (`.../body`) are fragments that htmx fetches
 every few seconds and swaps in place. Every read and every action goes through what the REST API
@@ -7,6 +8,7 @@ uses (`scheduler.fleet.status`, `scheduler.admin`), with the same roles (`CHANGE
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -23,12 +25,15 @@ from scheduler.admin import (
     request_changes,
     status_dict,
 )
-from scheduler.api.auth import CHANGE_ROLES, TokenEntry
+from scheduler.api.auth import CHANGE_ROLES, Role, TokenEntry
 from scheduler.api.routers.fleet import fleet
 from scheduler.api.state import ApiState
 from scheduler.dashboard.sparkline import sparkline
+from scheduler.engine.clock import now_ms
 from scheduler.errors import SchedulerError
 from scheduler.model import TaskKey, TaskState, from_epoch_ms
+from scheduler.programs import operator
+from scheduler.programs.model import RunStatus
 
 COOKIE = "scheduler_session"
 PAGE_SIZE = 100
@@ -227,3 +232,84 @@ async def task_action(request: Request) -> Response:
 def _message(request: Request, status: int, text: str) -> HTMLResponse:
     kind = "ok" if status < 400 else "refused"
     return _render(request, "message.html", status=status, kind=kind, text=text)
+
+
+@router.get("/runs", response_model=None)
+def runs_page(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer is None:
+        return _to_login(request)
+    return _render(request, "runs.html", viewer=viewer, **_runs_context(request))
+
+
+@router.get("/runs/body", response_model=None)
+def runs_body(request: Request) -> Response:
+    viewer = _viewer(request)
+    if viewer is None:
+        return _to_login(request)
+    return _render(request, "runs_body.html", viewer=viewer, **_runs_context(request))
+
+
+def _runs_context(request: Request) -> dict[str, Any]:
+    state = _state(request)
+    program = request.query_params.get("program", "").strip() or None
+    wanted = request.query_params.get("status", "").strip().upper()
+    statuses = {RunStatus(wanted)} if wanted in {s.value for s in RunStatus} else None
+    runs = state.run_store().list_runs(program=program, statuses=statuses, limit=PAGE_SIZE)
+    shown = []
+    for run in runs:
+        took = None
+        if run.started_ms is not None:
+            took = ((run.ended_ms or int(time.time() * 1000)) - run.started_ms) / 1000
+        shown.append(
+            {
+                "run_id": run.run_id,
+                "program": run.program,
+                "status": str(run.status),
+                "active": run.status.is_active,
+                "started_by": str(run.started_by),
+                "created": iso(run.created_ms),
+                "duration": None if took is None else f"{took:.1f} s",
+                "attempts": run.attempts,
+                "last_error": run.last_error or "",
+            }
+        )
+    query = "&".join(
+        part
+        for part in (
+            f"program={quote(program)}" if program else "",
+            f"status={wanted}" if statuses else "",
+        )
+        if part
+    )
+    return {
+        "runs": shown,
+        "program": program or "",
+        "run_status": wanted if statuses else "",
+        "statuses": [s.value for s in RunStatus],
+        "page_size": PAGE_SIZE,
+        "query": query,
+        "kill_role": Role.OPERATE,
+    }
+
+
+@router.post("/runs/kill", response_model=None)
+async def kill_run(request: Request) -> Response:
+    """Kill one run, confirmed in the page; the answer is a message for its banner."""
+    viewer = _viewer(request)
+    if viewer is None:
+        return _to_login(request)
+    if not viewer.role.allows(Role.OPERATE):
+        return _message(
+            request,
+            403,
+            f"refused: kill needs the {Role.OPERATE} role, and token {viewer.name!r} has the "
+            f"{viewer.role} role",
+        )
+    run_id = (await _form(request)).get("run_id", "")
+    state = _state(request)
+    try:
+        operator.kill(state.client, state.run_store(), state.settings, run_id, now_ms=now_ms())
+    except SchedulerError as error:
+        return _message(request, 409, str(error))
+    return _message(request, 200, f"kill requested for run {run_id}")

@@ -9,15 +9,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from scheduler.api.auth import Role
 from scheduler.fleet import WorkerProcess
 from scheduler.runtime import connect
 from scheduler.settings import Settings
+from tests.api.browser import browser, click, confirm, log_in, shoot, text, wait_text
 from tests.api.conftest import ROOT, WORKER_ENV, wait_for
 from tests.api.server import ApiServer
 
 Call = Callable[..., httpx.Response]
+__all__ = ["browser"]  # the fixture
 PROGRAMS = f"""
 [programs.hello]
 kind = "command"
@@ -146,3 +149,32 @@ def test_arguments_must_be_text(as_role: Call) -> None:
     answer = as_role(Role.OPERATE, "POST", "/api/v1/programs/hello/runs", json=body)
     assert answer.status_code == 400
     assert answer.json()["fields"][0]["field"] == "body.arguments.who"
+
+
+def test_the_runs_page_shows_a_run_and_an_operator_kills_it(
+    browser: WebDriver, server: ApiServer, tokens: dict[Role, str], as_role: Call
+) -> None:
+    run_id = _start(as_role, "sleepy", request_id="dashboard-kill")
+    wait_for(lambda: _run(as_role, run_id).get("status") == "RUNNING")
+    log_in(browser, server, tokens[Role.OPERATE])
+    browser.get(f"{server.url}/dashboard/runs")
+    row = f"#run-table tr[data-run='{run_id}']"
+    wait_text(browser, f"{row} .state", "RUNNING")
+    shoot(browser, "runs.png")
+    click(browser, f"{row} button[name=kill]")
+    assert "Kill run" in confirm(browser)
+    assert f"kill requested for run {run_id}" in text(browser, "message")
+    wait_text(browser, f"{row} .state", "KILLED")
+
+
+def test_a_read_token_sees_runs_but_may_not_kill_them(
+    server: ApiServer, tokens: dict[Role, str], as_role: Call
+) -> None:
+    run_id = _start(as_role, "hello", request_id="dashboard-read")
+    wait_for(lambda: _run(as_role, run_id).get("status") == "COMPLETED")
+    with httpx.Client(base_url=server.url) as viewer:
+        viewer.post("/dashboard/login", data={"token": tokens[Role.READ]})
+        page = viewer.get("/dashboard/runs", params={"program": "hello"})
+        assert run_id in page.text and "COMPLETED" in page.text
+        refused = viewer.post("/dashboard/runs/kill", data={"run_id": run_id})
+        assert refused.status_code == 403 and "kill needs the operate role" in refused.text
