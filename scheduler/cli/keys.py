@@ -1,9 +1,10 @@
 """Task keys and times as typed on a command line, and finding one task in the store.
 
-A key is given as three arguments, ORDERING_ID TIME UNIQUENESS_KEY, in the columns `tasks list`
-prints, so an operator can copy a row. TIME is ISO 8601 with a time zone or epoch milliseconds;
-a time without a zone is refused, because guessing the zone would address the wrong task (or
-schedule one hours off).
+A key is given as one argument, ORDERING_ID/TIME/UNIQUENESS_KEY, as logs, errors and the CLI
+print it (`scheduler.key_format`), or as three arguments, ORDERING_ID TIME UNIQUENESS_KEY, in the
+columns `tasks list` prints, so an operator can paste a log's key or copy a row. TIME is ISO 8601
+with a time zone or epoch milliseconds; a time without a zone is refused, because guessing the
+zone would address the wrong task (or schedule one hours off).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from datetime import datetime, timedelta
 
 import click
 
-from scheduler.model import StoredTask, TaskKey, TaskStatus, from_epoch_ms
+from scheduler.errors import InvalidTaskKeyError
+from scheduler.key_format import EXAMPLE, looks_like_key
+from scheduler.model import StoredTask, TaskKey, TaskStatus, from_epoch_ms, iso_ms
 from scheduler.partitioning import partition_for
 from scheduler.stores.abc import TaskStore, TaskView
 
@@ -84,18 +87,38 @@ def _too_far(value: str, option: str) -> click.BadParameter:
 
 
 def parse_keys(parts: Sequence[str], option: str = "KEY") -> list[TaskKey]:
-    """Keys from a flat list of ORDERING_ID TIME UNIQUENESS_KEY triples."""
-    if not parts or len(parts) % 3:
-        raise click.BadParameter(
-            f"got {len(parts)} value(s); give each task as three values ORDERING_ID TIME "
-            "UNIQUENESS_KEY (the first three columns of `scheduler tasks list`)",
-            param_hint=option,
-        )
-    keys = []
-    for index in range(0, len(parts), 3):
-        ordering_id, time, uniqueness_key = parts[index : index + 3]
-        keys.append(TaskKey(ordering_id, parse_time(time, option), uniqueness_key))
+    """Keys from arguments that are each a whole key (ORDERING_ID/TIME/UNIQUENESS_KEY) or, three
+    at a time, its parts (ORDERING_ID TIME UNIQUENESS_KEY); the two forms may be mixed."""
+    if not parts:
+        raise click.BadParameter(f"no task given; {_KEY_FORMS}", param_hint=option)
+    keys, index = [], 0
+    while index < len(parts):
+        if looks_like_key(parts[index]):
+            try:
+                keys.append(TaskKey.parse(parts[index]))
+            except InvalidTaskKeyError as error:
+                raise click.BadParameter(str(error), param_hint=option) from None
+            index += 1
+            continue
+        triple = parts[index : index + 3]
+        if len(triple) < 3:
+            raise click.BadParameter(
+                f"{' '.join(map(repr, triple))} is not a task; {_KEY_FORMS}", param_hint=option
+            )
+        ordering_id, time, uniqueness_key = triple
+        try:
+            keys.append(TaskKey(ordering_id, parse_time(time, option), uniqueness_key))
+        except InvalidTaskKeyError as error:
+            raise click.BadParameter(str(error), param_hint=option) from None
+        index += 3
     return keys
+
+
+_KEY_FORMS = (
+    f"give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it (e.g. {EXAMPLE}), or as "
+    "three values ORDERING_ID TIME UNIQUENESS_KEY (the first three columns of "
+    "`scheduler tasks list`)"
+)
 
 
 def partition_of(ordering_id: str, partitions: int) -> int:
@@ -141,15 +164,15 @@ def _schedule_row(store: TaskStore, partition: int, key: TaskKey) -> StoredTask 
 
 
 def describe_key(key: TaskKey) -> str:
-    """The three values that name a task on the command line."""
-    return f"{key.ordering_id} {iso(key.scheduled_ms)} {key.uniqueness_key}"
+    """The key as every command takes it, and as logs print it."""
+    return str(key)
 
 
 def iso(ms: int | None) -> str:
     """Epoch milliseconds as ISO 8601 UTC with milliseconds and a Z, or '-'."""
     if ms is None:
         return "-"
-    return from_epoch_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_ms(ms)
 
 
 def status_dict(view: TaskView) -> dict[str, object]:
@@ -157,6 +180,7 @@ def status_dict(view: TaskView) -> dict[str, object]:
     status: TaskStatus | None = view.status
     key = view.task.key
     return {
+        "key": str(key),
         "partition": view.partition,
         "ordering_id": key.ordering_id,
         "scheduled_time": iso(key.scheduled_ms),

@@ -37,8 +37,9 @@ STATES = [state.value for state in TaskState]
 def tasks() -> None:
     """List and inspect tasks; retry or drop failed ones, cancel pending ones.
 
-    A task is named by three values, ORDERING_ID TIME UNIQUENESS_KEY, as the first columns of
-    `scheduler tasks list` show them; TIME is ISO 8601 with a time zone or epoch milliseconds.
+    A task is named by its key, ORDERING_ID/TIME/UNIQUENESS_KEY as logs print it, or by its
+    three parts ORDERING_ID TIME UNIQUENESS_KEY as the first columns of `scheduler tasks list`
+    show them; TIME is ISO 8601 with a time zone or epoch milliseconds.
     """
 
 
@@ -110,22 +111,30 @@ def list_tasks(
 
 
 @tasks.command("show")
-@click.argument("ordering_id")
-@click.argument("time")
-@click.argument("uniqueness_key")
+@click.argument("key", nargs=-1, required=True, metavar="KEY")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @pass_state
-def show(state: CliState, ordering_id: str, time: str, uniqueness_key: str, as_json: bool) -> None:
-    """Everything the store holds about one task: state, attempts, last error, data."""
+def show(state: CliState, key: Sequence[str], as_json: bool) -> None:
+    """Everything the store holds about one task: state, attempts, last error, data.
+
+    KEY is ORDERING_ID/TIME/UNIQUENESS_KEY as logs print it, or its three parts ORDERING_ID
+    TIME UNIQUENESS_KEY.
+    """
     settings = state.settings()
-    (key,) = parse_keys([ordering_id, time, uniqueness_key], "TIME")
-    partition = partition_of(ordering_id, settings.partitions)
+    keys = parse_keys(key, "KEY")
+    if len(keys) != 1:
+        raise click.BadParameter(
+            f"got {len(keys)} tasks; `tasks show` shows one (`tasks list` shows several)",
+            param_hint="KEY",
+        )
+    (task_key,) = keys
+    partition = partition_of(task_key.ordering_id, settings.partitions)
     with backends(settings) as (_, store):
-        view = find_task(store, partition, key)
+        view = find_task(store, partition, task_key)
     if view is None:
         raise TaskNotFoundError(
-            f"no task {ordering_id} {time} {uniqueness_key} in the store (partition {partition});"
-            f" list the ordering id's tasks with `scheduler tasks list --ordering-id {ordering_id}`"
+            f"no task {task_key} in the store (partition {partition}); list the ordering id's "
+            f"tasks with `scheduler tasks list --ordering-id {task_key.ordering_id}`"
         )
     details = status_dict(view)
     if as_json:

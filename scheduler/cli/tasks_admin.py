@@ -21,9 +21,7 @@ from scheduler.model import TaskKey, TaskState
 
 ACK_TIMEOUT_S = 60.0
 
-_KEYS = click.argument(
-    "keys", nargs=-1, required=True, metavar="ORDERING_ID TIME UNIQUENESS_KEY..."
-)
+_KEYS = click.argument("keys", nargs=-1, required=True, metavar="KEY...")
 
 
 @click.command()
@@ -32,7 +30,8 @@ _KEYS = click.argument(
 def retry(state: CliState, keys: Sequence[str]) -> None:
     """Run FAILED tasks again from their first attempt, with the data they failed with.
 
-    Give each task as ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
+    Give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it, or as its three parts
+    ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
     """
     _change(state, keys, "retry", {TaskState.FAILED}, "only failed tasks can be retried")
 
@@ -43,7 +42,8 @@ def retry(state: CliState, keys: Sequence[str]) -> None:
 def drop(state: CliState, keys: Sequence[str]) -> None:
     """Forget FAILED tasks: their status rows are deleted and they never run again.
 
-    Give each task as ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
+    Give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it, or as its three parts
+    ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
     """
     _change(state, keys, "drop", {TaskState.FAILED}, "only failed tasks can be dropped")
 
@@ -54,7 +54,8 @@ def drop(state: CliState, keys: Sequence[str]) -> None:
 def cancel(state: CliState, keys: Sequence[str]) -> None:
     """Cancel tasks that are pending or waiting to be retried; they become CANCELLED.
 
-    Give each task as ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
+    Give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it, or as its three parts
+    ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
     """
     _change(
         state,
@@ -71,7 +72,7 @@ def _change(
     from scheduler.client import SchedulerClient
 
     settings = state.settings()
-    keys = parse_keys(parts, "ORDERING_ID TIME UNIQUENESS_KEY")
+    keys = parse_keys(parts, "KEY")
     with backends(settings) as (log, store):
         refusals = []
         for key in keys:
