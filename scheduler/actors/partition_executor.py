@@ -107,16 +107,32 @@ class PartitionExecutor(PartitionActor):
         self.ctx.held.executing = self.held
 
     def cancel(self, keys: Iterable[TaskKey]) -> None:
-        """An operator cancelled these tasks (their CANCELLED status is already written)."""
+        """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status): drop
+        the queued ones, cancel the running attempts (their job group or process is stopped)."""
+        cancelled = []
+        now = now_ms()
         for key in keys:
             queue = self.queues.get(key.ordering_id)
             if queue is None:
                 continue
+            queued = queue.entries.get(key)
             if queue.remove(key):
                 self.held -= 1
                 self._pump(queue)
+                assert queued is not None
+                cancelled.append(
+                    TaskStatus(key, TaskState.CANCELLED, queued.attempts, None, None, now)
+                )
             elif key in self.running:
-                self.running[key].cancel(ADMIN_CANCEL)
+                attempt = self.running[key]
+                attempt.cancel(ADMIN_CANCEL)
+                cancelled.append(
+                    TaskStatus(key, TaskState.CANCELLED, attempt.context.attempt, None, None, now)
+                )
+        if cancelled:
+            # Written again through the buffer: a RUNNING or RETRYING of these keys waiting in it
+            # would otherwise overwrite the CANCELLED at the next flush.
+            self._record(cancelled)
         self.ctx.held.executing = self.held
 
     # -- starting attempts ----------------------------------------------------------------------
@@ -199,6 +215,9 @@ class PartitionExecutor(PartitionActor):
         statuses = []
         for event in batch:
             if isinstance(event, AttemptStarted):
+                attempt = self.running.get(event.key)
+                if attempt is not None and attempt.context.reason == ADMIN_CANCEL:
+                    continue  # cancelled before its start was read: CANCELLED stands
                 if event.attempt == 1:
                     metrics.FIRING_LAG.observe(
                         max(0, event.started_ms - event.key.scheduled_ms) / 1000
@@ -231,7 +250,9 @@ class PartitionExecutor(PartitionActor):
             status = TaskStatus(key, TaskState.SUCCEEDED, outcome.attempt, updated_ms=now)
             self.held -= 1
         elif outcome.cancelled == ADMIN_CANCEL:
-            self.held -= 1  # its CANCELLED status was written when the command arrived
+            # CANCELLED once more, after anything of this attempt the buffer may still hold.
+            status = TaskStatus(key, TaskState.CANCELLED, outcome.attempt, updated_ms=now)
+            self.held -= 1
         elif outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
             self.held -= 1  # revoked or stopping: the row stays for the next owner
         elif outcome.attempt < self.ctx.settings.retry.max_attempts and not outcome.permanent:

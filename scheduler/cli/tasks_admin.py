@@ -52,7 +52,10 @@ def drop(state: CliState, keys: Sequence[str]) -> None:
 @_KEYS
 @pass_state
 def cancel(state: CliState, keys: Sequence[str]) -> None:
-    """Cancel tasks that are pending or waiting to be retried; they become CANCELLED.
+    """Cancel tasks that are pending, running or waiting to be retried; they become CANCELLED.
+
+    A running attempt is stopped: the command executor's process group gets SIGTERM (SIGKILL 5 s
+    later), the Spark executor's job group is cancelled.
 
     Give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it, or as its three parts
     ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
@@ -61,8 +64,8 @@ def cancel(state: CliState, keys: Sequence[str]) -> None:
         state,
         keys,
         "cancel",
-        {TaskState.PENDING, TaskState.RETRYING},
-        "only pending or retrying tasks can be cancelled",
+        {TaskState.PENDING, TaskState.RUNNING, TaskState.RETRYING},
+        "only pending, running or retrying tasks can be cancelled",
     )
 
 
