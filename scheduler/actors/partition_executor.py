@@ -26,6 +26,9 @@ from scheduler.model import TaskKey, TaskState, TaskStatus
 
 #: The reason given to attempts cancelled because an operator cancelled their task.
 ADMIN_CANCEL = "cancelled by an operator"
+#: The reason given to attempts of a partition the group gave to another worker before this one
+#: let it go: its new owner may be running them already, so this one writes nothing of them.
+PARTITION_LOST = "partition lost"
 
 #: How long a finished key is remembered, to refuse a copy whose status was read before it
 #: finished (that read and the start are normally milliseconds apart), and how many at most.
@@ -57,6 +60,7 @@ class PartitionExecutor(PartitionActor):
         self._me = self.actor_ref.proxy()
 
     def on_stop(self) -> None:
+        self._interrupted(self.running.values())
         self._keep_successes()
 
     def on_failure(
@@ -254,7 +258,9 @@ class PartitionExecutor(PartitionActor):
             status = TaskStatus(key, TaskState.CANCELLED, outcome.attempt, updated_ms=now)
             self.held -= 1
         elif outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
-            self.held -= 1  # revoked or stopping: the row stays for the next owner
+            # Revoked or stopping: the row stays for the next owner, pending again.
+            status = self._pending_again(key, outcome.attempt, outcome.cancelled, now)
+            self.held -= 1
         elif outcome.attempt < self.ctx.settings.retry.max_attempts and not outcome.permanent:
             metrics.RETRIED.inc()
             delay = self.ctx.settings.retry.delay_s(outcome.attempt, self.ctx.rng.random())
@@ -338,8 +344,34 @@ class PartitionExecutor(PartitionActor):
             self.idle.set()
         return self.idle
 
-    def cancel_running(self, reason: str) -> int:
-        """Cancel every running attempt (revocation past its deadline, or shutdown)."""
+    def cancel_running(self, reason: str) -> list[TaskKey]:
+        """Cancel every running attempt (revocation past its deadline, or shutdown); their keys."""
         for attempt in list(self.running.values()):
             attempt.cancel(reason)
-        return len(self.running)
+        return list(self.running)
+
+    def running_keys(self) -> list[TaskKey]:
+        return list(self.running)
+
+    @staticmethod
+    def _pending_again(key: TaskKey, attempt: int, reason: str, now: int) -> TaskStatus | None:
+        """The status of a task whose attempt a stop or revocation cancelled: PENDING again, so
+        that no worker's status says `running` once it is gone (None for a lost partition,
+        whose new owner writes its statuses)."""
+        if reason == PARTITION_LOST:
+            return None
+        error = f"attempt {attempt} interrupted ({reason}); it runs again"
+        return TaskStatus(key, TaskState.PENDING, attempt, error, None, now)
+
+    def _interrupted(self, attempts: Iterable[TaskExecutor]) -> None:
+        """The tree goes down with these attempts still running (cancelled, they did not end
+        within the grace): write them PENDING, as if they had ended. One that ends later after
+        all is run again by the next owner (at-least-once)."""
+        now = now_ms()
+        statuses = []
+        for attempt in attempts:
+            reason = attempt.context.reason or "partition stopped"
+            status = self._pending_again(attempt.context.key, attempt.context.attempt, reason, now)
+            if status is not None:
+                statuses.append(status)
+        self._unflushed.put(statuses)
