@@ -78,9 +78,9 @@ class EmbeddedScheduler:
         self._running = False
 
     def start(self, wait_for_assignment_s: float = 30.0) -> EmbeddedScheduler:
-        self.worker.start()
         self._running = True
         try:
+            self.worker.start()  # a log refusing the worker (another process on it) raises here
             if not self.worker.wait_until_assigned(wait_for_assignment_s):
                 raise TimeoutError(
                     f"the embedded worker was not assigned its partitions within "
