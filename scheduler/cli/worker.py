@@ -35,7 +35,8 @@ def worker(
     Start several workers with the same group id (setting group_id) to share the partitions;
     in the embedded mode (the default) one worker owns them all. SIGTERM or Ctrl-C stops
     gracefully: no new task starts, running ones get shutdown_deadline_s to finish, and
-    everything accepted stays in the store for the next start.
+    everything accepted stays in the store for the next start. A second Ctrl-C stops at once:
+    running tasks are cancelled and run again on the next start.
     """
     from scheduler.health import Health, serve
     from scheduler.runtime import (
