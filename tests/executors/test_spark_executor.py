@@ -218,3 +218,28 @@ def test_the_session_has_the_configured_pools_and_leaves_no_allocation_file(
     allocation_file = Path(sc.getConf().get("spark.scheduler.allocation.file"))
     assert allocation_file.name == "fairscheduler.xml"
     assert not allocation_file.parent.exists()
+
+
+def test_an_operator_cancel_of_a_running_task_cancels_its_spark_job_group(
+    spark_executor: SparkExecutor, tmp_path: Path
+) -> None:
+    from scheduler.model import TaskState
+    from scheduler.partitioning import partition_for
+    from scheduler.testing import embedded_engine
+
+    spark_executor.jobs.register("tests:sleepy", sleepy_job)
+    task = make_task({"job": "tests:sleepy", "args": {"seconds": 120}}, ordering_id="cancelled")
+    spark = spark_executor.session()
+    with embedded_engine(spark_executor, data_dir=tmp_path / "data") as engine:
+        engine.client.schedule_task(task).result(timeout=10)
+        wait_for_running_job(spark, str(task.key))
+        started = time.monotonic()
+        engine.client.cancel_task(task.key).result(timeout=10)
+        engine.join(timeout=60, raise_failures=False)
+        took = time.monotonic() - started
+        partition = partition_for(task.ordering_id.encode(), 4)
+        status = engine.store.fetch_statuses(partition, [task.key])[task.key]
+    assert took < 30  # not the job's 120 s
+    tracker = spark.sparkContext.statusTracker()
+    assert not set(tracker.getJobIdsForGroup(str(task.key))) & set(tracker.getActiveJobsIds())
+    assert status.state is TaskState.CANCELLED
