@@ -356,9 +356,9 @@ class PartitionExecutor(PartitionActor):
     @staticmethod
     def _pending_again(key: TaskKey, attempt: int, reason: str, now: int) -> TaskStatus | None:
         """The status of a task whose attempt a stop or revocation cancelled: PENDING again, so
-        that no worker's status says `running` once it is gone (None for a lost partition,
-        whose new owner writes its statuses)."""
-        if reason == PARTITION_LOST:
+        that no worker's status says `running` once it is gone. None for a lost partition,
+        whose new owner writes its statuses, and for an operator's cancel (CANCELLED stands)."""
+        if reason in (PARTITION_LOST, ADMIN_CANCEL):
             return None
         error = f"attempt {attempt} interrupted ({reason}); it runs again"
         return TaskStatus(key, TaskState.PENDING, attempt, error, None, now)

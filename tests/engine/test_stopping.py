@@ -103,3 +103,29 @@ def test_a_deadline_counts_down_on_its_clock(elapsed, left):
     done = threading.Event()
     done.set()
     assert deadline.wait_for(done) is True
+
+
+def test_a_cancelled_attempt_still_running_at_the_stop_stays_cancelled(data_dir, monkeypatch):
+    monkeypatch.setattr(partition_supervisor, "CANCEL_GRACE_S", 0.2)
+    release = threading.Event()
+    started = threading.Event()
+    told = threading.Event()
+
+    def stubborn(task, context):
+        started.set()
+        if context.cancelled.wait(30):
+            told.set()
+        release.wait(30)  # goes on regardless
+
+    try:
+        with embedded_engine(stubborn, data_dir=data_dir, settings=LONG_DEADLINE) as engine:
+            task = Task("o", soon(), "stubborn")
+            engine.client.schedule_task(task).result(timeout=10)
+            assert started.wait(10)
+            engine.client.cancel_task(task.key).result(timeout=10)
+            assert told.wait(10)
+            engine.worker.stop(30, now=True)
+            status = engine.store.fetch_statuses(partition_for(b"o", 4), [task.key])[task.key]
+    finally:
+        release.set()
+    assert status.state is TaskState.CANCELLED
