@@ -91,11 +91,13 @@ class EmbeddedScheduler:
             raise
         return self
 
-    def stop(self) -> None:
+    def stop(self, *, now: bool = False) -> None:
+        """Stop the worker (running tasks get `shutdown_deadline_s`, or none with `now=True`,
+        and go back to pending if cancelled), then close the backends."""
         if self._running:
             self._running = False
             self.client.close()
-            self.worker.stop()
+            self.worker.stop(now=now)
             self.store.close()
             self.log.close()
         if self._temporary:

@@ -129,3 +129,15 @@ def test_a_cancelled_attempt_still_running_at_the_stop_stays_cancelled(data_dir,
     finally:
         release.set()
     assert status.state is TaskState.CANCELLED
+
+
+def test_the_embedded_scheduler_stops_now_too(data_dir):
+    recorder = Recorder()
+    recorder.block = lambda task: True
+    with embedded_engine(recorder, data_dir=data_dir, settings=LONG_DEADLINE) as engine:
+        task = Task("o", soon(), "long")
+        engine.client.schedule_task(task).result(timeout=10)
+        assert recorder.started[task.key].wait(10)
+        began = time.monotonic()
+        engine.stop(now=True)
+        assert time.monotonic() - began < 10
