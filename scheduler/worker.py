@@ -138,8 +138,10 @@ class Worker:
         consumer = self.log.consumer(self.group_id, client_id=self.client_id)
         try:
             consumer.subscribe(self)
-        except BaseException:
+        except BaseException as error:
             consumer.close()
+            self.fatal_error = error
+            self._stopped.set()
             raise
         self._consumer = consumer
         self._guard.start()
