@@ -9,6 +9,7 @@
 The public surface is re-exported here; everything else is an implementation detail.
 """
 
+from scheduler.bulk import BulkResult, TaskFilter
 from scheduler.client import SchedulerClient
 from scheduler.embedded import EmbeddedScheduler
 from scheduler.engine.settings import EngineSettings, RetryPolicy
@@ -30,12 +31,15 @@ from scheduler.errors import (
     UnknownExecutorError,
 )
 from scheduler.executors.abc import ExecutionContext, Executor
-from scheduler.model import Task, TaskKey, TaskState, TaskStatus
+from scheduler.model import Attempt, AttemptOutcome, Task, TaskKey, TaskState, TaskStatus
 from scheduler.runtime import connect
 from scheduler.worker import Worker
 
 __all__ = [
+    "Attempt",
+    "AttemptOutcome",
     "BackendUnavailableError",
+    "BulkResult",
     "ConfigurationError",
     "EmbeddedScheduler",
     "EngineSettings",
@@ -51,6 +55,7 @@ __all__ = [
     "Task",
     "TaskCancelledError",
     "TaskDataError",
+    "TaskFilter",
     "TaskInPastError",
     "TaskKey",
     "TaskRejected",

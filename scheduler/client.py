@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from datetime import timedelta
 from time import time_ns as _time_ns
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scheduler import codec, metrics, speedups
+from scheduler import bulk, codec, metrics, speedups
+from scheduler.bulk import BulkOperation, BulkResult, TaskFilter
 from scheduler.codec import Op, compact, encode
 from scheduler.engine.clock import now_ms
-from scheduler.errors import TaskInPastError
+from scheduler.errors import ConfigurationError, TaskInPastError
 from scheduler.logs.abc import LogProducer, TaskLog
 from scheduler.model import Task, TaskKey, encode_data
+
+if TYPE_CHECKING:
+    from scheduler.stores.abc import TaskStore
 
 DEFAULT_MAX_DATA_BYTES = 256 * 1024
 _C_LIMIT = 2**62
@@ -31,10 +35,15 @@ class SchedulerClient:
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         validate: Callable[[Task], None] | None = None,
         owns_log: bool = False,
+        store: TaskStore | None = None,
     ) -> None:
         self.log = log
         self._owns_log = owns_log
-        """Whether `close` closes the log too (`scheduler.connect` built it for this client)."""
+        """Whether `close` closes the log too (`scheduler.connect` built it for this client),
+        and the store if it was given."""
+        self.store = store
+        """The deployment's task store, opened, for the bulk operations (`retry_tasks`,
+        `drop_tasks`, `rerun_tasks`) that find their tasks there; None for a producer."""
         self._producer: LogProducer = log.producer()
         send_counted = self._producer.sender(on_durable=_count_one)
         self._send_counted = send_counted
@@ -176,6 +185,61 @@ class SchedulerClient:
         """Forget a FAILED task."""
         return self._send(Op.DROP, key)
 
+    def rerun_task(self, key: TaskKey, data: Mapping[str, Any] | None = None) -> Future[int]:
+        """Run a finished task (SUCCEEDED, FAILED or CANCELLED) once more, from its first
+        attempt and in its place in its ordering id's key order: with `data` if given and not
+        empty, else with the data its status row kept. A key that is not finished when the
+        worker owning it reads the request is left alone (the worker logs why)."""
+        try:
+            data_json = encode_data(data or {}, max_bytes=self.max_data_bytes)
+        except Exception as error:
+            return _failed(error)
+        return self._send(Op.RERUN, key, data_json)
+
+    def retry_tasks(self, where: TaskFilter, *, dry_run: bool = False) -> BulkResult:
+        """`retry_task` for every FAILED task `where` selects; with `dry_run`, send nothing and
+        say what would be retried. Needs the client's `store` (`scheduler.connect(admin=True)`)."""
+        return self._bulk(BulkOperation.RETRY, where, dry_run)
+
+    def drop_tasks(self, where: TaskFilter, *, dry_run: bool = False) -> BulkResult:
+        """`drop_task` for every FAILED task `where` selects (see `retry_tasks`)."""
+        return self._bulk(BulkOperation.DROP, where, dry_run)
+
+    def rerun_tasks(
+        self,
+        where: TaskFilter,
+        *,
+        data: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> BulkResult:
+        """`rerun_task` for every finished task `where` selects, each with `data` if given,
+        else with the data its status row kept (see `retry_tasks`)."""
+        if data:
+            encode_data(data, max_bytes=self.max_data_bytes)  # refused before anything is sent
+            return self._bulk(
+                BulkOperation.RERUN, where, dry_run, lambda key: self.rerun_task(key, data)
+            )
+        return self._bulk(BulkOperation.RERUN, where, dry_run)
+
+    def _bulk(
+        self,
+        operation: BulkOperation,
+        where: TaskFilter,
+        dry_run: bool,
+        send: Callable[[TaskKey], Future[int]] | None = None,
+    ) -> BulkResult:
+        if self.store is None:
+            raise ConfigurationError(
+                f"{operation.value}_tasks finds its tasks in the task store, and this client has "
+                "none: make it with scheduler.connect(admin=True), or give "
+                "SchedulerClient(store=...) an opened store"
+            )
+        if send is None:
+            send = getattr(self, f"{operation.value}_task")
+        return bulk.apply(
+            self.store, self.log.partition_count(), operation, where, send, dry_run=dry_run
+        )
+
     def flush(self, timeout: float = 30.0) -> int:
         return self._producer.flush(timeout)
 
@@ -184,7 +248,11 @@ class SchedulerClient:
             self._producer.close()
         finally:
             if self._owns_log:
-                self.log.close()
+                try:
+                    self.log.close()
+                finally:
+                    if self.store is not None:
+                        self.store.close()
 
     def __enter__(self) -> SchedulerClient:
         return self

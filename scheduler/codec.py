@@ -10,7 +10,9 @@ partition). Value: a compact JSON object, so that any Kafka client in any langua
 * `schedule`: persist the task (overwriting a pending task of the same key);
 * `cancel`: cancel a pending task (it becomes CANCELLED);
 * `retry`: run a FAILED task again, with `data` restored from its status row;
-* `drop`: forget a FAILED task's status row.
+* `drop`: forget a FAILED task's status row;
+* `rerun`: run a finished task (SUCCEEDED, FAILED or CANCELLED) once more from its first
+  attempt, with `data` if it is not empty, else the data its status row kept.
 
 Admin operations travel on the log rather than writing the store directly, because the worker
 that owns the partition is its single writer; the log delivers them to it in order with the tasks.
@@ -49,6 +51,16 @@ class Op(enum.StrEnum):
     CANCEL = "cancel"
     RETRY = "retry"
     DROP = "drop"
+    RERUN = "rerun"
+
+
+_REQUIRED = {
+    "op": "the operation",
+    "oid": "the ordering id",
+    "at": "the scheduled time in epoch milliseconds",
+    "uk": "the uniqueness key",
+}
+"""The fields every record has, with what each one holds."""
 
 
 class MalformedRecordError(ValueError):
@@ -169,6 +181,15 @@ def decode(value: bytes | None) -> Command:
         raise MalformedRecordError("record value is not a JSON object")
     if message.get("v") != FORMAT_VERSION:
         raise MalformedRecordError(f"unsupported format version {message.get('v')!r}")
+    missing = [name for name in _REQUIRED if name not in message]
+    if missing:
+        # Named as the record spells them: "uniqueness_key must be a string, got NoneType
+        # None" sent the reader looking for a field the record calls `uk`.
+        fields = ", ".join(f"{name!r} ({_REQUIRED[name]})" for name in missing)
+        raise MalformedRecordError(
+            f"record has no {fields}; a scheduler record has "
+            + ", ".join(repr(name) for name in _REQUIRED)
+        )
     try:
         op = Op(str(message.get("op")))
         ordering_id = check_key_part("ordering_id", message.get("oid"))

@@ -35,6 +35,10 @@ class UnknownExecutorError(TaskRejected):
     """Task data names an executor or job that no one registered."""
 
 
+class ExecutorUnavailableError(UnknownExecutorError):
+    """The executor a task or setting names needs a package this environment lacks (pyspark)."""
+
+
 class ConfigurationError(SchedulerError):
     """A setting has a bad value, or settings contradict each other."""
 

@@ -195,10 +195,21 @@ class RepeatedReconnectWarnings(OncePerMinute):
         return str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
 
 
+TASKS_LOGGER = "scheduler.tasks"
+"""The engine's line per finished task attempt (see `task_level`)."""
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def configure_logging(
-    level: str = "INFO", fmt: Literal["text", "json"] = "text", stream: TextIO | None = None
+    level: str = "INFO",
+    fmt: Literal["text", "json"] = "text",
+    stream: TextIO | None = None,
+    *,
+    task_level: str = "INFO",
 ) -> None:
-    """Send the root logger's records to `stream` (stderr) in `fmt`; idempotent.
+    """Send the root logger's records to `stream` (stderr) in `fmt`; idempotent. The per-task
+    lines (`TASKS_LOGGER`) are written from `task_level` or `level`, the more severe.
 
     Calling it again replaces the handler it installed before (the CLI configures early with
     the command-line options and again once the settings file and environment are known).
@@ -216,6 +227,8 @@ def configure_logging(
         handler.addFilter(RepeatedReconnectWarnings())
     root.addHandler(handler)
     root.setLevel(level.upper())
+    tasks = max(_LEVELS.index(level.upper()), _LEVELS.index(task_level.upper()))
+    logging.getLogger(TASKS_LOGGER).setLevel(_LEVELS[tasks])
     # Chatty dependencies stay at WARNING unless the user asks for DEBUG.
     # pykka logs every exception an actor returns to its caller at INFO; the caller reports it.
     for name in ("py4j", "cassandra", "kazoo", "urllib3", "pykka"):

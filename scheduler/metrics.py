@@ -161,6 +161,10 @@ EXECUTED = Counter("scheduler_tasks_executed_total", "Task attempts that succeed
 FAILED = Counter("scheduler_tasks_failed_total", "Tasks that failed their last attempt (FAILED).")
 RETRIED = Counter("scheduler_tasks_retried_total", "Failed attempts that will be retried.")
 CANCELLED = Counter("scheduler_tasks_cancelled_total", "Tasks cancelled before they completed.")
+RUN_AGAIN = Counter(
+    "scheduler_tasks_run_again_total",
+    "Finished tasks an operator had run again (`tasks retry` of a FAILED one, `tasks rerun`).",
+)
 SPILLED = Counter(
     "scheduler_tasks_spilled_total",
     "Tasks persisted behind the read checkpoint but left for a later load (in-flight bound).",
@@ -193,6 +197,19 @@ FIRING_LAG = Histogram(
     "scheduler_firing_lag_seconds",
     "Start of a task's first attempt minus its scheduled time.",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+
+TASK_DURATION = Histogram(
+    "scheduler_task_duration_seconds",
+    "Run time of a task attempt, from the executor call's start to its end, by outcome "
+    "(succeeded, failed, timed_out, cancelled, interrupted).",
+    labelnames=["outcome"],
+    buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600),
+)
+INTERRUPTED = Counter(
+    "scheduler_tasks_interrupted_total",
+    "Attempts found running by a partition's next owner (their worker died or was stopped), "
+    "closed as interrupted; their tasks run again.",
 )
 
 

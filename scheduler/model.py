@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from json import encoder as _json_encoder
@@ -304,6 +304,70 @@ class TaskState(enum.StrEnum):
 _FINAL_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
 
+class AttemptOutcome(enum.StrEnum):
+    """How one attempt of a task ended (or that it has not yet)."""
+
+    RUNNING = "running"
+    """Started, not ended (or its worker died and no owner has looked at it since)."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """The executor raised (a command's non-zero exit among them)."""
+    TIMED_OUT = "timed_out"
+    """Cancelled by the per-task timeout (`task_timeout_s` or a command's `timeout_s`)."""
+    CANCELLED = "cancelled"
+    """Cancelled by an operator."""
+    INTERRUPTED = "interrupted"
+    """Its worker stopped it (the partition moved, the worker stopped past its deadline) or
+    died; the task runs again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of a task, as its history keeps it."""
+
+    number: int
+    """Which attempt (1-based), as `ExecutionContext.attempt` numbers it."""
+    started_ms: int | None = None
+    """When the executor call began (None: not known to the writer of this record)."""
+    ended_ms: int | None = None
+    """When it ended (None while running)."""
+    outcome: AttemptOutcome = AttemptOutcome.RUNNING
+    """How it ended."""
+    exit_code: int | None = None
+    """The exit code of the process the executor ran (the command executor), if any."""
+    error: str | None = None
+    """The error it failed with, cut to a few thousand characters."""
+    worker: str | None = None
+    """The id of the worker process that ran it (its `client_id`)."""
+    log_path: str | None = None
+    """Where the executor wrote the attempt's output, if it says so."""
+
+    @property
+    def duration_ms(self) -> int | None:
+        """`ended_ms - started_ms`, once both are known."""
+        if self.started_ms is None or self.ended_ms is None:
+            return None
+        return self.ended_ms - self.started_ms
+
+    def merged_over(self, earlier: Attempt) -> Attempt:
+        """This record written over `earlier` (same number): what the stores keep, each field
+        from this record unless it is None here."""
+        return Attempt(
+            self.number,
+            _first(self.started_ms, earlier.started_ms),
+            _first(self.ended_ms, earlier.ended_ms),
+            self.outcome,
+            _first(self.exit_code, earlier.exit_code),
+            _first(self.error, earlier.error),
+            _first(self.worker, earlier.worker),
+            _first(self.log_path, earlier.log_path),
+        )
+
+
+def _first(value: Any, otherwise: Any) -> Any:
+    return otherwise if value is None else value
+
+
 @dataclass(frozen=True, slots=True)
 class TaskStatus:
     """A status row: what happened to a task so far."""
@@ -321,7 +385,33 @@ class TaskStatus:
     updated_ms: int = 0
     """When the row was written."""
     data: Mapping[str, Any] | None = None
-    """The task's data, kept with final failures so that an operator can retry them."""
+    """The task's data, kept with the final status of a task that ran (SUCCEEDED, FAILED), so
+    that an operator can read it, and retry a failed one, until the status expires."""
+    attempt_log: tuple[Attempt, ...] = ()
+    """Attempt records that change with this status, written beside it (`record_statuses`)
+    and kept as long. A status read back from a store carries none: `TaskStore.attempts`
+    reads a task's history."""
+
+    def with_attempts(self, earlier: Sequence[Attempt]) -> TaskStatus:
+        """This status carrying `earlier` records too (its own win, merged field by field):
+        what replaces an unwritten status of the same key, so no attempt's record is lost."""
+        if not earlier:
+            return self
+        merged = {attempt.number: attempt for attempt in earlier}
+        for attempt in self.attempt_log:
+            before = merged.get(attempt.number)
+            merged[attempt.number] = attempt if before is None else attempt.merged_over(before)
+        log = tuple(merged[number] for number in sorted(merged))
+        return TaskStatus(
+            self.key,
+            self.state,
+            self.attempts,
+            self.last_error,
+            self.next_attempt_ms,
+            self.updated_ms,
+            self.data,
+            log,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,12 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scheduler.errors import ConfigurationError, PartitionCountMismatchError, UnknownExecutorError
+from scheduler.errors import (
+    ConfigurationError,
+    PartitionCountMismatchError,
+    SchedulerError,
+    UnknownExecutorError,
+)
 from scheduler.settings import BUILT_IN_EXECUTORS, Settings, env_name
 
 if TYPE_CHECKING:
@@ -54,6 +59,7 @@ def build_log(settings: Settings) -> TaskLog:
             bootstrap_servers=settings.kafka_bootstrap,
             topic=settings.topic,
             replication_factor=settings.kafka_replication_factor,
+            connect_timeout_s=settings.kafka_connect_timeout_s,
             producer_config={**settings.kafka_config, **settings.kafka_producer_config} or None,
             consumer_config={**settings.kafka_config, **settings.kafka_consumer_config} or None,
         )
@@ -63,7 +69,10 @@ def build_log(settings: Settings) -> TaskLog:
 
 
 def connect(
-    settings: Settings | None = None, *, validate: Callable[[Task], None] | None = None
+    settings: Settings | None = None,
+    *,
+    validate: Callable[[Task], None] | None = None,
+    admin: bool = False,
 ) -> SchedulerClient:
     """A `SchedulerClient` for the deployment `settings` describe: what a producer (a web
     service, a pipeline step) calls to schedule tasks for the workers of that deployment.
@@ -73,23 +82,35 @@ def connect(
     (a producer itself never creates it, see docs/kafka.md) and is refused with
     `PartitionCountMismatchError` if its count differs, as `scheduler enqueue` does. The client
     owns the log it opened: closing the client closes both.
+
+    `admin`: open the deployment's task store too (it must exist, see `open_existing_store`),
+    for the bulk operations that find their tasks there (`SchedulerClient.retry_tasks`,
+    `drop_tasks`, `rerun_tasks`); the client owns it as well.
     """
     from scheduler.client import SchedulerClient
     from scheduler.config import load_settings
 
     settings = settings if settings is not None else load_settings()
     log = build_log(settings)
+    store: TaskStore | None = None
     try:
-        topic_partition_check(log, settings.partitions)
+        if admin:
+            store = open_existing_store(settings)
+            partition_count_check(log, store, settings.partitions, create_topic=False)
+        else:
+            topic_partition_check(log, settings.partitions)
         return SchedulerClient(
             log=log,
             grace_window_s=settings.grace_window_s,
             max_data_bytes=settings.max_data_bytes,
             validate=validate,
             owns_log=True,
+            store=store,
         )
     except BaseException:
         log.close()
+        if store is not None:
+            store.close()
         raise
 
 
@@ -224,6 +245,9 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
     other callable is the executor itself. Errors name the setting as `set_by` (the CLI passes
     `--executor` or the settings file's key when the value came from there), else as its
     environment variable.
+
+    `spark` and `spark-submit` need pyspark (the `scheduler[spark]` extra) and are refused here
+    without it; `auto` builds without it and refuses only the tasks that need it.
     """
     name = settings.executor
     setting = f"{set_by or env_name('executor')}={name!r}"
@@ -238,6 +262,13 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
                 if route != "auto"
             }
             return registry.RoutingExecutor(routes, default="spark")
+        if name in ("spark", "spark-submit"):
+            from scheduler.executors.spark import require_pyspark
+
+            require_pyspark(
+                f"the {name} executor",
+                instead="or choose an executor that runs without it (auto, command, noop)",
+            )
         return registry.build_executor(name, **_executor_options(settings, name))
     except (ImportError, UnknownExecutorError) as error:
         raise ConfigurationError(f"{setting} cannot be built: {error}") from error
@@ -286,17 +317,48 @@ def _import_executor(path: str, setting: str) -> Executor:
 def partition_count_check(
     log: TaskLog, store: TaskStore, partitions: int, *, create_topic: bool = True
 ) -> int:
-    """Make sure the topic, the stored data and the settings agree on the partition count.
+    """Make sure the topic, the store and the settings agree on the partition count.
 
     Creates the topic with `partitions` if it is missing (unless not `create_topic`: then a
-    missing topic is a `ConfigurationError`) and pins the count in the store the first time. A
-    task's partition is `murmur2(ordering_id) % count`, so running with another count would look
-    for tasks where they are not: refuse, saying which count to use.
+    missing topic is a `ConfigurationError`) and pins the count in the store the first time,
+    once both checks passed: a count pinned by a start that was refused would refuse the count
+    that works on the next start. A task's partition is `murmur2(ordering_id) % count`, so
+    running with another count would look for tasks where they are not: refuse, saying which
+    count to use.
     """
-    # The store first: a mismatch must be refused before a topic is created with a wrong count.
+    pinned = store.read_meta(PARTITION_COUNT_META)
+    if pinned is not None and int(pinned) != partitions:
+        # The store first: a mismatch must be refused before a topic is created with a wrong count.
+        raise _pinned_elsewhere(log, int(pinned), partitions)
+    topic_partition_check(log, partitions, pinned=pinned is not None, create=create_topic)
     store_partition_check(store, partitions)
-    topic_partition_check(log, partitions, pinned=True, create=create_topic)
     return partitions
+
+
+def _pinned_elsewhere(log: TaskLog, pinned: int, partitions: int) -> PartitionCountMismatchError:
+    """The refusal of a setting that differs from the count the store is pinned to, with the
+    advice that works given what the topic has (looked at, never created)."""
+    count = env_name("partitions")
+    held = (
+        f"the task store is pinned to {pinned} partitions but {count}={partitions} (the first "
+        f"worker that used the store had {pinned})"
+    )
+    try:
+        actual: int | None = log.partition_count()
+    except SchedulerError:  # no topic yet, or the log cannot say: the store decides
+        actual = None
+    if actual is None or actual == pinned:
+        topic = "" if actual is None else f" (topic {log.topic!r} has {pinned} too)"
+        return PartitionCountMismatchError(
+            f"{held}{topic}; set {count}={pinned}, or start over with an empty store (a new "
+            "data directory or keyspace) and a new topic"
+        )
+    return PartitionCountMismatchError(
+        f"{held}, and topic {log.topic!r} has {actual}: the store and the topic are not of one "
+        f"deployment. Point {env_name('topic')} at the topic of this store's data (one of "
+        f"{pinned} partitions) and set {count}={pinned}, or point the store at the topic's "
+        f"(its data directory or keyspace) and set {count}={actual}"
+    )
 
 
 def new_store_check(log: TaskLog, store: TaskStore, settings: Settings) -> None:
@@ -334,15 +396,23 @@ def new_store_check(log: TaskLog, store: TaskStore, settings: Settings) -> None:
     )
 
 
-def store_partition_check(store: TaskStore, partitions: int) -> int:
-    """The partition count the stored data is partitioned into, pinned to `partitions` the
-    first time; refuse if it differs."""
-    stored = int(store.claim_meta(PARTITION_COUNT_META, str(partitions)))
+def store_partition_check(store: TaskStore, partitions: int, *, pin: bool = True) -> int:
+    """The partition count the store is pinned to, pinned to `partitions` the first time (a
+    lightweight transaction on Cassandra, so two workers starting at once agree); refuse if it
+    differs. Without `pin`, a store with no count pinned is left so and taken to agree: a
+    command that only reads the count must not decide it for the workers."""
+    if pin:
+        stored = int(store.claim_meta(PARTITION_COUNT_META, str(partitions)))
+    else:
+        pinned = store.read_meta(PARTITION_COUNT_META)
+        stored = partitions if pinned is None else int(pinned)
     if stored != partitions:
         raise PartitionCountMismatchError(
-            f"the task store holds data partitioned into {stored} partitions but "
-            f"{env_name('partitions')}={partitions}; set {env_name('partitions')}={stored}, "
-            "or start over with an empty store (a new data_dir or keyspace) and a new topic"
+            f"the task store is pinned to {stored} partitions but "
+            f"{env_name('partitions')}={partitions} (the first worker that used the store had "
+            f"{stored}); set "
+            f"{env_name('partitions')}={stored}, or start over with an empty store (a new data "
+            "directory or keyspace) and a new topic"
         )
     return stored
 
@@ -360,7 +430,7 @@ def topic_partition_check(
     if not pinned:
         advice = (
             f"the count is fixed for the life of a topic, so set {count}={actual}, or use a new "
-            f"topic ({topic}) with an empty store"
+            f"topic ({topic}={log.topic}-{partitions}, say) with an empty store"
         )
         if actual > partitions:
             advice += f"; if partitions were added to it, {MOVE_ADVICE.format(count=partitions)}"
@@ -370,16 +440,18 @@ def topic_partition_check(
     if actual > partitions:
         advice = (
             f"if partitions were added to the topic, {MOVE_ADVICE.format(count=partitions)}; if "
-            f"it is another deployment's topic, give this one its own ({topic})"
+            f"it is another deployment's topic, give this one its own "
+            f"({topic}={log.topic}-{partitions}, say)"
         )
     else:
         advice = (
             "the count of a topic is fixed for its life: give this deployment its own topic "
-            f"({topic}), or point it at the store of the topic's own data"
+            f"({topic}={log.topic}-{partitions}, say), or point it at the store of the "
+            f"topic's own data and set {count}={actual}"
         )
     raise PartitionCountMismatchError(
-        f"topic {log.topic!r} has {actual} partitions, but the task store's data is partitioned "
-        f"into {partitions} ({count}={partitions}); {advice}"
+        f"topic {log.topic!r} has {actual} partitions, but the task store is pinned to "
+        f"{partitions} ({count}={partitions}); {advice}"
     )
 
 

@@ -156,6 +156,7 @@ class Worker:
             request_rewind=self._rewinds.put,
             rng=self.rng,
             restarting=self._restarting,
+            worker_id=self.client_id,
         ).proxy()
         logger.info("worker %s started in group %s", self.client_id, self.group_id)
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)

@@ -2,9 +2,13 @@
 # Install, start Kafka and Cassandra on 127.0.0.1 (fetched from Maven Central unless
 # SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS point at running servers), then run the
 # whole test suite. Extra arguments go to pytest.
+# Needs Java 17 (the Spark tests, and the local servers): said before anything is installed when
+# it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh \
+  --java "the test suite runs Spark jobs and starts Kafka and Cassandra servers (JVMs)" \
+  --next "checking the servers, then ruff and pytest"
 
 started_here=0
 if [ -z "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] || [ -z "${SCHEDULER_CASSANDRA_HOSTS:-}" ]; then

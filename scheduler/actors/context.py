@@ -67,6 +67,8 @@ class PartitionContext:
     unflushed: UnflushedStatuses = field(default_factory=UnflushedStatuses)
     """Status changes not yet in the store, shared by the tree's actors and kept across its
     restarts (see `unflushed`)."""
+    worker_id: str = ""
+    """The worker running the tree (its client id), kept in each attempt's record."""
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

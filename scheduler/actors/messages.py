@@ -6,7 +6,9 @@ arguments (pykka's typed-proxy style), so this module holds the payloads, not en
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.model import ScheduleCursor, Task, TaskKey
 
@@ -24,6 +26,10 @@ class ScheduledTask:
     checked_ms: int = 0
     """When its status row was read (it was not final then): a key that finished after that
     must not run again."""
+    running_since_ms: int | None = None
+    """Set when that status row said RUNNING: attempt `attempts` started then (on a worker that
+    died or was stopped, or on this worker's tree before a restart) and never ended. Unless the
+    task is running here, that attempt is closed as interrupted before the task runs again."""
 
     @property
     def key(self) -> TaskKey:
@@ -56,6 +62,18 @@ class AttemptFinished:
     """Why the attempt was cancelled, if it was."""
     permanent: bool = False
     """The failure cannot go away by retrying (the task names an unknown job, bad data)."""
+    started_ms: int | None = None
+    """When the executor call began (None: it never began, cancelled while queued)."""
+    ended_ms: int = 0
+    """When it returned or raised."""
+    exit_code: int | None = None
+    """The exit code the executor reported (`ExecutionContext.exit_code`)."""
+    log_path: str | None = None
+    """Where the executor wrote its output (`ExecutionContext.log_path`)."""
+    data: Mapping[str, Any] | None = None
+    """The data the attempt ran with, kept in a final status."""
+    timed_out: bool = False
+    """It failed by running past a timeout (the engine's or the executor's own)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ burst of events rather than one per task.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 from collections.abc import Iterable
 from types import TracebackType
@@ -22,7 +23,14 @@ from scheduler.actors.messages import AttemptFinished, AttemptStarted, Scheduled
 from scheduler.engine.clock import monotonic_at, now_ms
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
-from scheduler.model import TaskKey, TaskState, TaskStatus
+from scheduler.model import (
+    Attempt,
+    AttemptOutcome,
+    TaskKey,
+    TaskState,
+    TaskStatus,
+    from_epoch_ms,
+)
 
 #: The reason given to attempts cancelled because an operator cancelled their task.
 ADMIN_CANCEL = "cancelled by an operator"
@@ -34,6 +42,62 @@ PARTITION_LOST = "partition lost"
 #: finished (that read and the start are normally milliseconds apart), and how many at most.
 FINISHED_MEMORY_MS = 10_000
 FINISHED_MEMORY_MAX = 100_000
+
+
+INTERRUPTED_ERROR = "its worker died or was stopped while it ran"
+"""The error of an attempt closed as interrupted by a partition's next owner."""
+
+task_log = logging.getLogger("scheduler.tasks")
+"""One line per finished attempt (INFO for successes, cancels and interruptions, WARNING for a
+failure retried, ERROR for a task FAILED); set this logger to WARNING to keep only failures."""
+
+_FAILED_WORDS = {AttemptOutcome.TIMED_OUT: "timed out", AttemptOutcome.FAILED: "failed"}
+_DURATIONS = {kind: metrics.TASK_DURATION.labels(kind.value) for kind in AttemptOutcome}
+
+
+def _outcome_of(outcome: AttemptFinished) -> AttemptOutcome:
+    if outcome.error is None:
+        return AttemptOutcome.SUCCEEDED
+    if outcome.cancelled == ADMIN_CANCEL:
+        return AttemptOutcome.CANCELLED
+    if outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
+        return AttemptOutcome.INTERRUPTED  # revoked, or the worker stopping
+    if outcome.timed_out:
+        return AttemptOutcome.TIMED_OUT
+    return AttemptOutcome.FAILED
+
+
+def _record_of(outcome: AttemptFinished, kind: AttemptOutcome, worker: str) -> Attempt:
+    return Attempt(
+        outcome.attempt,
+        outcome.started_ms,
+        outcome.ended_ms,
+        kind,
+        outcome.exit_code,
+        outcome.error,
+        worker or None,
+        outcome.log_path,
+    )
+
+
+def _succeeded(outcome: AttemptFinished, record: Attempt, now: int | None = None) -> TaskStatus:
+    return TaskStatus(
+        outcome.key,
+        TaskState.SUCCEEDED,
+        outcome.attempt,
+        updated_ms=now_ms() if now is None else now,
+        data=outcome.data,
+        attempt_log=(record,),
+    )
+
+
+def _seconds(record: Attempt) -> float:
+    took = record.duration_ms
+    return 0.0 if took is None else took / 1000
+
+
+def _iso(ms: int) -> str:
+    return from_epoch_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class PartitionExecutor(PartitionActor):
@@ -60,7 +124,7 @@ class PartitionExecutor(PartitionActor):
         self._me = self.actor_ref.proxy()
 
     def on_stop(self) -> None:
-        self._interrupted(self.running.values())
+        self._left_running(self.running.values())
         self._keep_successes()
 
     def on_failure(
@@ -84,6 +148,7 @@ class PartitionExecutor(PartitionActor):
         nothing is read here; only a finish since that read is caught (`checked_ms`)."""
         touched: dict[str, OrderingExecutor] = {}
         already_final: list[TaskKey] = []
+        interrupted: list[TaskStatus] = []
         finished_at = self.finished_at
         for item in items:
             finished_ms = finished_at.get(item.key)
@@ -96,6 +161,9 @@ class PartitionExecutor(PartitionActor):
             if item.key in self.running:
                 continue  # rewritten while running: this run uses the data it started with
             queued = queue.entries.get(item.key)
+            if item.running_since_ms is not None and queued is None:
+                # Found RUNNING, and not running here: its worker died or was stopped.
+                interrupted.append(self._interrupted(item))
             if queued is not None and queued.attempts > item.attempts:
                 # Rewritten while waiting to retry: new data, same attempt count and backoff.
                 item = ScheduledTask(
@@ -106,9 +174,35 @@ class PartitionExecutor(PartitionActor):
             touched[queue.ordering_id] = queue
         if already_final:
             self._tracker.discard.defer(already_final)
+        if interrupted:
+            self._record(interrupted)
         for queue in touched.values():
             self._pump(queue)
         self.ctx.held.executing = self.held
+
+    def _interrupted(self, item: ScheduledTask) -> TaskStatus:
+        """The status that closes the open attempt of a task found RUNNING as interrupted."""
+        metrics.INTERRUPTED.inc()
+        now = now_ms()
+        since = item.running_since_ms
+        task_log.warning(
+            "task %s attempt %d interrupted: it was running%s when its worker died or was "
+            "stopped; running it again",
+            item.key,
+            item.attempts,
+            "" if since is None else f" since {_iso(since)}",
+            extra={"partition": self.ctx.partition, "task": str(item.key)},
+        )
+        record = Attempt(
+            item.attempts,
+            since,
+            now,
+            AttemptOutcome.INTERRUPTED,
+            error=INTERRUPTED_ERROR,
+        )
+        return TaskStatus(
+            item.key, TaskState.PENDING, item.attempts, updated_ms=now, attempt_log=(record,)
+        )
 
     def cancel(self, keys: Iterable[TaskKey]) -> None:
         """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status): drop
@@ -204,9 +298,9 @@ class PartitionExecutor(PartitionActor):
             batch = list(self.outcomes)
             self.outcomes.clear()
             self.outcomes_signalled = False  # the next outcome comes here too
-        finished_ms = now_ms()
+        worker = self.ctx.worker_id
         self._unflushed.put(
-            TaskStatus(event.key, TaskState.SUCCEEDED, event.attempt, updated_ms=finished_ms)
+            _succeeded(event, _record_of(event, AttemptOutcome.SUCCEEDED, worker))
             for event in batch
             if isinstance(event, AttemptFinished) and event.error is None
         )
@@ -226,9 +320,14 @@ class PartitionExecutor(PartitionActor):
                     metrics.FIRING_LAG.observe(
                         max(0, event.started_ms - event.key.scheduled_ms) / 1000
                     )
+                record = Attempt(event.attempt, event.started_ms, worker=self.ctx.worker_id)
                 statuses.append(
                     TaskStatus(
-                        event.key, TaskState.RUNNING, event.attempt, updated_ms=event.started_ms
+                        event.key,
+                        TaskState.RUNNING,
+                        event.attempt,
+                        updated_ms=event.started_ms,
+                        attempt_log=(record,),
                     )
                 )
             elif (status := self._finish(event)) is not None:
@@ -248,45 +347,115 @@ class PartitionExecutor(PartitionActor):
         queue = self.queues[outcome.key.ordering_id]
         queue.running = None
         item, key, now = attempt.item, outcome.key, now_ms()
+        kind = _outcome_of(outcome)
+        record = _record_of(outcome, kind, self.ctx.worker_id)
+        took = _seconds(record)
+        if outcome.started_ms is not None:
+            _DURATIONS[kind].observe(took)
         status: TaskStatus | None = None
-        if outcome.error is None:
+        if kind is AttemptOutcome.SUCCEEDED:
             metrics.EXECUTED.inc()
-            status = TaskStatus(key, TaskState.SUCCEEDED, outcome.attempt, updated_ms=now)
+            if task_log.isEnabledFor(logging.INFO):  # the hot path: no fields built for nothing
+                task_log.info(
+                    "task %s succeeded in %.3f s (attempt %d)",
+                    *(key, took, outcome.attempt),
+                    extra=self._extra(record, key),
+                )
+            status = _succeeded(outcome, record, now)
             self.held -= 1
-        elif outcome.cancelled == ADMIN_CANCEL:
-            # CANCELLED once more, after anything of this attempt the buffer may still hold.
-            status = TaskStatus(key, TaskState.CANCELLED, outcome.attempt, updated_ms=now)
+        elif kind is AttemptOutcome.CANCELLED:
+            # Its CANCELLED status was written when the command arrived; this adds the attempt and
+            # writes CANCELLED once more, after anything of this attempt the buffer may still hold.
+            task_log.info(
+                "task %s cancelled after %.3f s (attempt %d)",
+                *(key, took, outcome.attempt),
+                extra=self._extra(record, key),
+            )
+            status = TaskStatus(
+                key, TaskState.CANCELLED, outcome.attempt, updated_ms=now, attempt_log=(record,)
+            )
             self.held -= 1
-        elif outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
-            # Revoked or stopping: the row stays for the next owner, pending again.
-            status = self._pending_again(key, outcome.attempt, outcome.cancelled, now)
+        elif kind is AttemptOutcome.INTERRUPTED:
+            # Revoked or stopping: the row stays for the next owner, which runs it again.
+            task_log.info(
+                "task %s interrupted after %.3f s (attempt %d): %s; it runs again",
+                *(key, took, outcome.attempt, outcome.cancelled),
+                extra=self._extra(record, key),
+            )
+            status = self._stopped(key, outcome.attempt, outcome.cancelled, record, now)
             self.held -= 1
         elif outcome.attempt < self.ctx.settings.retry.max_attempts and not outcome.permanent:
             metrics.RETRIED.inc()
             delay = self.ctx.settings.retry.delay_s(outcome.attempt, self.ctx.rng.random())
             next_ms = now + int(delay * 1000)
-            self.ctx.log.warning(
-                "task %s attempt %d failed, retrying in %.1fs: %s",
+            task_log.warning(
+                "task %s %s in %.3f s (attempt %d of %d), retrying in %.1fs: %s",
                 key,
+                _FAILED_WORDS[kind],
+                took,
                 outcome.attempt,
+                self.ctx.settings.retry.max_attempts,
                 delay,
                 outcome.error,
+                extra=self._extra(record, key),
             )
             queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, now))
             status = TaskStatus(
-                key, TaskState.RETRYING, outcome.attempt, outcome.error, next_ms, now
+                key,
+                TaskState.RETRYING,
+                outcome.attempt,
+                outcome.error,
+                next_ms,
+                now,
+                attempt_log=(record,),
             )
         else:
             metrics.FAILED.inc()
-            self.ctx.log.error(
-                "task %s FAILED after %d attempts: %s", key, outcome.attempt, outcome.error
+            why = "not retried, the failure is permanent" if outcome.permanent else "the last"
+            task_log.error(
+                "task %s FAILED: attempt %d %s in %.3f s (%s): %s",
+                *(key, outcome.attempt, _FAILED_WORDS[kind], took, why, outcome.error),
+                extra=self._extra(record, key),
             )
             status = TaskStatus(
-                key, TaskState.FAILED, outcome.attempt, outcome.error, None, now, item.task.data
+                key,
+                TaskState.FAILED,
+                outcome.attempt,
+                outcome.error,
+                None,
+                now,
+                item.task.data,
+                (record,),
             )
             self.held -= 1
         self._pump(queue)
         return status
+
+    def _extra(self, record: Attempt, key: TaskKey) -> dict[str, object]:
+        """The fields of a task's log line, for JSON logs (`extra`)."""
+        return {
+            "partition": self.ctx.partition,
+            "task": str(key),
+            "attempt": record.number,
+            "outcome": record.outcome.value,
+            "duration_s": _seconds(record),
+        }
+
+    def _stopped(
+        self, key: TaskKey, attempt: int, reason: str | None, record: Attempt, now: int
+    ) -> TaskStatus | None:
+        """The status of a task whose attempt this worker stopped (revocation, shutdown): back to
+        PENDING with the attempt closed as interrupted, so that no worker's status says `running`
+        once it is gone. None for a lost partition, whose new owner writes its statuses, and when
+        a later attempt of it is already recorded (a tree restarted on this worker runs it again
+        while this one winds down)."""
+        if reason == PARTITION_LOST:
+            return None
+        later = self._unflushed.peek([key]).get(key)
+        if later is not None and later.attempts > attempt:
+            return None
+        error = f"attempt {attempt} interrupted ({reason}); it runs again"
+        return TaskStatus(key, TaskState.PENDING, attempt, error, None, now, attempt_log=(record,))
 
     def _record(self, statuses: list[TaskStatus]) -> None:
         """Make these changes visible to TaskPersistence now, and have the tracker write them.
@@ -353,25 +522,28 @@ class PartitionExecutor(PartitionActor):
     def running_keys(self) -> list[TaskKey]:
         return list(self.running)
 
-    @staticmethod
-    def _pending_again(key: TaskKey, attempt: int, reason: str, now: int) -> TaskStatus | None:
-        """The status of a task whose attempt a stop or revocation cancelled: PENDING again, so
-        that no worker's status says `running` once it is gone. None for a lost partition,
-        whose new owner writes its statuses, and for an operator's cancel (CANCELLED stands)."""
-        if reason in (PARTITION_LOST, ADMIN_CANCEL):
-            return None
-        error = f"attempt {attempt} interrupted ({reason}); it runs again"
-        return TaskStatus(key, TaskState.PENDING, attempt, error, None, now)
-
-    def _interrupted(self, attempts: Iterable[TaskExecutor]) -> None:
+    def _left_running(self, attempts: Iterable[TaskExecutor]) -> None:
         """The tree goes down with these attempts still running (cancelled, they did not end
-        within the grace): write them PENDING, as if they had ended. One that ends later after
+        within the grace): write them as if they had ended, each attempt closed - PENDING again
+        (interrupted), or CANCELLED once more for an operator's cancel. One that ends later after
         all is run again by the next owner (at-least-once)."""
         now = now_ms()
+        worker = self.ctx.worker_id or None
         statuses = []
         for attempt in attempts:
+            key, number = attempt.context.key, attempt.context.attempt
             reason = attempt.context.reason or "partition stopped"
-            status = self._pending_again(attempt.context.key, attempt.context.attempt, reason, now)
+            error = f"cancelled: {reason}"
+            if reason == ADMIN_CANCEL:
+                record = Attempt(number, None, now, AttemptOutcome.CANCELLED, None, error, worker)
+                statuses.append(
+                    TaskStatus(
+                        key, TaskState.CANCELLED, number, updated_ms=now, attempt_log=(record,)
+                    )
+                )
+                continue
+            record = Attempt(number, None, now, AttemptOutcome.INTERRUPTED, None, error, worker)
+            status = self._stopped(key, number, reason, record, now)
             if status is not None:
                 statuses.append(status)
         self._unflushed.put(statuses)

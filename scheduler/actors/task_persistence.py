@@ -9,7 +9,7 @@ the store until the ThroughputController asks for them, which is what bounds mem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import pykka
 
@@ -38,6 +38,23 @@ MARK_AGE_MS = 30_000
 window (10 s), so that tasks enqueued for now land ahead of it instead of each changing it."""
 BEFORE_ALL: ScheduleCursor = (-(2**63), "", "")
 """A cursor before every key."""
+
+
+_RERUNNABLE = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
+
+
+def _scheduled(task: Task, status: TaskStatus | None, checked_ms: int) -> ScheduledTask:
+    """A task on its way to the scheduler, with what its (non-final) status says of its past."""
+    if status is None:
+        return ScheduledTask(task, checked_ms=checked_ms)
+    running = status.state is TaskState.RUNNING
+    return ScheduledTask(
+        task,
+        status.attempts,
+        status.next_attempt_ms,
+        checked_ms,
+        status.updated_ms if running else None,
+    )
 
 
 def _live(row: StoredTask) -> bool:
@@ -108,9 +125,7 @@ class TaskPersistence(PartitionActor):
             elif status.state.is_final:
                 final.append(task.key)  # a completed key never runs again
             else:
-                handed.append(
-                    ScheduledTask(task, status.attempts, status.next_attempt_ms, checked_ms)
-                )
+                handed.append(_scheduled(task, status, checked_ms))
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
         if handed:
@@ -125,17 +140,38 @@ class TaskPersistence(PartitionActor):
             metrics.CANCELLED.inc()
             self._scheduler.cancel.defer([key])
         elif command.op is Op.RETRY:
-            status = store.fetch_statuses(partition, [key]).get(key)
-            if status is None or status.state is not TaskState.FAILED:
-                self.ctx.log.warning("retry of %s ignored: it is not FAILED", key)
-                return
-            task = Task.from_key(key, status.data or {})
-            store.delete_statuses(partition, [key])
-            self._write([task])
+            self._run_again(command, {TaskState.FAILED})
+        elif command.op is Op.RERUN:
+            self._run_again(command, _RERUNNABLE)
         elif command.op is Op.DROP:
             status = store.fetch_statuses(partition, [key]).get(key)
             if status is not None and status.state is TaskState.FAILED:
                 store.delete_statuses(partition, [key])
+
+    def _run_again(self, command: Command, states: Collection[TaskState]) -> None:
+        """An operator's retry or rerun: the finished task's key runs once more, from its first
+        attempt, where it stands in its ordering id's key order.
+
+        Its schedule row is written before its final status is deleted: a crash between the two
+        leaves a row whose final status the next load skips, and this record, not committed
+        yet, is applied again. The other order would leave neither, and the record applied
+        again would find no finished task to run."""
+        store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
+        if self._unflushed.peek([key]):
+            # Its finish is not in the store yet: written later, it would delete the new row.
+            self._unflushed.write(store, partition)
+        status = store.fetch_statuses(partition, [key]).get(key)
+        if status is None or status.state not in states:
+            found = status.state.value if status is not None else "not finished or not found"
+            self.ctx.log.warning("%s of %s ignored: it is %s", command.op.value, key, found)
+            return
+        task = Task.from_key(key, command.task.data or status.data or {})
+        self.ctx.mark.cover([key])
+        store.write_tasks(partition, [task])
+        store.delete_statuses(partition, [key])
+        metrics.RUN_AGAIN.inc()
+        if self.checkpoint is not None and key.cursor <= self.checkpoint:
+            self._push([task])
 
     def load(self, until_ms: int, limit: int) -> TasksLoaded:
         """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
@@ -164,14 +200,7 @@ class TaskPersistence(PartitionActor):
                 # The crash window between a final status and the row's deletion: finish the job.
                 leftovers.append(row.task.key)
                 continue
-            handed.append(
-                ScheduledTask(
-                    row.task,
-                    attempts=status.attempts if status else 0,
-                    next_attempt_ms=status.next_attempt_ms if status else None,
-                    checked_ms=checked_ms,
-                )
-            )
+            handed.append(_scheduled(row.task, status, checked_ms))
         if leftovers:
             store.delete_tasks(partition, leftovers)
         if handed:

@@ -98,8 +98,11 @@ class TopicSupervisor(pykka.ThreadingActor):
         request_rewind: Callable[[int], None],
         rng: random.Random | None = None,
         restarting: set[int] | None = None,
+        worker_id: str = "",
     ) -> None:
         super().__init__()
+        self.worker_id = worker_id
+        """The worker's id (its client id), kept in the records of the attempts it runs."""
         self.store = store
         self._executor = executor
         self.executor_service = executor_service
@@ -320,6 +323,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             rng=random.Random(self.rng.random()),
             mark=self.marks.setdefault(partition, MarkHolder()),
             unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
+            worker_id=self.worker_id,
         )
         ref = PartitionSupervisor.start(ctx)
         try:

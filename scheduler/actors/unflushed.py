@@ -29,10 +29,16 @@ class UnflushedStatuses:
         self._pending: dict[TaskKey, TaskStatus] = {}
 
     def put(self, statuses: Iterable[TaskStatus]) -> None:
-        """Add changes (a later status of a key replaces an earlier)."""
+        """Add changes (a later status of a key replaces an earlier, and takes over the attempt
+        records the earlier one carried: a start and an end, or a retry's failure and the next
+        start, written in one flush are all kept)."""
         with self._lock:
+            pending = self._pending
             for status in statuses:
-                self._pending[status.key] = status
+                earlier = pending.get(status.key)
+                if earlier is not None and earlier.attempt_log:
+                    status = status.with_attempts(earlier.attempt_log)
+                pending[status.key] = status
 
     def waiting(self) -> list[TaskStatus]:
         with self._lock:

@@ -100,6 +100,8 @@ def backend(
         "SCHEDULER_EXECUTOR": executor or "scheduler.bench.probe:probe_executor",
         "SCHEDULER_DATA_DIR": str(directory / "data"),
         "SCHEDULER_LOG_LEVEL": "INFO",
+        # The engine's rate, not logging's: a line per task halves it (docs/benchmarks.md).
+        "SCHEDULER_TASK_LOG_LEVEL": "WARNING",
         "SCHEDULER_SHUTDOWN_DEADLINE_S": "5",
         "SCHEDULER_TOPIC": f"bench-{suffix}",
         "SCHEDULER_GROUP_ID": f"bench-{suffix}",
@@ -182,7 +184,7 @@ def twin_main() -> None:
     from scheduler.worker import Worker
 
     settings = load_settings()
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(settings.log_level, settings.log_format, task_level=settings.task_log_level)
     log = build_log(settings)
     store = open_store(settings)
     partition_count_check(log, store, settings.partitions)

@@ -43,7 +43,11 @@ class CliState:
 
             self.overrides.update(overrides)
             self._settings = load_settings(self.config, self.overrides)
-            configure_logging(self._settings.log_level, self._settings.log_format)
+            configure_logging(
+                self._settings.log_level,
+                self._settings.log_format,
+                task_level=self._settings.task_log_level,
+            )
             for warning in unknown_environment():
                 click.secho(f"warning: {warning}", err=True, fg="yellow")
         return self._settings

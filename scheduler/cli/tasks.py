@@ -23,7 +23,8 @@ from scheduler.cli.keys import (
     status_dict,
 )
 from scheduler.cli.output import echo_json, echo_table
-from scheduler.cli.tasks_admin import cancel, drop, retry
+from scheduler.cli.task_history import attempt_dict, echo_history, error_summary
+from scheduler.cli.tasks_admin import cancel, drop, rerun, retry
 from scheduler.errors import SchedulerError, TaskNotFoundError
 from scheduler.model import TaskState
 
@@ -35,7 +36,7 @@ STATES = [state.value for state in TaskState]
 
 @click.group()
 def tasks() -> None:
-    """List and inspect tasks; retry or drop failed ones, cancel pending ones.
+    """List and inspect tasks; retry or drop failed ones, rerun finished ones, cancel pending ones.
 
     A task is named by its key, ORDERING_ID/TIME/UNIQUENESS_KEY as logs print it, or by its
     three parts ORDERING_ID TIME UNIQUENESS_KEY as the first columns of `scheduler tasks list`
@@ -83,10 +84,20 @@ def list_tasks(
             partitions = [partition] if partition is not None else list(range(settings.partitions))
         views = []
         for number in partitions:
-            views += store.list_tasks(number, ordering_id=ordering_id, states=wanted, limit=limit)
+            # One more than shown: whether more match is worth a line, a count of them a scan.
+            views += store.list_tasks(
+                number, ordering_id=ordering_id, states=wanted, limit=limit + 1
+            )
         views.sort(key=lambda view: view.task.key.cursor)
+        truncated = len(views) > limit
         views = views[:limit]
         _note_unread(log, settings.group_id, partitions)
+    if truncated:
+        echo_err(
+            f"showing the first {limit} matching tasks in schedule order; more match: raise "
+            f"--limit (e.g. --limit {limit * 10}) or narrow with --ordering-id, --partition or "
+            "--state"
+        )
     if as_json:
         echo_json([status_dict(view) for view in views])
         return
@@ -103,7 +114,7 @@ def list_tasks(
                 view.state.value,
                 view.partition,
                 view.status.attempts if view.status else 0,
-                view.status.last_error if view.status else None,
+                error_summary(view.status.last_error) if view.status else None,
             ]
             for view in views
         ],
@@ -115,7 +126,9 @@ def list_tasks(
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @pass_state
 def show(state: CliState, key: Sequence[str], as_json: bool) -> None:
-    """Everything the store holds about one task: state, attempts, last error, data.
+    """Everything the store holds about one task: state, data, last error, and each attempt
+    with its start, duration, outcome, exit code, worker, log file and error (kept as long as
+    the task's status, `status_retention_s`).
 
     KEY is ORDERING_ID/TIME/UNIQUENESS_KEY as logs print it, or its three parts ORDERING_ID
     TIME UNIQUENESS_KEY.
@@ -131,6 +144,7 @@ def show(state: CliState, key: Sequence[str], as_json: bool) -> None:
     partition = partition_of(task_key.ordering_id, settings.partitions)
     with backends(settings) as (_, store):
         view = find_task(store, partition, task_key)
+        history = store.attempts(partition, task_key) if view is not None else []
     if view is None:
         raise TaskNotFoundError(
             f"no task {task_key} in the store (partition {partition}); list the ordering id's "
@@ -138,13 +152,16 @@ def show(state: CliState, key: Sequence[str], as_json: bool) -> None:
         )
     details = status_dict(view)
     if as_json:
-        echo_json(details)
+        echo_json({**details, "attempt_history": [attempt_dict(a) for a in history]})
         return
     import json
 
     for name, value in details.items():
         shown = json.dumps(value, ensure_ascii=False) if name == "data" else value
+        if name == "last_error" and history:
+            shown = error_summary(value)  # type: ignore[arg-type]  # in full below
         click.echo(f"{name + ':':<19}{'-' if shown is None else shown}")
+    echo_history(history)
 
 
 def _note_unread(log: TaskLog, group_id: str, partitions: list[int]) -> None:
@@ -163,4 +180,5 @@ def _note_unread(log: TaskLog, group_id: str, partitions: list[int]) -> None:
 
 tasks.add_command(retry)
 tasks.add_command(drop)
+tasks.add_command(rerun)
 tasks.add_command(cancel)

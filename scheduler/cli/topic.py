@@ -62,7 +62,7 @@ def move(state: CliState, target: str) -> None:
         )
     store = open_store(settings)
     try:
-        partitions = store_partition_check(store, settings.partitions)
+        partitions = store_partition_check(store, settings.partitions, pin=False)
     finally:
         store.close()
     source = build_log(settings)

@@ -57,25 +57,43 @@ class TaskExecutor:
     def _run(self, executor: Executor) -> None:
         context = self.context
         error: str | None = None
-        permanent = False
+        permanent = timed_out = False
+        started_ms: int | None = None
         try:
             if not context.is_cancelled:
-                self.report(AttemptStarted(context.key, context.attempt, now_ms()))
+                started_ms = now_ms()
+                self.report(AttemptStarted(context.key, context.attempt, started_ms))
                 executor(context.task, context)
         except BaseException as failure:  # an executor's failure is data here, whatever it is
             error = _describe(failure)
             permanent = isinstance(failure, TaskRejected)
+            timed_out = isinstance(failure, TaskTimeoutError)
         finally:
             if self.timer is not None:
                 self.timer.cancel()
             reason = context.reason
             if reason == TIMEOUT:
+                timed_out = True
                 error = f"{TaskTimeoutError.__name__}: attempt ran past its timeout" + (
                     f" ({error})" if error else ""
                 )
             elif reason is not None and error is None:
                 error = f"cancelled: {reason}"
-            self.report(AttemptFinished(context.key, context.attempt, error, reason, permanent))
+            self.report(
+                AttemptFinished(
+                    context.key,
+                    context.attempt,
+                    error,
+                    reason,
+                    permanent,
+                    started_ms,
+                    now_ms(),
+                    context.exit_code,
+                    context.log_path,
+                    context.task.data,
+                    timed_out,
+                )
+            )
 
 
 def _describe(failure: BaseException) -> str:

@@ -8,6 +8,9 @@ Calls run on the worker's bounded pool (the TaskExecutorService), several at onc
 must be thread-safe. It must also honour cancellation: when a partition is revoked, a per-task
 timeout fires or an operator cancels, the engine sets `context.cancelled` and runs the callbacks
 registered with `context.on_cancel` (the Spark executor cancels its job group there).
+
+What an attempt did for the operator's history goes on the context too: an executor that runs a
+process sets `context.exit_code`, one that writes output to a file sets `context.log_path`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,17 @@ from scheduler.model import Task, TaskKey
 class ExecutionContext:
     """What an executor knows about the attempt it is running."""
 
-    __slots__ = ("_callbacks", "_event", "_lock", "attempt", "partition", "reason", "task")
+    __slots__ = (
+        "_callbacks",
+        "_event",
+        "_lock",
+        "attempt",
+        "exit_code",
+        "log_path",
+        "partition",
+        "reason",
+        "task",
+    )
 
     def __init__(self, task: Task, *, attempt: int, partition: int) -> None:
         self.task = task
@@ -35,6 +48,12 @@ class ExecutionContext:
         """The log partition the task belongs to."""
         self.reason: str | None = None
         """Why the attempt was cancelled, once it was."""
+        self.exit_code: int | None = None
+        """Set by an executor that ran a process (the command executor): its exit code, kept in
+        the attempt's record (`scheduler tasks show`)."""
+        self.log_path: str | None = None
+        """Set by an executor that writes the attempt's output to a file: where, kept in the
+        attempt's record. Set it before the output is complete, so a failure still names it."""
         # The event is built only if an executor asks for it: a short task never does, and one
         # Event (a Condition and a lock) per attempt was a tenth of the engine's time per task.
         self._event: threading.Event | None = None

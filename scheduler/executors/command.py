@@ -135,11 +135,14 @@ def run_process(
 ) -> int:
     """Run `argv` in its own process group, output to files; return its exit code.
 
-    Cancelling `context` sends SIGTERM to the group, then SIGKILL after KILL_GRACE_S, and makes
-    this raise `TaskCancelledError`; `timeout_s` does the same and raises `TaskTimeoutError`.
-    A process that cannot start raises `CommandFailedError`, its reason written to `stderr`.
+    The output file (`stdout`) and the exit code are noted on `context` for the attempt's
+    record. Cancelling `context` sends SIGTERM to the group, then SIGKILL after KILL_GRACE_S,
+    and makes this raise `TaskCancelledError`; `timeout_s` does the same and raises
+    `TaskTimeoutError`. A process that cannot start raises `CommandFailedError`, its reason
+    written to `stderr`.
     """
     context.raise_if_cancelled()
+    context.log_path = str(stdout)
     stdout.parent.mkdir(parents=True, exist_ok=True)
     stderr.parent.mkdir(parents=True, exist_ok=True)
     with ExitStack() as files:
@@ -178,6 +181,7 @@ def run_process(
             ) from None
         finally:
             reaped.set()
+    context.exit_code = code
     context.raise_if_cancelled()
     return code
 

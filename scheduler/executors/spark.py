@@ -15,10 +15,16 @@ tasks share a driver, so this module keeps them apart with what Spark offers for
 
 A job is a plain function `fn(spark, context)` named in the task data:
 `{"job": "package.module:function", "args": {...}}`. Only registered jobs (see `JobRegistry`) run.
+
+pyspark is an optional dependency (`pip install 'scheduler[spark]'`): this module imports it only
+when a session starts, so an install that runs commands alone never needs it, and a Spark task
+asked of an environment without it is refused with `ExecutorUnavailableError` naming the extra.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
 import os
 import shutil
@@ -31,7 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from xml.sax.saxutils import quoteattr
 
-from scheduler.errors import ConfigurationError, TaskCancelledError, TaskDataError
+from scheduler.errors import (
+    ConfigurationError,
+    ExecutorUnavailableError,
+    TaskCancelledError,
+    TaskDataError,
+)
 from scheduler.executors.abc import ExecutionContext
 from scheduler.executors.registry import JobRegistry
 from scheduler.model import Task
@@ -40,12 +51,75 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-__all__ = ["JobRegistry", "Pool", "SparkExecutor", "shared_session", "stop_shared_session"]
+__all__ = [
+    "SPARK_EXTRA",
+    "JobRegistry",
+    "Pool",
+    "SparkExecutor",
+    "pyspark_installed",
+    "require_java",
+    "require_pyspark",
+    "shared_session",
+    "stop_shared_session",
+]
 
 log = logging.getLogger(__name__)
 
 #: How often a cancelled job group is cancelled again while its job function still runs.
 RECANCEL_INTERVAL_S = 0.2
+
+#: The extra that installs pyspark, named by every error about its absence.
+SPARK_EXTRA = "scheduler[spark]"
+
+
+@functools.cache
+def pyspark_installed() -> bool:
+    """Whether pyspark can be imported here, found without importing it (a fifth of a second).
+
+    Cached: the look-up costs about half a millisecond, and producers ask for every Spark task.
+    """
+    try:
+        return importlib.util.find_spec("pyspark") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+TASK_ALTERNATIVE = 'or have the task run by another executor, e.g. {"executor": "command", ...}'
+"""What a task that needs pyspark could do instead, for `require_pyspark`."""
+
+
+def require_pyspark(what: str, *, instead: str = TASK_ALTERNATIVE) -> None:
+    """Raise `ExecutorUnavailableError` saying that `what` needs pyspark, unless it is installed.
+
+    `what` names the thing asked for, as the reader knows it ("task orders-42/... (Spark job
+    'pkg.jobs:daily', the spark executor)", "the spark executor"); `instead` is the way around
+    it that fits the caller, if any.
+    """
+    if pyspark_installed():
+        return
+    raise ExecutorUnavailableError(
+        f"{what} needs pyspark, which is not installed in this environment ({sys.executable}); "
+        f"install the Spark extra with `pip install '{SPARK_EXTRA}'` (scripts/setup.sh does)"
+        + (f", {instead}" if instead else "")
+    )
+
+
+def require_java() -> None:
+    """Raise `ConfigurationError` when no Java can start Spark's driver JVM.
+
+    pyspark launches `$JAVA_HOME/bin/java`, else `java` on PATH; without either it fails with a
+    gateway error that never says "Java".
+    """
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").is_file():
+        return
+    if shutil.which("java"):
+        return
+    where = f"JAVA_HOME={home!r} has no bin/java and " if home else ""
+    raise ConfigurationError(
+        f"the spark executor starts Spark's driver, a JVM, but {where}no `java` is on PATH; "
+        "install Java 17 (e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME to one"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +160,12 @@ def shared_session(
                 "PYSPARK_PIN_THREAD is set to false; the Spark executor needs pinned-thread mode "
                 "so that each task's job group stays on its own thread. Unset it."
             )
+        require_pyspark(f"a SparkSession (master {master!r})", instead="")
+        from pyspark import SparkContext
         from pyspark.sql import SparkSession
+
+        if SparkContext._active_spark_context is None:  # no JVM of ours runs yet
+            require_java()
 
         if master.startswith("local"):
             # Local Python workers must run this interpreter, which has pyspark and the jobs;
@@ -191,11 +270,13 @@ class SparkExecutor:
         )
 
     def validate(self, task: Task) -> None:
-        """Enqueue-time check: the job is registered and the pool is known."""
+        """Enqueue-time check: pyspark is installed, the job is registered, the pool is known."""
+        self._require_pyspark(task)
         self.jobs.resolve_task(task)
         self._pool_of(task)
 
     def __call__(self, task: Task, context: ExecutionContext) -> None:
+        self._require_pyspark(task)
         job_name = self.jobs.job_name(task)
         job = self.jobs.resolve_task(task)
         pool = self._pool_of(task)
@@ -227,6 +308,11 @@ class SparkExecutor:
     def stop(self) -> None:
         """Stop the worker's SparkSession (shared by every SparkExecutor of the process)."""
         stop_shared_session()
+
+    def _require_pyspark(self, task: Task) -> None:
+        job = task.data.get("job")
+        named = f"Spark job {job!r}" if isinstance(job, str) and job else "a Spark job"
+        require_pyspark(f"task {task.key} ({named}, the spark executor)")
 
     def _pool_of(self, task: Task) -> str:
         pool = task.data.get("pool", self.default_pool)

@@ -24,20 +24,32 @@ from pathlib import Path
 from scheduler.errors import TaskDataError
 from scheduler.executors.abc import ExecutionContext
 from scheduler.executors.command import CommandFailedError, run_process, safe_key, tail
+from scheduler.executors.spark import require_pyspark
 from scheduler.model import Task
 
 __all__ = ["SparkSubmitExecutor", "bundled_spark_submit"]
 
 
 def bundled_spark_submit() -> str:
-    """The `spark-submit` script shipped inside the installed pyspark package."""
+    """The `spark-submit` script shipped inside the installed pyspark package.
+
+    Raises `ExecutorUnavailableError` naming the Spark extra when pyspark is not installed.
+    """
+    require_pyspark(
+        "the spark-submit executor, with no `spark_submit` path given,",
+        instead="or pass the path of a spark-submit of your own",
+    )
     import pyspark
 
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
 
 
 class SparkSubmitExecutor:
-    """Launches `spark-submit` (argv, never a shell) per task attempt; thread-safe."""
+    """Launches `spark-submit` (argv, never a shell) per task attempt; thread-safe.
+
+    `spark_submit=None` means the script bundled with pyspark, looked up when a task first needs
+    it: a worker without pyspark still starts, and refuses only the tasks that would need it.
+    """
 
     def __init__(
         self,
@@ -48,11 +60,18 @@ class SparkSubmitExecutor:
         log_dir: str,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        self.spark_submit = spark_submit or bundled_spark_submit()
+        self._spark_submit = spark_submit
         self.master = master
         self.conf = dict(conf or {})
         self.log_dir = Path(log_dir)
         self.env = dict(env or {})
+
+    @property
+    def spark_submit(self) -> str:
+        """The spark-submit script run for each attempt."""
+        if self._spark_submit is None:
+            self._spark_submit = bundled_spark_submit()
+        return self._spark_submit
 
     def validate(self, task: Task) -> None:
         """Enqueue-time check of the task data's shape (not of the application file's existence,
@@ -61,6 +80,11 @@ class SparkSubmitExecutor:
 
     def argv(self, task: Task) -> list[str]:
         """The spark-submit command line for `task`."""
+        if self._spark_submit is None:
+            require_pyspark(
+                f"task {task.key} (the spark-submit executor, run with the spark-submit that "
+                "comes with pyspark)"
+            )
         data = task.data
         application = data.get("application")
         if not isinstance(application, str) or not application:

@@ -36,6 +36,7 @@ from scheduler.logs.abc import LogConsumer, LogProducer, PartitionLag, TaskLog
 from scheduler.logs.kafka_config import (
     ADMIN_CLIENT_ID,
     BOOTSTRAP_SETTING,
+    CONNECT_TIMEOUT_SETTING,
     PRODUCER_DEFAULTS,
     RECONNECT_DEFAULTS,
     any_broker_listens,
@@ -44,6 +45,7 @@ from scheduler.logs.kafka_config import (
     kafka_error,
     logger,
     merged,
+    nothing_listens,
     reason,
     refuse_reserved,
     unavailable,
@@ -125,6 +127,7 @@ class KafkaTaskLog(TaskLog):
         producer_config: Mapping[str, Any] | None = None,
         consumer_config: Mapping[str, Any] | None = None,
         request_timeout_s: float = 10,
+        connect_timeout_s: float | None = None,
     ) -> None:
         self.topic = topic
         self._bootstrap = bootstrap_servers
@@ -132,6 +135,11 @@ class KafkaTaskLog(TaskLog):
         self._producer_config = dict(producer_config or {})
         self._consumer_config = dict(consumer_config or {})
         self._timeout = request_timeout_s
+        self._connect_timeout = (
+            request_timeout_s if connect_timeout_s is None else connect_timeout_s
+        )
+        """How long the check at construction waits for the brokers (setting
+        `kafka_connect_timeout_s`); an address refused at once fails at once."""
         refuse_reserved(self._producer_config, self._consumer_config)
         # The caller's settings apply to the admin client too: a secured cluster (SASL, TLS)
         # admits no client without them, and a wrong one should fail here, not in the first send.
@@ -412,8 +420,9 @@ class KafkaTaskLog(TaskLog):
     # -- plumbing ----------------------------------------------------------------------------
 
     def _check_reachable(self) -> None:
-        deadline = time.monotonic() + self._timeout
+        deadline = time.monotonic() + self._connect_timeout
         failures: list[str] = []
+        looked = False
         while True:
             remaining = deadline - time.monotonic()
             try:
@@ -426,15 +435,30 @@ class KafkaTaskLog(TaskLog):
             failures += self._connection_failures()  # also runs the refusal recorder
             if self._refusals.first is not None:
                 raise self._refusals.first
+            refused = None if looked else nothing_listens(self._bootstrap)
+            looked = True
+            if refused is not None:
+                # librdkafka would try again until the deadline, but a closed port or an
+                # unknown host does not open in the meantime (`scheduler services up` waits
+                # for its broker before it returns).
+                raise BackendUnavailableError(
+                    f"cannot reach Kafka at {self._bootstrap!r}: {refused}. Point "
+                    f"{BOOTSTRAP_SETTING} at a running broker's listener (host:port, such as "
+                    "127.0.0.1:9092 for the broker of `scheduler services up`), or run "
+                    "`scheduler services up` to start a local one."
+                )
             if time.monotonic() < deadline:
                 time.sleep(_METADATA_RETRY_S)  # all brokers down: list_topics fails at once
                 continue
             if failures:
                 why = f"{why}; first connection failure: {failures[0]}"
             raise BackendUnavailableError(
-                f"cannot reach Kafka at {self._bootstrap!r} within {self._timeout:g} s "
-                f"({why}). Point {BOOTSTRAP_SETTING} at a running broker, or run `scheduler "
-                "services up` to start a local one." + self._security_hint(failures)
+                f"cannot reach Kafka at {self._bootstrap!r} within {self._connect_timeout:g} s "
+                f"({CONNECT_TIMEOUT_SETTING}={self._connect_timeout:g}; {why}). Point "
+                f"{BOOTSTRAP_SETTING} at a running broker, or run `scheduler services up` to "
+                "start a local one; for brokers that answer slowly, wait longer with "
+                f"{CONNECT_TIMEOUT_SETTING}={max(30, 3 * self._connect_timeout):g}."
+                + self._security_hint(failures)
             )
 
     def _security_hint(self, failures: list[str]) -> str:

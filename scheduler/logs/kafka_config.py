@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,6 +83,8 @@ logger.addFilter(_RepeatsOncePerMinute())
 
 BOOTSTRAP_SETTING = "SCHEDULER_KAFKA_BOOTSTRAP"
 """The environment variable (read by the service's settings) that names the brokers."""
+CONNECT_TIMEOUT_SETTING = "SCHEDULER_KAFKA_CONNECT_TIMEOUT_S"
+"""The environment variable of how long the check at start waits for the brokers."""
 
 RECONNECT_DEFAULTS: dict[str, Any] = {
     # librdkafka doubles the wait between tries to reach a broker that keeps failing, up to
@@ -311,3 +314,26 @@ def any_broker_listens(bootstrap: str, timeout: float = 2.0) -> bool:
         if host and port.isdigit() and port_open(host.strip("[]"), int(port), timeout):
             return True
     return False
+
+
+def nothing_listens(bootstrap: str, timeout: float = 1.0) -> str | None:
+    """Why no address of a bootstrap list can be a broker, when each one is refused at once:
+    its port is closed (`connection refused`) or its host name does not resolve. None when any
+    address takes a TCP connection or does not answer within `timeout` (a firewall that drops
+    packets, a host still booting): waiting may help there, and not here."""
+    reasons = []
+    for address in bootstrap.split(","):
+        address = address.strip().rpartition("://")[2]
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            return None  # librdkafka's to judge
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return None
+        except ConnectionRefusedError:
+            reasons.append(f"connection to {address} refused: nothing listens on that port")
+        except socket.gaierror as error:
+            reasons.append(f"host {host!r} of {address} does not resolve ({error.strerror})")
+        except OSError:
+            return None  # a timeout, an unreachable network: it may yet answer
+    return "; ".join(reasons) or None

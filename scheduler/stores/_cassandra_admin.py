@@ -22,36 +22,71 @@ _ALL = (-(2**63), 2**63 - 1)
 _SCANS = ("scan", "status_scan")
 
 
+BEFORE_ALL: ScheduleCursor = (_ALL[0], "", "")
+"""A cursor before every key."""
+
+
 def views(
-    run: Runner, q: Mapping[str, Any], partition: int, bucket_ms: int, slice_ms: int
+    run: Runner,
+    q: Mapping[str, Any],
+    partition: int,
+    bucket_ms: int,
+    slice_ms: int,
+    *,
+    after: ScheduleCursor | None = None,
+    until_ms: int | None = None,
 ) -> Iterator[TaskView]:
     """Every schedule row of the partition, and every retained final status without one, in
-    schedule order, joined."""
-    buckets = {b for (b,) in run.one(q["buckets"], (partition, *_ALL), "list buckets")}
-    buckets |= {b for (b,) in run.one(q["status_buckets"], (partition,), "list buckets")}
+    schedule order, joined; only those after the cursor `after` and scheduled before
+    `until_ms`, if given (the buckets and spans outside are not read)."""
+    lower = after or BEFORE_ALL
+    first = lower[0] // bucket_ms
+    last = _ALL[1] if until_ms is None else (until_ms - 1) // bucket_ms
+    buckets = {b for (b,) in run.one(q["buckets"], (partition, first, last), "list buckets")}
+    buckets |= {
+        b
+        for (b,) in run.one(q["status_buckets"], (partition,), "list buckets")
+        if first <= b <= last
+    }
     for bucket in sorted(buckets):
         start = bucket * bucket_ms
-        spans = schema.slices((start, "", ""), start + bucket_ms, slice_ms)
-        bounds = [(partition, bucket, lower, below) for (lower, _, _), below in spans]
-        # A bucket's spans at once: the whole bucket is read either way, and most spans of a
-        # sparse bucket are empty, so one concurrent round costs about one query's wait.
-        results = run.many([(q[name], b) for b in bounds for name in _SCANS], "list tasks")
-        tasks = {
-            TaskKey.from_ms(oid, ms, uk): data
-            for rows in results[0::2]
-            for ms, oid, uk, data in rows
-        }
-        statuses = {
-            status.key: status
-            for rows in results[1::2]
-            for status in map(schema.decode_status, rows)
-        }
-        for key in sorted(tasks.keys() | statuses.keys()):
-            status = statuses.get(key)
-            if key in tasks:
-                yield TaskView(partition, Task.from_key(key, json.loads(tasks[key])), status)
-            elif status is not None and status.state.is_final:
-                yield TaskView(partition, Task.from_key(key, status.data or {}), status)
+        below = start + bucket_ms if until_ms is None else min(start + bucket_ms, until_ms)
+        spans = list(schema.slices(max((start, "", ""), lower), below, slice_ms))
+        for first_span in range(0, len(spans), SPANS_AT_ONCE):
+            chunk = spans[first_span : first_span + SPANS_AT_ONCE]
+            bounds = [(partition, bucket, span_ms, upper) for (span_ms, _, _), upper in chunk]
+            yield from _joined(run, q, partition, bounds, lower)
+
+
+SPANS_AT_ONCE = 16
+"""Spans of a bucket read in one concurrent round: most spans of a sparse bucket are empty, so
+a round costs about one query's wait, while a caller that stops early (a page of a bulk change)
+holds at most this many spans' rows, not a whole bucket's."""
+
+
+def _joined(
+    run: Runner,
+    q: Mapping[str, Any],
+    partition: int,
+    bounds: list[tuple[int, int, int, int]],
+    lower: ScheduleCursor,
+) -> Iterator[TaskView]:
+    """The views of the rows and statuses within `bounds`, after `lower`, in schedule order."""
+    results = run.many([(q[name], b) for b in bounds for name in _SCANS], "list tasks")
+    tasks = {
+        TaskKey.from_ms(oid, ms, uk): data for rows in results[0::2] for ms, oid, uk, data in rows
+    }
+    statuses = {
+        status.key: status for rows in results[1::2] for status in map(schema.decode_status, rows)
+    }
+    for key in sorted(tasks.keys() | statuses.keys()):
+        if key.cursor <= lower:
+            continue  # in the span of the cursor, not after it
+        status = statuses.get(key)
+        if key in tasks:
+            yield TaskView(partition, Task.from_key(key, json.loads(tasks[key])), status)
+        elif status is not None and status.state.is_final:
+            yield TaskView(partition, Task.from_key(key, status.data or {}), status)
 
 
 def count_due(

@@ -9,6 +9,10 @@ SQLite store keeps the same key structure:
   its data.
 * **Status rows** (the seed's CompletionColumnFamily, extended) have the same key and hold the
   state, attempts, last error and next attempt time; they expire after the status retention.
+* **Attempt records** (`Attempt`): each attempt of a task, keyed like its status row and then
+  by attempt number (Cassandra: the `task_attempts` table, clustered by attempt under the
+  task's key). They travel with status changes (`TaskStatus.attempt_log`) and expire after the
+  status retention, counted from each record's last write, like the status row.
 * A task that reaches a final state leaves the schedule rows (its status row is written first, so
   a crash in between leaves a row whose final status tells the engine to skip it). Loading reads
   forward from a cursor with clustering bounds, so deleted rows (Cassandra tombstones) behind the
@@ -30,7 +34,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
+from scheduler.model import (
+    Attempt,
+    ScheduleCursor,
+    StoredTask,
+    Task,
+    TaskKey,
+    TaskState,
+    TaskStatus,
+)
 
 MALFORMED_KEPT_BYTES = 64 * 1024
 """How much of a malformed record's key and of its value is kept: enough to see what went wrong
@@ -181,7 +193,14 @@ class TaskStore(ABC):
 
     @abstractmethod
     def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
-        """Upsert status rows; for each final state, then delete the task's schedule row."""
+        """Upsert status rows (a later status of a key in `statuses` wins), and the attempt
+        records each carries in its `attempt_log`; for each final state, then delete the task's
+        schedule row.
+
+        An attempt record of a (key, number) already stored is updated field by field: a field
+        that is None in the record written keeps the stored value (an attempt's end, written
+        without its start time, keeps the start); the outcome is always replaced. The records
+        are as durable as the status rows when this returns."""
 
     @abstractmethod
     def fetch_statuses(
@@ -191,7 +210,13 @@ class TaskStore(ABC):
 
     @abstractmethod
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
-        """Remove status rows (an operator dropping failed tasks, or a retry starting afresh)."""
+        """Remove status rows and the tasks' attempt records (an operator dropping failed
+        tasks, or a retry starting afresh: its attempts are numbered from 1 again)."""
+
+    @abstractmethod
+    def attempts(self, partition: int, key: TaskKey) -> list[Attempt]:
+        """The attempt records of one task not yet expired, by attempt number (an admin read;
+        the engine never reads them). Empty for a task that never started."""
 
     # -- admin ------------------------------------------------------------------------------
 
@@ -203,10 +228,15 @@ class TaskStore(ABC):
         ordering_id: str | None = None,
         states: Collection[TaskState] | None = None,
         limit: int = 100,
+        after: ScheduleCursor | None = None,
+        from_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> list[TaskView]:
         """Tasks of one partition in schedule order: every schedule row (pending, running,
         retrying) plus the status rows of final states still retained. Filter by ordering id
-        and/or state."""
+        and/or state, and by scheduled time in `[from_ms, until_ms)`. A page of a longer
+        listing starts after the cursor `after` (the last key of the page before): operators'
+        bulk changes read a million tasks that way, a page at a time."""
 
     @abstractmethod
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:

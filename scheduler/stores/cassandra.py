@@ -32,10 +32,18 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Any, ClassVar
 
-from cassandra.query import PreparedStatement
+from cassandra.query import UNSET_VALUE, PreparedStatement
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
-from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
+from scheduler.model import (
+    Attempt,
+    ScheduleCursor,
+    StoredTask,
+    Task,
+    TaskKey,
+    TaskState,
+    TaskStatus,
+)
 from scheduler.stores import _cassandra_admin as admin
 from scheduler.stores import _cassandra_session as driver
 from scheduler.stores import cassandra_schema as schema
@@ -79,6 +87,18 @@ def _some_node_up(cluster: Any) -> bool:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _latest(statuses: Sequence[TaskStatus]) -> dict[TaskKey, TaskStatus]:
+    """The last status of each key, carrying the attempt records of the earlier ones too (the
+    later winning field by field): concurrent writes of one row would race."""
+    latest: dict[TaskKey, TaskStatus] = {}
+    for status in statuses:
+        earlier = latest.get(status.key)
+        if earlier is not None and earlier.attempt_log:
+            status = status.with_attempts(earlier.attempt_log)
+        latest[status.key] = status
+    return latest
 
 
 class CassandraTaskStore(TaskStore):
@@ -509,10 +529,10 @@ class CassandraTaskStore(TaskStore):
     # -- status rows --------------------------------------------------------------------------
 
     def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
-        latest = {status.key: status for status in statuses}
+        latest = _latest(statuses)
         if not latest:
             return
-        q, run = self._q, self._runner()
+        q, run, ttl_s = self._q, self._runner(), self.ttl_s
         now_s = time.time()
         rows: list[Params] = []
         buckets: set[int] = set()
@@ -532,8 +552,14 @@ class CassandraTaskStore(TaskStore):
                 for b in buckets
                 if self._status_indexed.get((partition, b), 0) < now_s + self.ttl_s
             ]
+        attempts: list[Params] = [
+            (*self._row_key(partition, key), *schema.encode_attempt(attempt, UNSET_VALUE), ttl_s)
+            for key, status in latest.items()
+            for attempt in status.attempt_log
+        ]
         items: list[Item] = [(q["status_index"], (partition, b, ttl)) for b in stale]
         items += partition_batches(q["status_write"], rows)
+        items += partition_batches(q["attempt_write"], attempts)
         run.many(items, f"record {len(rows)} statuses of partition {partition}")
         with self._lock:
             self._status_indexed.update(((partition, b), now_s + ttl) for b in stale)
@@ -564,7 +590,14 @@ class CassandraTaskStore(TaskStore):
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._row_key(partition, key) for key in set(keys)]
         items = partition_batches(self._q["status_delete"], rows)
+        items += partition_batches(self._q["attempts_delete"], rows)
         self._runner().many(items, f"delete {len(rows)} statuses of partition {partition}")
+
+    def attempts(self, partition: int, key: TaskKey) -> list[Attempt]:
+        rows = self._runner().one(
+            self._q["attempts_read"], self._row_key(partition, key), "read attempts"
+        )
+        return sorted(map(schema.decode_attempt, rows), key=lambda attempt: attempt.number)
 
     # -- admin --------------------------------------------------------------------------------
 
@@ -575,12 +608,23 @@ class CassandraTaskStore(TaskStore):
         ordering_id: str | None = None,
         states: Collection[TaskState] | None = None,
         limit: int = 100,
+        after: ScheduleCursor | None = None,
+        from_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> list[TaskView]:
         wanted = set(states) if states is not None else None
+        if from_ms is not None:
+            after = max(after or admin.BEFORE_ALL, (from_ms, "", ""))  # no ordering id is empty
         matching = (
             view
             for view in admin.views(
-                self._runner(), self._q, partition, self.bucket_ms, self.read_slice_ms
+                self._runner(),
+                self._q,
+                partition,
+                self.bucket_ms,
+                self.read_slice_ms,
+                after=after,
+                until_ms=until_ms,
             )
             if (ordering_id is None or view.task.ordering_id == ordering_id)
             and (wanted is None or view.state in wanted)

@@ -1,6 +1,6 @@
 """CQL definitions of the Cassandra task store, kept apart from the code that runs them.
 
-Five tables in one keyspace. The schedule and status tables share one primary key, so that a
+Seven tables in one keyspace. The schedule and status tables share one primary key, so that a
 status row sits beside the schedule row it describes and both are read with the same partition key
 and clustering bounds:
 
@@ -10,6 +10,11 @@ and clustering bounds:
 * `status` (same key) -> state, attempts, last_error, next_attempt_ms, updated_ms, data: the seed's
   CompletionColumnFamily, extended; every row is written with a TTL (the status retention).
   TimeWindowCompactionStrategy lets whole SSTables of expired rows be dropped at once.
+* `task_attempts` (same key, then attempt) -> started_ms, ended_ms, outcome, exit_code, error,
+  worker, log_path: each attempt's record, beside the status row it belongs to and clustered
+  by attempt number under it, so a task's history is one slice of one partition. Written with
+  the status retention as TTL, with unset (never null) values for what a write does not know,
+  so a record written at an attempt's start and again at its end merges without tombstones.
 * `buckets` (partition, bucket): which buckets may hold schedule rows, so that a load finds rows
   of every age without probing every empty hour since the epoch.
 * `status_buckets` (partition, bucket): which buckets may hold status rows, for the admin view of
@@ -29,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from scheduler.errors import ConfigurationError
-from scheduler.model import ScheduleCursor, TaskKey, TaskState, TaskStatus
+from scheduler.model import Attempt, AttemptOutcome, ScheduleCursor, TaskKey, TaskState, TaskStatus
 
 #: Cassandra's own rule for unquoted keyspace names (48 characters since 3.0).
 _KEYSPACE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
@@ -113,6 +118,14 @@ def table_ddl(keyspace: str, status_retention_s: int) -> list[str]:
         f" next_attempt_ms bigint, updated_ms bigint, data text, {key}) WITH {order}"
         " AND compaction = {'class': 'TimeWindowCompactionStrategy',"
         f" 'compaction_window_unit': 'HOURS', 'compaction_window_size': '{window_hours}'}}",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.task_attempts ("
+        " partition int, bucket bigint, scheduled_ms bigint, ordering_id text,"
+        " uniqueness_key text, attempt int, started_ms bigint, ended_ms bigint, outcome text,"
+        " exit_code int, error text, worker text, log_path text,"
+        " PRIMARY KEY ((partition, bucket), scheduled_ms, ordering_id, uniqueness_key, attempt))"
+        " WITH CLUSTERING ORDER BY (scheduled_ms ASC, ordering_id ASC, uniqueness_key ASC,"
+        " attempt ASC) AND compaction = {'class': 'TimeWindowCompactionStrategy',"
+        f" 'compaction_window_unit': 'HOURS', 'compaction_window_size': '{window_hours}'}}",
         f"CREATE TABLE IF NOT EXISTS {keyspace}.buckets ("
         " partition int, bucket bigint, PRIMARY KEY (partition, bucket))"
         " WITH CLUSTERING ORDER BY (bucket ASC)",
@@ -139,6 +152,7 @@ _COLUMNS = "scheduled_ms, ordering_id, uniqueness_key"
 _STATUS_COLUMNS = f"{_COLUMNS}, state, attempts, last_error, next_attempt_ms, updated_ms, data"
 _KEY = "partition = ? AND bucket = ?"
 _ROW = f"{_KEY} AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
+_ATTEMPT_COLUMNS = "attempt, started_ms, ended_ms, outcome, exit_code, error, worker, log_path"
 #: Stored for an absent next_attempt_ms; an empty string stands for an absent last_error or data.
 NO_TIME = -1
 
@@ -200,6 +214,10 @@ def statements(ks: str) -> dict[str, str]:
         f" AND ({_COLUMNS}) >= (?, ?, ?) AND ({_COLUMNS}) <= (?, ?, ?) LIMIT ?",
         "status_scan": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
         f" AND ({_COLUMNS}) > (?, '', '') AND ({_COLUMNS}) < (?, '', '')",
+        "attempt_write": f"INSERT INTO {ks}.task_attempts (partition, bucket, {_COLUMNS},"
+        f" {_ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
+        "attempts_read": f"SELECT {_ATTEMPT_COLUMNS} FROM {ks}.task_attempts WHERE {_ROW}",
+        "attempts_delete": f"DELETE FROM {ks}.task_attempts WHERE {_ROW}",
         "meta_get": f"SELECT value FROM {ks}.meta WHERE name = ?",
         "meta_claim": f"INSERT INTO {ks}.meta (name, value) VALUES (?, ?) IF NOT EXISTS",
         "malformed_write": f"INSERT INTO {ks}.malformed (partition, block, {_MALFORMED_COLUMNS})"
@@ -242,4 +260,34 @@ def decode_status(row: tuple[Any, ...]) -> TaskStatus:
         next_attempt_ms=None if next_ms is None or next_ms == NO_TIME else next_ms,
         updated_ms=updated_ms or 0,
         data=json.loads(data) if data else None,
+    )
+
+
+def encode_attempt(attempt: Attempt, unset: Any) -> tuple[Any, ...]:
+    """Attempt column values after the key: `unset` (the driver's UNSET_VALUE) for what the
+    record does not know, which leaves a stored value as it is and writes no tombstone."""
+    values = (
+        attempt.started_ms,
+        attempt.ended_ms,
+        attempt.outcome.value,
+        attempt.exit_code,
+        attempt.error,
+        attempt.worker,
+        attempt.log_path,
+    )
+    return (attempt.number, *(unset if value is None else value for value in values))
+
+
+def decode_attempt(row: tuple[Any, ...]) -> Attempt:
+    """An attempt record as read by the `attempts_read` statement."""
+    number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path = row
+    return Attempt(
+        number,
+        started_ms,
+        ended_ms,
+        AttemptOutcome(outcome) if outcome else AttemptOutcome.RUNNING,
+        exit_code,
+        error,
+        worker,
+        log_path,
     )

@@ -33,7 +33,16 @@ from scheduler._sqlbatch import chunks, many_rows
 from scheduler._sqlbatch import many_keys as _many_keys_of
 from scheduler._sqlite_open import file_identity, open_wal, rollback, unavailable
 from scheduler.errors import BackendUnavailableError, ConfigurationError, StoreReplacedError
-from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
+from scheduler.model import (
+    Attempt,
+    AttemptOutcome,
+    ScheduleCursor,
+    StoredTask,
+    Task,
+    TaskKey,
+    TaskState,
+    TaskStatus,
+)
 from scheduler.stores._group_commit import GroupCommit
 from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
 
@@ -56,6 +65,14 @@ CREATE INDEX IF NOT EXISTS status_by_time
     ON status (partition, scheduled_ms, ordering_id, uniqueness_key);
 CREATE INDEX IF NOT EXISTS status_by_expiry ON status (expires_ms);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS attempts (
+    partition INTEGER NOT NULL, bucket INTEGER NOT NULL, scheduled_ms INTEGER NOT NULL,
+    ordering_id TEXT NOT NULL, uniqueness_key TEXT NOT NULL, attempt INTEGER NOT NULL,
+    started_ms INTEGER, ended_ms INTEGER, outcome TEXT NOT NULL, exit_code INTEGER, error TEXT,
+    worker TEXT, log_path TEXT, expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (partition, bucket, scheduled_ms, ordering_id, uniqueness_key, attempt)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS attempts_by_expiry ON attempts (expires_ms);
 CREATE TABLE IF NOT EXISTS malformed (
     partition INTEGER NOT NULL, log_offset INTEGER NOT NULL, reason TEXT NOT NULL, key BLOB,
     value BLOB, value_bytes INTEGER NOT NULL, timestamp_ms INTEGER NOT NULL,
@@ -300,8 +317,14 @@ class SqliteTaskStore(TaskStore):
             )
             if status.state.is_final:
                 finished.append(key_row)
+        attempts = [
+            (*self._key_row(partition, status.key), *_attempt_columns(attempt), expires)
+            for status in statuses
+            for attempt in status.attempt_log
+        ]
         self._group.run(
             many_rows("INSERT OR REPLACE INTO status VALUES", rows)
+            + many_rows("INSERT INTO attempts VALUES", attempts, _MERGE_ATTEMPT)
             + _many_keys("DELETE FROM schedule WHERE", finished)
         )
         self._purge_expired()
@@ -331,7 +354,18 @@ class SqliteTaskStore(TaskStore):
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
-        self._group.run(_many_keys("DELETE FROM status WHERE", rows))
+        self._group.run(
+            _many_keys("DELETE FROM status WHERE", rows)
+            + _many_keys("DELETE FROM attempts WHERE", rows)
+        )
+
+    def attempts(self, partition: int, key: TaskKey) -> list[Attempt]:
+        rows = self._read(
+            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE {_KEY_WHERE} AND expires_ms > ?"
+            " ORDER BY attempt",
+            (*self._key_row(partition, key), _now_ms()),
+        )
+        return [_attempt(row) for row in rows]
 
     def _purge_expired(self) -> None:
         """Delete expired status rows, at most once a minute (reads already skip them)."""
@@ -342,6 +376,7 @@ class SqliteTaskStore(TaskStore):
         with self._write() as connection:
             connection.execute("DELETE FROM status WHERE expires_ms <= ?", (_now_ms(),))
             connection.execute("DELETE FROM malformed WHERE expires_ms <= ?", (_now_ms(),))
+            connection.execute("DELETE FROM attempts WHERE expires_ms <= ?", (_now_ms(),))
 
     # -- admin -----------------------------------------------------------------------------
 
@@ -352,23 +387,30 @@ class SqliteTaskStore(TaskStore):
         ordering_id: str | None = None,
         states: Collection[TaskState] | None = None,
         limit: int = 100,
+        after: ScheduleCursor | None = None,
+        from_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> list[TaskView]:
         now = _now_ms()
         final_marks = ", ".join("?" * len(_FINAL))
+        # The range in both halves of the union, where the by-time indexes can serve it.
+        s_range, range_params = _time_range("s", after, from_ms, until_ms)
+        t_range, _ = _time_range("t", after, from_ms, until_ms)
         sql = (
             "SELECT * FROM ("
             "SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data AS task_data, "
             f"COALESCE(t.state, 'pending') AS st, {_STATUS_COLUMNS}"
-            f" FROM schedule s {_JOIN_STATUS} WHERE s.partition = ?"
+            f" FROM schedule s {_JOIN_STATUS} WHERE s.partition = ?{s_range}"
             " UNION ALL "
             "SELECT t.scheduled_ms, t.ordering_id, t.uniqueness_key, NULL, t.state, "
             f"{_STATUS_COLUMNS} FROM status t WHERE t.partition = ? AND t.expires_ms > ?"
-            f" AND t.state IN ({final_marks}) AND NOT EXISTS ("
+            f" AND t.state IN ({final_marks}){t_range} AND NOT EXISTS ("
             "SELECT 1 FROM schedule s WHERE s.partition = t.partition AND s.bucket = t.bucket"
             " AND s.scheduled_ms = t.scheduled_ms AND s.ordering_id = t.ordering_id"
             " AND s.uniqueness_key = t.uniqueness_key))"
         )
-        params: list[Any] = [now, partition, partition, now, *_FINAL]
+        params: list[Any] = [now, partition, *range_params, partition, now, *_FINAL]
+        params += range_params
         where = []
         if ordering_id is not None:
             where.append("ordering_id = ?")
@@ -444,6 +486,33 @@ class SqliteTaskStore(TaskStore):
 
 
 _UPSERT_DATA = " ON CONFLICT DO UPDATE SET data = excluded.data"
+_ATTEMPT_FIELDS = ("started_ms", "ended_ms", "exit_code", "error", "worker", "log_path")
+_ATTEMPT_COLUMNS = "attempt, started_ms, ended_ms, outcome, exit_code, error, worker, log_path"
+_MERGE_ATTEMPT = (
+    " ON CONFLICT DO UPDATE SET outcome = excluded.outcome, expires_ms = excluded.expires_ms, "
+    + ", ".join(f"{name} = COALESCE(excluded.{name}, {name})" for name in _ATTEMPT_FIELDS)
+)
+"""A record written again updates the stored one field by field: a None keeps what is there."""
+
+
+def _attempt_columns(attempt: Attempt) -> tuple[Any, ...]:
+    return (
+        attempt.number,
+        attempt.started_ms,
+        attempt.ended_ms,
+        attempt.outcome.value,
+        attempt.exit_code,
+        attempt.error,
+        attempt.worker,
+        attempt.log_path,
+    )
+
+
+def _attempt(row: Sequence[Any]) -> Attempt:
+    number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path = row
+    return Attempt(
+        number, started_ms, ended_ms, AttemptOutcome(outcome), exit_code, error, worker, log_path
+    )
 
 
 def _many_keys(head: str, keys: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
@@ -493,6 +562,24 @@ def _status(key: TaskKey, row: Sequence[Any]) -> TaskStatus:
         updated_ms=updated_ms,
         data=None if data is None else json.loads(data),
     )
+
+
+def _time_range(
+    table: str, after: ScheduleCursor | None, from_ms: int | None, until_ms: int | None
+) -> tuple[str, list[Any]]:
+    """SQL conditions (each starting with AND) on `table`'s key for `list_tasks`' range."""
+    sql, params = "", list[Any]()
+    if after is not None:
+        columns = f"{table}.scheduled_ms, {table}.ordering_id, {table}.uniqueness_key"
+        sql += f" AND ({columns}) > (?, ?, ?)"
+        params += after
+    if from_ms is not None:
+        sql += f" AND {table}.scheduled_ms >= ?"
+        params.append(from_ms)
+    if until_ms is not None:
+        sql += f" AND {table}.scheduled_ms < ?"
+        params.append(until_ms)
+    return sql, params
 
 
 def _now_ms() -> int:

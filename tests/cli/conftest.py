@@ -86,11 +86,15 @@ def worker() -> Iterator[Callable[[], subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
 
     def start() -> subprocess.Popen[str]:
+        # Its pipes are read only once it stopped: a line per finished task (INFO) would fill
+        # them (64 KiB, some 400 tasks) and block the worker in its next log line.
+        env = {"SCHEDULER_TASK_LOG_LEVEL": "WARNING", **os.environ}
         process = subprocess.Popen(
             [SCRIPT, "worker"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         started.append(process)
         return process

@@ -19,6 +19,7 @@ from scheduler.runtime import (
     new_store_check,
     open_store,
     partition_count_check,
+    store_partition_check,
 )
 
 
@@ -42,7 +43,7 @@ def test_the_stored_partition_count_is_checked_too(embedded, monkeypatch):
     store.claim_meta("partition_count", "6")
     log = build_log(settings)
     try:
-        with pytest.raises(PartitionCountMismatchError, match=r"partitioned into 6 partitions"):
+        with pytest.raises(PartitionCountMismatchError, match=r"pinned to 6 partitions"):
             partition_count_check(log, store, 4)
     finally:
         log.close()
@@ -186,3 +187,16 @@ def test_the_drivers_reconnect_warnings_show_once_a_minute_per_node_with_the_cou
     assert lines[2].endswith("Connection refused (11 more such lines held back since the last)")
     assert "10.0.0.1:9042" in lines[2] and "10.0.0.2:9042" in lines[3]
     assert lines[4] == "Host 10.0.0.1:9042 has been marked down"
+
+
+def test_a_command_that_only_reads_the_count_leaves_an_empty_store_unpinned(embedded):
+    """`scheduler topic move` reads the stored count; a store no worker used keeps none."""
+    store = open_store(load_settings())
+    try:
+        assert store_partition_check(store, 4, pin=False) == 4
+        assert store.read_meta("partition_count") is None
+        store.claim_meta("partition_count", "6")
+        with pytest.raises(PartitionCountMismatchError, match="set SCHEDULER_PARTITIONS=6"):
+            store_partition_check(store, 4, pin=False)
+    finally:
+        store.close()

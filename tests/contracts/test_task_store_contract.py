@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import time
 
+from scheduler.model import Attempt, AttemptOutcome, TaskKey, TaskState, TaskStatus, iso_ms
 from scheduler.model import Task as _Task
-from scheduler.model import TaskKey, TaskState, TaskStatus, iso_ms
 from scheduler.stores.abc import MALFORMED_KEPT_BYTES, MalformedRecord, TaskStore
 from scheduler.stores.cassandra_schema import MALFORMED_BLOCK
 from tests.contracts.conftest import BUCKET_MS
@@ -282,6 +282,132 @@ def test_expired_status_rows_are_invisible(short_retention_task_store: TaskStore
     assert [view.task.key for view in store.list_tasks(0)] == [pending.key]
 
 
+# -- attempt records ------------------------------------------------------------------------
+
+
+def started(number: int, at_ms: int, worker: str = "w1") -> Attempt:
+    return Attempt(number, started_ms=at_ms, worker=worker)
+
+
+def test_an_attempt_written_at_its_start_and_at_its_end_keeps_both(task_store: TaskStore) -> None:
+    key = TaskKey.from_ms("a", BASE_MS, "u")
+    task_store.record_statuses(
+        0,
+        [
+            TaskStatus(
+                key, TaskState.RUNNING, 1, updated_ms=BASE_MS, attempt_log=(started(1, BASE_MS),)
+            )
+        ],
+    )
+    assert task_store.attempts(0, key) == [Attempt(1, BASE_MS, worker="w1")]
+
+    end = Attempt(
+        1,
+        ended_ms=BASE_MS + 1500,
+        outcome=AttemptOutcome.FAILED,
+        exit_code=3,
+        error="CommandFailedError: exited with code 3 é",
+        log_path="/logs/a/attempt-1.out",
+    )
+    task_store.record_statuses(
+        0,
+        [
+            TaskStatus(
+                key, TaskState.RETRYING, 1, "x", BASE_MS + 9_000, BASE_MS + 1500, attempt_log=(end,)
+            )
+        ],
+    )
+
+    (kept,) = task_store.attempts(0, key)
+    assert kept == Attempt(
+        1,
+        BASE_MS,
+        BASE_MS + 1500,
+        AttemptOutcome.FAILED,
+        3,
+        "CommandFailedError: exited with code 3 é",
+        "w1",
+        "/logs/a/attempt-1.out",
+    )
+    assert kept.duration_ms == 1500
+    # The status read back is the status row alone: history is read by `attempts`.
+    assert task_store.fetch_statuses(0, [key])[key].attempt_log == ()
+
+
+def test_every_attempt_of_one_batch_is_kept_though_the_batch_keeps_one_status(
+    task_store: TaskStore,
+) -> None:
+    key = TaskKey.from_ms("a", BASE_MS, "u")
+    first_end = Attempt(1, ended_ms=BASE_MS + 5, outcome=AttemptOutcome.TIMED_OUT, error="slow")
+    task_store.record_statuses(
+        0,
+        [
+            TaskStatus(key, TaskState.RUNNING, 1, attempt_log=(started(1, BASE_MS),)),
+            TaskStatus(key, TaskState.RETRYING, 1, "slow", BASE_MS + 6, attempt_log=(first_end,)),
+            TaskStatus(key, TaskState.RUNNING, 2, attempt_log=(started(2, BASE_MS + 6, "w2"),)),
+        ],
+    )
+
+    assert task_store.fetch_statuses(0, [key])[key].state is TaskState.RUNNING
+    assert task_store.attempts(0, key) == [
+        Attempt(1, BASE_MS, BASE_MS + 5, AttemptOutcome.TIMED_OUT, None, "slow", "w1"),
+        Attempt(2, BASE_MS + 6, worker="w2"),
+    ]
+
+
+def test_attempts_are_kept_per_task_and_partition(task_store: TaskStore) -> None:
+    one, other = TaskKey.from_ms("a", BASE_MS, "u"), TaskKey.from_ms("a", BASE_MS, "v")
+    task_store.record_statuses(
+        0, [TaskStatus(one, TaskState.RUNNING, 1, attempt_log=(started(1, 7),))]
+    )
+    task_store.record_statuses(
+        1, [TaskStatus(one, TaskState.RUNNING, 1, attempt_log=(started(1, 8),))]
+    )
+
+    assert [a.started_ms for a in task_store.attempts(0, one)] == [7]
+    assert [a.started_ms for a in task_store.attempts(1, one)] == [8]
+    assert task_store.attempts(0, other) == []
+
+
+def test_a_succeeded_task_keeps_its_data_and_attempts_after_its_schedule_row_goes(
+    task_store: TaskStore,
+) -> None:
+    done = task("a", BASE_MS, n=1)
+    task_store.write_tasks(0, [done])
+    finished = Attempt(1, BASE_MS, BASE_MS + 20, AttemptOutcome.SUCCEEDED, 0, worker="w1")
+    task_store.record_statuses(
+        0,
+        [TaskStatus(done.key, TaskState.SUCCEEDED, 1, data={"n": 1}, attempt_log=(finished,))],
+    )
+
+    (view,) = task_store.list_tasks(0)
+    assert (view.task.data, view.state) == ({"n": 1}, TaskState.SUCCEEDED)
+    assert task_store.attempts(0, done.key) == [finished]
+
+
+def test_delete_statuses_forgets_the_attempts_too(task_store: TaskStore) -> None:
+    key = TaskKey.from_ms("a", BASE_MS, "u")
+    ended = Attempt(1, BASE_MS, BASE_MS + 1, AttemptOutcome.FAILED, error="x")
+    task_store.record_statuses(0, [TaskStatus(key, TaskState.FAILED, 1, "x", attempt_log=(ended,))])
+
+    task_store.delete_statuses(0, [key])
+
+    assert task_store.attempts(0, key) == []
+
+
+def test_attempts_expire_with_the_status_retention(short_retention_task_store: TaskStore) -> None:
+    store = short_retention_task_store
+    key = TaskKey.from_ms("a", BASE_MS, "u")
+    store.record_statuses(0, [TaskStatus(key, TaskState.RUNNING, 1, attempt_log=(started(1, 1),))])
+    assert len(store.attempts(0, key)) == 1
+
+    deadline = time.monotonic() + 20
+    while store.attempts(0, key) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    assert store.attempts(0, key) == []
+
+
 # -- admin and metadata --------------------------------------------------------------------
 
 
@@ -315,6 +441,42 @@ def test_list_tasks_filters_by_ordering_id_and_state(task_store: TaskStore) -> N
     ] == [pending.key]
     assert [v.task.key for v in task_store.list_tasks(5, limit=2)] == [pending.key, running.key]
     assert task_store.list_tasks(5, ordering_id="nobody") == []
+
+
+def test_list_tasks_pages_after_a_cursor_within_a_time_range(task_store: TaskStore) -> None:
+    """A listing read a page at a time (bulk retry, drop and rerun) sees every task once: rows
+    and final statuses without rows alike, across buckets, in schedule order."""
+    tasks = [
+        task(f"o{n % 3}", BASE_MS + n * BUCKET_MS // 3 + (n % 2), f"u{n}", n=n) for n in range(12)
+    ]
+    task_store.write_tasks(7, tasks)
+    finished = tasks[1::4]
+    task_store.record_statuses(
+        7, [TaskStatus(t.key, TaskState.SUCCEEDED, 1, data=t.data) for t in finished]
+    )
+
+    pages, after = [], None
+    while True:
+        page = task_store.list_tasks(7, limit=5, after=after)
+        pages.append([view.task.key for view in page])
+        if len(page) < 5:
+            break
+        after = page[-1].task.key.cursor
+    assert [len(page) for page in pages] == [5, 5, 2]
+    assert [key for page in pages for key in page] == [t.key for t in tasks]
+
+    from_ms, until_ms = tasks[2].scheduled_ms, tasks[9].scheduled_ms
+    in_range = task_store.list_tasks(7, from_ms=from_ms, until_ms=until_ms)
+    assert [v.task.key for v in in_range] == [t.key for t in tasks[2:9]]
+    second = task_store.list_tasks(
+        7, from_ms=from_ms, until_ms=until_ms, after=tasks[4].key.cursor, limit=2
+    )
+    assert [v.task.key for v in second] == [tasks[5].key, tasks[6].key]
+    done = task_store.list_tasks(7, states=[TaskState.SUCCEEDED], after=finished[0].key.cursor)
+    assert [v.task.key for v in done] == [t.key for t in finished[1:]]
+    assert task_store.list_tasks(7, ordering_id="o1", from_ms=tasks[8].scheduled_ms) == [
+        view for view in task_store.list_tasks(7) if view.task.key in {tasks[10].key}
+    ]
 
 
 def test_claim_meta_keeps_the_first_value(task_store: TaskStore) -> None:

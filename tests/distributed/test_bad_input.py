@@ -202,7 +202,7 @@ def test_a_worker_refuses_a_partition_count_that_differs_from_the_topic_or_the_s
 
         KafkaTaskLog(bootstrap_servers=fleet.bootstrap, topic=other_topic).delete_topic()
     print(f"[partition count] {store_error}")
-    assert f"partitioned into {PARTITIONS} partitions" in store_error
+    assert f"pinned to {PARTITIONS} partitions" in store_error
     assert f"SCHEDULER_PARTITIONS={changed}" in store_error
 
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 
 from scheduler.fleet import Execution, KeyTuple, LoadGenerator, read_history
-from scheduler.model import TaskKey, TaskState
+from scheduler.model import Attempt, AttemptOutcome, TaskKey, TaskState
 from tests.distributed.conftest import (
     GROUP_PROTOCOLS,
     PARTITIONS,
@@ -44,6 +44,30 @@ def succeeded_in_store(fleet: Fleet, executions: list[Execution], worker: int) -
     return durable
 
 
+def running_in_store(fleet: Fleet, executions: list[Execution], worker: int) -> set[Execution]:
+    """`worker`'s attempts that had not ended and whose RUNNING status the store holds now
+    (read right after the kill, like `succeeded_in_store`)."""
+    open_attempts = [e for e in executions if e.worker == worker and e.end_ms is None]
+    found: set[Execution] = set()
+    with fleet.store() as store:
+        store.open(create_schema=False)
+        for e in open_attempts:
+            key = TaskKey.from_ms(*e.key)
+            status = store.fetch_statuses(e.partition, [key]).get(key)
+            if status is not None and (status.state, status.attempts) == (
+                TaskState.RUNNING,
+                e.attempt,
+            ):
+                found.add(e)
+    return found
+
+
+def attempt_records(fleet: Fleet, executions: set[Execution]) -> dict[Execution, list[Attempt]]:
+    with fleet.store() as store:
+        store.open(create_schema=False)
+        return {e: store.attempts(e.partition, TaskKey.from_ms(*e.key)) for e in executions}
+
+
 @pytest.mark.parametrize("group_protocol", GROUP_PROTOCOLS)
 def test_a_worker_killed_mid_execution_loses_nothing_and_reruns_only_tasks_in_flight(
     fleet: Fleet, group_protocol: str
@@ -72,6 +96,7 @@ def test_a_worker_killed_mid_execution_loses_nothing_and_reruns_only_tasks_in_fl
     victims_partitions = victim.assigned_partitions()
     at_kill = read_history(fleet.record)
     durable = succeeded_in_store(fleet, at_kill, victim.pid)
+    left_running = running_in_store(fleet, at_kill, victim.pid)
     snapshot_ms = now_ms()
     unwritten = {e.key for e in at_kill if e.worker == victim.pid and e.ok and e.key not in durable}
 
@@ -98,7 +123,8 @@ def test_a_worker_killed_mid_execution_loses_nothing_and_reruns_only_tasks_in_fl
         f"duplicates {len(report.duplicates)}, "
         f"the victim's partitions {sorted(victims_partitions)} "
         f"ran again {recovery_ms} ms after the kill; successes of the victim not yet written "
-        f"{len(unwritten)}, written {len(durable)}"
+        f"{len(unwritten)}, written {len(durable)}; left running in the store "
+        f"{len(left_running)}"
     )
     assert report.missing == []
     assert report.order_violations == []
@@ -108,6 +134,13 @@ def test_a_worker_killed_mid_execution_loses_nothing_and_reruns_only_tasks_in_fl
         "the store was read after the survivor took over: the victim's writes are not told "
         "apart from the survivor's"
     )
+    # What the victim left RUNNING, the survivor closed as interrupted and ran again.
+    for e, records in attempt_records(fleet, left_running).items():
+        by_number = {record.number: record for record in records}
+        closed = by_number.get(e.attempt)
+        assert closed is not None and closed.outcome is AttemptOutcome.INTERRUPTED, (e, records)
+        assert closed.worker == "w1" and closed.started_ms is not None, (e, records)
+        assert e.attempt + 1 in by_number and by_number[e.attempt + 1].worker == "w2", records
     assert late_duplicates == {}, (
         "a task ran twice that the victim never finished, or whose success it had written; "
         "their attempts "

@@ -16,7 +16,7 @@ import pytest
 
 from scheduler.bench.reload import tombstones_per_read, tombstones_read
 from scheduler.errors import BackendUnavailableError, ConfigurationError
-from scheduler.model import Task, TaskState, TaskStatus
+from scheduler.model import Attempt, AttemptOutcome, Task, TaskState, TaskStatus
 from scheduler.stores._cassandra_session import partition_batches
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.abc import MalformedRecord
@@ -326,6 +326,37 @@ def test_reads_across_a_bucket_go_in_slices_so_no_query_scans_all_its_tombstones
         store.close()
 
 
+@pytest.mark.cassandra
+def test_a_paged_listing_reads_a_bucket_a_few_spans_at_a_time_and_misses_nothing() -> None:
+    """Bulk changes page through `list_tasks`; a page reads the spans it needs, a round of
+    `SPANS_AT_ONCE` at a time, from the cursor's span on, never a whole bucket at once."""
+    from scheduler.stores._cassandra_admin import SPANS_AT_ONCE
+
+    store = make_store(read_slice_ms=1_000)  # sixty spans per one-minute bucket
+    store.open(create_schema=True)
+    try:
+        minute = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+        tasks = tasks_at(minute, 110, step=timedelta(milliseconds=1_100))  # two buckets
+        store.write_tasks(0, tasks)
+        store.record_statuses(0, [TaskStatus(t.key, TaskState.FAILED, data={}) for t in tasks[::3]])
+        assert 2 * SPANS_AT_ONCE < 60
+        found, after = [], None
+        while True:
+            page = store.list_tasks(0, limit=7, after=after)
+            found += [view.task.key for view in page]
+            if len(page) < 7:
+                break
+            after = page[-1].task.key.cursor
+        assert found == [task.key for task in tasks]
+        window = store.list_tasks(
+            0, from_ms=tasks[20].scheduled_ms, until_ms=tasks[90].scheduled_ms, limit=1000
+        )
+        assert [view.task.key for view in window] == [task.key for task in tasks[20:90]]
+    finally:
+        store.drop_keyspace()
+        store.close()
+
+
 def test_a_read_slice_must_be_positive() -> None:
     # Refused as the store is made, before it connects: no node needed.
     with pytest.raises(ConfigurationError, match="read_slice_ms must be positive"):
@@ -572,3 +603,50 @@ def test_writes_are_batched_per_cassandra_partition_and_a_lone_row_is_not() -> N
     assert [len(s) for s, _ in items[:-1]] == [50, 50, 20] * 2
     assert all(isinstance(s, BatchStatement) for s, _ in items[:-1])
     assert items[-1] == (statement, (0, 3, 0, "y" * 9000))
+
+
+@pytest.mark.cassandra
+def test_attempt_records_have_the_retention_as_ttl_and_merge_without_tombstones(
+    store: CassandraTaskStore,
+) -> None:
+    (task,) = tasks_at(datetime.now(UTC), 1)
+    began = Attempt(1, 100, worker="w1")
+    ended = Attempt(1, ended_ms=250, outcome=AttemptOutcome.FAILED, exit_code=2, error="x")
+    store.record_statuses(0, [TaskStatus(task.key, TaskState.RUNNING, 1, attempt_log=(began,))])
+    store.record_statuses(
+        0, [TaskStatus(task.key, TaskState.RETRYING, 1, "x", 300, attempt_log=(ended,))]
+    )
+
+    assert store.attempts(0, task.key) == [
+        Attempt(1, 100, 250, AttemptOutcome.FAILED, 2, "x", "w1")
+    ]
+    rows = store._runner().one(
+        f"SELECT TTL(started_ms), TTL(outcome) FROM {store.keyspace}.task_attempts", None, "test"
+    )
+    assert all(3500 < ttl <= 3600 for ttl in rows[0])
+    bucket = task.scheduled_ms // store.bucket_ms
+    assert tombstones_read(store, "attempts_read", (0, bucket, *task.key.cursor)) == 0
+
+
+@pytest.mark.cassandra
+def test_schema_apply_adds_the_attempts_table_to_a_keyspace_made_before_it(
+    store: CassandraTaskStore,
+) -> None:
+    (task,) = tasks_at(datetime.now(UTC), 1)
+    store.write_tasks(0, [task])
+    store.record_statuses(0, [TaskStatus(task.key, TaskState.RETRYING, 1, "boom", 123)])
+    run = store._runner()
+    run.result(f"DROP TABLE {store.keyspace}.task_attempts", None, "test", timeout=60)
+    store.close()
+
+    upgraded = make_store(keyspace=store.keyspace)
+    upgraded.apply_schema()  # what `scheduler schema apply` and a starting worker run
+    try:
+        assert [row.task for row in upgraded.load_tasks(0, None, 2**62, 10)] == [task]
+        assert upgraded.fetch_statuses(0, [task.key])[task.key].last_error == "boom"
+        upgraded.record_statuses(
+            0, [TaskStatus(task.key, TaskState.RUNNING, 2, attempt_log=(Attempt(2, 5),))]
+        )
+        assert upgraded.attempts(0, task.key) == [Attempt(2, 5)]
+    finally:
+        upgraded.close()  # the fixture connects again to drop the keyspace

@@ -56,3 +56,31 @@ def test_an_in_memory_store_has_no_file_to_check() -> None:
     store.open()
     store.check_replaced()
     store.close()
+
+
+def test_a_store_file_made_before_attempt_records_is_upgraded_when_opened(tmp_path: Path) -> None:
+    import sqlite3
+
+    from scheduler.model import Attempt, TaskState, TaskStatus
+
+    path = tmp_path / "store.db"
+    store = SqliteTaskStore(path=str(path))
+    store.open()
+    write_one(store)
+    (row,) = store.load_tasks(0, None, 2**62, 10)
+    store.record_statuses(0, [TaskStatus(row.task.key, TaskState.RETRYING, 1, "boom", 5)])
+    store.close()
+    with sqlite3.connect(path) as old:  # the file as the release before attempts left it
+        old.execute("DROP TABLE attempts")
+
+    store.open()
+    try:
+        (again,) = store.load_tasks(0, None, 2**62, 10)
+        assert again.task == row.task and again.status is not None
+        assert again.status.last_error == "boom"
+        store.record_statuses(
+            0, [TaskStatus(row.task.key, TaskState.RUNNING, 2, attempt_log=(Attempt(2, 9),))]
+        )
+        assert store.attempts(0, row.task.key) == [Attempt(2, 9)]
+    finally:
+        store.close()

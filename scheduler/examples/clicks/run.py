@@ -133,9 +133,11 @@ def main(
     from scheduler.engine.settings import RetryPolicy
     from scheduler.errors import ConfigurationError
     from scheduler.executors.registry import RoutingExecutor
-    from scheduler.executors.spark import SparkExecutor
+    from scheduler.executors.spark import SparkExecutor, require_java, require_pyspark
     from scheduler.settings import env_name
 
+    require_pyspark("the example pipeline (PySpark jobs)", instead="")
+    require_java()
     executor = runtime.build_executor(settings)
     spark = executor.routes.get("spark") if isinstance(executor, RoutingExecutor) else executor
     if not isinstance(spark, SparkExecutor):
