@@ -21,15 +21,16 @@ from datetime import datetime
 from scheduler.errors import InvalidTaskKeyError
 from scheduler.model import EARLIEST_MS, LATEST_MS, TaskKey, check_key_part, iso_ms, to_epoch_ms
 
-__all__ = ["EXAMPLE", "looks_like_key", "parse_key", "parse_key_time"]
+__all__ = ["EXAMPLE", "TIME_PATTERN", "looks_like_key", "parse_key", "parse_key_time"]
 
 EXAMPLE = "orders-44/2026-11-22T10:00:00.000Z/9fca"
 """A key as printed, for messages."""
 
 # A `/` followed by what may be a time and another `/`; a lookahead, so that the candidates of
 # `a/1/2/b` (`1` and `2`) overlap.
-_TIME = r"-?\d+|\d{4}-\d{2}-\d{2}T[0-9:.,]+(?:Z|[+-]\d{2}(?::?\d{2})?)?"
-_SEGMENT = re.compile(rf"/(?=({_TIME})/)")
+TIME_PATTERN = r"-?\d+|\d{4}-\d{2}-\d{2}T[0-9:.,]+(?:Z|[+-]\d{2}(?::?\d{2})?)?"
+"""A regular expression of what may be a key's time: epoch milliseconds or ISO 8601."""
+_SEGMENT = re.compile(rf"/(?=({TIME_PATTERN})/)")
 
 
 def looks_like_key(text: str) -> bool:

@@ -104,3 +104,27 @@ def test_the_console_script_takes_a_key_pasted_from_its_own_output(script, faile
     shown = script("tasks", "show", printed, "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["key"] == printed
+
+
+def test_rerun_takes_the_printed_key_and_says_what_it_would_do_in_that_form(run, failed):
+    first, second = failed
+    dry = run("tasks", "rerun", str(first.key), "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert f"would rerun {first.key} (partition " in dry.output
+    done = run("tasks", "rerun", str(second.key), "--data", '{"n": 3}')
+    assert done.exit_code == 0, done.output
+    assert f"rerun requested for {second.key} (partition " in done.output
+
+
+def test_a_filter_shows_the_keys_it_selects_as_logs_print_them(run, failed):
+    dry = run("tasks", "retry", "--ordering-id", "clicks/eu", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert [line.split(" (partition")[0].strip() for line in dry.output.splitlines()[1:]] == [
+        str(task.key) for task in failed
+    ]
+    as_json = json.loads(
+        run("tasks", "drop", "--ordering-id", "clicks/eu", "--dry-run", "--json").output
+    )
+    assert [shown["key"] for shown in as_json["first"]] == [str(task.key) for task in failed]
+    neither = run("tasks", "drop")
+    assert neither.exit_code == 2 and "ORDERING_ID/TIME/UNIQUENESS_KEY" in neither.output
