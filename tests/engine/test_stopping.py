@@ -11,6 +11,7 @@ import pytest
 from scheduler import Task, TaskState
 from scheduler.actors import partition_supervisor
 from scheduler.engine.deadline import StopDeadline
+from scheduler.model import AttemptOutcome
 from scheduler.partitioning import partition_for
 from scheduler.testing import TEST_SETTINGS, embedded_engine
 from tests.engine.helpers import Recorder, soon
@@ -29,9 +30,17 @@ def test_stop_now_cancels_running_attempts_at_once_and_leaves_them_pending(data_
         engine.worker.stop(30, now=True)
         took = time.monotonic() - began
         status = engine.store.fetch_statuses(partition_for(b"o", 4), [task.key])[task.key]
+        (closed,) = engine.store.attempts(partition_for(b"o", 4), task.key)
+        stopped_by = engine.worker.client_id
     assert took < 10
     assert (status.state, status.attempts) == (TaskState.PENDING, 1)
     assert status.last_error == "attempt 1 interrupted (worker stopping); it runs again"
+    assert (closed.number, closed.outcome, closed.worker) == (
+        1,
+        AttemptOutcome.INTERRUPTED,
+        stopped_by,
+    )
+    assert closed.started_ms is not None and closed.ended_ms is not None
 
 
 def test_stop_now_cuts_short_a_graceful_stop_already_waiting(data_dir):
@@ -79,9 +88,13 @@ def test_an_attempt_that_ignores_the_cancel_is_still_left_pending(data_dir, monk
             assert started.wait(10)
             engine.worker.stop(30, now=True)
             status = engine.store.fetch_statuses(partition_for(b"o", 4), [task.key])[task.key]
+            (closed,) = engine.store.attempts(partition_for(b"o", 4), task.key)
     finally:
         release.set()
     assert (status.state, status.attempts) == (TaskState.PENDING, 1)
+    # Closed although it still runs: its start from the RUNNING record, its end at the stop.
+    assert closed.outcome is AttemptOutcome.INTERRUPTED
+    assert closed.started_ms is not None and closed.ended_ms is not None
 
 
 def test_a_deadline_ended_early_stops_a_wait_at_once():
@@ -126,9 +139,11 @@ def test_a_cancelled_attempt_still_running_at_the_stop_stays_cancelled(data_dir,
             assert told.wait(10)
             engine.worker.stop(30, now=True)
             status = engine.store.fetch_statuses(partition_for(b"o", 4), [task.key])[task.key]
+            (closed,) = engine.store.attempts(partition_for(b"o", 4), task.key)
     finally:
         release.set()
     assert status.state is TaskState.CANCELLED
+    assert closed.outcome is AttemptOutcome.CANCELLED and closed.ended_ms is not None
 
 
 def test_the_embedded_scheduler_stops_now_too(data_dir):
