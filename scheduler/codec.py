@@ -192,6 +192,12 @@ def decode(value: bytes | None) -> Command:
         )
     try:
         op = Op(str(message.get("op")))
+    except ValueError:
+        raise MalformedRecordError(
+            f"unknown op {message.get('op')!r}; a record's op is one of "
+            f"{', '.join(op.value for op in Op)}",
+        ) from None
+    try:
         ordering_id = check_key_part("ordering_id", message.get("oid"))
         uniqueness_key = check_key_part("uniqueness_key", message.get("uk"))
     except ValueError as error:

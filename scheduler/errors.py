@@ -77,3 +77,11 @@ class TaskCancelledError(SchedulerError):
 
 class TaskTimeoutError(SchedulerError):
     """A task ran past its per-task timeout."""
+
+
+class UnknownProgramError(TaskRejected, LookupError):
+    """A program name that no programs file or registration declares."""
+
+
+class RunNotFoundError(SchedulerError, LookupError):
+    """A run id the run store does not hold (never made, or expired)."""

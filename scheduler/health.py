@@ -86,16 +86,25 @@ class _QuietHandler(WSGIRequestHandler):
         """Probes come every few seconds: no line per request on stderr."""
 
 
+PATHS = ("/metrics", "/healthz", "/readyz")
+"""What the port serves; any other path is a 404 that lists these."""
+DEFAULT_HOST = "0.0.0.0"
+"""Every interface, so that Prometheus and an orchestrator's probes reach the port from other
+hosts (docs/metrics.md, "Where the port listens"); `metrics_host` narrows it."""
+
+
 def app(probe: Callable[[], Health]) -> Callable[..., list[bytes]]:
-    """A WSGI app: `/healthz` and `/readyz` from `probe`, everything else Prometheus'."""
+    """A WSGI app: `/metrics` (Prometheus'), `/healthz` and `/readyz` from `probe`; 404 else."""
     from prometheus_client import make_wsgi_app
 
     metrics = make_wsgi_app()
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         path = environ.get("PATH_INFO", "/")
-        if path not in ("/healthz", "/readyz"):
+        if path == "/metrics":
             return metrics(environ, start_response)
+        if path not in ("/healthz", "/readyz"):
+            return _not_found(path, start_response)
         health = probe()
         ok = health.live if path == "/healthz" else health.ready
         body = json.dumps(health.as_json()).encode()
@@ -108,17 +117,28 @@ def app(probe: Callable[[], Health]) -> Callable[..., list[bytes]]:
     return serve
 
 
-def serve(port: int, probe: Callable[[], Health], host: str = "0.0.0.0") -> WSGIServer:
-    """Serve `/metrics`, `/healthz` and `/readyz` on `port` from a daemon thread; the server
-    (`server_port` is the port bound, for port 0; `shutdown()` stops it)."""
+def _not_found(path: str, start_response: Callable[..., Any]) -> list[bytes]:
+    body = f"no page {path}; this port serves {', '.join(PATHS)}\n".encode()
+    start_response(
+        "404 Not Found",
+        [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
+
+
+def serve(port: int, probe: Callable[[], Health], host: str = DEFAULT_HOST) -> WSGIServer:
+    """Serve `/metrics`, `/healthz` and `/readyz` on `host`:`port` from a daemon thread; the
+    server (`server_port` is the port bound, for port 0; `shutdown()` stops it)."""
     try:
         server = make_server(
             host, port, app(probe), server_class=_ThreadingServer, handler_class=_QuietHandler
         )
-    except OSError as error:
+    except (OSError, UnicodeError) as error:
         raise ConfigurationError(
-            f"cannot serve metrics and health on port {port} ({error}); choose a free port with "
-            "--metrics-port or SCHEDULER_METRICS_PORT"
+            f"cannot serve metrics and health on {host}:{port} ({error}); choose a free port "
+            "with --metrics-port or SCHEDULER_METRICS_PORT, and an address of this host with "
+            "--metrics-host or SCHEDULER_METRICS_HOST (127.0.0.1: this host only; 0.0.0.0: "
+            "every interface)"
         ) from error
     thread = threading.Thread(target=server.serve_forever, name="scheduler-http", daemon=True)
     thread.start()

@@ -212,6 +212,24 @@ INTERRUPTED = Counter(
     "closed as interrupted; their tasks run again.",
 )
 
+# Programs and runs (scheduler.programs).
+RUNS_LAUNCHED = Counter(
+    "scheduler_runs_launched_total", "Runs written PENDING by a launch (a request launches once)."
+)
+LAUNCHES_REFUSED = Counter(
+    "scheduler_launches_refused_total", "Launch requests refused at their concurrency limit."
+)
+RUNS_RUNNING = Gauge("scheduler_runs_running", "Runs whose program runs in this process now.")
+RUNS_ENDED = Counter(
+    "scheduler_runs_ended_total", "Runs that reached a terminal status, by status.", ["status"]
+)
+LAUNCH_LATENCY = Histogram(
+    "scheduler_run_launch_latency_seconds",
+    "From a launch request's time (a fire's logical time, an operator's request) to the run's "
+    "first start.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+
 
 def reference() -> str:
     """The Markdown table of every `scheduler_*` metric, as docs/metrics.md holds it."""

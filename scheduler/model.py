@@ -34,8 +34,11 @@ ScheduleCursor = tuple[int, str, str]
 """A position in schedule order: (scheduled_ms, ordering_id, uniqueness_key)."""
 
 
-def to_epoch_ms(moment: datetime) -> int:
-    """Milliseconds since the epoch of an aware datetime, truncated (not rounded) to the ms."""
+def to_epoch_ms(moment: datetime | str) -> int:
+    """Milliseconds since the epoch of an aware datetime (or an ISO 8601 string with a zone,
+    `2027-01-01T00:00:00Z`), truncated (not rounded) to the ms."""
+    if not isinstance(moment, datetime):
+        moment = parse_scheduled_time(moment)
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise NaiveDatetimeError(
             f"scheduled time {moment.isoformat()} has no time zone; pass an aware datetime, "
@@ -43,6 +46,34 @@ def to_epoch_ms(moment: datetime) -> int:
         )
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def parse_scheduled_time(value: object) -> datetime:
+    """The aware datetime an ISO 8601 string with a zone names; a clear error for anything else
+    (a string without a zone is refused by `to_epoch_ms`, as a naive datetime is)."""
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidTaskKeyError(
+                f"scheduled time {value!r} is not an ISO 8601 time; write it with a zone such "
+                "as 2027-01-01T00:00:00Z or 2027-01-01T01:00:00+01:00, or pass an aware datetime"
+            ) from None
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            raise NaiveDatetimeError(
+                f"scheduled time {value!r} has no time zone; add one, such as {value.strip()}Z "
+                f"for UTC or {value.strip()}+01:00"
+            )
+        return moment
+    raise InvalidTaskKeyError(
+        f"scheduled time must be an aware datetime or an ISO 8601 string with a zone, got "
+        f"{type(value).__name__} {value!r}"
+        + (
+            "; for epoch milliseconds use scheduler.model.from_epoch_ms(ms)"
+            if isinstance(value, int | float)
+            else ""
+        )
+    )
 
 
 def from_epoch_ms(ms: int) -> datetime:
@@ -98,7 +129,9 @@ class TaskKey:
     """Tells apart tasks of one ordering id due at the same millisecond."""
     _hash: int
 
-    def __init__(self, ordering_id: str, scheduled_time: datetime, uniqueness_key: str) -> None:
+    def __init__(
+        self, ordering_id: str, scheduled_time: datetime | str, uniqueness_key: str
+    ) -> None:
         self._set(
             check_key_part("ordering_id", ordering_id),
             to_epoch_ms(scheduled_time),
@@ -186,7 +219,7 @@ class Task:
     def __init__(
         self,
         ordering_id: str,
-        scheduled_time: datetime,
+        scheduled_time: datetime | str,
         uniqueness_key: str,
         data: Mapping[str, Any] | None = None,
     ) -> None:

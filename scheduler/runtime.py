@@ -68,10 +68,14 @@ def build_log(settings: Settings) -> TaskLog:
     return EmbeddedTaskLog(path=str(data_dir(settings) / EMBEDDED_LOG_FILE), topic=settings.topic)
 
 
+_FROM_SETTINGS: Any = object()
+"""`connect`'s default `validate`: the check `task_check` builds from the settings."""
+
+
 def connect(
     settings: Settings | None = None,
     *,
-    validate: Callable[[Task], None] | None = None,
+    validate: Callable[[Task], None] | None = _FROM_SETTINGS,
     admin: bool = False,
 ) -> SchedulerClient:
     """A `SchedulerClient` for the deployment `settings` describe: what a producer (a web
@@ -83,6 +87,10 @@ def connect(
     `PartitionCountMismatchError` if its count differs, as `scheduler enqueue` does. The client
     owns the log it opened: closing the client closes both.
 
+    Every task is checked before it is sent by `validate`: by default `task_check(settings)`,
+    the configured executor's own check, the one `scheduler enqueue` applies under the same
+    settings (None checks only the time and the data's size).
+
     `admin`: open the deployment's task store too (it must exist, see `open_existing_store`),
     for the bulk operations that find their tasks there (`SchedulerClient.retry_tasks`,
     `drop_tasks`, `rerun_tasks`); the client owns it as well.
@@ -91,6 +99,8 @@ def connect(
     from scheduler.config import load_settings
 
     settings = settings if settings is not None else load_settings()
+    if validate is _FROM_SETTINGS:
+        validate = task_check(settings)
     log = build_log(settings)
     store: TaskStore | None = None
     try:
@@ -237,6 +247,33 @@ def cassandra_contact(settings: Settings) -> tuple[list[str], int]:
     return hosts, ports.pop() if ports else settings.cassandra_port
 
 
+def task_check(settings: Settings, *, set_by: str | None = None) -> Callable[[Task], None] | None:
+    """The configured executor's check of a task at enqueue, or None if it has none: the one
+    check `connect()` and the CLI (`enqueue`, `enqueue-many`) apply, so that both refuse the
+    same tasks under the same settings. What it refuses names the executor and where it was set
+    (`set_by`, as for `build_executor`): the check is only right if the producer's executor
+    setting is the workers', and a producer that did not set it checks against the default."""
+    from scheduler.errors import TaskRejected
+
+    validate = getattr(build_executor(settings, set_by=set_by), "validate", None)
+    if validate is None:
+        return None
+    where = set_by or env_name("executor")
+    given = "the default" if "executor" not in settings.model_fields_set else where
+    hint = (
+        f"checked against executor {settings.executor!r} ({given}); if the workers run another, "
+        f"set {env_name('executor')} here as they have it"
+    )
+
+    def check(task: Task) -> None:
+        try:
+            validate(task)
+        except TaskRejected as error:
+            raise type(error)(f"{error} ({hint})") from None
+
+    return check
+
+
 def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor:
     """The executor named by `settings.executor`: a built-in or a `package.module:callable`.
 
@@ -261,7 +298,8 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
                 for route in BUILT_IN_EXECUTORS
                 if route != "auto"
             }
-            return registry.RoutingExecutor(routes, default="spark")
+            # A task with empty data names no work: it runs on noop (docs/cli.md, "auto").
+            return registry.RoutingExecutor(routes, default="spark", when_empty="noop")
         if name in ("spark", "spark-submit"):
             from scheduler.executors.spark import require_pyspark
 
@@ -276,14 +314,18 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
 
 def _executor_options(settings: Settings, name: str) -> dict[str, Any]:
     """Constructor keywords of a built-in executor, from the settings."""
-    logs = str(data_dir(settings) / "logs" / name)
+    # Not `data_dir`, which creates it: a producer checking tasks makes no directory.
+    logs = str(settings.data_dir.expanduser().resolve() / "logs" / name)
     if name == "spark":
         registry = importlib.import_module("scheduler.executors.registry")
         return {
             "master": settings.spark_master,
             "app_name": settings.spark_app_name,
             "conf": dict(settings.spark_conf),
-            "jobs": registry.JobRegistry(allowed_prefixes=settings.spark_job_modules),
+            "jobs": registry.JobRegistry(
+                allowed_prefixes=settings.spark_job_modules,
+                prefixes_setting=env_name("spark_job_modules"),
+            ),
         }
     if name == "spark-submit":
         return {"master": settings.spark_master, "conf": dict(settings.spark_conf), "log_dir": logs}
@@ -427,6 +469,15 @@ def topic_partition_check(
     if actual == partitions:
         return actual
     topic, count = env_name("topic"), env_name("partitions")
+    embedded_path = getattr(log, "path", None) if type(log).__name__ == "EmbeddedTaskLog" else None
+    if embedded_path is not None:
+        # No partitions are ever added to an embedded log: Kafka's advice does not apply.
+        raise PartitionCountMismatchError(
+            f"the embedded log {embedded_path} (topic {log.topic!r}) has {actual} partitions "
+            f"but {count}={partitions}; an embedded log keeps the count it was made with, so "
+            f"set {count}={actual}, or start over in a new data directory "
+            f"({env_name('data_dir')}; the tasks of this one stay there)"
+        )
     if not pinned:
         advice = (
             f"the count is fixed for the life of a topic, so set {count}={actual}, or use a new "

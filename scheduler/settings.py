@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from scheduler.engine.settings import EngineSettings, RetryPolicy
-from scheduler.health import DEFAULT_STALL_S
+from scheduler.health import DEFAULT_HOST, DEFAULT_STALL_S
 
 ENV_PREFIX = "SCHEDULER_"
 BUILT_IN_EXECUTORS = ("auto", "noop", "spark", "command", "spark-submit")
@@ -143,8 +143,9 @@ class Settings(BaseSettings):
     # -- engine ----------------------------------------------------------------------------
     executor: str = "auto"
     """What runs tasks: `auto` (each task's data names its executor in `"executor"`, default
-    `spark`), `spark` (PySpark jobs named in the task data), `command`, `spark-submit`, `noop`
-    (runs nothing, for smoke tests) or your own `package.module:callable`."""
+    `spark`; a task with empty data runs nothing, see docs/cli.md), `spark` (PySpark jobs
+    named in the task data), `command`, `spark-submit`, `noop` (runs nothing, for smoke tests)
+    or your own `package.module:callable`."""
     pool_size: Positive = 8
     """Executor calls running at once in one worker."""
     max_in_flight: Positive = 2000
@@ -277,6 +278,17 @@ class Settings(BaseSettings):
     spark_job_modules: CommaList = ["scheduler.examples"]
     """Packages whose `module:function` jobs a task may name without registering them first."""
 
+    # -- programs and runs -----------------------------------------------------------------
+    programs_file: Annotated[Path | None, EmptyOnlyIsNone] = None
+    """TOML or JSON file declaring the programs runs are made of (docs/programs-and-runs.md).
+    Workers with the `auto` executor run programs (the `workflow` route) and read the events
+    topic only when it is set."""
+    run_retention_s: Annotated[float, Field(gt=0)] = 30 * 86_400.0
+    """How long a run record is kept after its last change."""
+    events_subscriber: bool = True
+    """Whether workers read the events topic (`<topic>-events`) and hand events to the
+    registered handlers (the schedules)."""
+
     # -- observability ---------------------------------------------------------------------
     log_level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], _case("upper")
@@ -294,6 +306,10 @@ class Settings(BaseSettings):
     metrics_port: Annotated[Port | None, EmptyIsNone] = None
     """Serve Prometheus metrics (`/metrics`) and health probes (`/healthz`, `/readyz`) on this
     port (`scheduler worker` only); empty: off."""
+    metrics_host: Annotated[str, Field(min_length=1)] = DEFAULT_HOST
+    """Address the metrics port listens on: `0.0.0.0` (every interface, so that Prometheus and
+    an orchestrator's probes reach it from other hosts), `127.0.0.1` for this host only, or the
+    address of one interface."""
     health_stall_s: Annotated[float, Field(gt=0)] = DEFAULT_STALL_S
     """`/healthz` fails once the worker's poll loop has not turned for this many seconds (a stuck
     worker; Kafka's `max.poll.interval.ms`, 300 s by default, is the same silence)."""

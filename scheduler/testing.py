@@ -1,10 +1,17 @@
 """Helpers for testing code that schedules tasks, in the spirit of dramatiq's StubBroker.
 
+A complete test module (pytest collects it as written)::
+
+    from datetime import UTC, datetime
+
+    from scheduler import Task
     from scheduler.testing import embedded_engine
 
-    def test_reminder_is_sent(tmp_path):
+
+    def test_reminder_is_sent():
         sent = []
         with embedded_engine(lambda task, ctx: sent.append(task.data)) as engine:
+            now = datetime.now(UTC)
             engine.client.schedule_task(Task("user-1", now, "reminder", {"to": "a@b"})).result()
             engine.join()
         assert sent == [{"to": "a@b"}]

@@ -45,6 +45,7 @@ from scheduler.health import DEFAULT_STALL_S, Health, State, stall_problem
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
 from scheduler.stores.abc import MalformedRecord, TaskStore
 from scheduler.topic_guard import TopicGuard
+from scheduler.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -438,9 +439,9 @@ class Worker:
             failures = self._persist_failures.pop(partition, 0)
             if failures:
                 logger.warning(
-                    "partition %d is persisting again after %d failed attempts",
+                    "partition %d is persisting again after %s",
                     partition,
-                    failures,
+                    counted(failures, "failed attempt"),
                     extra={"partition": partition},
                 )
         self._persisted.update(commit)

@@ -172,3 +172,9 @@ def test_a_compacted_record_takes_its_own_size_not_the_encoders_buffer() -> None
     assert compact(record(7)) == record(7)
     assert compacted < 200 * 1000  # 63-byte records, plus the list
     assert compacted * 5 < as_encoded or as_encoded < 200 * 1000  # a future orjson may shrink
+
+
+def test_an_unknown_op_is_refused_naming_the_known_ones() -> None:
+    with pytest.raises(MalformedRecordError) as refused:
+        decode(_record(op="explode"))
+    assert "unknown op 'explode'; a record's op is one of schedule, cancel" in str(refused.value)

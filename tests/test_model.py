@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -123,3 +124,24 @@ def test_every_millisecond_a_task_can_have_converts_both_ways_exactly(ms: int) -
 def test_the_last_millisecond_converts_exactly() -> None:
     assert from_epoch_ms(LATEST_MS).isoformat() == "9999-12-31T23:59:59.999000+00:00"
     assert to_epoch_ms(from_epoch_ms(253402300799999)) == 253402300799999
+
+
+def test_an_iso_string_with_a_zone_is_accepted_as_the_scheduled_time() -> None:
+    task = Task("u", "2027-01-01T01:00:00+01:00", "k")
+    assert task.scheduled_time == datetime(2027, 1, 1, tzinfo=UTC)
+    assert Task("u", "2027-01-01T00:00:00Z", "k").key == task.key
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "says"),
+    [
+        ("2027-01-01T00:00:00", NaiveDatetimeError, "add one, such as 2027-01-01T00:00:00Z"),
+        ("next tuesday", InvalidTaskKeyError, "'next tuesday' is not an ISO 8601 time"),
+        (1795732512000, InvalidTaskKeyError, "use scheduler.model.from_epoch_ms(ms)"),
+    ],
+)
+def test_a_scheduled_time_that_is_not_an_aware_instant_is_a_clear_rejection(
+    value: object, error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error, match=re.escape(says)):
+        Task("u", value, "k")  # type: ignore[arg-type]

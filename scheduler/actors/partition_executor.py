@@ -23,6 +23,7 @@ from scheduler.actors.messages import AttemptFinished, AttemptStarted, Scheduled
 from scheduler.engine.clock import monotonic_at, now_ms
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
+from scheduler.executors.abc import CANCELLED_BY_OPERATOR
 from scheduler.model import (
     Attempt,
     AttemptOutcome,
@@ -33,7 +34,7 @@ from scheduler.model import (
 )
 
 #: The reason given to attempts cancelled because an operator cancelled their task.
-ADMIN_CANCEL = "cancelled by an operator"
+ADMIN_CANCEL = CANCELLED_BY_OPERATOR
 #: The reason given to attempts of a partition the group gave to another worker before this one
 #: let it go: its new owner may be running them already, so this one writes nothing of them.
 PARTITION_LOST = "partition lost"

@@ -25,6 +25,7 @@ from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.engine.clock import now_ms
 from scheduler.engine.deadline import StopDeadline
 from scheduler.model import TaskKey
+from scheduler.wording import counted
 
 #: After cancelling, how long attempts get to notice before the partition is let go regardless.
 CANCEL_GRACE_S = 5.0
@@ -100,12 +101,12 @@ class PartitionSupervisor(pykka.ThreadingActor):
                 keys = self._executor.cancel_running(reason).get(timeout=10)
                 if keys:
                     self.ctx.log.warning(
-                        "%s: cancelled %d running attempt(s) (%s); their tasks run again on the "
+                        "%s: cancelled %s (%s); their tasks run again on the "
                         "partition's next owner: %s",
                         "stop forced"
                         if deadline.ended_early
                         else f"shutdown deadline of {deadline.seconds:g} s passed",
-                        len(keys),
+                        counted(len(keys), "running attempt"),
                         describe_keys(keys),
                         reason,
                     )

@@ -16,7 +16,6 @@ import click
 from scheduler.cli.context import CliState, pass_state
 from scheduler.cli.keys import describe_key, due_in, parse_time, partition_of
 from scheduler.errors import TaskDataError
-from scheduler.settings import env_name
 
 if TYPE_CHECKING:
     from scheduler.client import SchedulerClient
@@ -70,10 +69,15 @@ def enqueue(
     command returns; it prints the task's key (ordering id, time, uniqueness key) and partition,
     the values `scheduler tasks show` takes. Without --at or --in the task is due now.
 
+    With the default executor (`auto`) the data says what runs: "job" names a PySpark job
+    (`package.module:function` under SCHEDULER_SPARK_JOB_MODULES), "executor" another executor
+    (`command` runs "argv"); a task with no data runs nothing and succeeds.
+
     \b
     Examples:
-      scheduler enqueue orders-42 --in 5m --data '{"job": "my.jobs:daily", "args": {}}'
+      scheduler enqueue orders-42
       scheduler enqueue orders-42 --at 2027-01-31T14:00:00Z --key daily-2027-01-31
+      scheduler enqueue orders-42 --in 5m --data '{"executor": "command", "argv": ["echo", "hi"]}'
     """
     from scheduler.model import Task
 
@@ -105,30 +109,12 @@ def enqueue(
 
 
 def executor_check(state: CliState, settings: Settings) -> Callable[[Task], None] | None:
-    """The configured executor's check of a task at enqueue, or None if it has none. What it
-    refuses names the executor and where it was set: the check is only right if this shell's
-    SCHEDULER_EXECUTOR is the workers', and a shell that did not set it checks against the
-    default, which wants a PySpark job in every task's data."""
-    from scheduler.errors import TaskRejected
-    from scheduler.runtime import build_executor
+    """The configured executor's check of a task, the one `scheduler.connect()` applies too
+    (`runtime.task_check`); what it refuses names where the executor was set."""
+    from scheduler.runtime import task_check
 
     where = state.origin("executor")
-    validate = getattr(build_executor(settings, set_by=where), "validate", None)
-    if validate is None:
-        return None
-    given = "the default" if where == "executor" else where
-    hint = (
-        f"checked against executor {settings.executor!r} ({given}); if the workers run another, "
-        f"set {env_name('executor')} here as they have it"
-    )
-
-    def check(task: Task) -> None:
-        try:
-            validate(task)
-        except TaskRejected as error:
-            raise type(error)(f"{error} ({hint})") from None
-
-    return check
+    return task_check(settings, set_by=None if where == "executor" else where)
 
 
 @contextmanager

@@ -61,7 +61,7 @@ def enqueue_many(state: CliState, file: Path, check_only: bool, as_json: bool) -
 
     \b
     Each line is a JSON object; only "ordering_id" is required:
-      {"ordering_id": "orders-42", "at": "2027-01-31T14:00:00Z", "data": {"job": "..."}}
+      {"ordering_id": "orders-42", "at": "2027-01-31T14:00:00Z", "data": {"executor": "noop"}}
       {"ordering_id": "orders-43", "in": "5m", "key": "nightly"}
 
     "at" is ISO 8601 with a time zone or epoch milliseconds, "in" a duration from when the line

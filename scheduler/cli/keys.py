@@ -22,6 +22,10 @@ from scheduler.partitioning import partition_for
 from scheduler.stores.abc import TaskStore, TaskView
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+SECONDS_LIKE_MS = 100_000_000_000
+"""Epoch values below this (1973-03-03 as milliseconds, year 5138 as seconds) are taken for
+seconds typed where milliseconds are wanted: no task can be due in 1970-1973, since the grace
+window refuses any task that old."""
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _SCAN_PAGE = 256
 
@@ -30,6 +34,8 @@ def parse_time(value: str, option: str) -> datetime:
     """An aware datetime from ISO 8601 with a zone, or from epoch milliseconds."""
     text = value.strip()
     if text.lstrip("-").isdigit():
+        if 0 < int(text) < SECONDS_LIKE_MS:
+            raise _seconds_not_ms(value, int(text), option)
         try:
             return from_epoch_ms(int(text))
         except (OverflowError, OSError, ValueError):
@@ -54,9 +60,27 @@ def parse_time(value: str, option: str) -> datetime:
     return moment
 
 
+def _seconds_not_ms(value: str, number: int, option: str) -> click.BadParameter:
+    as_ms = iso(number)
+    as_seconds = iso(number * 1000)
+    return click.BadParameter(
+        f"{value!r} read as epoch milliseconds is {as_ms}; {option} takes milliseconds, not "
+        f"seconds. If you meant seconds ({as_seconds}), give {number * 1000} or {as_seconds}",
+        param_hint=option,
+    )
+
+
 def parse_duration(value: str, option: str) -> timedelta:
-    """`30s`, `5m`, `1h30m`, `2d`, `250ms` as a timedelta."""
+    """`30s`, `5m`, `1h30m`, `2d`, `250ms` as a timedelta (never negative)."""
     text = value.strip().lower().replace(" ", "")
+    if text.startswith("-"):
+        at = "--at" if option.startswith("--") else '"at"'
+        raise click.BadParameter(
+            f"{value!r} is negative; durations count forward from now and cannot be negative. "
+            f"Give a positive one such as {text[1:] or '30s'}, or a time with {at} "
+            "(ISO 8601 such as 2027-01-31T14:00:00Z)",
+            param_hint=option,
+        )
     parts = _DURATION_PART.findall(text)
     if not text or "".join(number + unit for number, unit in parts) != text:
         raise click.BadParameter(

@@ -3,20 +3,23 @@
 Lazy loading keeps `scheduler --help` and `scheduler enqueue` quick, and lets a subcommand that
 is not written yet (or whose optional dependencies are missing) fail alone instead of breaking
 the whole command. Errors the product raises on purpose (`SchedulerError`) become one red line
-on stderr and an exit status (2: configuration or request, 3: a backend is unreachable), never a
-traceback; anything else is a bug and keeps its traceback.
+on stderr and the exit status `exit_codes.CODES` gives them, never a traceback; anything else is
+a bug and keeps its traceback. A Ctrl-C before a command finished is one line too.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from pathlib import Path
 from typing import Any
 
 import click
+from click.exceptions import NoSuchCommand
 
+from scheduler.cli import exit_codes
 from scheduler.cli.context import CliState
-from scheduler.errors import BackendUnavailableError, SchedulerError
+from scheduler.errors import SchedulerError
 
 COMMANDS: dict[str, str] = {
     "worker": "scheduler.cli.worker:worker",
@@ -31,28 +34,27 @@ COMMANDS: dict[str, str] = {
     "example": "scheduler.cli.example:example",
     "services": "scheduler.cli.services:services",
     "bench": "scheduler.cli.bench:bench",
+    "programs": "scheduler.cli.programs:programs",
+    "runs": "scheduler.cli.programs:runs",
+    "events": "scheduler.cli.programs:events",
 }
 """Subcommand name -> `module:attribute` of its click command."""
 
-EXIT_USAGE = 2
-"""Bad configuration, arguments or request (click uses 2 for usage errors too)."""
-EXIT_BACKEND = 3
-"""Kafka, Cassandra or a file the backend needs could not be reached."""
+EXIT_USAGE = exit_codes.USAGE
+EXIT_BACKEND = exit_codes.BACKEND_UNAVAILABLE
 
 
 class CliError(click.ClickException):
-    """A `SchedulerError` on its way to the terminal: one red line, exit status 2."""
+    """A `SchedulerError` on its way to the terminal: one red line, its exit status."""
 
     exit_code = EXIT_USAGE
 
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        setattr(self, "exit_code", exit_code)  # noqa: B010  (click declares it a ClassVar)
+
     def show(self, file: Any = None) -> None:
         click.secho(f"error: {self.format_message()}", err=True, fg="red")
-
-
-class BackendCliError(CliError):
-    """A backend could not be reached: exit status 3, so scripts can retry later."""
-
-    exit_code = EXIT_BACKEND
 
 
 class SchedulerGroup(click.Group):
@@ -75,16 +77,46 @@ class SchedulerGroup(click.Group):
         command: click.Command = getattr(module, attribute)
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except NoSuchCommand as error:
+            raise _with_suggestion(error) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except BackendUnavailableError as error:
-            raise BackendCliError(str(error)) from error
         except SchedulerError as error:
-            raise CliError(str(error)) from error
+            raise CliError(str(error), exit_codes.exit_code(error)) from error
+        except KeyboardInterrupt:
+            raise CliError(
+                "interrupted (Ctrl-C) before the command finished", exit_codes.INTERRUPTED
+            ) from None
+        except NoSuchCommand as error:  # a subgroup's (`scheduler tasks lst`)
+            raise _with_suggestion(error) from None
 
 
-@click.group(cls=SchedulerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _with_suggestion(error: NoSuchCommand) -> click.UsageError:
+    """`error` with the closest command of its group named: `Did you mean 'tasks'?`."""
+    group, context = (error.ctx.command, error.ctx) if error.ctx else (None, None)
+    if not isinstance(group, click.Group) or context is None:
+        return error
+    if "did you mean" in error.message.lower():
+        return error
+    names = group.list_commands(context)
+    close = difflib.get_close_matches(error.command_name, names, n=1, cutoff=0.6)
+    if not close:
+        return error
+    return click.UsageError(f"{error.message} Did you mean {close[0]!r}?", context)
+
+
+@click.group(
+    cls=SchedulerGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=exit_codes.EPILOG,
+)
 @click.option(
     "--config",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -115,8 +147,9 @@ def cli(
 
     \b
     Examples:
-      scheduler worker --executor noop &
-      scheduler enqueue orders-42 --in 5m --data '{"job": "my.jobs:daily"}'
+      scheduler worker &
+      scheduler enqueue orders-42 --in 5s
+      scheduler enqueue orders-42 --in 5m --data '{"executor": "command", "argv": ["echo", "hi"]}'
       scheduler tasks list --ordering-id orders-42
       scheduler group status
     """

@@ -24,6 +24,7 @@ def apply(state: CliState) -> None:
     Cassandra: the keyspace with the configured replication, then the tables. SQLite: the
     store file in the data dir with its tables.
     """
+    from scheduler.programs.runtime import open_run_store
     from scheduler.runtime import (
         EMBEDDED_STORE_FILE,
         build_store,
@@ -46,6 +47,7 @@ def apply(state: CliState) -> None:
         else:
             store.open(create_schema=True)
             where = f"SQLite store {data_dir(settings) / EMBEDDED_STORE_FILE}"
+        open_run_store(settings, store, create_schema=True).close()  # the runs' tables
     finally:
         store.close()
     click.echo(f"schema applied: {where}")

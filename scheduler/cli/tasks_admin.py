@@ -25,6 +25,7 @@ from scheduler.cli.keys import describe_key, find_task, parse_keys, partition_of
 from scheduler.cli.tasks_bulk import filter_options, refuse_mixed, run_bulk
 from scheduler.errors import TaskNotFoundError, TaskStateError
 from scheduler.model import TaskKey, TaskState
+from scheduler.wording import in_state
 
 ACK_TIMEOUT_S = 60.0
 
@@ -176,7 +177,9 @@ def _change(
                     f"the key with `scheduler tasks list --ordering-id {key.ordering_id}`"
                 )
             elif view.state not in allowed:
-                refusals.append(f"cannot {verb} {describe_key(key)}: it is {view.state}; {rule}")
+                refusals.append(
+                    f"cannot {verb} {describe_key(key)}: {in_state(view.state)}; {rule}"
+                )
         if refusals:
             not_found = all(refusal.startswith("no task") for refusal in refusals)
             error_type = TaskNotFoundError if not_found else TaskStateError

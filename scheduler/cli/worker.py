@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import logging
 from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from scheduler.cli.context import CliState, pass_state
+
+if TYPE_CHECKING:
+    from scheduler.executors.abc import Executor
+    from scheduler.logs.abc import TaskLog
+    from scheduler.programs.runtime import WorkerPrograms
+    from scheduler.settings import Settings
+    from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger("scheduler.cli.worker")
 
@@ -22,13 +31,30 @@ logger = logging.getLogger("scheduler.cli.worker")
 @click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535),
-    help="Serve Prometheus metrics at http://0.0.0.0:PORT/metrics, and health probes at "
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics, and health probes at "
     "/healthz and /readyz (setting metrics_port).",
+)
+@click.option(
+    "--metrics-host",
+    metavar="ADDRESS",
+    help="Address the metrics port listens on: 0.0.0.0 (every interface, the default) or "
+    "127.0.0.1 (this host only) (setting metrics_host).",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory of the embedded log and the SQLite store (setting data_dir, default "
+    ".scheduler).",
 )
 @click.option("--client-id", help="This worker's name in the group (setting client_id).")
 @pass_state
 def worker(
-    state: CliState, executor: str | None, metrics_port: int | None, client_id: str | None
+    state: CliState,
+    executor: str | None,
+    metrics_port: int | None,
+    metrics_host: str | None,
+    data_dir: Path | None,
+    client_id: str | None,
 ) -> None:
     """Run tasks when they are due, for the partitions the group assigns to this process.
 
@@ -49,7 +75,13 @@ def worker(
     )
     from scheduler.worker import Worker
 
-    settings = state.settings(executor=executor, metrics_port=metrics_port, client_id=client_id)
+    settings = state.settings(
+        executor=executor,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        data_dir=data_dir,
+        client_id=client_id,
+    )
     with ExitStack() as stack:
         built: list[Worker] = []
         if settings.metrics_port is not None:
@@ -58,6 +90,7 @@ def worker(
             server = serve(
                 settings.metrics_port,
                 lambda: built[0].health(stall_s) if built else Health("starting", 0.0),
+                host=settings.metrics_host,
             )
             stack.callback(server.server_close)
             stack.callback(server.shutdown)
@@ -71,6 +104,9 @@ def worker(
         stack.callback(store.close)
         new_store_check(log, store, settings)  # before the check pins the count in it
         partition_count_check(log, store, settings.partitions)
+        programs = _with_programs(settings, task_executor, log, store)
+        if programs is not None:
+            stack.callback(programs.close)
         running = Worker(
             log=log,
             store=store,
@@ -88,9 +124,27 @@ def worker(
                 f"{describe(settings)}; executor {settings.executor}, pool of {settings.pool_size}"
             )
             if settings.metrics_port is not None:
-                base = f"http://0.0.0.0:{settings.metrics_port}"
+                base = f"http://{settings.metrics_host}:{settings.metrics_port}"
                 click.echo(f"metrics at {base}/metrics, health at {base}/healthz and /readyz")
             click.echo("stop with Ctrl-C or SIGTERM")
 
+        if programs is not None and programs.subscriber is not None:
+            programs.subscriber.start()
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
+
+
+def _with_programs(
+    settings: Settings, executor: Executor, log: TaskLog, store: TaskStore
+) -> WorkerPrograms | None:
+    """Add the `workflow` route (programs and runs) to a routing executor (`auto`) when a
+    programs file is set. Other executors run what they are given and nothing else; without
+    programs a worker neither makes the events topic nor reads it (its ACLs stay as they were)."""
+    from scheduler.executors.registry import RoutingExecutor
+    from scheduler.programs.runtime import worker_programs
+
+    if not isinstance(executor, RoutingExecutor) or settings.programs_file is None:
+        return None
+    programs = worker_programs(settings, log=log, store=store, routes=executor.routes)
+    executor.routes["workflow"] = programs.executor
+    return programs

@@ -15,12 +15,12 @@ from scheduler.engine.clock import now_ms
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.timers import TimerHandle, TimerService
 from scheduler.errors import TaskRejected, TaskTimeoutError
-from scheduler.executors.abc import ExecutionContext, Executor
+from scheduler.executors.abc import TIMED_OUT, ExecutionContext, Executor
 
 #: Longest error text kept in a status row; the full traceback goes to the log.
 MAX_ERROR_CHARS = 4000
 
-TIMEOUT = "timeout"
+TIMEOUT = TIMED_OUT
 
 
 class TaskExecutor:

@@ -23,6 +23,12 @@ from typing import Any, Protocol
 from scheduler.errors import TaskCancelledError
 from scheduler.model import Task, TaskKey
 
+CANCELLED_BY_OPERATOR = "cancelled by an operator"
+"""`ExecutionContext.reason` when an operator cancelled the task (`cancel_task`)."""
+TIMED_OUT = "timeout"
+"""`ExecutionContext.reason` when the attempt ran past its per-task timeout. Any other reason
+(the partition revoked, the worker shutting down) means the task runs again elsewhere."""
+
 
 class ExecutionContext:
     """What an executor knows about the attempt it is running."""

@@ -38,9 +38,13 @@ class JobRegistry:
         jobs: Mapping[str, SparkJob] | None = None,
         *,
         allowed_prefixes: Iterable[str] = (),
+        prefixes_setting: str | None = None,
     ) -> None:
         self._jobs: dict[str, SparkJob] = dict(jobs or {})
         self._prefixes = tuple(p.rstrip(".") for p in allowed_prefixes)
+        self._prefixes_setting = prefixes_setting
+        """The setting `allowed_prefixes` came from (`SCHEDULER_SPARK_JOB_MODULES`), so that an
+        unknown job's error says which value of it would allow the job."""
         self._lock = threading.Lock()
 
     def register(self, name: str, fn: SparkJob) -> None:
@@ -91,41 +95,72 @@ class JobRegistry:
 
     def _import(self, name: str) -> SparkJob:
         module_name, _, attribute = name.partition(":")
+        if not attribute or not module_name:
+            raise UnknownExecutorError(
+                f"Spark job {name!r} is not a 'package.module:function' name; write the module "
+                "and the function, such as scheduler.examples.clicks.jobs:rollup_day"
+            )
         allowed = any(module_name == p or module_name.startswith(p + ".") for p in self._prefixes)
-        if not attribute or not allowed:
-            raise self._unknown(name)
+        if not allowed:
+            raise self._unknown(name, module_name)
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:
-            raise self._unknown(name, f" (importing {module_name} failed: {error})") from error
+            raise UnknownExecutorError(
+                f"Spark job {name!r} cannot be loaded: importing {module_name} failed ({error}); "
+                f"install the package that provides {module_name} in this environment (where "
+                "tasks are enqueued and where workers run them)"
+            ) from error
         job = getattr(module, attribute, None)
         if not callable(job):
-            raise self._unknown(name, f" ({module_name} has no function {attribute!r})")
+            raise UnknownExecutorError(
+                f"Spark job {name!r} cannot be loaded: {module_name} has no function "
+                f"{attribute!r}; check the name after the colon"
+            )
         return job
 
-    def _unknown(self, name: str, detail: str = "") -> UnknownExecutorError:
+    def _unknown(self, name: str, module_name: str) -> UnknownExecutorError:
         known = ", ".join(self.names()) or "none"
         prefixes = ", ".join(self._prefixes) or "none"
+        allow = ",".join((*self._prefixes, module_name))
+        if self._prefixes_setting is not None:
+            how = (
+                f"To allow it, set {self._prefixes_setting}={allow} (where tasks are enqueued "
+                "and where workers run them), or register the job in the workers with "
+                "JobRegistry.register"
+            )
+        else:
+            how = (
+                f"To allow it, build the registry with allowed_prefixes={list(allow.split(','))!r}"
+                " or register the job with JobRegistry.register"
+            )
         return UnknownExecutorError(
-            f"unknown Spark job {name!r}{detail}; registered jobs: {known}; modules importable "
-            f"by name: {prefixes}. Register the job with JobRegistry.register or add its "
-            "package to allowed_prefixes"
+            f"unknown Spark job {name!r}; registered jobs: {known}; modules importable by name: "
+            f"{prefixes}. {how}"
         )
 
 
 class RoutingExecutor:
     """Sends each task to the executor named by its data's `"executor"` key (else `default`)."""
 
-    def __init__(self, routes: Mapping[str, Executor], default: str) -> None:
-        if default not in routes:
-            raise UnknownExecutorError(
-                f"default executor {default!r} is not among the routes {sorted(routes)}"
-            )
+    def __init__(
+        self, routes: Mapping[str, Executor], default: str, *, when_empty: str | None = None
+    ) -> None:
+        for route in (default, when_empty):
+            if route is not None and route not in routes:
+                raise UnknownExecutorError(
+                    f"default executor {route!r} is not among the routes {sorted(routes)}"
+                )
         self.routes = dict(routes)
         self.default = default
+        self.when_empty = when_empty
+        """The route of a task whose data is empty, which names no executor and no work
+        (`auto` runs it on `noop`: it succeeds doing nothing); None: `default` as any other."""
 
     def route(self, task: Task) -> Executor:
         """The executor for `task`, or `UnknownExecutorError` listing the known ones."""
+        if not task.data and self.when_empty is not None:
+            return self.routes[self.when_empty]
         name = task.data.get("executor", self.default)
         executor = self.routes.get(name) if isinstance(name, str) else None
         if executor is None:
@@ -139,8 +174,18 @@ class RoutingExecutor:
         """Enqueue-time check: the route exists and, if it can, the route accepts the task."""
         executor = self.route(task)
         validate = getattr(executor, "validate", None)
-        if callable(validate):
+        if not callable(validate):
+            return
+        try:
             validate(task)
+        except TaskDataError as error:
+            if "executor" in task.data:
+                raise
+            others = ", ".join(sorted(set(self.routes) - {self.default}))
+            raise type(error)(
+                f"{error}; that is what executor {self.default!r} wants, the one of a task that "
+                f'names none: to run it on another, put "executor" in its data ({others})'
+            ) from None
 
     def __call__(self, task: Task, context: ExecutionContext) -> None:
         self.route(task)(task, context)

@@ -55,6 +55,7 @@ from scheduler.stores.cassandra_security import (
     server_words,
     unreachable_hint,
 )
+from scheduler.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -398,8 +399,8 @@ class Runner:
     def _describe(self, what: str) -> Callable[[BaseException], str]:
         def describe(error: BaseException) -> str:
             return (
-                f"Cassandra at {self.target} failed to {what} after {self._policy.attempts} "
-                f"attempts: {_why(error)}; {_what_to_do(error)}"
+                f"Cassandra at {self.target} failed to {what} after "
+                f"{counted(self._policy.attempts, 'attempt')}: {_why(error)}; {_what_to_do(error)}"
             )
 
         return describe

@@ -326,6 +326,10 @@ class CassandraTaskStore(TaskStore):
         self._q = {}
         self._forget_indexes()
 
+    def runner(self) -> Runner:
+        """The open statement runner, for stores that share this connection (the run store)."""
+        return self._runner()
+
     def _runner(self, *, connect_if_needed: bool = False) -> Runner:
         if self._run is None and connect_if_needed:
             self._connect()

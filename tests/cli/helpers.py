@@ -17,3 +17,24 @@ def wait_for(check: Callable[[], T], timeout: float = 60.0) -> T:
         if value or time.monotonic() > deadline:
             return value
         time.sleep(0.2)
+
+
+def parse_command_line(args: list[str]) -> list[str]:
+    """Parse `args` (without the leading `scheduler`) the way the CLI would, down to the last
+    subcommand, without running anything; the path of commands. Raises click's UsageError for
+    an unknown command or option, a missing argument or a bad value."""
+    import click
+
+    from scheduler.cli.main import cli
+
+    command: click.Command = cli
+    name, parent, path = "scheduler", None, []
+    while True:
+        context = command.make_context(name, list(args), parent=parent)
+        if not isinstance(command, click.Group):
+            return path
+        rest = [*context._protected_args, *context.args]
+        found_name, found, args = command.resolve_command(context, rest)
+        assert found is not None and found_name is not None
+        command, name, parent = found, found_name, context
+        path.append(found_name)

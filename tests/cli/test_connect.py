@@ -5,6 +5,7 @@ environment a deployment would, which `connect()` reads as a worker does."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -87,3 +88,31 @@ def test_connect_makes_the_kafka_topic_and_a_task_lands_on_its_murmur2_partition
         assert (lag.committed, lag.end) == (None, 1)
     finally:
         log.close()
+
+
+@pytest.mark.parametrize(
+    ("data", "refused"),
+    [
+        ({}, None),
+        ({"executor": "command", "argv": ["echo", "hi"]}, None),
+        ({"job": "my.jobs:daily"}, "unknown Spark job 'my.jobs:daily'"),
+        ({"note": "hello"}, "has no job name"),
+        ({"executor": "sprak"}, "names executor 'sprak'"),
+    ],
+)
+def test_connect_and_the_cli_refuse_the_same_tasks_under_the_same_settings(
+    run, data_dir, monkeypatch, data, refused
+):
+    monkeypatch.setenv("SCHEDULER_DATA_DIR", str(data_dir))  # executor: the default, auto
+    at = due().isoformat()
+    cli = run("enqueue", "o", "--at", at, "--key", "k", "--data", json.dumps(data))
+    with scheduler.connect() as client:
+        future = client.schedule_task(Task("o", at, "k", data))
+        error = future.exception(30)
+    if refused is None:
+        assert cli.exit_code == 0, cli.output
+        assert error is None
+    else:
+        assert cli.exit_code == 2 and refused in cli.output
+        assert isinstance(error, scheduler.TaskRejected) and refused in str(error)
+        assert str(error) in cli.output  # the very same message

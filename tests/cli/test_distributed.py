@@ -54,7 +54,7 @@ def test_the_cli_runs_the_distributed_mode_end_to_end(script, worker, distribute
     assert wait_for(listed_states) == ["pending"]
 
     refused = script("tasks", "retry", *key)
-    assert refused.returncode == 2 and "only failed tasks" in refused.stderr
+    assert refused.returncode == 5 and "only failed tasks" in refused.stderr  # conflict
 
     cancelled = script("tasks", "cancel", *key)
     assert cancelled.returncode == 0, cancelled.stderr

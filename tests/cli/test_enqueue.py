@@ -140,3 +140,18 @@ def test_the_last_millisecond_is_kept_exactly(run, embedded):
     result = run("enqueue", "o", "--at", "253402300799999", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["scheduled_time"] == "9999-12-31T23:59:59.999Z"
+
+
+def test_epoch_seconds_given_to_at_are_refused_saying_it_takes_milliseconds(run, embedded):
+    result = run("enqueue", "o", "--at", "1795732512")
+    assert result.exit_code == 2
+    assert "--at takes milliseconds, not seconds" in result.output
+    assert "read as epoch milliseconds is 1970-01-21T18:48:52.512Z" in result.output
+    assert "give 1795732512000 or 2026-11-26T22:35:12.000Z" in result.output
+
+
+def test_a_negative_in_is_refused_as_negative_not_as_an_unreadable_duration(run, embedded):
+    result = run("enqueue", "o", "--in", "-5s")
+    assert result.exit_code == 2
+    assert "'-5s' is negative" in result.output and "not a duration" not in result.output
+    assert "a positive one such as 5s, or a time with --at" in result.output

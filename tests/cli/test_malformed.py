@@ -160,3 +160,28 @@ def test_drop_checks_the_named_offsets_page_by_page(run, embedded, monkeypatch):
     assert "dropped 3 malformed record(s)" in run("malformed", "drop", "0", "12", "1", "7").output
     left = json.loads(run("malformed", "list", "--json").output)
     assert [(r["partition"], r["offset"]) for r in left] == [(0, 2), (0, 4), (0, 9), (1, 8)]
+
+
+def test_a_record_missing_a_field_is_set_aside_naming_the_field(script, worker, embedded):
+    log = build_log(load_settings())
+    try:
+        log.ensure_topic(4)
+        producer = log.producer()
+        try:
+            value = json.dumps({"v": 1, "op": "schedule", "oid": "acct", "at": T0}).encode()
+            producer.send(b"acct", value).result(10)
+        finally:
+            producer.close()
+    finally:
+        log.close()
+    worker()
+
+    def listed() -> list:
+        result = script("malformed", "list", "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    assert wait_for(lambda: bool(listed()), timeout=60)
+    (kept,) = listed()
+    assert "record has no 'uk' (the uniqueness key)" in kept["reason"], kept["reason"]
+    assert "NoneType" not in kept["reason"]

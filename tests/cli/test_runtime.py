@@ -137,6 +137,7 @@ def test_json_logs_carry_the_extra_fields():
 
 
 def test_pykka_failure_lines_of_partition_actors_are_left_to_the_supervisor():
+    import scheduler.worker  # noqa: F401  (imports every actor, as a worker does)
     from scheduler.actors.base import PartitionActor
     from scheduler.logging_setup import REPORTED_ACTORS
 

@@ -79,15 +79,15 @@ def test_show_prints_one_task_and_names_a_missing_one(run, tasks_in_store):
     epoch_ms = str(tasks_in_store["pending"].scheduled_ms)
     assert "pending" in run("tasks", "show", "orders-1", epoch_ms, "pending-one").output
     missing = run("tasks", "show", "orders-1", epoch_ms, "nope")
-    assert missing.exit_code == 2
+    assert missing.exit_code == 4  # not found
     assert "no task orders-1" in missing.output and "tasks list --ordering-id" in missing.output
 
 
 def test_cancel_is_refused_for_a_failed_task(script, tasks_in_store, embedded):
     before = log_end(embedded, tasks_in_store["partition"])
     result = script("tasks", "cancel", *key_args(tasks_in_store["failed"]))
-    assert result.returncode == 2
-    assert "cannot cancel" in result.stderr and "it is failed" in result.stderr
+    assert result.returncode == 5  # conflict
+    assert "cannot cancel" in result.stderr and "it has failed" in result.stderr
     assert "only pending, running or retrying" in result.stderr
     assert log_end(embedded, tasks_in_store["partition"]) == before
 
@@ -95,7 +95,7 @@ def test_cancel_is_refused_for_a_failed_task(script, tasks_in_store, embedded):
 def test_retry_and_drop_are_refused_for_a_pending_task(run, tasks_in_store):
     for verb in ("retry", "drop"):
         result = run("tasks", verb, *key_args(tasks_in_store["pending"]))
-        assert result.exit_code == 2
+        assert result.exit_code == 5  # conflict
         assert f"cannot {verb}" in result.output and "only failed tasks" in result.output
 
 
@@ -103,7 +103,7 @@ def test_one_refused_key_stops_the_whole_request(run, tasks_in_store, embedded):
     before = log_end(embedded, tasks_in_store["partition"])
     both = key_args(tasks_in_store["failed"]) + key_args(tasks_in_store["pending"])
     result = run("tasks", "retry", *both)
-    assert result.exit_code == 2 and "nothing was changed" in result.output
+    assert result.exit_code == 5 and "nothing was changed" in result.output
     assert log_end(embedded, tasks_in_store["partition"]) == before
 
 

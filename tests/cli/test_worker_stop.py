@@ -127,7 +127,7 @@ def test_a_stop_says_what_it_waits_for_and_a_second_ctrl_c_stops_at_once(
     order = [
         "received SIGINT, stopping",
         "received SIGINT again: stopping now",
-        f"stop forced: cancelled 1 running attempt(s) ({key})",
+        f"stop forced: cancelled 1 running attempt ({key})",
         "left the group",
         "stopped",
     ]

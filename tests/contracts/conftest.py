@@ -194,3 +194,37 @@ def _choose_path(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from scheduler import speedups
 
     monkeypatch.setenv(speedups.ENV, "0" if kind == "kafka-python" else "1")
+
+
+RUN_STORES = ["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)]
+
+
+@pytest.fixture(params=RUN_STORES)
+def run_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A run store on each backend; the Cassandra one shares a fresh keyspace's connection."""
+    yield from _make_run_store(request.param, tmp_path, STATUS_RETENTION_S)
+
+
+@pytest.fixture(params=RUN_STORES)
+def short_retention_run_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A run store whose records expire after `SHORT_RETENTION_S` seconds."""
+    yield from _make_run_store(request.param, tmp_path, SHORT_RETENTION_S)
+
+
+def _make_run_store(kind: str, tmp_path: Path, retention_s: float) -> Iterator[Any]:
+    if kind == "sqlite":
+        from scheduler.stores.runs_sqlite import SqliteRunStore
+
+        runs = SqliteRunStore(path=str(tmp_path / "store.db"), retention_s=retention_s)
+        runs.open(create_schema=True)
+        try:
+            yield runs
+        finally:
+            runs.close()
+        return
+    from scheduler.stores.runs_cassandra import CassandraRunStore
+
+    with _make_store("cassandra", tmp_path, STATUS_RETENTION_S) as tasks:
+        cassandra_runs = CassandraRunStore(tasks=tasks, retention_s=retention_s)  # type: ignore[arg-type]
+        cassandra_runs.open(create_schema=True)
+        yield cassandra_runs

@@ -101,3 +101,43 @@ def test_validate_names_the_job_and_lists_the_registered_ones() -> None:
     with pytest.raises(TaskDataError, match="'args' must be a mapping"):
         registry.validate(make_task({"job": "reports:daily", "args": [1, 2]}))
     registry.validate(make_task({"job": "reports:daily", "args": {"day": "2026-11-21"}}))
+
+
+def test_a_task_with_empty_data_takes_the_empty_route_and_others_the_default() -> None:
+    spark, noop = Recorder(), Recorder()
+    router = RoutingExecutor({"spark": spark, "noop": noop}, default="spark", when_empty="noop")
+    empty, named = make_task({}), make_task({"job": "j"})
+
+    router(empty, context_for(empty))
+    router(named, context_for(named))
+    assert (noop.ran, spark.ran) == ([empty], [named])
+
+
+def test_a_task_refused_by_the_default_route_is_told_it_may_name_another_executor() -> None:
+    router = RoutingExecutor({"spark": Recorder(), "command": Recorder()}, default="spark")
+    with pytest.raises(
+        TaskDataError, match=r"bad task; .*put \"executor\" in its data \(command\)"
+    ):
+        router.validate(make_task({"bad": True}))
+    with pytest.raises(TaskDataError, match=r"^bad task$"):  # it named one: its own error alone
+        router.validate(make_task({"executor": "command", "bad": True}))
+
+
+def test_an_unknown_job_names_the_setting_and_a_value_of_it_that_allows_the_job() -> None:
+    registry = JobRegistry(
+        allowed_prefixes=["scheduler.examples"], prefixes_setting="SCHEDULER_SPARK_JOB_MODULES"
+    )
+    with pytest.raises(
+        UnknownExecutorError, match=r"set SCHEDULER_SPARK_JOB_MODULES=scheduler\.examples,my\.jobs "
+    ):
+        registry.validate(make_task({"job": "my.jobs:daily"}))
+
+
+def test_an_allowed_job_whose_module_is_missing_says_to_install_it() -> None:
+    registry = JobRegistry(allowed_prefixes=["my"])
+    with pytest.raises(
+        UnknownExecutorError, match=r"importing my\.jobs failed .*install the package"
+    ):
+        registry.resolve("my.jobs:daily")
+    with pytest.raises(UnknownExecutorError, match=r"is not a 'package\.module:function' name"):
+        registry.resolve("daily")

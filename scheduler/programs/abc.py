@@ -1,0 +1,70 @@
+"""The run store port: durable run records with a retention, on SQLite and on Cassandra.
+
+Contract (the suite in tests/contracts/test_run_store_contract.py holds every adapter to it):
+
+* A run is keyed by its run id. `create` writes a run only if no run of that id exists, and
+  returns the run that is stored either way (a launch re-executed after a crash gets the run it
+  made before, never a second one).
+* `transition` changes a run's record only if its status is one of `expected`, and says whether
+  it did: the run task and an operator's kill may race on a PENDING run and exactly one wins.
+  Writes of one run otherwise come from its own task queue (`run:<run_id>`), one at a time.
+* `active` lists a program's PENDING and RUNNING runs. The launch decides concurrency limits on
+  it inside the program's queue (`program:<name>`), the only place a run is created, so a count
+  can only fall between the look and the create, never rise.
+* `list` lists runs newest first (by creation time), of one program or of all, optionally of
+  some statuses. Listing all programs' runs is an admin read: on Cassandra it reads the table
+  and sorts in memory, bounded by `limit` per program.
+* Records expire `retention_s` after their last write (Cassandra TTL; SQLite: deleted on write
+  once expired and hidden from reads).
+
+Methods may raise `BackendUnavailableError` after the adapter's own retries are exhausted.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+
+from scheduler.programs.model import Run, RunStatus
+
+
+class RunStore(ABC):
+    """The runs of every program of one deployment."""
+
+    retention_s: float
+    """How long a run record is kept after its last write."""
+
+    @abstractmethod
+    def open(self, *, create_schema: bool = True) -> None:
+        """Connect, and create the tables idempotently if `create_schema`."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections (not those of a task store this store borrowed them from)."""
+
+    @abstractmethod
+    def create(self, run: Run) -> Run:
+        """Store `run` unless a run of its id exists; return the stored run (durable)."""
+
+    @abstractmethod
+    def get(self, run_id: str) -> Run | None:
+        """The run of this id, or None if there is none (never made, or expired)."""
+
+    @abstractmethod
+    def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
+        """Replace the stored record of `run.run_id` with `run` if its stored status is one of
+        `expected`; True if it did, False if the status was another or the run is missing."""
+
+    @abstractmethod
+    def active(self, program: str) -> list[Run]:
+        """The program's PENDING and RUNNING runs, oldest first."""
+
+    @abstractmethod
+    def list_runs(
+        self,
+        *,
+        program: str | None = None,
+        statuses: Collection[RunStatus] | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        """Runs newest first, of `program` (or all), of `statuses` (or any), at most `limit`."""

@@ -1,0 +1,139 @@
+"""The programs a deployment declares: read from a TOML or JSON file, or registered in Python.
+
+File shape (TOML; JSON is the same tree)::
+
+    [programs.hourly-clean]
+    kind = "command"
+    argv = ["python", "-m", "jobs.clean", "--hour", "{{logical_time}}"]
+    properties = {table = "clicks"}
+    description = "cleans one hour of clicks"
+
+    [programs.rollup]
+    kind = "spark"
+    job = "scheduler.examples.clicks.jobs:rollup"
+
+Everything but `kind`, `properties` and `description` is the executor's task data (`spec`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from scheduler.errors import ConfigurationError, UnknownProgramError
+from scheduler.programs.model import Program, ProgramKind
+
+_REQUIRED = {ProgramKind.SPARK: "job", ProgramKind.SPARK_SUBMIT: "application"}
+_REQUIRED[ProgramKind.COMMAND] = "argv"
+
+
+class ProgramCatalog:
+    """Programs by name. Thread-safe; unknown names are refused with the known ones."""
+
+    def __init__(self, programs: Iterable[Program] = ()) -> None:
+        self._programs: dict[str, Program] = {}
+        self._lock = threading.Lock()
+        for program in programs:
+            self.register(program)
+
+    def register(self, program: Program) -> None:
+        """Declare `program` (replacing one of the same name)."""
+        if not program.name or any(c.isspace() for c in program.name):
+            raise ConfigurationError(
+                f"program name {program.name!r} must be non-empty and without spaces"
+            )
+        with self._lock:
+            self._programs[program.name] = program
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._programs)
+
+    def programs(self) -> list[Program]:
+        with self._lock:
+            return [self._programs[name] for name in sorted(self._programs)]
+
+    def get(self, name: str) -> Program:
+        """The program called `name`, or `UnknownProgramError` listing the known ones."""
+        with self._lock:
+            program = self._programs.get(name)
+        if program is None:
+            known = ", ".join(self.names()) or "none"
+            raise UnknownProgramError(
+                f"unknown program {name!r}; known programs: {known}. Declare it in the programs "
+                "file (setting programs_file) or with ProgramCatalog.register"
+            )
+        return program
+
+
+def program_from_mapping(name: str, entry: Mapping[str, Any], *, where: str = "") -> Program:
+    """A `Program` from one entry of a programs file, with errors that name the field."""
+    at = f"{where}: " if where else ""
+    raw_kind = entry.get("kind")
+    try:
+        kind = ProgramKind(str(raw_kind))
+    except ValueError:
+        kinds = ", ".join(str(k) for k in ProgramKind)
+        raise ConfigurationError(
+            f"{at}program {name!r} has kind {raw_kind!r}; use one of {kinds}"
+        ) from None
+    required = _REQUIRED[kind]
+    if required not in entry:
+        raise ConfigurationError(f"{at}program {name!r} of kind {kind} needs {required!r}")
+    if kind is ProgramKind.COMMAND and not (
+        isinstance(entry["argv"], list)
+        and entry["argv"]
+        and all(isinstance(a, str) for a in entry["argv"])
+    ):
+        raise ConfigurationError(
+            f"{at}program {name!r}: argv must be a non-empty list of strings, got {entry['argv']!r}"
+        )
+    properties = entry.get("properties", {})
+    if not isinstance(properties, Mapping):
+        raise ConfigurationError(
+            f"{at}program {name!r}: properties must be a table of names to values, "
+            f"got {properties!r}"
+        )
+    spec = {k: v for k, v in entry.items() if k not in ("kind", "properties", "description")}
+    return Program(
+        name=name,
+        kind=kind,
+        spec=spec,
+        properties=dict(properties),
+        description=str(entry.get("description", "")),
+    )
+
+
+def load_programs(path: str | Path) -> ProgramCatalog:
+    """The programs declared in a TOML (`.toml`) or JSON file, under a `programs` table."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigurationError(
+            f"programs file {str(path)!r} cannot be read ({error}); check SCHEDULER_PROGRAMS_FILE"
+        ) from error
+    try:
+        tree = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as error:
+        raise ConfigurationError(f"programs file {str(path)!r} does not parse: {error}") from error
+    entries = tree.get("programs") if isinstance(tree, Mapping) else None
+    if not isinstance(entries, Mapping):
+        raise ConfigurationError(
+            f"programs file {str(path)!r} has no `programs` table; declare each program as "
+            "[programs.NAME] with a kind"
+        )
+    return ProgramCatalog(
+        program_from_mapping(str(name), entry, where=str(path))
+        if isinstance(entry, Mapping)
+        else _not_a_table(path, str(name))
+        for name, entry in entries.items()
+    )
+
+
+def _not_a_table(path: Path, name: str) -> Program:
+    raise ConfigurationError(f"programs file {str(path)!r}: programs.{name} must be a table")

@@ -1,0 +1,215 @@
+"""The `workflow` executor route: launches and runs programs as engine tasks, nothing else.
+
+Three operations, each a task:
+
+* `launch` (queue `program:<name>`, one writer per program): if the run of this request exists
+  already (the task is re-executed after a crash), only make sure its run task is enqueued.
+  Otherwise count the program's active runs; at the request's concurrency limit, answer the
+  requester with a `launch-refused` task in its own queue and launch nothing. Else write the run
+  PENDING (id from the request key; a conditional create) and enqueue its run task.
+* `run` (queue `run:<run_id>`, so runs of a program execute in parallel): mark the run RUNNING
+  (attempts + 1: a worker crash mid-run shows as attempt 2), run the program through the
+  worker's executor routes (spark / spark-submit / command), end it COMPLETED, FAILED (the
+  program failed: no launch retries, as the seeds ship) or KILLED (an operator cancelled the
+  task), then publish its program-status event. A run found already terminal (the task ran to
+  its end and the worker died before the engine recorded it) only publishes its event again.
+* `launch-refused`: the default reply route for requesters without their own; it logs.
+
+Every step is safe to repeat: deterministic ids and keys, conditional writes, and a publish
+that consumers may see twice (same `event_id`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from scheduler import metrics
+from scheduler.client import SchedulerClient
+from scheduler.engine.clock import now_ms
+from scheduler.errors import TaskDataError
+from scheduler.executors.abc import (
+    CANCELLED_BY_OPERATOR,
+    TIMED_OUT,
+    ExecutionContext,
+    Executor,
+)
+from scheduler.model import Task
+from scheduler.programs.abc import RunStore
+from scheduler.programs.catalog import ProgramCatalog
+from scheduler.programs.events import EventPublisher, ProgramStatusEvent, publishing_with
+from scheduler.programs.launch import LaunchRequest, run_task
+from scheduler.programs.model import ACTIVE, Run, RunStatus
+
+logger = logging.getLogger(__name__)
+
+_ERROR_CHARS = 2000
+
+
+class WorkflowExecutor:
+    """Runs `launch`, `run` and `launch-refused` tasks (route name: `workflow`)."""
+
+    def __init__(
+        self,
+        *,
+        catalog: ProgramCatalog,
+        runs: RunStore,
+        client: SchedulerClient,
+        programs: Executor,
+        events: EventPublisher | None = None,
+        clock: Callable[[], int] = now_ms,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.catalog = catalog
+        self.runs = runs
+        self.client = client
+        """Enqueues run tasks and replies; its grace window must admit a run task's time
+        (the run's creation) when a launch is re-executed late."""
+        self.programs = programs
+        """The executor routes programs run on (a `RoutingExecutor` of spark, command...)."""
+        self.events = events
+        self.clock = clock
+        self.timeout_s = timeout_s
+
+    def validate(self, task: Task) -> None:
+        """Enqueue-time check: a launch names a known program."""
+        if task.data.get("op") == "launch":
+            self.catalog.get(str(task.data.get("program")))
+
+    def __call__(self, task: Task, context: ExecutionContext) -> None:
+        op = task.data.get("op")
+        if op == "launch":
+            self.launch(LaunchRequest.from_task(task))
+        elif op == "run":
+            self.run(str(task.data["run_id"]), task, context)
+        elif op == "launch-refused":
+            logger.info("launch of %s refused: %s", task.data.get("program"), dict(task.data))
+        else:
+            raise TaskDataError(
+                f"task {task.key} asks the workflow executor for op {op!r}; "
+                "use launch, run or launch-refused"
+            )
+
+    # -- launch -----------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> Run | None:
+        """Launch the run of `request`, or refuse it at the concurrency limit (None)."""
+        program = self.catalog.get(request.program)
+        stored = self.runs.get(request.run_id)
+        if stored is None:
+            if request.concurrency is not None:
+                active = self.runs.active(request.program)
+                if len(active) >= request.concurrency:
+                    self._refuse(request, len(active))
+                    return None
+            now = self.clock()
+            stored = self.runs.create(
+                Run(
+                    run_id=request.run_id,
+                    program=request.program,
+                    started_by=request.started_by,
+                    arguments=request.arguments(program.properties),
+                    status=RunStatus.PENDING,
+                    created_ms=now,
+                    requested_ms=request.task().scheduled_ms,
+                    request_key=request.request_key,
+                )
+            )
+            metrics.RUNS_LAUNCHED.inc()
+        self.client.schedule_task(run_task(stored.run_id, stored.created_ms)).result(self.timeout_s)
+        return stored
+
+    def _refuse(self, request: LaunchRequest, active: int) -> None:
+        metrics.LAUNCHES_REFUSED.inc()
+        logger.info(
+            "not launching %s for %s: %d active runs, concurrency limit %s",
+            request.program,
+            request.request_key,
+            active,
+            request.concurrency,
+        )
+        if request.reply_to is None:
+            return
+        # Keyed by the request's own time: a launch re-executed after a crash answers once.
+        reply = Task(
+            request.reply_to,
+            request.requested_at,
+            f"launch-refused:{request.request_key}",
+            {
+                "executor": request.reply_executor,
+                "op": "launch-refused",
+                "reason": "concurrency not met",
+                "program": request.program,
+                "request_key": request.request_key,
+                "run_id": request.run_id,
+                "active": active,
+                "limit": request.concurrency,
+            },
+        )
+        self.client.schedule_task(reply).result(self.timeout_s)
+
+    # -- run --------------------------------------------------------------------------------
+
+    def run(self, run_id: str, task: Task, context: ExecutionContext) -> Run | None:
+        """Execute run `run_id` to a terminal status and publish it (see the module doc)."""
+        run = self.runs.get(run_id)
+        if run is None:
+            logger.warning("run %s is not in the run store (expired?); nothing to run", run_id)
+            return None
+        if run.status.is_active:
+            started = run.with_status(
+                RunStatus.RUNNING, attempts=run.attempts + 1, started_ms=self.clock()
+            )
+            if self.runs.transition(started, ACTIVE):
+                if run.attempts == 0:
+                    metrics.LAUNCH_LATENCY.observe(
+                        max(0, (started.started_ms or 0) - run.requested_ms) / 1000
+                    )
+                run = self._execute(started, task, context)
+            else:
+                run = self.runs.get(run_id) or run  # killed while PENDING: it is terminal now
+        if run.status.is_terminal:
+            self._publish(run)
+        return run
+
+    def _execute(self, run: Run, task: Task, context: ExecutionContext) -> Run:
+        program = self.catalog.get(run.program)
+        inner = Task.from_key(task.key, program.task_data(run.arguments))
+        error: BaseException | None = None
+        metrics.RUNS_RUNNING.inc()
+        try:
+            with publishing_with(self.events):
+                self.programs(inner, context)
+        except BaseException as failure:  # the program's failure is the run's data
+            error = failure
+        finally:
+            metrics.RUNS_RUNNING.dec()
+        reason = context.reason
+        changes: dict[str, Any] = {"ended_ms": self.clock()}
+        if error is None:
+            # The program finished, whatever cancellation came too late to stop it.
+            status = RunStatus.COMPLETED
+        elif reason == CANCELLED_BY_OPERATOR:
+            status, changes["last_error"] = RunStatus.KILLED, "killed by an operator"
+        elif reason is None or reason == TIMED_OUT:
+            status, changes["last_error"] = RunStatus.FAILED, _words(error, reason)
+        else:
+            # Revoked or shutting down: the next owner runs the task again (attempt + 1).
+            raise error
+        ended = run.with_status(status, **changes)
+        if not self.runs.transition(ended, {RunStatus.RUNNING}):
+            ended = self.runs.get(run.run_id) or ended
+        metrics.RUNS_ENDED.labels(str(ended.status)).inc()
+        return ended
+
+    def _publish(self, run: Run) -> None:
+        if self.events is not None:
+            self.events.publish(ProgramStatusEvent.of(run)).result(self.timeout_s)
+
+
+def _words(error: BaseException, reason: str | None) -> str:
+    said = f"{type(error).__name__}: {error}"
+    if reason == TIMED_OUT:
+        said = f"timed out ({said})"
+    return said[:_ERROR_CHARS]

@@ -1,0 +1,173 @@
+"""The run store on SQLite, for the embedded mode: one table in the task store's file.
+
+Expiry is a column (`expires_ms`): reads hide expired runs, and each `create` deletes a few
+expired ones, so the table stays bounded without a sweeping thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Collection
+from typing import Any
+
+from scheduler._sqlite_open import open_wal, rollback, unavailable
+from scheduler.engine.clock import now_ms
+from scheduler.programs.abc import RunStore
+from scheduler.programs.model import ACTIVE, Run, RunStatus
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, program TEXT NOT NULL, status TEXT NOT NULL,
+    created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL, record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS runs_by_program ON runs (program, created_ms DESC);
+CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_ms DESC);
+"""
+_PURGE_PER_CREATE = 100
+
+
+class SqliteRunStore(RunStore):
+    """Runs in a SQLite file (by default the task store's `store.db`)."""
+
+    def __init__(self, *, path: str, retention_s: float = 7 * 86400) -> None:
+        self.path = path
+        self.retention_s = retention_s
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def open(self, *, create_schema: bool = True) -> None:
+        try:
+            self._db = open_wal(self.path, synchronous="NORMAL")
+            if create_schema:
+                self._db.executescript(_SCHEMA)
+        except sqlite3.Error as error:
+            raise unavailable(f"run store {self.path!r}", error) from error
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the run store is not open; call open()")
+        return self._db
+
+    def _expiry(self, now: int) -> int:
+        return now + int(self.retention_s * 1000)
+
+    def create(self, run: Run) -> Run:
+        now = now_ms()
+        with self._lock, self._write() as db:
+            db.execute(
+                "DELETE FROM runs WHERE rowid IN "
+                "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
+                (now, _PURGE_PER_CREATE),
+            )
+            db.execute("DELETE FROM runs WHERE run_id = ? AND expires_ms <= ?", (run.run_id, now))
+            db.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
+                (*_columns(run), self._expiry(now), _record(run)),
+            )
+            row = db.execute("SELECT record FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
+        return _run(row[0])
+
+    def get(self, run_id: str) -> Run | None:
+        with self._lock:
+            row = self._read(
+                "SELECT record FROM runs WHERE run_id = ? AND expires_ms > ?", (run_id, now_ms())
+            )
+        return _run(row[0][0]) if row else None
+
+    def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
+        now = now_ms()
+        marks = ",".join("?" * len(expected))
+        with self._lock, self._write() as db:
+            cursor = db.execute(
+                f"UPDATE runs SET status = ?, expires_ms = ?, record = ? "
+                f"WHERE run_id = ? AND expires_ms > ? AND status IN ({marks})",
+                (
+                    str(run.status),
+                    self._expiry(now),
+                    _record(run),
+                    run.run_id,
+                    now,
+                    *(str(s) for s in expected),
+                ),
+            )
+            return cursor.rowcount == 1
+
+    def active(self, program: str) -> list[Run]:
+        runs = self.list_runs(program=program, statuses=ACTIVE, limit=1_000_000)
+        return sorted(runs, key=lambda r: (r.created_ms, r.run_id))
+
+    def list_runs(
+        self,
+        *,
+        program: str | None = None,
+        statuses: Collection[RunStatus] | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        where, params = ["expires_ms > ?"], [now_ms()]
+        if program is not None:
+            where.append("program = ?")
+            params.append(program)  # type: ignore[arg-type]
+        if statuses is not None:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            params.extend(str(s) for s in statuses)  # type: ignore[misc]
+        sql = (
+            f"SELECT record FROM runs WHERE {' AND '.join(where)} "
+            "ORDER BY created_ms DESC, run_id LIMIT ?"
+        )
+        with self._lock:
+            rows = self._read(sql, (*params, limit))
+        return [_run(row[0]) for row in rows]
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        try:
+            return self._conn().execute(sql, params).fetchall()
+        except sqlite3.Error as error:
+            raise unavailable(f"run store {self.path!r}", error) from error
+
+    def _write(self) -> _Transaction:
+        return _Transaction(self._conn(), self.path)
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back and reported as unavailable on error."""
+
+    def __init__(self, db: sqlite3.Connection, path: str) -> None:
+        self.db = db
+        self.path = path
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            raise unavailable(f"run store {self.path!r}", error) from error
+        return self.db
+
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        if error is None:
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.Error as failed:
+                rollback(self.db)
+                raise unavailable(f"run store {self.path!r}", failed) from failed
+        rollback(self.db)
+        if isinstance(error, sqlite3.Error):
+            raise unavailable(f"run store {self.path!r}", error) from error
+
+
+def _columns(run: Run) -> tuple[str, str, str, int]:
+    return run.run_id, run.program, str(run.status), run.created_ms
+
+
+def _record(run: Run) -> str:
+    return json.dumps(run.to_json(), separators=(",", ":"), sort_keys=True)
+
+
+def _run(record: str) -> Run:
+    return Run.from_json(json.loads(record))

@@ -1,0 +1,123 @@
+"""`scheduler programs`, `runs` and `events` against an embedded worker in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduler.logs.embedded import EmbeddedTaskLog
+from scheduler.programs.events import DataAvailableEvent, decode_event
+from tests.cli.helpers import wait_for
+
+PROGRAMS = f"""
+[programs.hello]
+kind = "command"
+argv = ["{sys.executable}", "-c", "print('hello {{{{who}}}}')"]
+properties = {{who = "world"}}
+description = "says hello"
+
+[programs.sleepy]
+kind = "command"
+argv = ["{sys.executable}", "-c", "import time; time.sleep(60)"]
+"""
+
+
+@pytest.fixture
+def with_programs(embedded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "programs.toml"
+    path.write_text(PROGRAMS)
+    monkeypatch.setenv("SCHEDULER_PROGRAMS_FILE", str(path))
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "auto")
+    return embedded
+
+
+def runs_json(run, *args: str) -> list[dict]:
+    result = run("runs", "list", "--json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_programs_are_listed_and_shown_from_the_programs_file(with_programs, run) -> None:
+    listed = run("programs", "list")
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.splitlines()[1:] == ["hello    command  says hello", "sleepy   command"]
+    shown = json.loads(run("programs", "show", "hello", "--json").output)
+    assert shown["properties"] == {"who": "world"}
+    unknown = run("programs", "show", "nope")
+    assert unknown.exit_code == 2
+    assert "unknown program 'nope'; known programs: hello, sleepy" in unknown.output
+
+
+def test_an_unknown_program_is_not_started(with_programs, run) -> None:
+    result = run("runs", "start", "nope")
+    assert result.exit_code == 2
+    assert "known programs: hello, sleepy" in result.output
+
+
+def test_a_program_started_by_hand_runs_and_a_sleeping_one_is_killed(
+    with_programs, run, worker
+) -> None:
+    worker()
+    started = run("runs", "start", "hello", "--arg", "who=ops", "--json")
+    assert started.exit_code == 0, started.output
+    run_id = json.loads(started.output)["run_id"]
+    done = wait_for(
+        lambda: [r for r in runs_json(run, "--status", "completed") if r["run_id"] == run_id]
+    )
+    assert done and done[0]["arguments"]["who"] == "ops"
+    assert done[0]["started_by"].startswith("operator:")
+    shown = run("runs", "show", run_id)
+    assert "status:       COMPLETED" in shown.output
+    out = list((with_programs / "logs" / "command").rglob("*.out"))
+    assert [f.read_text() for f in out] == ["hello ops\n"]
+
+    sleepy = json.loads(run("runs", "start", "sleepy", "--json").output)["run_id"]
+    assert wait_for(lambda: runs_json(run, "--program", "sleepy", "--status", "RUNNING"))
+    killed = run("runs", "kill", sleepy)
+    assert killed.exit_code == 0, killed.output
+    assert wait_for(lambda: runs_json(run, "--program", "sleepy", "--status", "KILLED"))
+    again = run("runs", "kill", sleepy)
+    assert again.exit_code == 2
+    assert "already ended KILLED" in again.output
+    table = run("runs", "list").output.splitlines()
+    assert table[0].split()[:3] == ["RUN", "PROGRAM", "STATUS"]
+    assert [line.split()[1:3] for line in table[1:]] == [
+        ["sleepy", "KILLED"],
+        ["hello", "COMPLETED"],
+    ]
+
+
+def test_a_missing_run_is_said_by_its_id(with_programs, run, worker) -> None:
+    worker()
+    wait_for(lambda: (with_programs / "store.db").exists())
+    result = run("runs", "show", "no-such-run")
+    assert result.exit_code == 2
+    assert "no run 'no-such-run' in the run store" in result.output
+
+
+def test_publish_partition_puts_a_data_event_on_the_events_topic(with_programs, run) -> None:
+    result = run("events", "publish-partition", "clicks", "2026-01-01T05", "2026-01-01T06")
+    assert result.exit_code == 0, result.output
+    log = EmbeddedTaskLog(path=str(with_programs / "log.db"), topic="scheduler-tasks-events")
+    try:
+        consumer = log.consumer("reader", client_id="test")
+
+        class Listener:
+            def on_assigned(self, partitions):  # type: ignore[no-untyped-def]
+                pass
+
+            on_revoked = on_lost = on_assigned
+
+        consumer.subscribe(Listener())
+        records = wait_for(lambda: consumer.poll(10, 0.5), timeout=10)
+        consumer.close()
+    finally:
+        log.close()
+    [record] = records
+    event = decode_event(record.value)
+    assert isinstance(event, DataAvailableEvent)
+    assert (event.dataset, event.partitions) == ("clicks", ("2026-01-01T05", "2026-01-01T06"))
+    assert record.key == b"dataset:clicks"

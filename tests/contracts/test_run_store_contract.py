@@ -1,0 +1,128 @@
+"""The RunStore contract, run against SQLite and Cassandra (see the `run_store` fixture)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from scheduler.programs.abc import RunStore
+from scheduler.programs.model import ACTIVE, Run, RunStatus, StartedBy, StarterKind, run_id_for
+from tests.contracts.conftest import SHORT_RETENTION_S
+
+BASE_MS = 1_767_225_600_000
+
+
+def a_run(
+    program: str = "clean", request: str = "r1", created_ms: int = BASE_MS, **kw: object
+) -> Run:
+    return Run(
+        run_id=run_id_for(program, request),
+        program=program,
+        started_by=StartedBy(StarterKind.OPERATOR, "ann"),
+        arguments={"table": "clicks", "_logical_time": "2026-01-01T00:00:00Z"},
+        status=RunStatus.PENDING,
+        created_ms=created_ms,
+        requested_ms=created_ms - 5,
+        request_key=request,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_a_created_run_reads_back_with_every_field(run_store: RunStore) -> None:
+    run = a_run(attempts=0, last_error=None)
+    assert run_store.create(run) == run
+    assert run_store.get(run.run_id) == run
+
+
+def test_creating_a_run_id_again_keeps_and_returns_the_first_record(run_store: RunStore) -> None:
+    first = a_run()
+    run_store.create(first)
+    second = a_run(created_ms=BASE_MS + 1000)
+    assert run_store.create(second) == first
+    assert run_store.get(first.run_id) == first
+    assert len(run_store.list_runs(program="clean")) == 1
+
+
+def test_concurrent_creates_of_one_run_id_store_one_run(run_store: RunStore) -> None:
+    copies = [a_run(created_ms=BASE_MS + i) for i in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(run_store.create, copies))
+    assert len({answer.created_ms for answer in answers}) == 1
+    assert run_store.get(copies[0].run_id) == answers[0]
+
+
+def test_a_missing_run_is_none(run_store: RunStore) -> None:
+    assert run_store.get(run_id_for("clean", "never")) is None
+
+
+def test_a_transition_applies_only_from_an_expected_status(run_store: RunStore) -> None:
+    run = run_store.create(a_run())
+    running = run.with_status(RunStatus.RUNNING, attempts=1, started_ms=BASE_MS + 10)
+    assert run_store.transition(running, {RunStatus.PENDING})
+    assert run_store.get(run.run_id) == running
+
+    killed = run.with_status(RunStatus.KILLED, ended_ms=BASE_MS + 20)
+    assert not run_store.transition(killed, {RunStatus.PENDING})
+    assert run_store.get(run.run_id) == running
+
+    done = running.with_status(RunStatus.COMPLETED, ended_ms=BASE_MS + 30)
+    assert run_store.transition(done, {RunStatus.RUNNING})
+    assert run_store.get(run.run_id) == done
+
+
+def test_a_transition_of_a_missing_run_does_not_create_it(run_store: RunStore) -> None:
+    ghost = a_run(request="ghost").with_status(RunStatus.RUNNING)
+    assert not run_store.transition(ghost, ACTIVE)
+    assert run_store.get(ghost.run_id) is None
+
+
+def test_active_runs_are_the_pending_and_running_runs_of_one_program(run_store: RunStore) -> None:
+    pending = run_store.create(a_run(request="p", created_ms=BASE_MS + 1))
+    running = run_store.create(a_run(request="r", created_ms=BASE_MS + 2))
+    run_store.transition(running.with_status(RunStatus.RUNNING, attempts=1), ACTIVE)
+    ended = run_store.create(a_run(request="e", created_ms=BASE_MS + 3))
+    run_store.transition(ended.with_status(RunStatus.FAILED, last_error="exit 1"), ACTIVE)
+    run_store.create(a_run(program="other", request="o"))
+
+    active = run_store.active("clean")
+    assert [run.run_id for run in active] == [pending.run_id, running.run_id]
+    assert [run.status for run in active] == [RunStatus.PENDING, RunStatus.RUNNING]
+
+
+def test_lists_are_newest_first_and_filter_by_program_and_status(run_store: RunStore) -> None:
+    made = [run_store.create(a_run(request=f"r{i}", created_ms=BASE_MS + i)) for i in range(5)]
+    run_store.create(a_run(program="other", request="o", created_ms=BASE_MS + 100))
+    run_store.transition(made[1].with_status(RunStatus.COMPLETED), ACTIVE)
+    run_store.transition(made[3].with_status(RunStatus.COMPLETED), ACTIVE)
+
+    assert [r.run_id for r in run_store.list_runs(program="clean")] == [
+        r.run_id for r in reversed(made)
+    ]
+    assert [r.run_id for r in run_store.list_runs(program="clean", limit=2)] == [
+        made[4].run_id,
+        made[3].run_id,
+    ]
+    completed = run_store.list_runs(program="clean", statuses={RunStatus.COMPLETED})
+    assert [r.run_id for r in completed] == [made[3].run_id, made[1].run_id]
+    pending = run_store.list_runs(program="clean", statuses={RunStatus.PENDING})
+    assert [r.run_id for r in pending] == [made[4].run_id, made[2].run_id, made[0].run_id]
+    everything = run_store.list_runs()
+    assert everything[0].program == "other"
+    assert len(everything) == 6
+    assert [r.status for r in run_store.list_runs(statuses={RunStatus.COMPLETED})] == [
+        RunStatus.COMPLETED
+    ] * 2
+
+
+def test_runs_expire_after_the_retention(short_retention_run_store: RunStore) -> None:
+    runs = short_retention_run_store
+    made = runs.create(a_run(request="old"))
+    assert runs.transition(made.with_status(RunStatus.RUNNING), {RunStatus.PENDING})
+    assert runs.get(made.run_id) is not None
+    # Cassandra expires in whole seconds: past the retention by more than one.
+    time.sleep(SHORT_RETENTION_S + 1.2)
+    assert runs.get(made.run_id) is None
+    assert runs.list_runs() == []
+    assert runs.active("clean") == []
+    # An expired id can be made again: a new request of the same cause after the retention.
+    assert runs.create(a_run(request="old")).status is RunStatus.PENDING
