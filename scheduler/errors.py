@@ -77,3 +77,8 @@ class TaskCancelledError(SchedulerError):
 
 class TaskTimeoutError(SchedulerError):
     """A task ran past its per-task timeout."""
+
+
+class SparkTaskError(SchedulerError):
+    """A Spark task of a job raised in Python; the message starts with that exception's line,
+    then Spark's own report (the whole traceback) follows."""
