@@ -216,8 +216,8 @@ def default_conf(master: str) -> dict[str, str]:
 
     With a local master, work runs on this machine's cores only, and the data a single worker
     process handles is small: Spark's default of 200 shuffle partitions would turn every
-    shuffle of a few thousand rows into 200 tasks, each costing milliseconds of scheduling and a
-    Python round trip. So a shuffle gets one partition per local core, and adaptive execution
+    shuffle of a few thousand rows into 200 tasks, each costing milliseconds of scheduling and
+    serialisation for a handful of rows. So a shuffle gets one partition per local core, and adaptive execution
     may also coalesce the partitions of a cached plan (off in Spark by default).
     """
     settings = {
@@ -246,12 +246,8 @@ def local_cores(master: str) -> int | None:
         return 1
     if threads == "*":
         # As the JVM counts them (Runtime.availableProcessors): the cores this process may use.
-        return max(
-            1,
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else (os.cpu_count() or 1),
-        )
+        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        return len(usable) if usable else max(1, os.cpu_count() or 1)
     return max(1, int(threads))
 
 
