@@ -217,8 +217,9 @@ def default_conf(master: str) -> dict[str, str]:
     With a local master, work runs on this machine's cores only, and the data a single worker
     process handles is small: Spark's default of 200 shuffle partitions would turn every
     shuffle of a few thousand rows into 200 tasks, each costing milliseconds of scheduling and
-    serialisation for a handful of rows. So a shuffle gets one partition per local core, and adaptive execution
-    may also coalesce the partitions of a cached plan (off in Spark by default).
+    serialisation for a handful of rows. So a shuffle gets one partition per local core, and
+    adaptive execution may also coalesce the partitions of a cached plan (off in Spark by
+    default).
     """
     settings = {
         "spark.scheduler.mode": "FAIR",
