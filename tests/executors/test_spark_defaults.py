@@ -74,3 +74,14 @@ def test_the_python_exception_is_found_after_the_frames_of_a_chained_traceback()
     )
 
     assert spark_task_error(py4j_like(text)) == "ValueError: bad row\nspanning two lines"
+
+
+@pytest.mark.spark
+def test_the_shared_session_starts_with_the_defaults_and_the_conf_given(
+    spark_session: Any,
+) -> None:
+    conf = spark_session.sparkContext.getConf()
+
+    assert spark_session.conf.get("spark.sql.shuffle.partitions") == "2"  # local[2]
+    assert conf.get("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning") == "true"
+    assert conf.get("spark.ui.enabled") == "false"  # the tests' own conf, over Spark's default
