@@ -273,8 +273,10 @@ class Settings(BaseSettings):
     spark_app_name: Annotated[str, Field(min_length=1)] = "scheduler"
     """Spark application name."""
     spark_conf: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
-    """Extra Spark configuration as `key=value,key=value`, JSON or a TOML table. `settings show`
-    masks secrets, as in `kafka_config` (`fs.s3a.secret.key`, `fs.azure.account.key.*`)."""
+    """Extra Spark configuration as `key=value,key=value`, JSON or a TOML table. A key set here
+    wins over the session's defaults (with a local master, `spark.sql.shuffle.partitions` is its
+    core count; see docs/spark.md). `settings show` masks secrets, as in `kafka_config`
+    (`fs.s3a.secret.key`, `fs.azure.account.key.*`)."""
     spark_job_modules: CommaList = ["scheduler.examples"]
     """Packages whose `module:function` jobs a task may name without registering them first."""
 
