@@ -68,6 +68,8 @@ class ScheduleRecord:
     """Per cron (index in `Schedule.crons()` as text): the last fire handled."""
     next_fires: dict[str, int] = field(default_factory=dict)
     """Per cron: the fire enqueued next."""
+    source: str = ""
+    """Who declared it: `apply:<label>` for a file applied with `schedules apply`, else empty."""
 
     @property
     def name(self) -> str:
@@ -95,6 +97,7 @@ class ScheduleRecord:
             "change_id": self.change_id,
             "last_fires": dict(self.last_fires),
             "next_fires": dict(self.next_fires),
+            "source": self.source,
         }
 
     @classmethod
@@ -109,6 +112,7 @@ class ScheduleRecord:
             change_id=str(data.get("change_id") or ""),
             last_fires={k: int(v) for k, v in (data.get("last_fires") or {}).items()},
             next_fires={k: int(v) for k, v in (data.get("next_fires") or {}).items()},
+            source=str(data.get("source") or ""),
         )
 
 
