@@ -55,7 +55,7 @@ class SchedulesClient:
         self,
         *,
         store: ScheduleStore,
-        client: SchedulerClient,
+        client: SchedulerClient | None,
         catalog: ProgramCatalog | None = None,
         clock: Callable[[], int] = now_ms,
         wait_s: float | None = 30.0,
@@ -63,6 +63,7 @@ class SchedulesClient:
     ) -> None:
         self.store = store
         self.client = client
+        """Sends the changes; None for a client that only reads."""
         self.catalog = catalog
         """Programs a schedule may name; None accepts any (the worker refuses unknown ones)."""
         self.clock = clock
@@ -263,6 +264,10 @@ class SchedulesClient:
             self.catalog.get(schedule.program)  # UnknownProgramError names the known ones
 
     def _send(self, changes: Sequence[tuple[str, str, dict[str, Any], bool]]) -> None:
+        if self.client is None:
+            raise RuntimeError("this schedules client only reads; give it a SchedulerClient")
+        if not changes:
+            return
         now = self.clock()
         sent: list[tuple[str, str, bool]] = []
         futures = []
