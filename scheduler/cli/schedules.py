@@ -183,7 +183,7 @@ def list_schedules(
         if triggered_by is not None:
             found = client.triggered_by(triggered_by)
         else:
-            found = client.list(
+            found = client.list_schedules(
                 trigger_type=trigger_type and trigger_type.upper(),
                 status=status and status.upper(),
                 after=after,

@@ -6,9 +6,10 @@ Contract (the suite in tests/contracts/test_schedule_store_contract.py holds eve
   rows in the list index (by trigger type and status) and in the reverse index (one row per
   event key its triggers listen to: `program:<name>` for PROGRAM_STATUS, `dataset:<name>` for
   PARTITION); keys the previous record had and this one has not leave the reverse index.
-  `delete` removes the record, its index rows and its jobs. Every write of one schedule comes
-  from its own engine queue (`schedule:<name>`), one at a time, and is safe to repeat: a task
-  re-executed after a crash writes the same rows again.
+  `delete` removes the record, its list and trigger index rows and its jobs; keys added with
+  `add_key` are the caller's to remove (a task for a deleted schedule does nothing anyway).
+  Every write of one schedule comes from its own engine queue (`schedule:<name>`), one at a
+  time, and is safe to repeat: a task re-executed after a crash writes the same rows again.
 * `list_schedules` pages by name (ascending, strictly after `after`), optionally of one trigger
   type and/or one status, without reading other schedules' records: 100,000 schedules cost rows.
 * `names_for_key` reads the reverse index: the names of the schedules an event key concerns,
@@ -137,7 +138,8 @@ class ScheduleStore(ABC):
 
     @abstractmethod
     def delete(self, name: str) -> None:
-        """Remove the schedule, its index rows and its jobs (nothing if it does not exist)."""
+        """Remove the schedule, its list and trigger index rows and its jobs (nothing if it
+        does not exist)."""
 
     @abstractmethod
     def list_schedules(

@@ -81,7 +81,7 @@ class SchedulesClient:
             )
         return record
 
-    def list(
+    def list_schedules(
         self,
         *,
         trigger_type: str | None = None,
@@ -99,7 +99,9 @@ class SchedulesClient:
         """Every schedule (of the type and status), page by page."""
         after = ""
         while True:
-            page = self.list(trigger_type=trigger_type, status=status, after=after, limit=_PAGE)
+            page = self.list_schedules(
+                trigger_type=trigger_type, status=status, after=after, limit=_PAGE
+            )
             yield from page
             if len(page) < _PAGE:
                 return

@@ -121,7 +121,7 @@ def test_lifecycle_errors_name_the_schedule_and_change_nothing(tmp_path: Path) -
             s.schedules.delete(["hourly", "nope"])
         with pytest.raises(UnknownProgramError):
             s.schedules.create(Schedule(name="x", program="missing", trigger=hourly.trigger))
-        assert [r.name for r in s.schedules.list()] == ["hourly"]
+        assert [r.name for r in s.schedules.list_schedules()] == ["hourly"]
         updated = s.schedules.update("hourly", {"description": "cleans"})
         assert updated.trigger == hourly.trigger
         record = s.schedules.get("hourly")
