@@ -257,3 +257,34 @@ def test_a_fire_run_again_after_a_crash_launches_the_same_run(harness: Harness) 
     assert {t.key for t in harness.client.launches} == {harness.client.launches[0].key}
     program, key = requests.pop()
     assert run_id_for(program, key)
+
+
+def test_a_delay_launches_exactly_its_millis_after_the_first_event(harness: Harness) -> None:
+    from scheduler.schedules import Delay
+
+    harness.create_enabled(on_data(1, constraints=(Delay(millis=90_000),)))
+    harness.clock.now = T0 + HOUR
+    harness.deliver("daily", landed(1, "a"))
+    harness.advance_to(T0 + HOUR + 89_999)
+    assert harness.client.launches == []
+    harness.advance_to(T0 + 2 * HOUR)
+    assert [t.scheduled_ms for t in harness.client.launches] == [T0 + HOUR + 90_000]
+
+
+def test_a_cron_fire_in_a_skipped_dst_hour_fires_once_at_the_shift(harness: Harness) -> None:
+    from datetime import UTC, datetime
+
+    march_28 = int(datetime(2026, 3, 28, 12, tzinfo=UTC).timestamp() * 1000)
+    harness.clock.now = march_28
+    harness.create_enabled(
+        Schedule(
+            name="berlin",
+            program="clean",
+            trigger=Time(cron="30 2 * * *"),
+            time_zone="Europe/Berlin",
+        )
+    )
+    harness.advance_to(march_28 + 48 * HOUR)
+    logical = [t.data["system"]["logical_time"] for t in harness.client.launches]
+    # 02:30 does not exist on 29 March in Berlin: it fires once, at 03:00 CEST (01:00 UTC).
+    assert logical == ["2026-03-29T01:00:00+00:00", "2026-03-30T00:30:00+00:00"]
