@@ -40,6 +40,28 @@ def crashing_worker(mode: str, marker: Path) -> subprocess.Popen[str]:
     )
 
 
+def events_read(settings: dict[str, str]) -> int:
+    """How many events the workers' events group has committed."""
+    from scheduler.logs.kafka import KafkaTaskLog
+
+    log = KafkaTaskLog(
+        bootstrap_servers=settings["SCHEDULER_KAFKA_BOOTSTRAP"],
+        topic=settings["SCHEDULER_TOPIC"] + "-events",
+    )
+    try:
+        lags = log.describe_group(settings["SCHEDULER_GROUP_ID"] + "-events")
+        return sum(lag.committed or 0 for lag in lags)
+    finally:
+        log.close()
+
+
+def idle(run) -> bool:  # type: ignore[no-untyped-def]
+    """No task of the schedule's queue is pending any more."""
+    states = ("--state", "pending", "--state", "running", "--state", "retrying")
+    listed = run("tasks", "list", "--json", "--ordering-id", "schedule:daily", *states)
+    return listed.exit_code == 0 and json.loads(listed.output) == []
+
+
 @pytest.mark.parametrize("mode", ["enqueued", "written"])
 def test_a_worker_killed_mid_fire_gives_exactly_one_run_of_that_fire(
     with_programs, run, worker, tmp_path, mode
@@ -82,3 +104,41 @@ def test_a_worker_killed_mid_fire_gives_exactly_one_run_of_that_fire(
         from scheduler.model import from_epoch_ms
 
         assert logical.count(from_epoch_ms(first).isoformat()) == 1
+
+
+def test_partitions_published_on_kafka_launch_a_partition_schedule_once(
+    with_programs, run, worker, tmp_path
+) -> None:
+    worker()
+    wait_for(lambda: run("schedules", "list").exit_code == 0, timeout=120)
+    schedules = tmp_path / "schedules.json"
+    schedules.write_text(
+        json.dumps(
+            {
+                "name": "daily",
+                "program": "hello",
+                "trigger": {"type": "PARTITION", "dataset": "clicks", "numPartitions": 3},
+            }
+        )
+    )
+    assert run("schedules", "create", str(schedules), "--wait", "120").exit_code == 0
+    published = run("events", "publish-partition", "clicks", "h1", "h2")
+    assert published.exit_code == 0, published.output
+    wait_for(lambda: events_read(with_programs) == 1, timeout=120)
+    wait_for(lambda: idle(run), timeout=120)  # the disabled schedule dropped them
+    assert run("schedules", "enable", "daily", "--wait", "120").exit_code == 0
+    assert run("events", "publish-partition", "clicks", "h3", "h4").exit_code == 0
+    wait_for(lambda: json.loads(run("schedules", "jobs", "daily", "--json").output), timeout=120)
+    assert run("events", "publish-partition", "clicks", "h5").exit_code == 0
+
+    def runs() -> list[dict]:
+        listed = run("runs", "list", "--json", "--program", "hello")
+        return json.loads(listed.output) if listed.exit_code == 0 else []
+
+    done = wait_for(lambda: [r for r in runs() if r["status"] == "COMPLETED"], timeout=180)
+    assert [r["started_by"] for r in done] == ["schedule:daily"]
+    assert json.loads(done[0]["arguments"]["_triggering.partitions"]) == [
+        {"dataset": "clicks", "count": 3}
+    ]
+    listed = json.loads(run("schedules", "list", "--triggered-by", "nope", "--json").output)
+    assert listed == []
