@@ -202,6 +202,10 @@ class ScheduleExecutor:
         job = None if record is None else self._job(record, str(task.data["request_key"]))
         if record is None or job is None or job.state is not JobState.PENDING_LAUNCH:
             return
+        if job.revision != record.revision:  # updated since: the old job does not wait on
+            reason = "launch refused after the schedule was updated"
+            self._write_job(job.model_copy(update={"state": JobState.OBSOLETE, "reason": reason}))
+            return
         waits = any(
             isinstance(c, Concurrency) and c.wait_until_met for c in record.schedule.constraints
         )

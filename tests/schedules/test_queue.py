@@ -288,3 +288,21 @@ def test_a_cron_fire_in_a_skipped_dst_hour_fires_once_at_the_shift(harness: Harn
     logical = [t.data["system"]["logical_time"] for t in harness.client.launches]
     # 02:30 does not exist on 29 March in Berlin: it fires once, at 03:00 CEST (01:00 UTC).
     assert logical == ["2026-03-29T01:00:00+00:00", "2026-03-30T00:30:00+00:00"]
+
+
+def test_a_launch_refused_after_an_update_leaves_the_old_job_obsolete(harness: Harness) -> None:
+    from scheduler.model import Task
+
+    waits = (Concurrency(max_concurrency=1, wait_until_met=True),)
+    harness.create_enabled(on_data(1, constraints=waits))
+    harness.deliver("daily", landed(1, "a"))
+    first = harness.client.launches[0]
+    harness.clock.now += 1
+    harness.change("daily", "update", on_data(2, constraints=waits))
+    refusal = first.data | {"op": "launch-refused", "active": 1, "limit": 1}
+    harness.client.schedule_task(
+        Task(queue("daily"), first.scheduled_time, "launch-refused:x", refusal)
+    )
+    harness.run_due()
+    assert [j.state for j in harness.store.jobs("daily")] == [JobState.OBSOLETE]
+    assert harness.store.names_for_key("run-end:rollup") == []
