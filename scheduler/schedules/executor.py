@@ -34,7 +34,7 @@ from scheduler.schedules.catchup import fires_to_run
 from scheduler.schedules.constraints import ConstraintContext, FinishedRun
 from scheduler.schedules.events import Event, PartitionsAdded, RunEnded, TimeFired
 from scheduler.schedules.job import Effect, Job, JobState
-from scheduler.schedules.model import Concurrency, RunStatus, Schedule
+from scheduler.schedules.model import Concurrency, LastRun, RunStatus, Schedule
 from scheduler.schedules.tasks import SCHEDULES_EXECUTOR, check_task, fire_task, timeout_task
 
 logger = logging.getLogger(__name__)
@@ -103,13 +103,22 @@ class ScheduleExecutor:
     def _job(self, record: ScheduleRecord, key: str) -> Job | None:
         return next((j for j in self.store.jobs(record.name) if j.key == key), None)
 
-    def context(self, program: str) -> ConstraintContext:
+    def context(self, schedule: Schedule) -> ConstraintContext:
+        """What the schedule's constraints need to know of its program's runs, and no more: a
+        schedule without concurrency or last-run constraints reads no run."""
+        kinds = {type(c) for c in schedule.constraints}
+        if not kinds & {Concurrency, LastRun}:
+            return ConstraintContext()
+        program = schedule.program
+        active = len(self.runs.active(program))
+        if LastRun not in kinds:
+            return ConstraintContext(active_runs=active)
         ended = self.runs.list_runs(program=program, statuses=_ENDED, limit=1)
         completed = self.runs.list_runs(
             program=program, statuses={ProgramRunStatus.COMPLETED}, limit=1
         )
         return ConstraintContext(
-            active_runs=len(self.runs.active(program)),
+            active_runs=active,
             last_run=_finished(ended[0]) if ended else None,
             last_completed=_finished(completed[0]) if completed else None,
         )
@@ -161,9 +170,7 @@ class ScheduleExecutor:
                     waiting.revision == record.revision
                     and waiting.state is JobState.PENDING_CONSTRAINT
                 ):
-                    after, effects = jobs.recheck(
-                        waiting, self.context(record.schedule.program), now
-                    )
+                    after, effects = jobs.recheck(waiting, self.context(record.schedule), now)
                     self.carry_out(record, after, effects, now, task)
             self._stop_waiting_if_idle(record)
 
@@ -188,7 +195,7 @@ class ScheduleExecutor:
             return
         now = max(self.clock(), task.scheduled_ms)
         if op == "check":
-            after, effects = jobs.recheck(job, self.context(record.schedule.program), now)
+            after, effects = jobs.recheck(job, self.context(record.schedule), now)
         else:
             after, effects = jobs.expire(job, now)
         self.carry_out(record, after, effects, now, task)
@@ -238,7 +245,7 @@ class ScheduleExecutor:
             effect = pending.pop(0)
             if isinstance(effect, jobs.CheckConstraints):
                 if effect.at_ms <= now:
-                    job, more = jobs.recheck(job, self.context(job.schedule.program), now)
+                    job, more = jobs.recheck(job, self.context(job.schedule), now)
                     pending.extend(more)
                 else:
                     self._enqueue(check_task(record.name, job.revision, job.key, effect.at_ms))

@@ -306,3 +306,22 @@ def test_a_launch_refused_after_an_update_leaves_the_old_job_obsolete(harness: H
     harness.run_due()
     assert [j.state for j in harness.store.jobs("daily")] == [JobState.OBSOLETE]
     assert harness.store.names_for_key("run-end:rollup") == []
+
+
+def test_a_last_run_constraint_waits_until_its_millis_after_the_last_completed_run(
+    harness: Harness,
+) -> None:
+    from scheduler.schedules import LastRun
+
+    harness.create_enabled(on_data(1, constraints=(LastRun(millis=HOUR, wait_until_met=True),)))
+    run = harness.start_run("rollup", "earlier")
+    harness.runs.transition(
+        run.with_status(ProgramRunStatus.COMPLETED, ended_ms=T0 + 10 * MIN),
+        {ProgramRunStatus.RUNNING},
+    )
+    harness.clock.now = T0 + 20 * MIN
+    harness.deliver("daily", landed(1, "a"))
+    harness.advance_to(T0 + 70 * MIN - 1)
+    assert harness.client.launches == []
+    harness.advance_to(T0 + 2 * HOUR)
+    assert [t.scheduled_ms for t in harness.client.launches] == [T0 + 70 * MIN]
