@@ -231,6 +231,24 @@ LAUNCH_LATENCY = Histogram(
 )
 
 
+# Schedules (scheduler.schedules). Their launch latency, from the event or fire that satisfied
+# the trigger to the run's start, is scheduler_run_launch_latency_seconds: a schedule's launch
+# request is timed by that event.
+SCHEDULE_FIRES = Counter(
+    "scheduler_schedule_fires_total", "Cron fires handled by schedules (caught-up ones too)."
+)
+SCHEDULE_JOBS = Counter(
+    "scheduler_schedule_jobs_total",
+    "Schedule jobs written in a state (PENDING_TRIGGER, PENDING_CONSTRAINT, PENDING_LAUNCH, "
+    "ABORTED, TIMED_OUT, OBSOLETE), by state.",
+    ["state"],
+)
+CONSTRAINT_ABORTS = Counter(
+    "scheduler_schedule_constraint_aborts_total",
+    "Schedule jobs aborted by a constraint that does not wait (or a refused launch).",
+)
+
+
 def reference() -> str:
     """The Markdown table of every `scheduler_*` metric, as docs/metrics.md holds it."""
     rows = ["| metric | type | meaning |", "| --- | --- | --- |"]

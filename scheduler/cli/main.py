@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "programs": "scheduler.cli.programs:programs",
     "runs": "scheduler.cli.programs:runs",
     "events": "scheduler.cli.programs:events",
+    "schedules": "scheduler.cli.schedules:schedules",
 }
 """Subcommand name -> `module:attribute` of its click command."""
 

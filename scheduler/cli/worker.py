@@ -147,4 +147,7 @@ def _with_programs(
         return None
     programs = worker_programs(settings, log=log, store=store, routes=executor.routes)
     executor.routes["workflow"] = programs.executor
+    from scheduler.schedules.runtime import worker_schedules
+
+    programs.also_close.append(worker_schedules(settings, programs, store, executor.routes).close)
     return programs
