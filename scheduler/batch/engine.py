@@ -281,12 +281,14 @@ class BatchExecutor:
             return
         first, stop = int(data["first_ms"]), int(data["stop_ms"])
         todo = [(str(data["job"]), first, stop)]
-        seen: set[str] = set()
+        seen: set[tuple[str, int, int]] = set()
         while todo:
             job, lo, hi = todo.pop()
-            if job in seen or job not in session.states:
+            state = session.states.get(job)
+            # A chain of self-dependencies walks to the job's end, and no further.
+            if (job, lo, hi) in seen or state is None or lo >= state.grid.end:
                 continue
-            seen.add(job)
+            seen.add((job, lo, hi))
             session.put(rerun(session.states[job], lo, hi))
             if data.get("with_dependants"):
                 todo.extend(_dependants(session.config, job, lo, hi))

@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "programs": "scheduler.cli.programs:programs",
     "runs": "scheduler.cli.programs:runs",
     "events": "scheduler.cli.programs:events",
+    "jobs": "scheduler.cli.jobs:jobs",
 }
 """Subcommand name -> `module:attribute` of its click command."""
 

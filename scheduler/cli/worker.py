@@ -12,6 +12,7 @@ import click
 from scheduler.cli.context import CliState, pass_state
 
 if TYPE_CHECKING:
+    from scheduler.batch.runtime import BatchRuntime
     from scheduler.executors.abc import Executor
     from scheduler.logs.abc import TaskLog
     from scheduler.programs.runtime import WorkerPrograms
@@ -106,6 +107,9 @@ def worker(
         programs = _with_programs(settings, task_executor, log, store)
         if programs is not None:
             stack.callback(programs.close)
+        batch = _with_batch(settings, task_executor, programs, store)
+        if batch is not None:
+            stack.callback(batch.close)
         running = Worker(
             log=log,
             store=store,
@@ -129,6 +133,8 @@ def worker(
 
         if programs is not None and programs.subscriber is not None:
             programs.subscriber.start()
+        if batch is not None:
+            batch.start()
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
 
@@ -142,8 +148,24 @@ def _with_programs(
     from scheduler.executors.registry import RoutingExecutor
     from scheduler.programs.runtime import worker_programs
 
-    if not isinstance(executor, RoutingExecutor) or settings.programs_file is None:
+    if not isinstance(executor, RoutingExecutor) or (
+        settings.programs_file is None and settings.batch_file is None
+    ):
         return None
     programs = worker_programs(settings, log=log, store=store, routes=executor.routes)
     executor.routes["workflow"] = programs.executor
     return programs
+
+
+def _with_batch(
+    settings: Settings, executor: Executor, programs: WorkerPrograms | None, store: TaskStore
+) -> BatchRuntime | None:
+    """Add the `batch` route (batch jobs, docs/batch-jobs.md) beside the programs when a batch
+    file is set."""
+    from scheduler.batch.runtime import worker_batch
+    from scheduler.executors.registry import RoutingExecutor
+
+    if programs is None or settings.batch_file is None:
+        return None
+    assert isinstance(executor, RoutingExecutor)
+    return worker_batch(settings, executor, programs, store)
