@@ -244,6 +244,7 @@ BATCH_OLDEST_PENDING = Gauge(
     ["job"],
 )
 
+
 def reference() -> str:
     """The Markdown table of every `scheduler_*` metric, as docs/metrics.md holds it."""
     rows = ["| metric | type | meaning |", "| --- | --- | --- |"]
