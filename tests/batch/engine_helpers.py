@@ -76,14 +76,20 @@ class Batch:
 
 @contextmanager
 def batch_engine(
-    tmp_path: Path, *, at: str = "2000-01-02 00:00:00", file: Path | None = None
+    tmp_path: Path,
+    *,
+    at: str = "2000-01-02 00:00:00",
+    file: Path | None = None,
+    wall_clock: bool = False,
 ) -> Iterator[Batch]:
     routes: dict[str, Executor] = {"command": CommandExecutor(log_dir=str(tmp_path / "logs"))}
     router = RoutingExecutor(routes, default="command")
     engine = TestEngine(router, data_dir=tmp_path / "data", partitions=4, settings=TEST_SETTINGS)
     programs = embedded_programs(engine, router, ProgramCatalog())
     clock = Clock(at)
-    runtime = embedded_batch(engine, router, programs, file=file, clock=clock)
+    runtime = embedded_batch(
+        engine, router, programs, file=file, clock=now_ms if wall_clock else clock
+    )
     with ExitStack() as stack:
         stack.callback(runtime.close)
         stack.callback(programs.close)  # if the engine does not start

@@ -204,3 +204,59 @@ def test_a_retry_waits_its_delay_and_a_rerun_runs_succeeded_partitions_again(
     assert [(a.attempt, a.status) for a in history] == [
         (3, AttemptStatus.SUCCEEDED), (2, AttemptStatus.SUCCEEDED), (1, AttemptStatus.FAILED),
     ]  # fmt: skip
+
+
+def test_recover_records_a_run_that_ended_unwatched_and_launches_one_never_sent(
+    tmp_path: Path,
+) -> None:
+    from scheduler.batch.engine import run_id_of
+    from scheduler.batch.state import start
+    from scheduler.batch.store import Attempt
+    from scheduler.programs.model import Run, StartedBy
+
+    job = seed_job("a", command=TRUE, end_partition="2000-01-01 02:00:00", max_parallelism=0)
+    with batch_engine(tmp_path) as b:
+        b.load(seed_config(job))
+        config = b.settle(lambda: b.jobs.configuration())
+        a = config.job("a")
+        first, second = hours(0, 2)
+        # As a worker that died left it: both RUNNING, the first's run ended, the second's
+        # launch never made durable.
+        state = start(start(b.states()["a"], a, first, 1), a, second, 1)
+        b.runtime.store.save_states({"a": state})
+        for partition in (first, second):
+            b.runtime.store.record_attempt(
+                Attempt("a", partition, 1, run_id_of(a, partition, 1), AttemptStatus.RUNNING, 1)
+            )
+        b.runs.create(
+            Run(run_id_of(a, first, 1), "batch-command", StartedBy(StarterKind.BATCH_JOB, "a"),
+                {}, RunStatus.COMPLETED, 1, 1, 1, 2)
+        )  # fmt: skip
+        b.send("recover")
+        b.settle(lambda: finished(b, "a", 2))
+        runs = b.runs.list_runs()
+    assert sorted(r.run_id for r in runs) == sorted(run_id_of(a, p, 1) for p in (first, second))
+
+
+def test_partitions_start_when_their_time_comes_from_wake_tasks_alone(tmp_path: Path) -> None:
+    from scheduler.batch.durations import format_partition
+    from scheduler.engine.clock import now_ms
+
+    begin = now_ms() // 1000 * 1000 + 3000
+    job = seed_job(
+        "a",
+        command=TRUE,
+        increment="1 seconds",
+        start_partition=format_partition(begin),
+        end_partition=format_partition(begin + 3000),
+    )
+    with batch_engine(tmp_path, wall_clock=True) as b:
+        b.load(seed_config(job))
+        assert b.settle(lambda: b.jobs.configuration())
+        assert b.runs.list_runs() == []  # nothing is due yet
+        b.settle(lambda: finished(b, "a", 3), timeout=30)
+        runs = b.runs.list_runs()
+    # Partition P starts once P + 1 s has come, never before.
+    for run in runs:
+        partition = int(run.arguments["_partition"])
+        assert (run.started_ms or 0) >= partition + 1000
