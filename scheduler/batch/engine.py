@@ -113,6 +113,7 @@ class BatchExecutor:
         self.clock = clock
         """What the decisions read as now (epoch ms); tests step it."""
         self.timeout_s = timeout_s
+        self._parsed: tuple[str, Configuration] | None = None
 
     # -- tasks ----------------------------------------------------------------------------
 
@@ -144,11 +145,21 @@ class BatchExecutor:
 
     def _read(self) -> _Session:
         stored = self.store.configuration(self.name)
-        config = None if stored is None else parse_configuration(stored.text)
+        config = None if stored is None else self._parse(stored.text)
         return _Session(stored, config, self.store.states(self.name))
 
+    def _parse(self, text: str) -> Configuration:
+        # Every task reads the configuration in force: parse a text once, not per task.
+        if self._parsed is None or self._parsed[0] != text:
+            self._parsed = (text, parse_configuration(text))
+        return self._parsed[1]
+
     def _write(self, session: _Session) -> None:
-        changed = {job: session.states[job] for job in session.changed if job in session.states}
+        changed = {
+            job: session.states[job]
+            for job in session.changed
+            if job in session.states and job not in session.removed
+        }
         if changed or session.removed:
             self.store.save_states(changed, self.name, removed=session.removed)
         for job in session.removed:
@@ -247,6 +258,8 @@ class BatchExecutor:
         now = self.clock()
         state, outcome = finish(state, partition, succeeded, now, reason)
         session.put(state)
+        if session.config is not None and job not in session.config.by_name and not state.running:
+            session.removed.add(job)  # removed by a reload: its last run has ended
         self.store.record_attempt(
             Attempt(
                 job, partition, attempt, str(data["run_id"]), _OUTCOME_STATUS[outcome],

@@ -10,6 +10,7 @@ from scheduler.batch.store import AttemptStatus
 from scheduler.programs.model import RunStatus, StarterKind
 from tests.batch.engine_helpers import PY, Batch, batch_engine
 from tests.batch.helpers import P, seed_config, seed_job
+from tests.cli.helpers import wait_for
 
 TRUE = [PY, "-c", "pass"]
 FALSE = [PY, "-c", "import sys; sys.exit(3)"]
@@ -260,3 +261,26 @@ def test_partitions_start_when_their_time_comes_from_wake_tasks_alone(tmp_path: 
     for run in runs:
         partition = int(run.arguments["_partition"])
         assert (run.started_ms or 0) >= partition + 1000
+
+
+def test_a_job_removed_by_a_reload_keeps_its_run_and_its_state_goes_when_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "go"
+    wait = [PY, "-c", f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)"]
+    kept = seed_job("kept", command=TRUE, end_partition="2000-01-01 01:00:00")
+    gone = seed_job("gone", command=wait, end_partition="2000-01-01 01:00:00")
+    with batch_engine(tmp_path) as b:
+        b.load(seed_config(kept, gone))
+        # The engine is busy while `gone` runs: wait on the store, not for idle.
+        assert wait_for(lambda: b.states().get("gone") and b.states()["gone"].running)
+        b.load(seed_config(kept))
+        assert wait_for(lambda: len(b.jobs.configuration().jobs) == 1)  # type: ignore[union-attr]
+        assert "gone" in b.states()  # its run goes on, and counts
+        gate.touch()
+        b.settle(lambda: "gone" not in b.states())
+        runs = b.runs.list_runs()
+    assert {(r.started_by.name, r.status) for r in runs} == {
+        ("kept", RunStatus.COMPLETED),
+        ("gone", RunStatus.COMPLETED),
+    }
