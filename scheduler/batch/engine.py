@@ -339,20 +339,20 @@ class BatchExecutor:
         for chosen in runnable(effective, session.states, now):
             job = config.job(chosen.job)
             state = self._start(session.states[chosen.job], job, chosen.partition, now)
-            attempt = state.running[chosen.partition].attempt
-            request = launch_request(chosen, attempt, self.name, self._engine_ms(now))
+            number = state.running[chosen.partition].attempt
+            request = launch_request(chosen, number, self.name, self._engine_ms(now))
             futures.append(self.client.schedule_task(request.task()))
             session.put(state)
             attempts.append(
                 Attempt(
-                    chosen.job, chosen.partition, attempt, request.run_id,
+                    chosen.job, chosen.partition, number, request.run_id,
                     AttemptStatus.RUNNING, now,
                 )
             )  # fmt: skip
         for future in futures:  # durable before the states say RUNNING
             future.result(self.timeout_s)
-        for attempt in attempts:
-            self.store.record_attempt(attempt, self.name)
+        for made in attempts:
+            self.store.record_attempt(made, self.name)
         wake = _next_wake(effective, session.states, now)
         if wake is not None and wake != session.stored.wake_ms:
             self._enqueue(control_task(self.name, "wake", self._engine_ms(wake), "wake"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,7 @@ def list_jobs(state: CliState, as_json: bool) -> None:
                     "name": r.name,
                     "paused": r.paused,
                     "max_parallelism": r.max_parallelism,
-                    **{k: getattr(r.counts, k) for k in r.counts.__slots__},  # type: ignore[attr-defined]
+                    **asdict(r.counts),
                 }
                 for r in rows
             ]
