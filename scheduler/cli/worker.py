@@ -165,7 +165,17 @@ def _with_batch(
     from scheduler.batch.runtime import worker_batch
     from scheduler.executors.registry import RoutingExecutor
 
-    if programs is None or settings.batch_file is None:
+    if settings.batch_file is None:
         return None
-    assert isinstance(executor, RoutingExecutor)
+    if programs is None or not isinstance(executor, RoutingExecutor):
+        logger.warning(
+            "batch_file is set but executor %r cannot run batch jobs; use SCHEDULER_EXECUTOR=auto",
+            settings.executor,
+        )
+        return None
+    if programs.subscriber is None:
+        logger.warning(
+            "batch_file is set but events_subscriber is off: this worker launches partitions "
+            "but never records their ends; turn events_subscriber on"
+        )
     return worker_batch(settings, executor, programs, store)
