@@ -167,7 +167,10 @@ class BatchExecutor:
         if session.config_changed and session.stored is not None:
             self.store.save_configuration(session.stored, self.name)
         if session.config is not None:
-            batch_metrics.observe(session.config, session.states, self.clock())
+            every = session.config_changed and not session.changed
+            batch_metrics.observe(
+                session.config, session.states, self.clock(), None if every else session.changed
+            )
 
     # -- configuration ----------------------------------------------------------------------
 

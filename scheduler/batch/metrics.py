@@ -1,8 +1,10 @@
-"""The batch jobs' gauges (`scheduler_batch_*`), set after each decision of the batch queue."""
+"""The batch jobs' gauges (`scheduler_batch_*`), set after each task of the batch queue for the
+jobs it changed (for every job at a wake, when ages move on)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 from scheduler import metrics
 from scheduler.batch.config import Configuration
@@ -14,12 +16,21 @@ _STATES = (
 )  # fmt: skip
 
 
-def observe(config: Configuration, states: Mapping[str, JobState], now: int) -> None:
-    """Set the gauges of every job of `config` from `states` at `now`."""
+def observe(
+    config: Configuration,
+    states: Mapping[str, JobState],
+    now: int,
+    jobs: Collection[str] | None = None,
+) -> None:
+    """Set the gauges of `jobs` (default: every job of `config`) from `states` at `now`."""
     for job in config.jobs:
-        counts = summary(config, states, job.name, now)
-        for state in _STATES:
-            metrics.BATCH_PARTITIONS.labels(job.name, state).set(getattr(counts, state))
+        state = states.get(job.name)
+        if state is None or (jobs is not None and job.name not in jobs):
+            continue
+        # A summary reads one job's state: a one-job configuration keeps it O(1) in the jobs.
+        counts = summary(replace(config, jobs=(job,)), {job.name: state}, job.name, now)
+        for name in _STATES:
+            metrics.BATCH_PARTITIONS.labels(job.name, name).set(getattr(counts, name))
         oldest = counts.oldest_pending
         age = 0.0 if oldest is None else max(now - oldest, 0) / 1000
         metrics.BATCH_OLDEST_PENDING.labels(job.name).set(age)

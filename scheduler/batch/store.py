@@ -23,12 +23,14 @@ Methods may raise `BackendUnavailableError` after the adapter's own retries are 
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.batch.codec import decode_state
 from scheduler.batch.state import JobState
 
 DEFAULT_NAME = "default"
@@ -126,6 +128,13 @@ class Attempt:
 
 def dumps(data: Mapping[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def read_state(text: str) -> JobState:
+    """The state stored as `text`. Every task of the batch queue reads every job's state and
+    changes a few: an unchanged text is decoded once (states are immutable, so sharing is safe)."""
+    return decode_state(json.loads(text))
 
 
 class BatchStore(ABC):

@@ -113,9 +113,9 @@ def run(options: BenchOptions) -> ScenarioResult:
     client = _Launches()
     executor = BatchExecutor(
         store=store,
-        runs=_NoRuns(),
-        client=client,
-        clock=lambda: now[0],  # type: ignore[arg-type]
+        runs=_NoRuns(),  # type: ignore[arg-type]
+        client=client,  # type: ignore[arg-type]
+        clock=lambda: now[0],
     )
     rss = RssSampler(os.getpid()).start()
     try:

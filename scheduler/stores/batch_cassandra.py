@@ -17,7 +17,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from scheduler.batch.codec import decode_state, encode_state
+from scheduler.batch.codec import encode_state
 from scheduler.batch.state import JobState
 from scheduler.batch.store import (
     DEFAULT_NAME,
@@ -25,6 +25,7 @@ from scheduler.batch.store import (
     BatchStore,
     StoredConfiguration,
     dumps,
+    read_state,
 )
 from scheduler.stores import _cassandra_session as driver
 from scheduler.stores.cassandra import CassandraTaskStore
@@ -99,7 +100,7 @@ class CassandraBatchStore(BatchStore):
 
     def states(self, name: str = DEFAULT_NAME) -> dict[str, JobState]:
         rows = self._one("states", (name,), f"read batch states of {name}")
-        return {job: decode_state(json.loads(state)) for job, state in rows}
+        return {job: read_state(state) for job, state in rows}
 
     def save_states(
         self,

@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from scheduler._sqlite_open import open_wal, rollback, unavailable
-from scheduler.batch.codec import decode_state, encode_state
+from scheduler.batch.codec import encode_state
 from scheduler.batch.state import JobState
 from scheduler.batch.store import (
     DEFAULT_NAME,
@@ -17,6 +17,7 @@ from scheduler.batch.store import (
     BatchStore,
     StoredConfiguration,
     dumps,
+    read_state,
 )
 
 _SCHEMA = """
@@ -68,7 +69,7 @@ class SqliteBatchStore(BatchStore):
 
     def states(self, name: str = DEFAULT_NAME) -> dict[str, JobState]:
         rows = self._read("SELECT job, state FROM batch_states WHERE name = ?", (name,))
-        return {job: decode_state(json.loads(state)) for job, state in rows}
+        return {job: read_state(state) for job, state in rows}
 
     def save_states(
         self,
