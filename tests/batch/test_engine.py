@@ -284,3 +284,25 @@ def test_a_job_removed_by_a_reload_keeps_its_run_and_its_state_goes_when_the_run
         ("kept", RunStatus.COMPLETED),
         ("gone", RunStatus.COMPLETED),
     }
+
+
+def test_a_wake_applies_retention_to_the_history_and_the_gauges_count_partitions(
+    tmp_path: Path,
+) -> None:
+    from scheduler import metrics
+
+    job = seed_job("a", command=TRUE, end_partition="2000-01-01 06:00:00", retention="2 hours")
+    with batch_engine(tmp_path) as b:
+        b.load(seed_config(job))
+        b.settle(lambda: finished(b, "a", 6))
+        assert len(b.jobs.history("a")) == 6
+        b.send("wake")
+        b.engine.join(include_future=False)
+        kept = [a.partition for a in b.jobs.history("a")]
+        views = b.jobs.partitions("a")
+    # The newest due partition is 05:00: retention keeps the history from 03:00 on.
+    assert kept == hours(3, 6)[::-1]
+    assert {v.status for v in views} == {Status.SUCCEEDED}  # successes outlive their history
+    assert metrics.BATCH_PARTITIONS.labels("a", "succeeded")._value.get() == 6
+    assert metrics.BATCH_PARTITIONS.labels("a", "running")._value.get() == 0
+    assert metrics.BATCH_OLDEST_PENDING.labels("a")._value.get() == 0
