@@ -249,6 +249,20 @@ CONSTRAINT_ABORTS = Counter(
 )
 
 
+# Batch jobs (scheduler.batch).
+BATCH_PARTITIONS = Gauge(
+    "scheduler_batch_partitions",
+    "Partitions of each batch job by state (succeeded, marked_success, running, failed, removed, "
+    "waiting_time, pending), as of the batch queue's last decision.",
+    ["job", "state"],
+)
+BATCH_OLDEST_PENDING = Gauge(
+    "scheduler_batch_oldest_pending_seconds",
+    "Age of each batch job's oldest due partition not done, running or failed (0 when none).",
+    ["job"],
+)
+
+
 def reference() -> str:
     """The Markdown table of every `scheduler_*` metric, as docs/metrics.md holds it."""
     rows = ["| metric | type | meaning |", "| --- | --- | --- |"]

@@ -290,6 +290,17 @@ class Settings(BaseSettings):
     events_subscriber: bool = True
     """Whether workers read the events topic (`<topic>-events`) and hand events to the
     registered handlers (the schedules)."""
+    batch_file: Annotated[Path | None, EmptyOnlyIsNone] = None
+    """The batch jobs' JSON configuration file (docs/batch-jobs.md). Workers poll it every
+    `new_configuration_polling_time` of the configuration in force: a valid file is applied and
+    renamed `<file>_IMPORTED`, an invalid one is logged and left in place. Workers with the
+    `auto` executor run batch jobs when it is set (or when a configuration was loaded)."""
+    batch_name: str = "default"
+    """The name the batch configuration is stored under; its tasks run in queue
+    `batch:<name>`."""
+    batch_poll_s: Annotated[float, Field(gt=0)] = 120.0
+    """How often the batch file is polled before any configuration is in force (the seed's
+    default `new_configuration_polling_time` of 2 minutes)."""
 
     # -- observability ---------------------------------------------------------------------
     log_level: Annotated[

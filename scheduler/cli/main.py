@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "runs": "scheduler.cli.programs:runs",
     "events": "scheduler.cli.programs:events",
     "schedules": "scheduler.cli.schedules:schedules",
+    "jobs": "scheduler.cli.jobs:jobs",
 }
 """Subcommand name -> `module:attribute` of its click command."""
 
