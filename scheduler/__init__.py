@@ -49,6 +49,25 @@ if TYPE_CHECKING:
     from scheduler.executors.abc import ExecutionContext, Executor
     from scheduler.model import Attempt, AttemptOutcome, Task, TaskKey, TaskState, TaskStatus
     from scheduler.runtime import connect
+    from scheduler.schedules.client import SchedulesClient
+    from scheduler.schedules.errors import (
+        ScheduleConflictError,
+        ScheduleError,
+        ScheduleNotFoundError,
+    )
+    from scheduler.schedules.model import (
+        And,
+        CatchUp,
+        Concurrency,
+        Delay,
+        LastRun,
+        Or,
+        Partition,
+        ProgramStatus,
+        Schedule,
+        Time,
+        TimeRange,
+    )
     from scheduler.worker import Worker
 
 _HOMES = {
@@ -76,26 +95,58 @@ _HOMES = {
     "scheduler.executors.abc": ["ExecutionContext", "Executor"],
     "scheduler.model": ["Attempt", "AttemptOutcome", "Task", "TaskKey", "TaskState", "TaskStatus"],
     "scheduler.runtime": ["connect"],
+    "scheduler.schedules.client": ["SchedulesClient"],
+    "scheduler.schedules.errors": [
+        "ScheduleConflictError",
+        "ScheduleError",
+        "ScheduleNotFoundError",
+    ],
+    "scheduler.schedules.model": [
+        "And",
+        "CatchUp",
+        "Concurrency",
+        "Delay",
+        "LastRun",
+        "Or",
+        "Partition",
+        "ProgramStatus",
+        "Schedule",
+        "Time",
+        "TimeRange",
+    ],
     "scheduler.worker": ["Worker"],
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
+    "And",
     "Attempt",
     "AttemptOutcome",
     "BackendUnavailableError",
     "BulkResult",
+    "CatchUp",
+    "Concurrency",
     "ConfigurationError",
+    "Delay",
     "EmbeddedScheduler",
     "EngineSettings",
     "ExecutionContext",
     "Executor",
     "InvalidTaskKeyError",
+    "LastRun",
     "NaiveDatetimeError",
+    "Or",
+    "Partition",
     "PartitionCountMismatchError",
+    "ProgramStatus",
     "RetryPolicy",
+    "Schedule",
+    "ScheduleConflictError",
+    "ScheduleError",
+    "ScheduleNotFoundError",
     "SchedulerClient",
     "SchedulerError",
+    "SchedulesClient",
     "StoreReplacedError",
     "Task",
     "TaskCancelledError",
@@ -107,6 +158,8 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "TaskTimeoutError",
+    "Time",
+    "TimeRange",
     "TopicMissingError",
     "TopicReplacedError",
     "UnknownExecutorError",

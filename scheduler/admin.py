@@ -22,7 +22,7 @@ from scheduler.model import (
     TaskKey,
     TaskState,
     TaskStatus,
-    from_epoch_ms,
+    iso_ms,
 )
 from scheduler.partitioning import partition_for
 from scheduler.stores.abc import TaskStore, TaskView
@@ -42,8 +42,8 @@ CHANGES: dict[str, tuple[frozenset[TaskState], str]] = {
         "only finished (succeeded, failed or cancelled) tasks can be rerun",
     ),
     "cancel": (
-        frozenset({TaskState.PENDING, TaskState.RETRYING}),
-        "only pending or retrying tasks can be cancelled",
+        frozenset({TaskState.PENDING, TaskState.RUNNING, TaskState.RETRYING}),
+        "only pending, running or retrying tasks can be cancelled",
     ),
 }
 """Each change an operator makes to tasks by key: the states it applies to, and the rule said
@@ -150,15 +150,15 @@ def request_changes(
 
 
 def describe_key(key: TaskKey) -> str:
-    """The three values that name a task on the command line."""
-    return f"{key.ordering_id} {iso(key.scheduled_ms)} {key.uniqueness_key}"
+    """The key as every command takes it, and as logs print it."""
+    return str(key)
 
 
 def iso(ms: int | None) -> str:
     """Epoch milliseconds as ISO 8601 UTC with milliseconds and a Z, or '-'."""
     if ms is None:
         return "-"
-    return from_epoch_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_ms(ms)
 
 
 def status_dict(view: TaskView) -> dict[str, object]:
@@ -166,6 +166,7 @@ def status_dict(view: TaskView) -> dict[str, object]:
     status: TaskStatus | None = view.status
     key = view.task.key
     return {
+        "key": str(key),
         "partition": view.partition,
         "ordering_id": key.ordering_id,
         "scheduled_time": iso(key.scheduled_ms),

@@ -78,9 +78,9 @@ class EmbeddedScheduler:
         self._running = False
 
     def start(self, wait_for_assignment_s: float = 30.0) -> EmbeddedScheduler:
-        self.worker.start()
         self._running = True
         try:
+            self.worker.start()  # a log refusing the worker (another process on it) raises here
             if not self.worker.wait_until_assigned(wait_for_assignment_s):
                 raise TimeoutError(
                     f"the embedded worker was not assigned its partitions within "
@@ -91,11 +91,13 @@ class EmbeddedScheduler:
             raise
         return self
 
-    def stop(self) -> None:
+    def stop(self, *, now: bool = False) -> None:
+        """Stop the worker (running tasks get `shutdown_deadline_s`, or none with `now=True`,
+        and go back to pending if cancelled), then close the backends."""
         if self._running:
             self._running = False
             self.client.close()
-            self.worker.stop()
+            self.worker.stop(now=now)
             self.store.close()
             self.log.close()
         if self._temporary:

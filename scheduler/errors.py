@@ -85,3 +85,8 @@ class UnknownProgramError(TaskRejected, LookupError):
 
 class RunNotFoundError(SchedulerError, LookupError):
     """A run id the run store does not hold (never made, or expired)."""
+
+
+class SparkTaskError(SchedulerError):
+    """A Spark task of a job raised in Python; the message starts with that exception's line,
+    then Spark's own report (the whole traceback) follows."""

@@ -231,6 +231,38 @@ LAUNCH_LATENCY = Histogram(
 )
 
 
+# Schedules (scheduler.schedules). Their launch latency, from the event or fire that satisfied
+# the trigger to the run's start, is scheduler_run_launch_latency_seconds: a schedule's launch
+# request is timed by that event.
+SCHEDULE_FIRES = Counter(
+    "scheduler_schedule_fires_total", "Cron fires handled by schedules (caught-up ones too)."
+)
+SCHEDULE_JOBS = Counter(
+    "scheduler_schedule_jobs_total",
+    "Schedule jobs written in a state (PENDING_TRIGGER, PENDING_CONSTRAINT, PENDING_LAUNCH, "
+    "ABORTED, TIMED_OUT, OBSOLETE), by state.",
+    ["state"],
+)
+CONSTRAINT_ABORTS = Counter(
+    "scheduler_schedule_constraint_aborts_total",
+    "Schedule jobs aborted by a constraint that does not wait (or a refused launch).",
+)
+
+
+# Batch jobs (scheduler.batch).
+BATCH_PARTITIONS = Gauge(
+    "scheduler_batch_partitions",
+    "Partitions of each batch job by state (succeeded, marked_success, running, failed, removed, "
+    "waiting_time, pending), as of the batch queue's last decision.",
+    ["job", "state"],
+)
+BATCH_OLDEST_PENDING = Gauge(
+    "scheduler_batch_oldest_pending_seconds",
+    "Age of each batch job's oldest due partition not done, running or failed (0 when none).",
+    ["job"],
+)
+
+
 def reference() -> str:
     """The Markdown table of every `scheduler_*` metric, as docs/metrics.md holds it."""
     rows = ["| metric | type | meaning |", "| --- | --- | --- |"]

@@ -83,6 +83,12 @@ def from_epoch_ms(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 in UTC with milliseconds and a Z, as keys print their time:
+    `2026-11-22T10:00:00.000Z`."""
+    return from_epoch_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 EARLIEST_MS = to_epoch_ms(datetime.min.replace(tzinfo=UTC))
 """The first millisecond a task may be scheduled at (0001-01-01): what a datetime can say."""
@@ -139,6 +145,15 @@ class TaskKey:
         key._set(ordering_id, scheduled_ms, uniqueness_key)
         return key
 
+    @classmethod
+    def parse(cls, text: str) -> TaskKey:
+        """The key printed as `str(key)`: `ORDERING_ID/TIME/UNIQUENESS_KEY`, TIME in ISO 8601
+        with a zone or epoch milliseconds (see `scheduler.key_format`). Raises
+        `InvalidTaskKeyError` saying what is wrong with `text`."""
+        from scheduler.key_format import parse_key
+
+        return parse_key(text)
+
     def _set(self, ordering_id: str, scheduled_ms: int, uniqueness_key: str) -> None:
         setter = object.__setattr__
         setter(self, "ordering_id", ordering_id)
@@ -183,12 +198,12 @@ class TaskKey:
         return self.cursor >= other.cursor
 
     def __repr__(self) -> str:
-        when = self.scheduled_time.isoformat(timespec="milliseconds")
-        return f"TaskKey({self.ordering_id!r}, {when}, {self.uniqueness_key!r})"
+        return f"TaskKey.parse({str(self)!r})"
 
     def __str__(self) -> str:
-        """The form of logs, Spark job groups and the CLI: `ordering_id/epoch_ms/uniqueness_key`."""
-        return f"{self.ordering_id}/{self.scheduled_ms}/{self.uniqueness_key}"
+        """The one printed form, in logs, errors, Spark job groups and the CLI, which every
+        command that takes a key accepts: `orders-44/2026-11-22T10:00:00.000Z/9fca`."""
+        return f"{self.ordering_id}/{iso_ms(self.scheduled_ms)}/{self.uniqueness_key}"
 
 
 class Task:

@@ -273,8 +273,10 @@ class Settings(BaseSettings):
     spark_app_name: Annotated[str, Field(min_length=1)] = "scheduler"
     """Spark application name."""
     spark_conf: Annotated[dict[str, str], NoDecode, _pairs("=", text=True)] = {}
-    """Extra Spark configuration as `key=value,key=value`, JSON or a TOML table. `settings show`
-    masks secrets, as in `kafka_config` (`fs.s3a.secret.key`, `fs.azure.account.key.*`)."""
+    """Extra Spark configuration as `key=value,key=value`, JSON or a TOML table. A key set here
+    wins over the session's defaults (with a local master, `spark.sql.shuffle.partitions` is its
+    core count; see docs/spark.md). `settings show` masks secrets, as in `kafka_config`
+    (`fs.s3a.secret.key`, `fs.azure.account.key.*`)."""
     spark_job_modules: CommaList = ["scheduler.examples"]
     """Packages whose `module:function` jobs a task may name without registering them first."""
 
@@ -288,6 +290,17 @@ class Settings(BaseSettings):
     events_subscriber: bool = True
     """Whether workers read the events topic (`<topic>-events`) and hand events to the
     registered handlers (the schedules)."""
+    batch_file: Annotated[Path | None, EmptyOnlyIsNone] = None
+    """The batch jobs' JSON configuration file (docs/batch-jobs.md). Workers poll it every
+    `new_configuration_polling_time` of the configuration in force: a valid file is applied and
+    renamed `<file>_IMPORTED`, an invalid one is logged and left in place. Workers with the
+    `auto` executor run batch jobs when it is set (or when a configuration was loaded)."""
+    batch_name: str = "default"
+    """The name the batch configuration is stored under; its tasks run in queue
+    `batch:<name>`."""
+    batch_poll_s: Annotated[float, Field(gt=0)] = 120.0
+    """How often the batch file is polled before any configuration is in force (the seed's
+    default `new_configuration_polling_time` of 2 minutes)."""
 
     # -- observability ---------------------------------------------------------------------
     log_level: Annotated[

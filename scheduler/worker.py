@@ -24,6 +24,8 @@ from types import FrameType
 import pykka
 
 from scheduler import metrics
+from scheduler.actors.partition_executor import PARTITION_LOST
+from scheduler.actors.partition_supervisor import describe_keys
 from scheduler.actors.topic_supervisor import (
     MAX_RESTART_BACKOFF_S,
     PartitionFailure,
@@ -31,6 +33,7 @@ from scheduler.actors.topic_supervisor import (
     restart_delay,
 )
 from scheduler.codec import Command, MalformedRecordError, decode
+from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.repeats import RepeatedFailures
@@ -74,6 +77,14 @@ class Worker:
         self.client_id = client_id or f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
         self.rng = rng
         self._stop = threading.Event()
+        self._deadline: StopDeadline | None = None
+        """Set with `_stop`: how long running attempts may still finish."""
+        self._trees_down = False
+        """Set once `_shutdown` stopped every partition's tree: the consumer's close then
+        revokes partitions that have nothing left to let finish."""
+        self._reports_fatal = False
+        """Set by `run_until_signalled`, which raises the fatal error to its caller: the poll
+        loop then does not log it too (the CLI printed it twice)."""
         self._stopped = threading.Event()
         self._started = threading.Event()
         self._rewinds: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -121,9 +132,19 @@ class Worker:
 
     def start(self) -> None:
         """Join the group and start working on a background thread."""
-        # The consumer first: one its configuration refuses must fail before any thread of
-        # ours exists, or the actors and timers left running would keep the process alive.
-        self._consumer = self.log.consumer(self.group_id, client_id=self.client_id)
+        # The consumer first, subscribed: one its configuration refuses, or a group that refuses
+        # it (a second worker process on an embedded log), must fail before any thread of ours
+        # exists, or the actors and timers left running would keep the process alive, and
+        # before a caller says the worker started.
+        consumer = self.log.consumer(self.group_id, client_id=self.client_id)
+        try:
+            consumer.subscribe(self)
+        except BaseException as error:
+            consumer.close()
+            self.fatal_error = error
+            self._stopped.set()
+            raise
+        self._consumer = consumer
         self._guard.start()
         self._timers = TimerService()
         self._service = TaskExecutorService(self.settings.pool_size)
@@ -138,16 +159,27 @@ class Worker:
             restarting=self._restarting,
             worker_id=self.client_id,
         ).proxy()
+        logger.info("worker %s started in group %s", self.client_id, self.group_id)
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
         self._thread.start()
         metrics.CONSUMER_LAG.watch(self.consumer_lag)
-        logger.info("worker %s started in group %s", self.client_id, self.group_id)
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop gracefully: no new tasks start, running ones get the shutdown deadline."""
-        self._stop.set()
+    def stop(self, timeout: float | None = None, *, now: bool = False) -> None:
+        """Stop gracefully: no new tasks start, running ones get the shutdown deadline, then
+        are cancelled and go back to pending for the next owner. `now=True` (also after a
+        graceful stop began) cancels them at once. Waits up to `timeout` s for the stop."""
+        self._request_stop()
+        if now:
+            assert self._deadline is not None
+            self._deadline.end_now()
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def _request_stop(self) -> StopDeadline:
+        if self._deadline is None:  # the deadline first: the poll loop reads it once stopped
+            self._deadline = StopDeadline(self.settings.shutdown_deadline_s)
+        self._stop.set()
+        return self._deadline
 
     def run_until_signalled(self, on_started: Callable[[], object] | None = None) -> None:
         """Start, then block until SIGTERM or SIGINT, then stop gracefully. `on_started` runs
@@ -162,21 +194,54 @@ class Worker:
             received.append(signum)
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self._reports_fatal = True
+        handled = 0
         try:
             self.start()
             if on_started is not None:
                 on_started()
-            while not self._stopped.wait(0.2):
-                if received and not self._stop.is_set():
-                    name = signal.Signals(received[0]).name
-                    logger.info("received %s, stopping gracefully", name)
-                    self._stop.set()
+            while not self._stopped.wait(0.1):
+                if len(received) > handled:
+                    self._on_stop_signal(received[handled], first=handled == 0)
+                    handled = len(received)
         finally:
             self.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if self.fatal_error is not None:
             raise self.fatal_error
+
+    def _on_stop_signal(self, signum: int, *, first: bool) -> None:
+        """Say what the stop waits for and how to cut it short; a second signal cuts it."""
+        name = signal.Signals(signum).name
+        if not first:
+            if self._deadline is not None and not self._deadline.ended_early:
+                logger.warning("received %s again: stopping now, cancelling running tasks", name)
+                self.stop(0, now=True)
+            return
+        try:  # asked before the stop, which keeps the TopicSupervisor busy until it is done
+            running = self.topic.running_keys().get(timeout=2)
+        except Exception:  # a busy or failing tree: say less rather than wait
+            running = None
+        deadline = self._request_stop()
+        again = "Ctrl-C" if signum == signal.SIGINT else name
+        if running is None:
+            waits = f"the running tasks to finish (up to {deadline.seconds:g} s)"
+        elif not running:
+            logger.info("received %s, stopping: no task is running", name)
+            return
+        else:
+            waits = (
+                f"up to {deadline.seconds:g} s for {len(running)} running task(s) to finish: "
+                f"{describe_keys(running)}"
+            )
+        logger.warning(
+            "received %s, stopping: no new task starts; waiting %s; %s again to stop now "
+            "(running tasks are then cancelled, and run again on their partition's next owner)",
+            name,
+            waits,
+            again,
+        )
 
     @property
     def topic(self) -> pykka.ActorProxy:
@@ -269,16 +334,25 @@ class Worker:
         self._started.set()
 
     def on_revoked(self, partitions: list[int]) -> None:
-        logger.info("revoked partitions %s; letting their running tasks finish", partitions)
         assert self._consumer is not None
+        if self._trees_down:  # the worker's own stop, whose trees are down already
+            logger.info("left the group; partitions %s are free for other workers", partitions)
+        else:
+            logger.info(
+                "revoked partitions %s; letting their running tasks finish (up to %g s)",
+                partitions,
+                self.settings.shutdown_deadline_s,
+            )
         self._commit(self._consumer, only=partitions)  # the last chance to commit them
         self._forget(partitions)
-        self.topic.revoke(partitions, self.settings.shutdown_deadline_s, "partition revoked").get()
+        if not self._trees_down:
+            revoked = self._deadline or self.settings.shutdown_deadline_s
+            self.topic.revoke(partitions, revoked, "partition revoked").get()
 
     def on_lost(self, partitions: list[int]) -> None:
         logger.warning("lost partitions %s; cancelling their running tasks", partitions)
         self._forget(partitions)
-        self.topic.revoke(partitions, 0.0, "partition lost").get()
+        self.topic.revoke(partitions, 0.0, PARTITION_LOST).get()
 
     def _forget(self, partitions: list[int]) -> None:
         self._guard.forget(partitions)
@@ -297,7 +371,6 @@ class Worker:
         consumer = self._consumer
         assert consumer is not None
         try:
-            consumer.subscribe(self)
             while not self._stop.is_set():
                 self._last_turn = time.monotonic()
                 self._apply_rewinds(consumer)
@@ -311,8 +384,10 @@ class Worker:
                     self._guard.check_topic(now_and_certain=True)
                     raise replaced
         except SchedulerError as error:
-            # Ours, with a message that says what to do: no traceback for the operator.
-            logger.error("worker stopped: %s", error)
+            # Ours, with a message that says what to do: no traceback for the operator, and
+            # said once (`run_until_signalled` raises it to its caller, the CLI prints it).
+            if not self._reports_fatal:
+                logger.error("worker stopped: %s", error)
             self.fatal_error = error
         except BaseException as error:
             logger.exception("worker poll loop failed")
@@ -518,12 +593,12 @@ class Worker:
 
     def _shutdown(self, consumer: LogConsumer) -> None:
         metrics.CONSUMER_LAG.unwatch(self.consumer_lag)  # before the consumer closes
+        deadline = self._request_stop()
         try:
             if self._topic is not None:
                 owned = self._topic.owned().get()
-                self._topic.revoke(
-                    owned, self.settings.shutdown_deadline_s, "worker stopping"
-                ).get()
+                self._topic.revoke(owned, deadline, "worker stopping").get()
+                self._trees_down = True
             consumer.close()
         except Exception:
             logger.exception("error while stopping the worker")

@@ -35,6 +35,9 @@ from scheduler.model import (
 
 #: The reason given to attempts cancelled because an operator cancelled their task.
 ADMIN_CANCEL = CANCELLED_BY_OPERATOR
+#: The reason given to attempts of a partition the group gave to another worker before this one
+#: let it go: its new owner may be running them already, so this one writes nothing of them.
+PARTITION_LOST = "partition lost"
 
 #: How long a finished key is remembered, to refuse a copy whose status was read before it
 #: finished (that read and the start are normally milliseconds apart), and how many at most.
@@ -122,6 +125,7 @@ class PartitionExecutor(PartitionActor):
         self._me = self.actor_ref.proxy()
 
     def on_stop(self) -> None:
+        self._left_running(self.running.values())
         self._keep_successes()
 
     def on_failure(
@@ -202,16 +206,32 @@ class PartitionExecutor(PartitionActor):
         )
 
     def cancel(self, keys: Iterable[TaskKey]) -> None:
-        """An operator cancelled these tasks (their CANCELLED status is already written)."""
+        """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status): drop
+        the queued ones, cancel the running attempts (their job group or process is stopped)."""
+        cancelled = []
+        now = now_ms()
         for key in keys:
             queue = self.queues.get(key.ordering_id)
             if queue is None:
                 continue
+            queued = queue.entries.get(key)
             if queue.remove(key):
                 self.held -= 1
                 self._pump(queue)
+                assert queued is not None
+                cancelled.append(
+                    TaskStatus(key, TaskState.CANCELLED, queued.attempts, None, None, now)
+                )
             elif key in self.running:
-                self.running[key].cancel(ADMIN_CANCEL)
+                attempt = self.running[key]
+                attempt.cancel(ADMIN_CANCEL)
+                cancelled.append(
+                    TaskStatus(key, TaskState.CANCELLED, attempt.context.attempt, None, None, now)
+                )
+        if cancelled:
+            # Written again through the buffer: a RUNNING or RETRYING of these keys waiting in it
+            # would otherwise overwrite the CANCELLED at the next flush.
+            self._record(cancelled)
         self.ctx.held.executing = self.held
 
     # -- starting attempts ----------------------------------------------------------------------
@@ -294,6 +314,9 @@ class PartitionExecutor(PartitionActor):
         statuses = []
         for event in batch:
             if isinstance(event, AttemptStarted):
+                attempt = self.running.get(event.key)
+                if attempt is not None and attempt.context.reason == ADMIN_CANCEL:
+                    continue  # cancelled before its start was read: CANCELLED stands
                 if event.attempt == 1:
                     metrics.FIRING_LAG.observe(
                         max(0, event.started_ms - event.key.scheduled_ms) / 1000
@@ -342,7 +365,8 @@ class PartitionExecutor(PartitionActor):
             status = _succeeded(outcome, record, now)
             self.held -= 1
         elif kind is AttemptOutcome.CANCELLED:
-            # Its CANCELLED status was written when the command arrived; this adds the attempt.
+            # Its CANCELLED status was written when the command arrived; this adds the attempt and
+            # writes CANCELLED once more, after anything of this attempt the buffer may still hold.
             task_log.info(
                 "task %s cancelled after %.3f s (attempt %d)",
                 *(key, took, outcome.attempt),
@@ -359,7 +383,7 @@ class PartitionExecutor(PartitionActor):
                 *(key, took, outcome.attempt, outcome.cancelled),
                 extra=self._extra(record, key),
             )
-            status = self._stopped(key, outcome.attempt, record, now)
+            status = self._stopped(key, outcome.attempt, outcome.cancelled, record, now)
             self.held -= 1
         elif outcome.attempt < self.ctx.settings.retry.max_attempts and not outcome.permanent:
             metrics.RETRIED.inc()
@@ -418,14 +442,21 @@ class PartitionExecutor(PartitionActor):
             "duration_s": _seconds(record),
         }
 
-    def _stopped(self, key: TaskKey, attempt: int, record: Attempt, now: int) -> TaskStatus | None:
+    def _stopped(
+        self, key: TaskKey, attempt: int, reason: str | None, record: Attempt, now: int
+    ) -> TaskStatus | None:
         """The status of a task whose attempt this worker stopped (revocation, shutdown): back to
-        PENDING with the attempt closed as interrupted, unless a later attempt of it is already
-        recorded (a tree restarted on this worker runs it again while this one winds down)."""
+        PENDING with the attempt closed as interrupted, so that no worker's status says `running`
+        once it is gone. None for a lost partition, whose new owner writes its statuses, and when
+        a later attempt of it is already recorded (a tree restarted on this worker runs it again
+        while this one winds down)."""
+        if reason == PARTITION_LOST:
+            return None
         later = self._unflushed.peek([key]).get(key)
         if later is not None and later.attempts > attempt:
             return None
-        return TaskStatus(key, TaskState.PENDING, attempt, updated_ms=now, attempt_log=(record,))
+        error = f"attempt {attempt} interrupted ({reason}); it runs again"
+        return TaskStatus(key, TaskState.PENDING, attempt, error, None, now, attempt_log=(record,))
 
     def _record(self, statuses: list[TaskStatus]) -> None:
         """Make these changes visible to TaskPersistence now, and have the tracker write them.
@@ -483,8 +514,37 @@ class PartitionExecutor(PartitionActor):
             self.idle.set()
         return self.idle
 
-    def cancel_running(self, reason: str) -> int:
-        """Cancel every running attempt (revocation past its deadline, or shutdown)."""
+    def cancel_running(self, reason: str) -> list[TaskKey]:
+        """Cancel every running attempt (revocation past its deadline, or shutdown); their keys."""
         for attempt in list(self.running.values()):
             attempt.cancel(reason)
-        return len(self.running)
+        return list(self.running)
+
+    def running_keys(self) -> list[TaskKey]:
+        return list(self.running)
+
+    def _left_running(self, attempts: Iterable[TaskExecutor]) -> None:
+        """The tree goes down with these attempts still running (cancelled, they did not end
+        within the grace): write them as if they had ended, each attempt closed - PENDING again
+        (interrupted), or CANCELLED once more for an operator's cancel. One that ends later after
+        all is run again by the next owner (at-least-once)."""
+        now = now_ms()
+        worker = self.ctx.worker_id or None
+        statuses = []
+        for attempt in attempts:
+            key, number = attempt.context.key, attempt.context.attempt
+            reason = attempt.context.reason or "partition stopped"
+            error = f"cancelled: {reason}"
+            if reason == ADMIN_CANCEL:
+                record = Attempt(number, None, now, AttemptOutcome.CANCELLED, None, error, worker)
+                statuses.append(
+                    TaskStatus(
+                        key, TaskState.CANCELLED, number, updated_ms=now, attempt_log=(record,)
+                    )
+                )
+                continue
+            record = Attempt(number, None, now, AttemptOutcome.INTERRUPTED, None, error, worker)
+            status = self._stopped(key, number, reason, record, now)
+            if status is not None:
+                statuses.append(status)
+        self._unflushed.put(statuses)

@@ -23,10 +23,14 @@ from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.engine.clock import now_ms
+from scheduler.engine.deadline import StopDeadline
+from scheduler.model import TaskKey
 from scheduler.wording import counted
 
 #: After cancelling, how long attempts get to notice before the partition is let go regardless.
 CANCEL_GRACE_S = 5.0
+#: Keys named in a log line, at most; the rest are counted.
+KEYS_SHOWN = 5
 
 
 class PartitionSupervisor(pykka.ThreadingActor):
@@ -84,22 +88,37 @@ class PartitionSupervisor(pykka.ThreadingActor):
             return False
         return self.ctx.store.count_due(self.ctx.partition, horizon_ms) == 0
 
-    def shut_down(self, deadline_s: float, reason: str) -> None:
-        """Stop the tree: running attempts get `deadline_s` to finish, then are cancelled."""
+    def shut_down(self, deadline: StopDeadline | float, reason: str) -> None:
+        """Stop the tree: running attempts get until `deadline` to finish, then are cancelled
+        (their tasks go back to pending for the partition's next owner, see PartitionExecutor)."""
+        if not isinstance(deadline, StopDeadline):
+            deadline = StopDeadline(deadline)
         for stop in (self._controller.stop_loading, self._scheduler.stop_scheduling):
             _quietly(lambda stop=stop: stop().get(timeout=10))
         try:
             idle = self._executor.begin_drain().get(timeout=10)
-            if not idle.wait(deadline_s):
-                cancelled = self._executor.cancel_running(reason).get(timeout=10)
-                self.ctx.log.warning(
-                    "cancelled %s: %s", counted(cancelled, "running attempt"), reason
-                )
+            if not deadline.wait_for(idle):
+                keys = self._executor.cancel_running(reason).get(timeout=10)
+                if keys:
+                    self.ctx.log.warning(
+                        "%s: cancelled %s (%s); their tasks run again on the "
+                        "partition's next owner: %s",
+                        "stop forced"
+                        if deadline.ended_early
+                        else f"shutdown deadline of {deadline.seconds:g} s passed",
+                        counted(len(keys), "running attempt"),
+                        describe_keys(keys),
+                        reason,
+                    )
                 idle.wait(CANCEL_GRACE_S)
         except pykka.ActorDeadError:
             pass
         for ref in self.refs:
             _quietly(lambda ref=ref: ref.stop(timeout=10))
+
+    def running_keys(self) -> list[TaskKey]:
+        """The tasks whose attempts run now."""
+        return self._executor.running_keys().get(timeout=ASK_TIMEOUT_S)
 
     def on_failure(self, *exc_info: object) -> None:
         for ref in self.refs:
@@ -114,3 +133,10 @@ def _quietly(action: object) -> None:
         pass
     except Exception:
         pass
+
+
+def describe_keys(keys: list[TaskKey]) -> str:
+    """The first KEY_SHOWN keys in the printed form, and how many more."""
+    shown = ", ".join(str(key) for key in sorted(keys)[:KEYS_SHOWN])
+    more = len(keys) - KEYS_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")

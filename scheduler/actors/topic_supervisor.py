@@ -22,12 +22,14 @@ from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_supervisor import PartitionSupervisor
 from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
+from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 from scheduler.executors.abc import Executor
+from scheduler.model import TaskKey
 from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger(__name__)
@@ -159,9 +161,14 @@ class TopicSupervisor(pykka.ThreadingActor):
         metrics.PARTITIONS_OWNED.set(len(self.trees))
         return holders
 
-    def revoke(self, partitions: Iterable[int], deadline_s: float, reason: str) -> None:
+    def revoke(
+        self, partitions: Iterable[int], deadline: StopDeadline | float, reason: str
+    ) -> None:
         """Stop these partitions' trees in parallel, failed ones still going down included;
-        returns when all are down."""
+        returns when all are down. Their running attempts get until `deadline` (one for all:
+        `StopDeadline.end_now` cancels them at once)."""
+        if not isinstance(deadline, StopDeadline):
+            deadline = StopDeadline(deadline)
         stopping = []
         for partition in partitions:
             self.restarting.discard(partition)
@@ -170,16 +177,27 @@ class TopicSupervisor(pykka.ThreadingActor):
             self.unflushed.pop(partition, None)
             if tree is not None:
                 stopping.append(
-                    (tree.supervisor, tree.supervisor.proxy().shut_down(deadline_s, reason))
+                    (tree.supervisor, tree.supervisor.proxy().shut_down(deadline, reason))
                 )
             if partition in self.dying:
                 stopping.append(self.dying.pop(partition))
         for ref, future in stopping:
-            _wait_down(ref, future, deadline_s + 30)
+            _wait_down(ref, future, deadline.remaining() + 30)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
 
     def owned(self) -> list[int]:
         return sorted(self.trees)
+
+    def running_keys(self) -> list[TaskKey]:
+        """The tasks whose attempts run now, in every owned partition."""
+        futures = [tree.supervisor.proxy().running_keys() for tree in self.trees.values()]
+        keys: list[TaskKey] = []
+        for future in futures:
+            try:
+                keys += future.get(timeout=10)
+            except (pykka.ActorDeadError, pykka.Timeout):
+                pass  # a partition failing or busy: it says what it cancels itself
+        return sorted(keys)
 
     # -- work ---------------------------------------------------------------------------------
 

@@ -61,6 +61,7 @@ class TaskKeyOut(BaseModel):
 class TaskOut(BaseModel):
     """A task as the store holds it."""
 
+    key: str = Field(description="ORDERING_ID/TIME/UNIQUENESS_KEY, as logs and the CLI print it.")
     partition: int
     ordering_id: str
     scheduled_time: str

@@ -41,3 +41,7 @@ class BatchConfigError(SchedulerError, ValueError):
 
 class PartitionStateError(SchedulerError):
     """A partition was asked to do what its state does not allow (a bug in the caller)."""
+
+
+class UnknownJobError(SchedulerError, LookupError):
+    """A batch job name that the configuration in force does not have."""

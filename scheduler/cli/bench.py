@@ -33,7 +33,10 @@ SCENARIOS: dict[str, str] = {
     "reload": "a new owner's first read: from the bucket start vs from the reload mark",
     "move": "scheduler topic move of 1,000,000 unread tasks: rate and peak RSS",
     "spark": "Spark launch overhead: shared session vs spark-submit per task",
+    "pipeline": "the example's 24 hourly Spark jobs and rollup: through the scheduler vs plain",
     "peer": "the same timer workload on APScheduler 3 (memory, SQLAlchemy/SQLite) vs embedded",
+    "jobs": "batch jobs, 200 x a year of hourly partitions: materialise, runnable->started, "
+    "a chain's hour, reload, peak RSS",
 }
 """Scenario name -> one line of help; the module is `scheduler.bench.<name>`."""
 

@@ -97,6 +97,7 @@ def enqueue(
 
         echo_json(
             {
+                "key": str(task.key),
                 "ordering_id": task.ordering_id,
                 "scheduled_time": iso(task.scheduled_ms),
                 "uniqueness_key": task.uniqueness_key,

@@ -1,9 +1,10 @@
 """Task keys and times as typed on a command line, and finding one task in the store.
 
-A key is given as three arguments, ORDERING_ID TIME UNIQUENESS_KEY, in the columns `tasks list`
-prints, so an operator can copy a row. TIME is ISO 8601 with a time zone or epoch milliseconds;
-a time without a zone is refused, because guessing the zone would address the wrong task (or
-schedule one hours off).
+A key is given as one argument, ORDERING_ID/TIME/UNIQUENESS_KEY, as logs, errors and the CLI
+print it (`scheduler.key_format`), or as three arguments, ORDERING_ID TIME UNIQUENESS_KEY, in the
+columns `tasks list` prints, so an operator can paste a log's key or copy a row. TIME is ISO 8601
+with a time zone or epoch milliseconds; a time without a zone is refused, because guessing the
+zone would address the wrong task (or schedule one hours off).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from datetime import datetime, timedelta
 import click
 
 from scheduler.admin import describe_key, find_task, iso, partition_of, status_dict
+from scheduler.errors import InvalidTaskKeyError
+from scheduler.key_format import EXAMPLE, looks_like_key
 from scheduler.model import TaskKey, from_epoch_ms
 
 __all__ = [
@@ -119,18 +122,38 @@ def _too_far(value: str, option: str) -> click.BadParameter:
 
 
 def parse_keys(parts: Sequence[str], option: str = "KEY") -> list[TaskKey]:
-    """Keys from a flat list of ORDERING_ID TIME UNIQUENESS_KEY triples."""
-    if not parts or len(parts) % 3:
-        raise click.BadParameter(
-            f"got {len(parts)} value(s); give each task as three values ORDERING_ID TIME "
-            "UNIQUENESS_KEY (the first three columns of `scheduler tasks list`)",
-            param_hint=option,
-        )
-    keys = []
-    for index in range(0, len(parts), 3):
-        ordering_id, time, uniqueness_key = parts[index : index + 3]
-        keys.append(TaskKey(ordering_id, parse_time(time, option), uniqueness_key))
+    """Keys from arguments that are each a whole key (ORDERING_ID/TIME/UNIQUENESS_KEY) or, three
+    at a time, its parts (ORDERING_ID TIME UNIQUENESS_KEY); the two forms may be mixed."""
+    if not parts:
+        raise click.BadParameter(f"no task given; {_KEY_FORMS}", param_hint=option)
+    keys, index = [], 0
+    while index < len(parts):
+        if looks_like_key(parts[index]):
+            try:
+                keys.append(TaskKey.parse(parts[index]))
+            except InvalidTaskKeyError as error:
+                raise click.BadParameter(str(error), param_hint=option) from None
+            index += 1
+            continue
+        triple = parts[index : index + 3]
+        if len(triple) < 3:
+            raise click.BadParameter(
+                f"{' '.join(map(repr, triple))} is not a task; {_KEY_FORMS}", param_hint=option
+            )
+        ordering_id, time, uniqueness_key = triple
+        try:
+            keys.append(TaskKey(ordering_id, parse_time(time, option), uniqueness_key))
+        except InvalidTaskKeyError as error:
+            raise click.BadParameter(str(error), param_hint=option) from None
+        index += 3
     return keys
+
+
+_KEY_FORMS = (
+    f"give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it (e.g. {EXAMPLE}), or as "
+    "three values ORDERING_ID TIME UNIQUENESS_KEY (the first three columns of "
+    "`scheduler tasks list`)"
+)
 
 
 def check_partition(partition: int | None, partitions: int, param_hint: str) -> None:

@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "programs": "scheduler.cli.programs:programs",
     "runs": "scheduler.cli.programs:runs",
     "events": "scheduler.cli.programs:events",
+    "schedules": "scheduler.cli.schedules:schedules",
+    "jobs": "scheduler.cli.jobs:jobs",
     "api": "scheduler.cli.api:api",
 }
 """Subcommand name -> `module:attribute` of its click command."""

@@ -48,6 +48,9 @@ def apply(state: CliState) -> None:
             store.open(create_schema=True)
             where = f"SQLite store {data_dir(settings) / EMBEDDED_STORE_FILE}"
         open_run_store(settings, store, create_schema=True).close()  # the runs' tables
+        from scheduler.schedules.runtime import open_schedule_store
+
+        open_schedule_store(settings, store, create_schema=True).close()  # the schedules'
     finally:
         store.close()
     click.echo(f"schema applied: {where}")

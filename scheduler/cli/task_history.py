@@ -9,12 +9,13 @@ import click
 
 from scheduler.cli.keys import iso
 from scheduler.cli.output import echo_table
+from scheduler.key_format import TIME_PATTERN
 from scheduler.model import Attempt
 
 # `module.path.ErrorClass: message`, as the engine describes an executor's exception. A class
 # name starts upper-case, which tells it from the engine's own `cancelled: reason`.
 _EXCEPTION = re.compile(r"((?:[A-Za-z_]\w*\.)*([A-Z]\w*)): (.*)", re.DOTALL)
-_TASK_PREFIX = re.compile(r"task \S+/-?\d+/\S+: ")
+_TASK_PREFIX = re.compile(rf"task \S+/(?:{TIME_PATTERN})/\S+: ")
 
 
 def error_summary(error: str | None) -> str | None:

@@ -38,8 +38,9 @@ STATES = [state.value for state in TaskState]
 def tasks() -> None:
     """List and inspect tasks; retry or drop failed ones, rerun finished ones, cancel pending ones.
 
-    A task is named by three values, ORDERING_ID TIME UNIQUENESS_KEY, as the first columns of
-    `scheduler tasks list` show them; TIME is ISO 8601 with a time zone or epoch milliseconds.
+    A task is named by its key, ORDERING_ID/TIME/UNIQUENESS_KEY as logs print it, or by its
+    three parts ORDERING_ID TIME UNIQUENESS_KEY as the first columns of `scheduler tasks list`
+    show them; TIME is ISO 8601 with a time zone or epoch milliseconds.
     """
 
 
@@ -121,25 +122,33 @@ def list_tasks(
 
 
 @tasks.command("show")
-@click.argument("ordering_id")
-@click.argument("time")
-@click.argument("uniqueness_key")
+@click.argument("key", nargs=-1, required=True, metavar="KEY")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @pass_state
-def show(state: CliState, ordering_id: str, time: str, uniqueness_key: str, as_json: bool) -> None:
+def show(state: CliState, key: Sequence[str], as_json: bool) -> None:
     """Everything the store holds about one task: state, data, last error, and each attempt
     with its start, duration, outcome, exit code, worker, log file and error (kept as long as
-    the task's status, `status_retention_s`)."""
+    the task's status, `status_retention_s`).
+
+    KEY is ORDERING_ID/TIME/UNIQUENESS_KEY as logs print it, or its three parts ORDERING_ID
+    TIME UNIQUENESS_KEY.
+    """
     settings = state.settings()
-    (key,) = parse_keys([ordering_id, time, uniqueness_key], "TIME")
-    partition = partition_of(ordering_id, settings.partitions)
+    keys = parse_keys(key, "KEY")
+    if len(keys) != 1:
+        raise click.BadParameter(
+            f"got {len(keys)} tasks; `tasks show` shows one (`tasks list` shows several)",
+            param_hint="KEY",
+        )
+    (task_key,) = keys
+    partition = partition_of(task_key.ordering_id, settings.partitions)
     with backends(settings) as (_, store):
-        view = find_task(store, partition, key)
-        history = store.attempts(partition, key) if view is not None else []
+        view = find_task(store, partition, task_key)
+        history = store.attempts(partition, task_key) if view is not None else []
     if view is None:
         raise TaskNotFoundError(
-            f"no task {ordering_id} {time} {uniqueness_key} in the store (partition {partition});"
-            f" list the ordering id's tasks with `scheduler tasks list --ordering-id {ordering_id}`"
+            f"no task {task_key} in the store (partition {partition}); list the ordering id's "
+            f"tasks with `scheduler tasks list --ordering-id {task_key.ordering_id}`"
         )
     details = status_dict(view)
     if as_json:

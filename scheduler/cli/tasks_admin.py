@@ -22,12 +22,8 @@ from scheduler.cli.tasks_bulk import filter_options, refuse_mixed, run_bulk
 
 ACK_TIMEOUT_S = 60.0
 
-_KEYS = click.argument(
-    "keys", nargs=-1, required=True, metavar="ORDERING_ID TIME UNIQUENESS_KEY..."
-)
-_KEYS_OR_FILTER = click.argument(
-    "keys", nargs=-1, required=False, metavar="[ORDERING_ID TIME UNIQUENESS_KEY]..."
-)
+_KEYS = click.argument("keys", nargs=-1, required=True, metavar="KEY...")
+_KEYS_OR_FILTER = click.argument("keys", nargs=-1, required=False, metavar="[KEY]...")
 _FILTERS = """
     Or select the tasks with filter options instead of keys (every task that matches all of
     them; --dry-run first shows how many and which): the store is read a page at a time, so
@@ -44,7 +40,8 @@ def retry(
 ) -> None:
     """Run FAILED tasks again from their first attempt, with the data they failed with.
 
-    Give each task as ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
+    Give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it, or as its three parts
+    ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
     """
     refuse_mixed(keys, filters)
     if not keys:
@@ -62,7 +59,8 @@ def drop(
 ) -> None:
     """Forget FAILED tasks: their status rows are deleted and they never run again.
 
-    Give each task as ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
+    Give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it, or as its three parts
+    ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
     """
     refuse_mixed(keys, filters)
     if not keys:
@@ -92,8 +90,9 @@ def rerun(
     """Run finished tasks (succeeded, failed or cancelled) once more, from their first attempt.
 
     Each runs in its own place in its ordering id's key order: before the later tasks of its
-    ordering id that have not started yet. Give each task as ORDERING_ID TIME UNIQUENESS_KEY;
-    several tasks one after the other.
+    ordering id that have not started yet. Give each task as ORDERING_ID/TIME/UNIQUENESS_KEY,
+    as logs print it, or as its three parts ORDERING_ID TIME UNIQUENESS_KEY; several tasks one
+    after the other.
     """
     refuse_mixed(keys, filters)
     data = _data(data_text)
@@ -126,9 +125,13 @@ def _data(text: str | None) -> dict[str, Any] | None:
 @_KEYS
 @pass_state
 def cancel(state: CliState, keys: Sequence[str]) -> None:
-    """Cancel tasks that are pending or waiting to be retried; they become CANCELLED.
+    """Cancel tasks that are pending, running or waiting to be retried; they become CANCELLED.
 
-    Give each task as ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
+    A running attempt is stopped: the command executor's process group gets SIGTERM (SIGKILL 5 s
+    later), the Spark executor's job group is cancelled.
+
+    Give each task as ORDERING_ID/TIME/UNIQUENESS_KEY, as logs print it, or as its three parts
+    ORDERING_ID TIME UNIQUENESS_KEY; several tasks one after the other.
     """
     _change(state, keys, "cancel")
 
@@ -144,7 +147,7 @@ def _change(
     from scheduler.client import SchedulerClient
 
     settings = state.settings()
-    keys = parse_keys(parts, "ORDERING_ID TIME UNIQUENESS_KEY")
+    keys = parse_keys(parts, "KEY")
     with backends(settings) as (log, store):
         check_changes(store, settings.partitions, keys, verb)
         if dry_run:

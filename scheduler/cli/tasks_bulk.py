@@ -158,7 +158,8 @@ def refuse_mixed(keys: Sequence[str], values: dict[str, Any]) -> None:
         )
     if not keys and not selected(values):
         raise click.UsageError(
-            "give each task as ORDERING_ID TIME UNIQUENESS_KEY, or select tasks with "
+            "give each task as ORDERING_ID/TIME/UNIQUENESS_KEY (or its three parts ORDERING_ID "
+            "TIME UNIQUENESS_KEY), or select tasks with "
             "--ordering-id, --state, --from, --until or --partition (add --dry-run to see what "
             f"a filter selects; the first {SAMPLE_SIZE} are shown)"
         )

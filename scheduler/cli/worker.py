@@ -12,6 +12,7 @@ import click
 from scheduler.cli.context import CliState, pass_state
 
 if TYPE_CHECKING:
+    from scheduler.batch.runtime import BatchRuntime
     from scheduler.executors.abc import Executor
     from scheduler.logs.abc import TaskLog
     from scheduler.programs.runtime import WorkerPrograms
@@ -61,7 +62,8 @@ def worker(
     Start several workers with the same group id (setting group_id) to share the partitions;
     in the embedded mode (the default) one worker owns them all. SIGTERM or Ctrl-C stops
     gracefully: no new task starts, running ones get shutdown_deadline_s to finish, and
-    everything accepted stays in the store for the next start.
+    everything accepted stays in the store for the next start. A second Ctrl-C stops at once:
+    running tasks are cancelled and run again on the next start.
     """
     from scheduler.health import Health, serve
     from scheduler.runtime import (
@@ -106,6 +108,9 @@ def worker(
         programs = _with_programs(settings, task_executor, log, store)
         if programs is not None:
             stack.callback(programs.close)
+        batch = _with_batch(settings, task_executor, programs, store)
+        if batch is not None:
+            stack.callback(batch.close)
         running = Worker(
             log=log,
             store=store,
@@ -129,6 +134,8 @@ def worker(
 
         if programs is not None and programs.subscriber is not None:
             programs.subscriber.start()
+        if batch is not None:
+            batch.start()
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
 
@@ -142,8 +149,37 @@ def _with_programs(
     from scheduler.executors.registry import RoutingExecutor
     from scheduler.programs.runtime import worker_programs
 
-    if not isinstance(executor, RoutingExecutor) or settings.programs_file is None:
+    if not isinstance(executor, RoutingExecutor) or (
+        settings.programs_file is None and settings.batch_file is None
+    ):
         return None
     programs = worker_programs(settings, log=log, store=store, routes=executor.routes)
     executor.routes["workflow"] = programs.executor
+    from scheduler.schedules.runtime import worker_schedules
+
+    programs.also_close.append(worker_schedules(settings, programs, store, executor.routes).close)
     return programs
+
+
+def _with_batch(
+    settings: Settings, executor: Executor, programs: WorkerPrograms | None, store: TaskStore
+) -> BatchRuntime | None:
+    """Add the `batch` route (batch jobs, docs/batch-jobs.md) beside the programs when a batch
+    file is set."""
+    from scheduler.batch.runtime import worker_batch
+    from scheduler.executors.registry import RoutingExecutor
+
+    if settings.batch_file is None:
+        return None
+    if programs is None or not isinstance(executor, RoutingExecutor):
+        logger.warning(
+            "batch_file is set but executor %r cannot run batch jobs; use SCHEDULER_EXECUTOR=auto",
+            settings.executor,
+        )
+        return None
+    if programs.subscriber is None:
+        logger.warning(
+            "batch_file is set but events_subscriber is off: this worker launches partitions "
+            "but never records their ends; turn events_subscriber on"
+        )
+    return worker_batch(settings, executor, programs, store)

@@ -184,7 +184,7 @@ def _tasks_context(request: Request) -> dict[str, Any]:
 
 
 _ACTION_STATES = {
-    "cancel": {"pending", "retrying"},
+    "cancel": {"pending", "running", "retrying"},
     "retry": {"failed"},
     "rerun": {"succeeded", "failed", "cancelled"},
     "drop": {"failed"},

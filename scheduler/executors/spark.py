@@ -27,6 +27,7 @@ import functools
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from xml.sax.saxutils import quoteattr
 from scheduler.errors import (
     ConfigurationError,
     ExecutorUnavailableError,
+    SparkTaskError,
     TaskCancelledError,
     TaskDataError,
 )
@@ -56,10 +58,14 @@ __all__ = [
     "JobRegistry",
     "Pool",
     "SparkExecutor",
+    "default_conf",
+    "local_cores",
     "pyspark_installed",
     "require_java",
     "require_pyspark",
+    "session_conf",
     "shared_session",
+    "spark_task_error",
     "stop_shared_session",
 ]
 
@@ -174,12 +180,7 @@ def shared_session(
             # A local session talks only to itself: bind to loopback instead of guessing an
             # interface from the host name (which warns, and may pick an unreachable one).
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        settings = {
-            "spark.scheduler.mode": "FAIR",
-            "spark.sql.session.timeZone": "UTC",
-            "spark.ui.showConsoleProgress": "false",
-            **(conf or {}),
-        }
+        settings = session_conf(master, conf)
         written = None
         if "spark.scheduler.allocation.file" not in settings:
             written = _write_allocation_file(pools)
@@ -203,6 +204,52 @@ def shared_session(
             )
         _session = session
         return session
+
+
+def session_conf(master: str, conf: Mapping[str, str] | None) -> dict[str, str]:
+    """The settings a new session of `master` gets: `default_conf`, overridden by `conf`."""
+    return {**default_conf(master), **(conf or {})}
+
+
+def default_conf(master: str) -> dict[str, str]:
+    """The Spark settings a session gets unless `conf` sets them; docs/spark.md says why each.
+
+    With a local master, work runs on this machine's cores only, and the data a single worker
+    process handles is small: Spark's default of 200 shuffle partitions would turn every
+    shuffle of a few thousand rows into 200 tasks, each costing milliseconds of scheduling and
+    serialisation for a handful of rows. So a shuffle gets one partition per local core, and
+    adaptive execution may also coalesce the partitions of a cached plan (off in Spark by
+    default).
+    """
+    settings = {
+        "spark.scheduler.mode": "FAIR",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    cores = local_cores(master)
+    if cores is not None:
+        settings["spark.sql.shuffle.partitions"] = str(cores)
+        settings["spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"] = "true"
+    return settings
+
+
+_LOCAL_MASTER = re.compile(r"local(?:\[(?P<threads>\*|\d+)(?:,\s*\d+)?\])?")
+
+
+def local_cores(master: str) -> int | None:
+    """The cores a local master runs tasks on (`local` 1, `local[4]` 4, `local[*]` this
+    machine's), or None for a cluster master (`yarn`, `spark://...`, `local-cluster[...]`)."""
+    match = _LOCAL_MASTER.fullmatch(master.strip())
+    if match is None:
+        return None
+    threads = match.group("threads")
+    if threads is None:
+        return 1
+    if threads == "*":
+        # As the JVM counts them (Runtime.availableProcessors): the cores this process may use.
+        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        return len(usable) if usable else max(1, os.cpu_count() or 1)
+    return max(1, int(threads))
 
 
 def stop_shared_session() -> None:
@@ -297,7 +344,15 @@ class SparkExecutor:
                     f"task {task.key} was cancelled ({context.reason}) while running Spark job "
                     f"{job_name}"
                 ) from error
-            raise
+            python_error = spark_task_error(error)
+            if python_error is None:
+                raise
+            # Spark's report puts the Python exception after a thousand characters of frames;
+            # the task's last error (and `tasks list`) shows its beginning.
+            raise SparkTaskError(
+                f"{python_error} (raised in a Spark task of job {job_name}; Spark's report "
+                f"follows)\n{error}"
+            ) from error
         finally:
             finished.set()
             # Pool threads are reused: leave no group or pool behind for the next task.
@@ -322,6 +377,33 @@ class SparkExecutor:
                 f"use one of {sorted(self.pools)} or omit 'pool'"
             )
         return str(pool)
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def spark_task_error(error: BaseException) -> str | None:
+    """The Python exception (`ValueError: bad row`) that failed a Spark task, found in the
+    report of `error`, an exception raised by pyspark or Py4J; None for any other error, or when
+    the report holds no Python traceback (a JVM-side failure)."""
+    if not type(error).__module__.startswith(("pyspark", "py4j")):
+        return None
+    text = str(error)
+    at = text.rfind(_TRACEBACK)
+    if at < 0:
+        return None
+    lines = text[at + len(_TRACEBACK) :].splitlines()
+    # Frames are indented; the first line that is not is the exception, its message may go on
+    # until a blank line or the JVM's stack ("\tat org.apache...").
+    for index, line in enumerate(lines):
+        if line and not line[0].isspace():
+            message = [line]
+            for more in lines[index + 1 :]:
+                if not more.strip() or more.startswith(("\tat ", "JVM stacktrace")):
+                    break
+                message.append(more)
+            return "\n".join(message).strip()
+    return None
 
 
 def _cancel_until_finished(sc: SparkContext, group: str, finished: threading.Event) -> None:

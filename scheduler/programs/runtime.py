@@ -4,8 +4,8 @@ the `workflow` route a worker adds to its executor."""
 from __future__ import annotations
 
 import getpass
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scheduler.programs.catalog import ProgramCatalog, load_programs
@@ -92,6 +92,8 @@ class WorkerPrograms:
     client: SchedulerClient
 
     closed: bool = False
+    also_close: list[Callable[[], None]] = field(default_factory=list)
+    """What the layers on programs (schedules) opened, closed after the subscriber stops."""
 
     def close(self) -> None:
         """Stop the subscriber and release what was opened (once; later calls do nothing)."""
@@ -100,6 +102,8 @@ class WorkerPrograms:
         self.closed = True
         if self.subscriber is not None:
             self.subscriber.stop()
+        for release in self.also_close:
+            release()
         self.publisher.close()
         self.client.close()
         self.runs.close()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from scheduler.errors import SchedulerError
+from scheduler.errors import (
+    BackendUnavailableError,
+    SchedulerError,
+    TaskNotFoundError,
+    TaskStateError,
+)
 
 
 class ScheduleError(SchedulerError, ValueError):
@@ -15,3 +20,16 @@ class CronError(ScheduleError):
 
 class JobStateError(SchedulerError):
     """A pending job was asked to do what its state does not allow (a bug in the caller)."""
+
+
+class ScheduleNotFoundError(TaskNotFoundError):
+    """A schedule name the schedule store does not hold (CLI exit status 4)."""
+
+
+class ScheduleConflictError(TaskStateError):
+    """A lifecycle request that does not apply to the schedule's state: enabling an enabled
+    schedule, creating one that exists (CLI exit status 5)."""
+
+
+class ScheduleNotAppliedError(BackendUnavailableError):
+    """A change was sent but no worker applied it in time (is a worker running?)."""

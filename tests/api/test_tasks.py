@@ -154,7 +154,7 @@ def test_a_pending_task_is_cancelled_and_a_finished_one_is_a_409(
     _settled(as_role, ordering_id, "later", "cancelled")
     again = as_role(OPERATE, "POST", "/api/v1/tasks/cancel", json={"keys": [_key(pending)]})
     assert again.status_code == 409
-    assert "only pending or retrying tasks can be cancelled" in again.json()["message"]
+    assert "only pending, running or retrying tasks can be cancelled" in again.json()["message"]
 
 
 def test_cancel_takes_keys_only(as_role: Call) -> None:

@@ -90,7 +90,7 @@ def results(out: Path, scenarios: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @pytest.mark.timeout(120)
 def test_every_embedded_scenario_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    output = run_bench(out, "all", "--skip", "spark,peer", timeout=110)
+    output = run_bench(out, "all", "--skip", "spark,pipeline,peer", timeout=110)
     documents = results(out, EMBEDDED_SCENARIOS)
     assert "needs --backends kafka-cassandra; skipped" in output
     assert documents["backlog"]["rows"][0]["rss_peak_mb"] > 0
@@ -125,6 +125,22 @@ def test_spark_scenario_measures_the_shared_session(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.timeout(240)
+def test_pipeline_scenario_times_the_example_through_the_scheduler_and_plainly(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    output = run_bench(out, "pipeline", timeout=230)
+    document = results(out, ("pipeline",))["pipeline"]
+    through, plain = document["rows"]
+    assert through["seconds"] > 0 and plain["seconds"] > 0
+    assert through["ratio_to_plain"] == pytest.approx(through["seconds"] / plain["seconds"])
+    assert document["details"]["events_per_hour"] == 50
+    assert "through the scheduler" in output and "plain SparkSession" in output
+
+
+@pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.cassandra
 @pytest.mark.timeout(240)
@@ -139,7 +155,14 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     }
     out = tmp_path / "results"
     run_bench(
-        out, "all", "--backends", "kafka-cassandra", "--skip", "spark,peer", env=env, timeout=230
+        out,
+        "all",
+        "--backends",
+        "kafka-cassandra",
+        "--skip",
+        "spark,pipeline,peer",
+        env=env,
+        timeout=230,
     )
     documents = results(out, DISTRIBUTED_SCENARIOS)
     enqueue = {row["side"]: row for row in documents["enqueue"]["rows"]}
@@ -211,3 +234,17 @@ def test_enqueue_compares_records_of_the_size_asked_for(tmp_path: Path) -> None:
     assert document["details"]["data_bytes"] == 500
     assert document["details"]["record_bytes"] == len(written[0])
     assert f"records of {len(written[0])} bytes" in output
+
+
+@pytest.mark.timeout(120)
+def test_the_jobs_scenario_runs_a_chain_and_a_reload_leaves_running_partitions(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    run_bench(out, "jobs", timeout=110)
+    document = results(out, ("jobs",))["jobs"]
+    details = document["details"]
+    assert details["chain_launches"] == details["jobs"] + 1  # every job's hour, and the new job
+    assert details["running_after_reload"] >= details["running_before_reload"] > 0
+    assert document["rows"][0]["materialise_s"] > 0
+    assert not any("must not" in note for note in document["notes"])

@@ -80,7 +80,7 @@ def test_a_program_started_by_hand_runs_and_a_sleeping_one_is_killed(
     assert killed.exit_code == 0, killed.output
     assert wait_for(lambda: runs_json(run, "--program", "sleepy", "--status", "KILLED"))
     again = run("runs", "kill", sleepy)
-    assert again.exit_code == 2
+    assert again.exit_code == 5  # conflict: it already ended (cli/exit_codes.py)
     assert "already ended KILLED" in again.output
     table = run("runs", "list").output.splitlines()
     assert table[0].split()[:3] == ["RUN", "PROGRAM", "STATUS"]

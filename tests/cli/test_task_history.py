@@ -159,6 +159,11 @@ def test_list_shows_the_errors_message_before_its_class(script, ran_a_command, e
             "code 3; stderr in /l/e.err:\nlast lines",
             "/bin/x exited with code 3; stderr in /l/e.err (CommandFailedError)",
         ),
+        (
+            "scheduler.executors.command.CommandFailedError: task a/b/2026-11-22T10:00:00.000Z/u:"
+            " /bin/x exited with code 3; stderr in /l/e.err:\nlast lines",
+            "/bin/x exited with code 3; stderr in /l/e.err (CommandFailedError)",
+        ),
         ("RuntimeError: boom", "boom (RuntimeError)"),
         (
             "TaskTimeoutError: attempt ran past its timeout",

@@ -88,7 +88,7 @@ def test_cancel_is_refused_for_a_failed_task(script, tasks_in_store, embedded):
     result = script("tasks", "cancel", *key_args(tasks_in_store["failed"]))
     assert result.returncode == 5  # conflict
     assert "cannot cancel" in result.stderr and "it has failed" in result.stderr
-    assert "only pending or retrying" in result.stderr
+    assert "only pending, running or retrying" in result.stderr
     assert log_end(embedded, tasks_in_store["partition"]) == before
 
 

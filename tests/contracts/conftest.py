@@ -228,3 +228,46 @@ def _make_run_store(kind: str, tmp_path: Path, retention_s: float) -> Iterator[A
         cassandra_runs = CassandraRunStore(tasks=tasks, retention_s=retention_s)  # type: ignore[arg-type]
         cassandra_runs.open(create_schema=True)
         yield cassandra_runs
+
+
+@pytest.fixture(params=RUN_STORES)
+def schedule_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A schedule store on each backend; the Cassandra one shares a fresh keyspace's
+    connection."""
+    if request.param == "sqlite":
+        from scheduler.stores.schedules_sqlite import SqliteScheduleStore
+
+        schedules = SqliteScheduleStore(path=str(tmp_path / "store.db"))
+        schedules.open(create_schema=True)
+        try:
+            yield schedules
+        finally:
+            schedules.close()
+        return
+    from scheduler.stores.schedules_cassandra import CassandraScheduleStore
+
+    with _make_store("cassandra", tmp_path, STATUS_RETENTION_S) as tasks:
+        cassandra_schedules = CassandraScheduleStore(tasks=tasks)  # type: ignore[arg-type]
+        cassandra_schedules.open(create_schema=True)
+        yield cassandra_schedules
+
+
+@pytest.fixture(params=RUN_STORES)
+def batch_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A batch store on each backend; the Cassandra one shares a fresh keyspace's connection."""
+    if request.param == "sqlite":
+        from scheduler.stores.batch_sqlite import SqliteBatchStore
+
+        sqlite = SqliteBatchStore(path=str(tmp_path / "store.db"))
+        sqlite.open(create_schema=True)
+        try:
+            yield sqlite
+        finally:
+            sqlite.close()
+        return
+    from scheduler.stores.batch_cassandra import CassandraBatchStore
+
+    with _make_store("cassandra", tmp_path, STATUS_RETENTION_S) as tasks:
+        cassandra = CassandraBatchStore(tasks=tasks)  # type: ignore[arg-type]
+        cassandra.open(create_schema=True)
+        yield cassandra

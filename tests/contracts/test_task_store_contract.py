@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 
-from scheduler.model import Attempt, AttemptOutcome, TaskKey, TaskState, TaskStatus
+from scheduler.model import Attempt, AttemptOutcome, TaskKey, TaskState, TaskStatus, iso_ms
 from scheduler.model import Task as _Task
 from scheduler.stores.abc import MALFORMED_KEPT_BYTES, MalformedRecord, TaskStore
 from scheduler.stores.cassandra_schema import MALFORMED_BLOCK
@@ -75,9 +75,9 @@ def test_load_orders_equal_times_by_ordering_id_then_uniqueness_key(
     after_first = task_store.load_tasks(0, (BASE_MS, "a", "9"), BASE_MS, 9)
 
     assert [str(k) for k in keys_of(load_all(task_store, 0))] == [
-        f"a/{BASE_MS}/9",
-        f"b/{BASE_MS}/1",
-        f"b/{BASE_MS}/2",
+        f"a/{iso_ms(BASE_MS)}/9",
+        f"b/{iso_ms(BASE_MS)}/1",
+        f"b/{iso_ms(BASE_MS)}/2",
     ]
     assert [k.uniqueness_key for k in keys_of(after_first)] == ["1", "2"]
 

@@ -114,7 +114,9 @@ def test_a_timed_out_attempt_is_recorded_as_timed_out(data_dir):
 
     assert status.state is TaskState.FAILED
     assert attempt.outcome is AttemptOutcome.TIMED_OUT
-    assert attempt.duration_ms is not None and attempt.duration_ms >= 200
+    # The timeout's timer is armed just before the attempt records its start, so the recorded
+    # duration may fall a millisecond or two short of the 200 ms timeout.
+    assert attempt.duration_ms is not None and 150 <= attempt.duration_ms < 10_000
 
 
 def test_a_task_a_dead_worker_left_running_is_closed_as_interrupted_and_run_again(

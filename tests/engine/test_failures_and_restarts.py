@@ -170,11 +170,13 @@ def test_a_new_worker_on_the_same_data_runs_what_the_stopped_one_left(data_dir):
 def test_a_revoked_partition_lets_running_tasks_finish_then_cancels_them(data_dir):
     cancelled: dict[TaskKey, str] = {}
     seen_by_second: set[TaskKey] = set()
-    started = threading.Event()
+    started: set[TaskKey] = set()
     lock = threading.Condition()
 
     def first_executor(task, context):
-        started.set()
+        with lock:
+            started.add(task.key)
+            lock.notify_all()
         context.cancelled.wait(30)
         with lock:
             cancelled[task.key] = context.reason
@@ -188,7 +190,8 @@ def test_a_revoked_partition_lets_running_tasks_finish_then_cancels_them(data_di
     with embedded_engine(first_executor, data_dir=data_dir, settings=settings) as engine:
         tasks = [Task(ids_on_partition(p, 1, "r")[0], soon(), "k") for p in range(PARTITIONS)]
         enqueue_all(engine, tasks)
-        assert started.wait(10)
+        with lock:  # every one running: the second worker's join revokes some at once
+            assert lock.wait_for(lambda: len(started) == len(tasks), timeout=10)
         second = Worker(
             log=engine.log,
             store=engine.store,

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 
     from scheduler.executors.spark import SparkExecutor
 
+# The product's defaults otherwise (shuffle partitions and all): the tests run jobs as users do.
 SPARK_CONF = {
     "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "2",
     "spark.driver.memory": "512m",
     # A short-lived test JVM gains nothing from the optimising JIT; it only delays the start.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",

@@ -10,9 +10,13 @@ from typing import Any
 
 import pytest
 
+from scheduler.embedded import DEFAULT_PARTITIONS, EmbeddedScheduler
+from scheduler.engine.settings import EngineSettings, RetryPolicy
 from scheduler.errors import TaskCancelledError, TaskDataError, UnknownExecutorError
 from scheduler.executors.abc import ExecutionContext
 from scheduler.executors.spark import SparkExecutor
+from scheduler.model import TaskState
+from scheduler.partitioning import partition_for
 from tests.executors.conftest import context_for, make_task
 
 pytestmark = pytest.mark.spark
@@ -218,3 +222,63 @@ def test_the_session_has_the_configured_pools_and_leaves_no_allocation_file(
     allocation_file = Path(sc.getConf().get("spark.scheduler.allocation.file"))
     assert allocation_file.name == "fairscheduler.xml"
     assert not allocation_file.parent.exists()
+
+
+def test_an_operator_cancel_of_a_running_task_cancels_its_spark_job_group(
+    spark_executor: SparkExecutor, tmp_path: Path
+) -> None:
+    from scheduler.model import TaskState
+    from scheduler.partitioning import partition_for
+    from scheduler.testing import embedded_engine
+
+    spark_executor.jobs.register("tests:sleepy", sleepy_job)
+    task = make_task({"job": "tests:sleepy", "args": {"seconds": 120}}, ordering_id="cancelled")
+    spark = spark_executor.session()
+    with embedded_engine(spark_executor, data_dir=tmp_path / "data") as engine:
+        engine.client.schedule_task(task).result(timeout=10)
+        wait_for_running_job(spark, str(task.key))
+        started = time.monotonic()
+        engine.client.cancel_task(task.key).result(timeout=10)
+        engine.join(timeout=60, raise_failures=False)
+        took = time.monotonic() - started
+        partition = partition_for(task.ordering_id.encode(), 4)
+        status = engine.store.fetch_statuses(partition, [task.key])[task.key]
+    assert took < 30  # not the job's 120 s
+    tracker = spark.sparkContext.statusTracker()
+    assert not set(tracker.getJobIdsForGroup(str(task.key))) & set(tracker.getActiveJobsIds())
+    assert status.state is TaskState.CANCELLED
+
+
+def reject_latency(spark: Any, context: ExecutionContext) -> None:
+    """A job whose Spark task raises in Python, as a bad row in real data makes it raise."""
+
+    def check(latency: int) -> int:
+        if latency < 0:
+            raise ValueError(f"latency {latency} ms is negative; the input is corrupt")
+        return latency
+
+    spark.sparkContext.parallelize([5, -1], 2).map(check).collect()
+
+
+def test_a_python_exception_in_a_spark_task_leads_the_tasks_last_error(
+    spark_executor: SparkExecutor, tmp_path: Path
+) -> None:
+    spark_executor.jobs.register("tests:reject_latency", reject_latency)
+    task = make_task({"job": "tests:reject_latency"})
+    once = EngineSettings(retry=RetryPolicy(max_attempts=1))
+
+    with EmbeddedScheduler(data_dir=tmp_path, executor=spark_executor, settings=once) as s:
+        s.client.schedule_task(task).result(timeout=30)
+        s.wait_until_idle(timeout=120, include_future=True)
+        status = s.store.fetch_statuses(
+            partition_for(task.ordering_id.encode(), DEFAULT_PARTITIONS), [task.key]
+        )[task.key]
+
+    assert status.state is TaskState.FAILED
+    first_line = status.last_error.splitlines()[0]
+    assert first_line.startswith(
+        "scheduler.errors.SparkTaskError: ValueError: latency -1 ms is negative; the input is "
+        "corrupt (raised in a Spark task of job tests:reject_latency"
+    )
+    # Spark's whole report still follows, for the frames.
+    assert "Traceback (most recent call last):" in status.last_error

@@ -164,7 +164,8 @@ def get_task(
 
 @router.post("/cancel", summary="Cancel pending tasks", responses={**_404, **_409})
 def cancel(body: ChangeIn, state: State, _: TokenEntry = _may("cancel")) -> ChangeOut:
-    """Pending or retrying tasks, given by key, become CANCELLED."""
+    """Pending, running or retrying tasks, given by key, become CANCELLED (a running attempt
+    is stopped)."""
     if body.filter is not None:
         raise ValueError("cancel takes tasks by `keys` only, not by `filter`; list them first")
     return _change(state, "cancel", body)

@@ -28,9 +28,16 @@ from scheduler.executors.abc import ExecutionContext
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["HourlyOutputsMissingError", "clean_and_aggregate_hour", "rollup_day"]
+__all__ = ["EVENT_SCHEMA", "HourlyOutputsMissingError", "clean_and_aggregate_hour", "rollup_day"]
 
 MAX_LATENCY_MS = 60_000
+
+EVENT_SCHEMA = (
+    "event_id STRING, user_id BIGINT, url STRING, country STRING, device STRING, "
+    "latency_ms INT, ts TIMESTAMP"
+)
+"""The columns `generate.py` writes (and the hourly job's cleaned output keeps), given to the
+reader so that Spark does not run a job to read them from a file's footer."""
 
 
 class HourlyOutputsMissingError(RuntimeError):
@@ -41,13 +48,20 @@ def clean_and_aggregate_hour(spark: SparkSession, context: ExecutionContext) -> 
     """Clean one hour of events and aggregate it per url and country.
 
     args: `hour` (YYYYMMDDHH), `input` (the events directory), `output` (the pipeline's root).
+
+    Five Spark jobs of one task each on a small hour (docs/example-pipeline.md#how-long-it-takes):
+    the schema is given, not inferred from the files (which would be a job of its own); the counts
+    of `stats.json` are observed while the cleaned events are written (`DataFrame.observe`), not
+    counted by extra actions; and the aggregate reads the cleaned events just written instead of
+    caching them.
     """
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     args = context.data["args"]
     hour = str(args["hour"])
     start = datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=UTC)
-    raw = spark.read.parquet(f"{args['input']}/hour={hour}")
+    raw = spark.read.schema(EVENT_SCHEMA).parquet(f"{args['input']}/hour={hour}")
 
     in_hour = F.col("ts").between(
         F.lit(start), F.lit(start + timedelta(hours=1) - timedelta(0, 0, 1))
@@ -56,36 +70,36 @@ def clean_and_aggregate_hour(spark: SparkSession, context: ExecutionContext) -> 
     complete = (
         F.col("event_id").isNotNull() & F.col("user_id").isNotNull() & F.col("url").isNotNull()
     )
-    checks = raw.agg(
-        F.count(F.lit(1)).alias("rows_read"),
-        F.sum(F.when(~complete, 1).otherwise(0)).alias("dropped_incomplete"),
-        F.sum(F.when(complete & ~valid_latency, 1).otherwise(0)).alias("dropped_bad_latency"),
-        F.sum(F.when(complete & valid_latency & ~in_hour, 1).otherwise(0)).alias(
-            "dropped_outside_hour"
-        ),
-    ).first()
-    clean = raw.where(complete & valid_latency & in_hour).dropDuplicates(["event_id"])
-    clean = clean.cache()
-    try:
-        aggregate = _aggregate(clean)
-        stats: dict[str, Any] = {
-            k: int(v or 0) for k, v in (checks.asDict() if checks else {}).items()
-        }
-        stats["rows_kept"] = clean.count()
-        stats["dropped_duplicates"] = (
-            stats["rows_read"]
-            - stats["rows_kept"]
-            - sum(v for k, v in stats.items() if k.startswith("dropped_"))
+    checks, kept = Observation("checks"), Observation("kept")
+    clean = (
+        raw.observe(
+            checks,
+            F.count(F.lit(1)).alias("rows_read"),
+            F.sum(F.when(~complete, 1).otherwise(0)).alias("dropped_incomplete"),
+            F.sum(F.when(complete & ~valid_latency, 1).otherwise(0)).alias("dropped_bad_latency"),
+            F.sum(F.when(complete & valid_latency & ~in_hour, 1).otherwise(0)).alias(
+                "dropped_outside_hour"
+            ),
         )
-        stats.update(hour=hour, task=str(context.key), attempt=context.attempt)
-        staging = f"{args['output']}/hourly/_staging/hour={hour}/attempt-{context.attempt}"
-        clean.coalesce(1).write.mode("overwrite").parquet(f"{staging}/clean")
-        aggregate.coalesce(1).write.mode("overwrite").parquet(f"{staging}/agg")
-        _write_text(spark, f"{staging}/stats.json", json.dumps(stats, indent=2) + "\n")
-        context.raise_if_cancelled()
-        _replace(spark, staging, f"{args['output']}/hourly/hour={hour}")
-    finally:
-        clean.unpersist()
+        .where(complete & valid_latency & in_hour)
+        .dropDuplicates(["event_id"])
+        .observe(kept, F.count(F.lit(1)).alias("rows_kept"))
+    )
+    staging = f"{args['output']}/hourly/_staging/hour={hour}/attempt-{context.attempt}"
+    clean.coalesce(1).write.mode("overwrite").parquet(f"{staging}/clean")
+    stats: dict[str, Any] = {k: int(v or 0) for k, v in checks.get.items()}
+    stats["rows_kept"] = int(kept.get["rows_kept"])
+    stats["dropped_duplicates"] = (
+        stats["rows_read"]
+        - stats["rows_kept"]
+        - sum(v for k, v in stats.items() if k.startswith("dropped_"))
+    )
+    stats.update(hour=hour, task=str(context.key), attempt=context.attempt)
+    written = spark.read.schema(EVENT_SCHEMA).parquet(f"{staging}/clean")
+    _aggregate(written).coalesce(1).write.mode("overwrite").parquet(f"{staging}/agg")
+    _write_text(spark, f"{staging}/stats.json", json.dumps(stats, indent=2) + "\n")
+    context.raise_if_cancelled()
+    _replace(spark, staging, f"{args['output']}/hourly/hour={hour}")
 
 
 def rollup_day(spark: SparkSession, context: ExecutionContext) -> None:
@@ -104,42 +118,39 @@ def rollup_day(spark: SparkSession, context: ExecutionContext) -> None:
             f"daily rollup of {day} needs all 24 hourly outputs under {root}; "
             f"{len(missing)} missing: {', '.join(missing)}. It will be retried."
         )
-    clean = spark.read.parquet(*[f"{root}/hour={h}/clean" for h in hours])
-    rollup = _aggregate(clean).cache()
-    try:
-        # A day has a few hundred url/country rows: rank them on the driver, one Spark job.
-        rows = rollup.collect()
-        per_url: dict[str, list[int]] = {}
-        for row in rows:
-            events, p95 = per_url.setdefault(row.url, [0, 0])
-            per_url[row.url] = [events + row.events, max(p95, row.p95_latency_ms)]
-        top = sorted(per_url.items(), key=lambda item: (-item[1][0], item[0]))[:20]
-        hourly = [json.loads(_read_text(spark, f"{root}/hour={h}/stats.json")) for h in hours]
-        summary = {
-            "day": day,
-            "task": str(context.key),
-            "events_read": sum(s["rows_read"] for s in hourly),
-            "events_kept": sum(s["rows_kept"] for s in hourly),
-            "distinct_users": clean.select("user_id").distinct().count(),
-            "url_country_rows": len(rows),
-            "dropped": {
-                reason: sum(s[reason] for s in hourly)
-                for reason in sorted(hourly[0])
-                if reason.startswith("dropped_")
-            },
-            "top_urls": [{"url": url, "events": events} for url, (events, _) in top[:10]],
-        }
-        staging = f"{args['output']}/daily/_staging/day={day}/attempt-{context.attempt}"
-        rollup.coalesce(1).write.mode("overwrite").parquet(f"{staging}/rollup")
-        csv = "url,events,max_p95_latency_ms\n" + "".join(
-            f"{url},{events},{p95}\n" for url, (events, p95) in top
-        )
-        _write_text(spark, f"{staging}/top_urls.csv", csv)
-        _write_text(spark, f"{staging}/summary.json", json.dumps(summary, indent=2) + "\n")
-        context.raise_if_cancelled()
-        _replace(spark, staging, f"{args['output']}/daily/day={day}")
-    finally:
-        rollup.unpersist()
+    clean = spark.read.schema(EVENT_SCHEMA).parquet(*[f"{root}/hour={h}/clean" for h in hours])
+    staging = f"{args['output']}/daily/_staging/day={day}/attempt-{context.attempt}"
+    _aggregate(clean).coalesce(1).write.mode("overwrite").parquet(f"{staging}/rollup")
+    # A day has a few hundred url/country rows: read back what was written (instead of caching
+    # it) and rank them on the driver.
+    rows = spark.read.parquet(f"{staging}/rollup").collect()
+    per_url: dict[str, list[int]] = {}
+    for row in rows:
+        events, p95 = per_url.setdefault(row.url, [0, 0])
+        per_url[row.url] = [events + row.events, max(p95, row.p95_latency_ms)]
+    top = sorted(per_url.items(), key=lambda item: (-item[1][0], item[0]))[:20]
+    hourly = [json.loads(_read_text(spark, f"{root}/hour={h}/stats.json")) for h in hours]
+    summary = {
+        "day": day,
+        "task": str(context.key),
+        "events_read": sum(s["rows_read"] for s in hourly),
+        "events_kept": sum(s["rows_kept"] for s in hourly),
+        "distinct_users": clean.select("user_id").distinct().count(),
+        "url_country_rows": len(rows),
+        "dropped": {
+            reason: sum(s[reason] for s in hourly)
+            for reason in sorted(hourly[0])
+            if reason.startswith("dropped_")
+        },
+        "top_urls": [{"url": url, "events": events} for url, (events, _) in top[:10]],
+    }
+    csv = "url,events,max_p95_latency_ms\n" + "".join(
+        f"{url},{events},{p95}\n" for url, (events, p95) in top
+    )
+    _write_text(spark, f"{staging}/top_urls.csv", csv)
+    _write_text(spark, f"{staging}/summary.json", json.dumps(summary, indent=2) + "\n")
+    context.raise_if_cancelled()
+    _replace(spark, staging, f"{args['output']}/daily/day={day}")
 
 
 def _aggregate(events: DataFrame) -> DataFrame:

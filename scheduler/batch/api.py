@@ -1,0 +1,160 @@
+"""The batch jobs from Python: what `scheduler jobs` runs.
+
+    jobs = BatchJobs(store=batch_store, client=client)
+    jobs.load(Path("jobs.json").read_text())          # checked here, applied by the engine
+    jobs.partitions("job1", statuses={Status.FAILED})
+    jobs.rerun("job1", parse_partition("2000-01-01 00:00:00"),
+               parse_partition("2000-01-02 00:00:00"), with_dependants=True)
+
+Reads go to the store directly; every change is a task in the configuration's queue
+(`batch:<name>`), applied by a worker in order with everything else the jobs do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from scheduler.batch.config import Configuration, parse_configuration
+from scheduler.batch.decide import Summary, View, summary, views
+from scheduler.batch.errors import UnknownJobError
+from scheduler.batch.launching import control_task
+from scheduler.batch.state import Status
+from scheduler.batch.store import DEFAULT_NAME, Attempt, BatchStore, StoredConfiguration
+from scheduler.client import SchedulerClient
+from scheduler.engine.clock import now_ms
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """One job as `scheduler jobs list` shows it."""
+
+    name: str
+    paused: bool
+    """Paused by an operator (the file's max_parallelism 0 pauses too, and shows as 0)."""
+    max_parallelism: int
+    counts: Summary
+
+
+def check(text: str | bytes) -> Configuration:
+    """The configuration of `text`, or `BatchConfigError` with every problem."""
+    return parse_configuration(text)
+
+
+class BatchJobs:
+    """The batch jobs of configuration `name`: read from `store`, changed through `client`."""
+
+    def __init__(
+        self,
+        *,
+        store: BatchStore,
+        client: SchedulerClient | None = None,
+        name: str = DEFAULT_NAME,
+        clock: Callable[[], int] = now_ms,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.name = name
+        self.clock = clock
+        self.timeout_s = timeout_s
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def stored(self) -> StoredConfiguration | None:
+        return self.store.configuration(self.name)
+
+    def configuration(self) -> Configuration | None:
+        """The configuration in force, None before the first load."""
+        stored = self.stored()
+        return None if stored is None else parse_configuration(stored.text)
+
+    def _config(self) -> tuple[Configuration, StoredConfiguration]:
+        stored = self.stored()
+        if stored is None:
+            raise UnknownJobError(
+                f"no batch configuration {self.name!r} is loaded; load one with "
+                "`scheduler jobs load FILE`"
+            )
+        return parse_configuration(stored.text), stored
+
+    def _job(self, config: Configuration, job: str) -> None:
+        if job not in config.by_name:
+            raise UnknownJobError(
+                f"no batch job is named {job!r}; the jobs are {sorted(config.by_name)}"
+            )
+
+    def jobs(self) -> list[JobRow]:
+        """Every job of the configuration in force, with its partitions counted by state."""
+        config, stored = self._config()
+        states, now = self.store.states(self.name), self.clock()
+        return [
+            JobRow(
+                job.name,
+                job.name in stored.paused,
+                job.max_parallelism,
+                summary(config, states, job.name, now),
+            )
+            for job in config.jobs
+        ]
+
+    def partitions(
+        self,
+        job: str,
+        *,
+        statuses: Collection[Status] | None = None,
+        first: int = 0,
+        limit: int = 1000,
+    ) -> list[View]:
+        """`job`'s partitions from index `first` (at most `limit` looked at), of `statuses`
+        only if given, each with what it waits for or why it never will run."""
+        config, _ = self._config()
+        self._job(config, job)
+        found = views(config, self.store.states(self.name), job, self.clock(), first, limit)
+        return [v for v in found if statuses is None or v.status in statuses]
+
+    def history(self, job: str, *, partition: int | None = None, limit: int = 100) -> list[Attempt]:
+        """The attempts of `job` (of one partition), newest first."""
+        return self.store.attempts(job, self.name, partition=partition, limit=limit)
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def _send(self, op: str, **data: object) -> str:
+        if self.client is None:
+            raise RuntimeError("BatchJobs needs a client to change anything")
+        key = f"{op}:{uuid.uuid4()}"
+        task = control_task(self.name, op, now_ms(), key, **data)
+        self.client.schedule_task(task).result(self.timeout_s)
+        return key
+
+    def load(self, text: str, *, source: str = "api") -> Configuration:
+        """Check `text` (`BatchConfigError` lists every problem) and have it applied as a diff
+        by the engine; returns the configuration."""
+        config = parse_configuration(text)
+        self._send("load", text=text, source=source)
+        return config
+
+    def rerun(
+        self, job: str, first_ms: int, stop_ms: int, *, with_dependants: bool = False
+    ) -> None:
+        """Run `job`'s partitions in [first_ms, stop_ms) again, those that succeeded or were
+        marked success included (and their dependants' if `with_dependants`)."""
+        config, _ = self._config()
+        self._job(config, job)
+        if stop_ms <= first_ms:
+            raise ValueError("--to must be after --from (the range is [from, to))")
+        self._send(
+            "rerun", job=job, first_ms=first_ms, stop_ms=stop_ms, with_dependants=with_dependants
+        )
+
+    def pause(self, job: str) -> None:
+        """Start no new partition of `job` (running ones go on) until `resume`."""
+        config, _ = self._config()
+        self._job(config, job)
+        self._send("pause", job=job)
+
+    def resume(self, job: str) -> None:
+        config, _ = self._config()
+        self._job(config, job)
+        self._send("resume", job=job)

@@ -1,0 +1,339 @@
+"""`scheduler schedules`: create, apply, change and inspect schedules (docs/schedules.md).
+
+Reads go to the schedule store. Changes are tasks in each schedule's queue that a worker with
+programs applies; a command waits (`--wait`, 30 s by default) until the store shows them
+applied. Exit status 4 for an unknown schedule, 5 for a conflict (enabling an enabled schedule,
+creating one that exists), 3 when no worker applied the change in time.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from scheduler.cli.context import CliState, pass_state
+from scheduler.cli.keys import iso
+from scheduler.cli.output import echo_json, echo_table
+from scheduler.schedules.abc import STATUSES, TRIGGER_TYPES, ScheduleRecord
+from scheduler.schedules.errors import ScheduleError
+from scheduler.schedules.model import Schedule
+from scheduler.schedules.parse import parse_schedule
+
+if TYPE_CHECKING:
+    from scheduler.schedules.client import SchedulesClient
+    from scheduler.settings import Settings
+
+JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+WAIT = click.option(
+    "--wait",
+    "wait_s",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds to wait for a worker to apply the change (0: do not wait).",
+)
+
+
+@click.group()
+def schedules() -> None:
+    """Schedules: which program runs when (cron, data arrival, program status, AND/OR)."""
+
+
+@contextmanager
+def _client(
+    settings: Settings, *, wait_s: float | None = None, writes: bool = True
+) -> Iterator[SchedulesClient]:
+    """The schedules client over the store (and, for changes, the log: reads open none)."""
+    from scheduler.client import SchedulerClient
+    from scheduler.programs.runtime import load_catalog
+    from scheduler.runtime import build_log, open_existing_store
+    from scheduler.schedules.client import SchedulesClient
+    from scheduler.schedules.runtime import open_schedule_store
+
+    with ExitStack() as stack:
+        store = open_existing_store(settings)
+        stack.callback(store.close)
+        schedule_store = open_schedule_store(
+            settings, store, create_schema=settings.store == "sqlite"
+        )
+        stack.callback(schedule_store.close)
+        tasks = None
+        if writes:
+            log = build_log(settings)
+            stack.callback(log.close)
+            tasks = SchedulerClient(log=log, grace_window_s=settings.grace_window_s)
+            stack.callback(tasks.close)
+        catalog = load_catalog(settings) if settings.programs_file is not None else None
+        yield SchedulesClient(
+            store=schedule_store, client=tasks, catalog=catalog, wait_s=wait_s or None
+        )
+
+
+def read_schedules(path: Path) -> list[Schedule]:
+    """The schedules of a file: JSON (one schedule, a list, or {"schedules": [...]}) or TOML
+    (`[schedules.NAME]` tables, the name taken from the table's)."""
+    text = path.read_text("utf-8")
+    data: Any
+    try:
+        if path.suffix == ".toml":
+            tables = tomllib.loads(text).get("schedules", {})
+            data = [{"name": name, **body} for name, body in tables.items()]
+        else:
+            data = json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as error:
+        raise ScheduleError(f"{path} is not valid {path.suffix or 'JSON'}: {error}") from None
+    if isinstance(data, dict) and "schedules" in data:
+        data = data["schedules"]
+    items = data if isinstance(data, list) else [data]
+    return [parse_schedule(item) for item in items]
+
+
+def _row(record: ScheduleRecord) -> tuple[Any, ...]:
+    schedule = record.schedule
+    nexts = sorted(record.next_fires.values()) if record.enabled else []
+    return (
+        schedule.name,
+        record.status,
+        schedule.trigger.type,
+        schedule.program,
+        iso(nexts[0]) if nexts else "",
+        schedule.description,
+    )
+
+
+@schedules.command("create")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@WAIT
+@pass_state
+def create(state: CliState, file: Path, wait_s: float) -> None:
+    """Create the schedules in FILE (JSON or TOML), disabled; all or none of them."""
+    batch = read_schedules(file)
+    with _client(state.settings(), wait_s=wait_s) as client:
+        client.create(batch)
+    click.echo(f"created {', '.join(s.name for s in batch)} (disabled; enable them to run)")
+
+
+@schedules.command("apply")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--source", help="Who declares these schedules (default: the file's name).")
+@click.option(
+    "--update-schedules/--no-update-schedules",
+    default=True,
+    show_default=True,
+    help="Create, update and delete to match FILE (a development redeploy), or leave existing "
+    "schedules alone (production, where operators own them).",
+)
+@WAIT
+@JSON
+@pass_state
+def apply(
+    state: CliState,
+    file: Path,
+    source: str | None,
+    update_schedules: bool,
+    wait_s: float,
+    as_json: bool,
+) -> None:
+    """Make the schedules FILE declared those in it (a redeploy)."""
+    batch = read_schedules(file)
+    with _client(state.settings(), wait_s=wait_s) as client:
+        result = client.apply(
+            batch, source=f"apply:{source or file.stem}", update_schedules=update_schedules
+        )
+    done = {
+        "created": list(result.created),
+        "updated": list(result.updated),
+        "deleted": list(result.deleted),
+        "unchanged": list(result.unchanged),
+    }
+    if as_json:
+        echo_json(done)
+        return
+    for what, names in done.items():
+        if names:
+            click.echo(f"{what}: {', '.join(names)}")
+
+
+@schedules.command("list")
+@click.option("--trigger-type", type=click.Choice(TRIGGER_TYPES, case_sensitive=False))
+@click.option("--status", type=click.Choice(STATUSES, case_sensitive=False))
+@click.option("--triggered-by", metavar="PROGRAM", help="Only those a run of PROGRAM triggers.")
+@click.option("--after", default="", help="Names after this one (the next page).")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
+@JSON
+@pass_state
+def list_schedules(
+    state: CliState,
+    trigger_type: str | None,
+    status: str | None,
+    triggered_by: str | None,
+    after: str,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Schedules by name, a page at a time."""
+    with _client(state.settings(), writes=False) as client:
+        if triggered_by is not None:
+            found = client.triggered_by(triggered_by)
+        else:
+            found = client.list_schedules(
+                trigger_type=trigger_type and trigger_type.upper(),
+                status=status and status.upper(),
+                after=after,
+                limit=limit,
+            )
+    if as_json:
+        echo_json([r.to_json() for r in found])
+        return
+    echo_table(
+        ["SCHEDULE", "STATUS", "TRIGGER", "PROGRAM", "NEXT FIRE", "DESCRIPTION"],
+        [_row(r) for r in found],
+    )
+
+
+@schedules.command("show")
+@click.argument("name")
+@JSON
+@pass_state
+def show(state: CliState, name: str, as_json: bool) -> None:
+    """One schedule: its definition (the seeds' ScheduleDetail JSON) and its state."""
+    with _client(state.settings(), writes=False) as client:
+        record = client.get(name)
+    if as_json:
+        echo_json(record.to_json())
+        return
+    click.echo(f"{'status:':<10} {record.status} (revision {record.revision})")
+    for index, fire in sorted(record.next_fires.items()):
+        click.echo(f"{'next fire:':<10} {iso(fire)} (cron {index})")
+    click.echo(json.dumps(record.schedule.to_json(), indent=2))
+
+
+@schedules.command("update")
+@click.argument("name")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@WAIT
+@pass_state
+def update(state: CliState, name: str, file: Path, wait_s: float) -> None:
+    """Change NAME with the fields in FILE (a JSON object; omitted fields keep their value)."""
+    try:
+        changes = json.loads(file.read_text("utf-8"))
+    except ValueError as error:
+        raise ScheduleError(f"{file} is not valid JSON: {error}") from None
+    if not isinstance(changes, dict):
+        raise ScheduleError(f"{file} must hold a JSON object of the fields to change")
+    with _client(state.settings(), wait_s=wait_s) as client:
+        client.update(name, changes)
+    click.echo(f"updated {name}")
+
+
+@schedules.command("enable")
+@click.argument("name")
+@WAIT
+@pass_state
+def enable(state: CliState, name: str, wait_s: float) -> None:
+    """Enable NAME: its cron fires and events count from now on."""
+    with _client(state.settings(), wait_s=wait_s) as client:
+        client.enable(name)
+    click.echo(f"enabled {name}")
+
+
+@schedules.command("disable")
+@click.argument("name")
+@WAIT
+@pass_state
+def disable(state: CliState, name: str, wait_s: float) -> None:
+    """Disable NAME: its pending job is discarded, its events are dropped."""
+    with _client(state.settings(), wait_s=wait_s) as client:
+        client.disable(name)
+    click.echo(f"disabled {name}")
+
+
+@schedules.command("delete")
+@click.argument("names", nargs=-1, required=True)
+@WAIT
+@pass_state
+def delete(state: CliState, names: Sequence[str], wait_s: float) -> None:
+    """Delete NAMES; with any unknown name, none is deleted."""
+    with _client(state.settings(), wait_s=wait_s) as client:
+        client.delete(list(names))
+    click.echo(f"deleted {', '.join(names)}")
+
+
+def _instant(text: str) -> int:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an ISO time, e.g. 2026-01-01T00:00Z") from None
+    if when.tzinfo is None:
+        raise click.BadParameter(f"{text!r} has no time zone; add Z or +hh:mm")
+    return int(when.timestamp() * 1000)
+
+
+@schedules.command("reenable")
+@click.option("--from", "start", required=True, help="ISO time, inclusive.")
+@click.option("--to", "end", required=True, help="ISO time, exclusive.")
+@WAIT
+@JSON
+@pass_state
+def reenable(state: CliState, start: str, end: str, wait_s: float, as_json: bool) -> None:
+    """Enable again the schedules disabled between --from and --to."""
+    with _client(state.settings(), wait_s=wait_s) as client:
+        names = client.reenable(_instant(start), _instant(end))
+    if as_json:
+        echo_json(names)
+    else:
+        click.echo(f"re-enabled {len(names)} schedule(s){': ' if names else ''}{', '.join(names)}")
+
+
+def _times(state: CliState, name: str, count: int, as_json: bool, *, previous: bool) -> None:
+    with _client(state.settings(), writes=False) as client:
+        fires = client.previous_runs(name, count) if previous else client.next_runs(name, count)
+    if as_json:
+        echo_json([{"time_ms": f, "time": iso(f)} for f in fires])
+        return
+    for fire in fires:
+        click.echo(iso(fire))
+
+
+@schedules.command("next-runs")
+@click.argument("name")
+@click.option("--count", default=5, show_default=True, type=click.IntRange(min=1))
+@JSON
+@pass_state
+def next_runs(state: CliState, name: str, count: int, as_json: bool) -> None:
+    """The next fire times of NAME's cron triggers."""
+    _times(state, name, count, as_json, previous=False)
+
+
+@schedules.command("previous-runs")
+@click.argument("name")
+@click.option("--count", default=5, show_default=True, type=click.IntRange(min=1))
+@JSON
+@pass_state
+def previous_runs(state: CliState, name: str, count: int, as_json: bool) -> None:
+    """The last fire times of NAME's cron triggers, newest first."""
+    _times(state, name, count, as_json, previous=True)
+
+
+@schedules.command("jobs")
+@click.argument("name")
+@JSON
+@pass_state
+def jobs(state: CliState, name: str, as_json: bool) -> None:
+    """NAME's jobs: the pending ones and the last few that ended."""
+    with _client(state.settings(), writes=False) as client:
+        found = client.jobs(name)
+    if as_json:
+        echo_json([json.loads(j.model_dump_json(by_alias=True)) for j in found])
+        return
+    echo_table(
+        ["JOB", "STATE", "EVENTS", "FIRST EVENT", "REASON"],
+        [(j.key, j.state, len(j.events), iso(j.first_event_ms), j.reason or "") for j in found],
+    )

@@ -1,0 +1,181 @@
+"""The schedule store port: schedules, their pending jobs and the reverse index, as rows.
+
+Contract (the suite in tests/contracts/test_schedule_store_contract.py holds every adapter to it):
+
+* A schedule is keyed by its name. `put` writes its record (replacing any) together with its
+  rows in the list index (by trigger type and status) and in the reverse index (one row per
+  event key its triggers listen to: `program:<name>` for PROGRAM_STATUS, `dataset:<name>` for
+  PARTITION); keys the previous record had and this one has not leave the reverse index.
+  `delete` removes the record, its list and trigger index rows and its jobs; keys added with
+  `add_key` are the caller's to remove (a task for a deleted schedule does nothing anyway).
+  Every write of one schedule comes from its own engine queue (`schedule:<name>`), one at a
+  time, and is safe to repeat: a task re-executed after a crash writes the same rows again.
+* `list_schedules` pages by name (ascending, strictly after `after`), optionally of one trigger
+  type and/or one status, without reading other schedules' records: 100,000 schedules cost rows.
+* `names_for_key` reads the reverse index: the names of the schedules an event key concerns,
+  whatever their status (a disabled schedule's task drops the event). `add_key` and
+  `remove_key` maintain extra keys a schedule listens to for a while (`run-end:<program>` while
+  a job waits for a run of its program to end).
+* Jobs are keyed by (schedule, job key); `put_job` replaces one, `jobs` lists a schedule's jobs
+  oldest first (revision, then generation), `delete_job` removes one.
+
+Methods may raise `BackendUnavailableError` after the adapter's own retries are exhausted.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from scheduler.schedules.job import Job
+from scheduler.schedules.model import Partition, ProgramStatus, Schedule, leaves
+
+ENABLED = "ENABLED"
+DISABLED = "DISABLED"
+STATUSES = (ENABLED, DISABLED)
+TRIGGER_TYPES = ("TIME", "PARTITION", "PROGRAM_STATUS", "AND", "OR")
+
+
+def event_keys(schedule: Schedule) -> set[str]:
+    """The event keys (as `scheduler.programs.events` names them) the schedule's triggers count."""
+    keys: set[str] = set()
+    for leaf in leaves(schedule.trigger):
+        if isinstance(leaf, Partition):
+            keys.add(f"dataset:{leaf.dataset}")
+        elif isinstance(leaf, ProgramStatus):
+            keys.add(f"program:{leaf.program}")
+    return keys
+
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    """A schedule as stored: its definition and the state its own queue keeps."""
+
+    schedule: Schedule
+    """The definition (name, program, trigger, constraints...)."""
+    revision: int
+    """Bumped by every create and update; tasks of an older revision are no-ops."""
+    enabled: bool = False
+    """Schedules are created disabled."""
+    created_ms: int = 0
+    updated_ms: int = 0
+    """The last change of definition or status."""
+    disabled_ms: int | None = None
+    """When it was last disabled (for `reenable` over a time range)."""
+    change_id: str = ""
+    """The id of the last change request applied (a client waits for it)."""
+    last_fires: dict[str, int] = field(default_factory=dict)
+    """Per cron (index in `Schedule.crons()` as text): the last fire handled."""
+    next_fires: dict[str, int] = field(default_factory=dict)
+    """Per cron: the fire enqueued next."""
+    source: str = ""
+    """Who declared it: `apply:<label>` for a file applied with `schedules apply`, else empty."""
+
+    @property
+    def name(self) -> str:
+        return self.schedule.name
+
+    @property
+    def status(self) -> str:
+        return ENABLED if self.enabled else DISABLED
+
+    @property
+    def trigger_type(self) -> str:
+        return self.schedule.trigger.type
+
+    def changed(self, **changes: Any) -> ScheduleRecord:
+        return replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schedule": self.schedule.to_json(),
+            "revision": self.revision,
+            "status": self.status,
+            "created_ms": self.created_ms,
+            "updated_ms": self.updated_ms,
+            "disabled_ms": self.disabled_ms,
+            "change_id": self.change_id,
+            "last_fires": dict(self.last_fires),
+            "next_fires": dict(self.next_fires),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ScheduleRecord:
+        return cls(
+            schedule=Schedule.model_validate(data["schedule"]),
+            revision=int(data["revision"]),
+            enabled=data["status"] == ENABLED,
+            created_ms=int(data.get("created_ms") or 0),
+            updated_ms=int(data.get("updated_ms") or 0),
+            disabled_ms=data.get("disabled_ms"),
+            change_id=str(data.get("change_id") or ""),
+            last_fires={k: int(v) for k, v in (data.get("last_fires") or {}).items()},
+            next_fires={k: int(v) for k, v in (data.get("next_fires") or {}).items()},
+            source=str(data.get("source") or ""),
+        )
+
+
+class ScheduleStore(ABC):
+    """The schedules of one deployment, their jobs and their reverse index."""
+
+    @abstractmethod
+    def open(self, *, create_schema: bool = True) -> None:
+        """Connect, and create the tables idempotently if `create_schema`."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections (not those of a task store this store borrowed them from)."""
+
+    @abstractmethod
+    def get(self, name: str) -> ScheduleRecord | None:
+        """The schedule of this name, or None."""
+
+    @abstractmethod
+    def put(self, record: ScheduleRecord) -> None:
+        """Write `record` with its list and reverse-index rows (replacing the previous ones)."""
+
+    @abstractmethod
+    def delete(self, name: str) -> None:
+        """Remove the schedule, its list and trigger index rows and its jobs (nothing if it
+        does not exist)."""
+
+    @abstractmethod
+    def list_schedules(
+        self,
+        *,
+        trigger_type: str | None = None,
+        status: str | None = None,
+        after: str = "",
+        limit: int = 100,
+    ) -> list[ScheduleRecord]:
+        """At most `limit` schedules named after `after`, by name, of the type and status."""
+
+    @abstractmethod
+    def names_for_key(self, key: str) -> list[str]:
+        """The names of the schedules event key `key` concerns, sorted."""
+
+    @abstractmethod
+    def add_key(self, key: str, name: str) -> None:
+        """Make `name` listen to `key` too (until `remove_key` or its delete)."""
+
+    @abstractmethod
+    def remove_key(self, key: str, name: str) -> None:
+        """Stop `name` listening to `key` (nothing if it did not)."""
+
+    @abstractmethod
+    def put_job(self, job: Job) -> None:
+        """Write the job (keyed by its schedule's name and `job.key`)."""
+
+    @abstractmethod
+    def jobs(self, name: str) -> list[Job]:
+        """The schedule's stored jobs, oldest first (revision, then generation)."""
+
+    @abstractmethod
+    def delete_job(self, name: str, job_key: str) -> None:
+        """Remove one job (nothing if it does not exist)."""
+
+
+def job_order(job: Job) -> tuple[int, int]:
+    return (job.revision, job.generation)

@@ -1,0 +1,158 @@
+"""The batch store on Cassandra, sharing the task store's connection and keyspace.
+
+Tables, designed from the queries:
+
+* `batch_configurations` (name): the configuration in force, one small record.
+* `batch_states` ((name), job): each job's compact state (ranges stay ranges: a few hundred
+  bytes for a year of hourly successes), all read at once by the engine's batch queue.
+* `batch_attempts` ((name, job), partition_ms DESC, attempt DESC): the history of a job's
+  partitions, newest first; retention is a range delete on the clustering key.
+
+One writer per name (the `batch:<name>` queue) makes every write a plain upsert.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from scheduler.batch.codec import encode_state
+from scheduler.batch.state import JobState
+from scheduler.batch.store import (
+    DEFAULT_NAME,
+    Attempt,
+    BatchStore,
+    StoredConfiguration,
+    dumps,
+    read_state,
+)
+from scheduler.stores import _cassandra_session as driver
+from scheduler.stores.cassandra import CassandraTaskStore
+
+
+def _ddl(ks: str) -> list[str]:
+    return [
+        f"CREATE TABLE IF NOT EXISTS {ks}.batch_configurations (name text PRIMARY KEY, "
+        "record text)",
+        f"CREATE TABLE IF NOT EXISTS {ks}.batch_states (name text, job text, state text, "
+        "PRIMARY KEY ((name), job))",
+        f"CREATE TABLE IF NOT EXISTS {ks}.batch_attempts (name text, job text, "
+        "partition_ms bigint, attempt int, record text, "
+        "PRIMARY KEY ((name, job), partition_ms, attempt)) "
+        "WITH CLUSTERING ORDER BY (partition_ms DESC, attempt DESC)",
+    ]
+
+
+def _statements(ks: str) -> dict[str, str]:
+    attempts = f"SELECT record FROM {ks}.batch_attempts WHERE name = ? AND job = ?"
+    return {
+        "get_config": f"SELECT record FROM {ks}.batch_configurations WHERE name = ?",
+        "put_config": f"INSERT INTO {ks}.batch_configurations (name, record) VALUES (?, ?)",
+        "states": f"SELECT job, state FROM {ks}.batch_states WHERE name = ?",
+        "put_state": f"INSERT INTO {ks}.batch_states (name, job, state) VALUES (?, ?, ?)",
+        "drop_state": f"DELETE FROM {ks}.batch_states WHERE name = ? AND job = ?",
+        "put_attempt": f"INSERT INTO {ks}.batch_attempts (name, job, partition_ms, attempt, "
+        "record) VALUES (?, ?, ?, ?, ?)",
+        "attempts": attempts + " LIMIT ?",
+        "attempts_of": attempts + " AND partition_ms = ? LIMIT ?",
+        "attempts_between": attempts + " AND partition_ms >= ? AND partition_ms < ? LIMIT ?",
+        "forget_before": f"DELETE FROM {ks}.batch_attempts WHERE name = ? AND job = ? "
+        "AND partition_ms < ?",
+        "forget_job": f"DELETE FROM {ks}.batch_attempts WHERE name = ? AND job = ?",
+    }
+
+
+_FAR = 2**62
+
+
+class CassandraBatchStore(BatchStore):
+    """Batch jobs in the keyspace of `tasks`, over its connection (open `tasks` first)."""
+
+    def __init__(self, *, tasks: CassandraTaskStore) -> None:
+        self.tasks = tasks
+        self._q: dict[str, Any] = {}
+
+    def open(self, *, create_schema: bool = True) -> None:
+        run = self.tasks.runner()
+        if create_schema:
+            driver.apply_schema(run, _ddl(self.tasks.keyspace), timeout=60.0)
+        self._q = driver.prepare(run, self.tasks.keyspace, _statements(self.tasks.keyspace))
+
+    def close(self) -> None:
+        self._q = {}  # the connection is the task store's to close
+
+    def _one(self, name: str, params: tuple[Any, ...], what: str) -> list[tuple[Any, ...]]:
+        if not self._q:
+            raise RuntimeError("the batch store is not open; call open()")
+        return self.tasks.runner().one(self._q[name], params, what)
+
+    def configuration(self, name: str = DEFAULT_NAME) -> StoredConfiguration | None:
+        rows = self._one("get_config", (name,), f"read batch configuration {name}")
+        if not rows or rows[0][0] is None:
+            return None
+        return StoredConfiguration.from_json(json.loads(rows[0][0]))
+
+    def save_configuration(self, record: StoredConfiguration, name: str = DEFAULT_NAME) -> None:
+        self._one(
+            "put_config", (name, dumps(record.to_json())), f"write batch configuration {name}"
+        )
+
+    def states(self, name: str = DEFAULT_NAME) -> dict[str, JobState]:
+        rows = self._one("states", (name,), f"read batch states of {name}")
+        return {job: read_state(state) for job, state in rows}
+
+    def save_states(
+        self,
+        states: Mapping[str, JobState],
+        name: str = DEFAULT_NAME,
+        *,
+        removed: Collection[str] = (),
+    ) -> None:
+        for job, state in states.items():
+            self._one(
+                "put_state", (name, job, dumps(encode_state(state))), f"write batch state {job}"
+            )
+        for job in removed:
+            self._one("drop_state", (name, job), f"delete batch state {job}")
+
+    def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
+        self._one(
+            "put_attempt",
+            (name, attempt.job, attempt.partition, attempt.attempt, dumps(attempt.to_json())),
+            f"write attempt {attempt.attempt} of {attempt.job}",
+        )
+
+    def attempts(
+        self,
+        job: str,
+        name: str = DEFAULT_NAME,
+        *,
+        partition: int | None = None,
+        first_ms: int | None = None,
+        stop_ms: int | None = None,
+        limit: int = 1000,
+    ) -> list[Attempt]:
+        what = f"read attempts of {job}"
+        if partition is not None:
+            rows = self._one("attempts_of", (name, job, partition, limit), what)
+            rows = [r for r in rows if _within(r, first_ms, stop_ms)]
+        elif first_ms is not None or stop_ms is not None:
+            low = -_FAR if first_ms is None else first_ms
+            high = _FAR if stop_ms is None else stop_ms
+            rows = self._one("attempts_between", (name, job, low, high, limit), what)
+        else:
+            rows = self._one("attempts", (name, job, limit), what)
+        return [Attempt.from_json(json.loads(row[0])) for row in rows]
+
+    def delete_attempts_before(self, job: str, cutoff_ms: int, name: str = DEFAULT_NAME) -> None:
+        self._one("forget_before", (name, job, cutoff_ms), f"delete old attempts of {job}")
+
+    def delete_job(self, job: str, name: str = DEFAULT_NAME) -> None:
+        self._one("forget_job", (name, job), f"delete attempts of {job}")
+        self._one("drop_state", (name, job), f"delete batch state {job}")
+
+
+def _within(row: tuple[Any, ...], first_ms: int | None, stop_ms: int | None) -> bool:
+    partition = int(json.loads(row[0])["partition"])
+    return (first_ms is None or partition >= first_ms) and (stop_ms is None or partition < stop_ms)

@@ -1,0 +1,176 @@
+"""The batch store on SQLite, for the embedded mode: three tables in the task store's file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from scheduler._sqlite_open import open_wal, rollback, unavailable
+from scheduler.batch.codec import encode_state
+from scheduler.batch.state import JobState
+from scheduler.batch.store import (
+    DEFAULT_NAME,
+    Attempt,
+    BatchStore,
+    StoredConfiguration,
+    dumps,
+    read_state,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batch_configurations (name TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS batch_states (
+    name TEXT NOT NULL, job TEXT NOT NULL, state TEXT NOT NULL, PRIMARY KEY (name, job));
+CREATE TABLE IF NOT EXISTS batch_attempts (
+    name TEXT NOT NULL, job TEXT NOT NULL, partition_ms INTEGER NOT NULL,
+    attempt INTEGER NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (name, job, partition_ms, attempt));
+"""
+
+
+class SqliteBatchStore(BatchStore):
+    """Batch configurations, states and attempts in a SQLite file (the task store's by
+    default)."""
+
+    def __init__(self, *, path: str) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def open(self, *, create_schema: bool = True) -> None:
+        try:
+            self._db = open_wal(self.path, synchronous="NORMAL")
+            if create_schema:
+                self._db.executescript(_SCHEMA)
+        except sqlite3.Error as error:
+            raise unavailable(f"batch store {self.path!r}", error) from error
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def configuration(self, name: str = DEFAULT_NAME) -> StoredConfiguration | None:
+        rows = self._read("SELECT record FROM batch_configurations WHERE name = ?", (name,))
+        return StoredConfiguration.from_json(json.loads(rows[0][0])) if rows else None
+
+    def save_configuration(self, record: StoredConfiguration, name: str = DEFAULT_NAME) -> None:
+        self._write(
+            [
+                (
+                    "INSERT OR REPLACE INTO batch_configurations VALUES (?, ?)",
+                    (name, dumps(record.to_json())),
+                )
+            ]
+        )
+
+    def states(self, name: str = DEFAULT_NAME) -> dict[str, JobState]:
+        rows = self._read("SELECT job, state FROM batch_states WHERE name = ?", (name,))
+        return {job: read_state(state) for job, state in rows}
+
+    def save_states(
+        self,
+        states: Mapping[str, JobState],
+        name: str = DEFAULT_NAME,
+        *,
+        removed: Collection[str] = (),
+    ) -> None:
+        writes: list[tuple[str, tuple[Any, ...]]] = [
+            (
+                "INSERT OR REPLACE INTO batch_states VALUES (?, ?, ?)",
+                (name, job, dumps(encode_state(state))),
+            )
+            for job, state in states.items()
+        ]
+        writes += [
+            ("DELETE FROM batch_states WHERE name = ? AND job = ?", (name, job)) for job in removed
+        ]
+        self._write(writes)
+
+    def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
+        self._write(
+            [
+                (
+                    "INSERT OR REPLACE INTO batch_attempts VALUES (?, ?, ?, ?, ?)",
+                    (
+                        name,
+                        attempt.job,
+                        attempt.partition,
+                        attempt.attempt,
+                        dumps(attempt.to_json()),
+                    ),
+                )
+            ]
+        )
+
+    def attempts(
+        self,
+        job: str,
+        name: str = DEFAULT_NAME,
+        *,
+        partition: int | None = None,
+        first_ms: int | None = None,
+        stop_ms: int | None = None,
+        limit: int = 1000,
+    ) -> list[Attempt]:
+        where, params = ["name = ?", "job = ?"], [name, job]
+        if partition is not None:
+            where.append("partition_ms = ?")
+            params.append(partition)  # type: ignore[arg-type]
+        if first_ms is not None:
+            where.append("partition_ms >= ?")
+            params.append(first_ms)  # type: ignore[arg-type]
+        if stop_ms is not None:
+            where.append("partition_ms < ?")
+            params.append(stop_ms)  # type: ignore[arg-type]
+        rows = self._read(
+            f"SELECT record FROM batch_attempts WHERE {' AND '.join(where)} "
+            "ORDER BY partition_ms DESC, attempt DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [Attempt.from_json(json.loads(row[0])) for row in rows]
+
+    def delete_attempts_before(self, job: str, cutoff_ms: int, name: str = DEFAULT_NAME) -> None:
+        self._write(
+            [
+                (
+                    "DELETE FROM batch_attempts WHERE name = ? AND job = ? AND partition_ms < ?",
+                    (name, job, cutoff_ms),
+                )
+            ]
+        )
+
+    def delete_job(self, job: str, name: str = DEFAULT_NAME) -> None:
+        self._write(
+            [
+                ("DELETE FROM batch_attempts WHERE name = ? AND job = ?", (name, job)),
+                ("DELETE FROM batch_states WHERE name = ? AND job = ?", (name, job)),
+            ]
+        )
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the batch store is not open; call open()")
+        return self._db
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._conn().execute(sql, params).fetchall()
+            except sqlite3.Error as error:
+                raise unavailable(f"batch store {self.path!r}", error) from error
+
+    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        with self._lock:
+            db = self._conn()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                for sql, params in statements:
+                    db.execute(sql, params)
+                db.execute("COMMIT")
+            except sqlite3.Error as error:
+                rollback(db)
+                raise unavailable(f"batch store {self.path!r}", error) from error

@@ -1,0 +1,140 @@
+"""The schedule store on SQLite, for the embedded mode: three tables in the task store's file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from typing import Any
+
+from scheduler._sqlite_open import open_wal, unavailable
+from scheduler.schedules.abc import ScheduleRecord, ScheduleStore, event_keys, job_order
+from scheduler.schedules.job import Job
+from scheduler.stores.runs_sqlite import _Transaction
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schedules (
+    name TEXT PRIMARY KEY, trigger_type TEXT NOT NULL, status TEXT NOT NULL,
+    record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS schedules_by_kind ON schedules (trigger_type, status, name);
+CREATE INDEX IF NOT EXISTS schedules_by_status ON schedules (status, name);
+CREATE TABLE IF NOT EXISTS schedule_keys (
+    event_key TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (event_key, name));
+CREATE INDEX IF NOT EXISTS schedule_keys_by_name ON schedule_keys (name);
+CREATE TABLE IF NOT EXISTS schedule_jobs (
+    name TEXT NOT NULL, job_key TEXT NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (name, job_key));
+"""
+
+
+class SqliteScheduleStore(ScheduleStore):
+    """Schedules in a SQLite file (by default the task store's `store.db`)."""
+
+    def __init__(self, *, path: str) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def open(self, *, create_schema: bool = True) -> None:
+        try:
+            self._db = open_wal(self.path, synchronous="NORMAL")
+            if create_schema:
+                self._db.executescript(_SCHEMA)
+        except sqlite3.Error as error:
+            raise unavailable(f"schedule store {self.path!r}", error) from error
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the schedule store is not open; call open()")
+        return self._db
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._conn().execute(sql, params).fetchall()
+            except sqlite3.Error as error:
+                raise unavailable(f"schedule store {self.path!r}", error) from error
+
+    def get(self, name: str) -> ScheduleRecord | None:
+        rows = self._read("SELECT record FROM schedules WHERE name = ?", (name,))
+        return ScheduleRecord.from_json(json.loads(rows[0][0])) if rows else None
+
+    def put(self, record: ScheduleRecord) -> None:
+        previous = self.get(record.name)
+        stale = event_keys(previous.schedule) - event_keys(record.schedule) if previous else set()
+        with self._lock, _Transaction(self._conn(), self.path) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO schedules VALUES (?, ?, ?, ?)",
+                (record.name, record.trigger_type, record.status, _dump(record.to_json())),
+            )
+            for key in stale:
+                db.execute(
+                    "DELETE FROM schedule_keys WHERE event_key = ? AND name = ?", (key, record.name)
+                )
+            for key in event_keys(record.schedule):
+                db.execute("INSERT OR IGNORE INTO schedule_keys VALUES (?, ?)", (key, record.name))
+
+    def delete(self, name: str) -> None:
+        with self._lock, _Transaction(self._conn(), self.path) as db:
+            db.execute("DELETE FROM schedules WHERE name = ?", (name,))
+            db.execute("DELETE FROM schedule_keys WHERE name = ?", (name,))
+            db.execute("DELETE FROM schedule_jobs WHERE name = ?", (name,))
+
+    def list_schedules(
+        self,
+        *,
+        trigger_type: str | None = None,
+        status: str | None = None,
+        after: str = "",
+        limit: int = 100,
+    ) -> list[ScheduleRecord]:
+        where, params = ["name > ?"], [after]
+        if trigger_type is not None:
+            where.append("trigger_type = ?")
+            params.append(trigger_type)
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        rows = self._read(
+            f"SELECT record FROM schedules WHERE {' AND '.join(where)} ORDER BY name LIMIT ?",
+            (*params, limit),
+        )
+        return [ScheduleRecord.from_json(json.loads(row[0])) for row in rows]
+
+    def names_for_key(self, key: str) -> list[str]:
+        rows = self._read(
+            "SELECT name FROM schedule_keys WHERE event_key = ? ORDER BY name", (key,)
+        )
+        return [row[0] for row in rows]
+
+    def add_key(self, key: str, name: str) -> None:
+        with self._lock, _Transaction(self._conn(), self.path) as db:
+            db.execute("INSERT OR IGNORE INTO schedule_keys VALUES (?, ?)", (key, name))
+
+    def remove_key(self, key: str, name: str) -> None:
+        with self._lock, _Transaction(self._conn(), self.path) as db:
+            db.execute("DELETE FROM schedule_keys WHERE event_key = ? AND name = ?", (key, name))
+
+    def put_job(self, job: Job) -> None:
+        with self._lock, _Transaction(self._conn(), self.path) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
+                (job.schedule.name, job.key, job.model_dump_json(by_alias=True)),
+            )
+
+    def jobs(self, name: str) -> list[Job]:
+        rows = self._read("SELECT record FROM schedule_jobs WHERE name = ?", (name,))
+        return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
+
+    def delete_job(self, name: str, job_key: str) -> None:
+        with self._lock, _Transaction(self._conn(), self.path) as db:
+            db.execute("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", (name, job_key))
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)

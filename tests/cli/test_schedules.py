@@ -1,0 +1,120 @@
+"""`scheduler schedules` against an embedded worker in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import wait_for
+
+PROGRAMS = f"""
+[programs.hello]
+kind = "command"
+argv = ["{sys.executable}", "-c", "print('hello {{{{_logical_time}}}}')"]
+"""
+
+SCHEDULES = """
+[schedules.tick]
+program = "hello"
+description = "every second"
+trigger = {type = "TIME", cronExpression = "* * * * * *"}
+
+[schedules.daily]
+program = "hello"
+trigger = {type = "PARTITION", dataset = "clicks", numPartitions = 2}
+constraints = [{type = "CONCURRENCY", maxConcurrency = 1}]
+"""
+
+
+@pytest.fixture
+def with_programs(embedded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "programs.toml"
+    path.write_text(PROGRAMS)
+    monkeypatch.setenv("SCHEDULER_PROGRAMS_FILE", str(path))
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "auto")
+    (tmp_path / "work").mkdir()
+    return tmp_path / "work"
+
+
+def started(worker, data: Path) -> None:
+    """A worker that has made its data directory (the schedules commands read it)."""
+    worker()
+    wait_for(lambda: (data / "store.db").exists() and (data / "log.db").exists())
+
+
+def listed(run, *args: str) -> list[dict]:
+    result = run("schedules", "list", "--json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_schedules_are_created_disabled_enabled_and_run_their_program(
+    with_programs: Path, run, worker, embedded: Path
+) -> None:
+    started(worker, embedded)
+    file = with_programs / "schedules.toml"
+    file.write_text(SCHEDULES)
+    created = run("schedules", "create", str(file))
+    assert created.exit_code == 0, created.output
+    assert [(s["schedule"]["name"], s["status"]) for s in listed(run)] == [
+        ("daily", "DISABLED"),
+        ("tick", "DISABLED"),
+    ]
+    again = run("schedules", "create", str(file))
+    assert again.exit_code == 5 and "exist already" in again.output
+    assert run("schedules", "enable", "tick").exit_code == 0
+    conflict = run("schedules", "enable", "tick")
+    assert conflict.exit_code == 5 and "enabled already" in conflict.output
+    assert [s["schedule"]["name"] for s in listed(run, "--status", "enabled")] == ["tick"]
+    assert [s["schedule"]["name"] for s in listed(run, "--trigger-type", "PARTITION")] == ["daily"]
+
+    def scheduled() -> list[dict]:
+        out = run("runs", "list", "--json", "--program", "hello", "--status", "COMPLETED")
+        return [r for r in json.loads(out.output) if r["started_by"] == "schedule:tick"]
+
+    assert wait_for(scheduled)
+    assert run("schedules", "disable", "tick").exit_code == 0
+    nexts = json.loads(run("schedules", "next-runs", "tick", "--count", "3", "--json").output)
+    assert len(nexts) == 3 and nexts[1]["time_ms"] - nexts[0]["time_ms"] == 1000
+    jobs = json.loads(run("schedules", "jobs", "tick", "--json").output)
+    assert jobs and jobs[0]["state"] == "PENDING_LAUNCH"
+    table = run("schedules", "list")
+    assert table.output.splitlines()[0].split()[:4] == ["SCHEDULE", "STATUS", "TRIGGER", "PROGRAM"]
+
+
+def test_unknown_names_exit_4_and_a_batch_delete_with_one_deletes_nothing(
+    with_programs: Path, run, worker, embedded: Path
+) -> None:
+    started(worker, embedded)
+    file = with_programs / "schedules.toml"
+    file.write_text(SCHEDULES)
+    assert run("schedules", "create", str(file)).exit_code == 0
+    missing = run("schedules", "show", "nope")
+    assert missing.exit_code == 4 and "no schedule 'nope'" in missing.output
+    batch = run("schedules", "delete", "tick", "nope")
+    assert batch.exit_code == 4
+    assert len(listed(run)) == 2
+    assert run("schedules", "delete", "tick", "daily").exit_code == 0
+    assert listed(run) == []
+
+
+def test_apply_updates_and_deletes_what_the_file_declared_unless_told_not_to(
+    with_programs: Path, run, worker, embedded: Path
+) -> None:
+    started(worker, embedded)
+    file = with_programs / "pipeline.toml"
+    file.write_text(SCHEDULES)
+    first = json.loads(run("schedules", "apply", str(file), "--json").output)
+    assert first["created"] == ["tick", "daily"]
+    file.write_text(SCHEDULES.replace("every second", "each second").split("[schedules.daily]")[0])
+    frozen = json.loads(
+        run("schedules", "apply", str(file), "--no-update-schedules", "--json").output
+    )
+    assert frozen == {"created": [], "updated": [], "deleted": [], "unchanged": ["tick"]}
+    second = json.loads(run("schedules", "apply", str(file), "--json").output)
+    assert (second["updated"], second["deleted"]) == (["tick"], ["daily"])
+    shown = json.loads(run("schedules", "show", "tick", "--json").output)
+    assert shown["schedule"]["description"] == "each second"

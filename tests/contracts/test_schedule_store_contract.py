@@ -1,0 +1,124 @@
+"""The ScheduleStore contract, run against SQLite and Cassandra (see the `schedule_store`
+fixture)."""
+
+from __future__ import annotations
+
+from scheduler.schedules import (
+    Partition,
+    PartitionsAdded,
+    ProgramStatus,
+    RunStatus,
+    Schedule,
+    Time,
+    add_event,
+    new_job,
+)
+from scheduler.schedules.abc import ScheduleRecord, ScheduleStore
+
+
+def cron(name: str) -> Schedule:
+    return Schedule(name=name, program="clean", trigger=Time(cron="5 * * * *"))
+
+
+def on_data(name: str, dataset: str = "clicks") -> Schedule:
+    return Schedule(
+        name=name, program="rollup", trigger=Partition(dataset=dataset, num_partitions=2)
+    )
+
+
+def on_program(name: str, program: str = "rollup") -> Schedule:
+    return Schedule(
+        name=name,
+        program="report",
+        trigger=ProgramStatus(program=program, statuses=frozenset({RunStatus.COMPLETED})),
+    )
+
+
+def test_a_schedule_reads_back_with_its_state(schedule_store: ScheduleStore) -> None:
+    record = ScheduleRecord(
+        cron("hourly"),
+        revision=7,
+        enabled=True,
+        created_ms=1,
+        updated_ms=2,
+        change_id="c1",
+        last_fires={"0": 100},
+        next_fires={"0": 200},
+    )
+    schedule_store.put(record)
+    assert schedule_store.get("hourly") == record
+    assert schedule_store.get("other") is None
+
+
+def test_lists_page_by_name_and_filter_by_trigger_type_and_status(
+    schedule_store: ScheduleStore,
+) -> None:
+    for i in range(5):
+        schedule_store.put(ScheduleRecord(cron(f"c{i}"), 1, enabled=i % 2 == 0))
+    schedule_store.put(ScheduleRecord(on_data("d0"), 1, enabled=True))
+    names = lambda records: [r.name for r in records]  # noqa: E731
+    assert names(schedule_store.list_schedules(limit=3)) == ["c0", "c1", "c2"]
+    assert names(schedule_store.list_schedules(after="c2", limit=3)) == ["c3", "c4", "d0"]
+    assert names(schedule_store.list_schedules(status="ENABLED")) == ["c0", "c2", "c4", "d0"]
+    assert names(schedule_store.list_schedules(trigger_type="PARTITION")) == ["d0"]
+    assert names(schedule_store.list_schedules(trigger_type="TIME", status="DISABLED")) == [
+        "c1",
+        "c3",
+    ]
+
+
+def test_a_status_change_moves_the_schedule_between_filters(
+    schedule_store: ScheduleStore,
+) -> None:
+    schedule_store.put(ScheduleRecord(cron("c"), 1))
+    schedule_store.put(ScheduleRecord(cron("c"), 1, enabled=True))
+    assert schedule_store.list_schedules(status="DISABLED") == []
+    assert [r.name for r in schedule_store.list_schedules(status="ENABLED")] == ["c"]
+
+
+def test_the_reverse_index_follows_the_trigger(schedule_store: ScheduleStore) -> None:
+    schedule_store.put(ScheduleRecord(on_data("a", "clicks"), 1))
+    schedule_store.put(ScheduleRecord(on_data("b", "clicks"), 1))
+    schedule_store.put(ScheduleRecord(on_program("r", "rollup"), 1))
+    assert schedule_store.names_for_key("dataset:clicks") == ["a", "b"]
+    assert schedule_store.names_for_key("program:rollup") == ["r"]
+    schedule_store.put(ScheduleRecord(on_data("b", "views"), 2))
+    assert schedule_store.names_for_key("dataset:clicks") == ["a"]
+    assert schedule_store.names_for_key("dataset:views") == ["b"]
+
+
+def test_extra_keys_survive_a_put_and_leave_on_remove(schedule_store: ScheduleStore) -> None:
+    schedule_store.put(ScheduleRecord(on_data("a"), 1))
+    schedule_store.add_key("run-end:rollup", "a")
+    schedule_store.put(ScheduleRecord(on_data("a"), 1, enabled=True))
+    assert schedule_store.names_for_key("run-end:rollup") == ["a"]
+    schedule_store.remove_key("run-end:rollup", "a")
+    schedule_store.remove_key("run-end:rollup", "a")
+    assert schedule_store.names_for_key("run-end:rollup") == []
+
+
+def test_jobs_are_listed_oldest_first_and_deleted_one_by_one(
+    schedule_store: ScheduleStore,
+) -> None:
+    schedule = on_data("a")
+    schedule_store.put(ScheduleRecord(schedule, 3))
+    event = PartitionsAdded(dataset="clicks", count=1, event_id="e1")
+    jobs = [add_event(new_job(schedule, rev, gen), event, 10)[0] for rev, gen in ((3, 1), (2, 9))]
+    for job in jobs:
+        schedule_store.put_job(job)
+    schedule_store.put_job(jobs[0])
+    assert schedule_store.jobs("a") == [jobs[1], jobs[0]]
+    schedule_store.delete_job("a", jobs[1].key)
+    assert schedule_store.jobs("a") == [jobs[0]]
+
+
+def test_deleting_a_schedule_removes_its_rows(schedule_store: ScheduleStore) -> None:
+    schedule = on_data("a")
+    schedule_store.put(ScheduleRecord(schedule, 1))
+    schedule_store.put_job(new_job(schedule, 1))
+    schedule_store.delete("a")
+    schedule_store.delete("a")
+    assert schedule_store.get("a") is None
+    assert schedule_store.jobs("a") == []
+    assert schedule_store.names_for_key("dataset:clicks") == []
+    assert schedule_store.list_schedules() == []
