@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
+
 from scheduler.bench import peers
 from scheduler.bench.common import DISTRIBUTED, EMBEDDED, BenchOptions, ScenarioResult, now_ms
 from scheduler.bench.javadriver import Unavailable
@@ -465,6 +467,7 @@ def run(options: BenchOptions) -> ScenarioResult:
             try:
                 measured[name] = side()
                 measured[name]["wall_s"] = round(time.monotonic() - started, 1)
+                click.echo(f"   {name}: measured in {measured[name]['wall_s']:g} s")
             except Unavailable as error:
                 result.notes.append(f"{name} skipped: {error}")
             except Exception as error:  # the other sides' numbers are still worth having
