@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install, start Kafka and Cassandra on 127.0.0.1 (fetched from Maven Central unless
 # SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS point at running servers), install the
-# headless browser of the dashboard's tests (scripts/browser.sh), then run the whole test suite. Extra arguments go to pytest.
+# headless browser of the dashboard's tests (scripts/browser.sh) and the peer schedulers' servers
+# of the bench smoke tests (scripts/bench-peers.sh), then run the whole test suite. Extra
+# arguments go to pytest.
 # Needs Java 17 (the Spark tests, and the local servers): said before anything is installed when
 # it is missing.
 set -euo pipefail
@@ -24,6 +26,8 @@ fi
 
 # The dashboard's browser tests drive Debian's chromium through chromedriver.
 bash scripts/browser.sh
+# The peer bench's smoke tests run Celery on Redis and db-scheduler/Quartz on PostgreSQL.
+bash scripts/bench-peers.sh
 
 .venv/bin/ruff check scheduler tests
 .venv/bin/python -m pytest -q -rfEsxX --strict-markers "$@"

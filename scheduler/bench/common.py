@@ -47,6 +47,10 @@ class BenchOptions:
     """Where scenarios put their data directories and worker logs."""
     data_bytes: int = 0
     """enqueue: characters of text in each task's data (0: empty data, the smallest record)."""
+    peers: tuple[str, ...] = ()
+    """peer: the groups of sides to run (`scheduler.bench.peer.GROUPS`); empty: all."""
+    backlog: int | None = None
+    """peer: tasks in workload (c), due over the next day; None: the scenario's default."""
     config: Path | None = None
     """The settings file the bench read (`--config` or `$SCHEDULER_CONFIG`): the workers it
     starts read it too, so security settings given only there reach them."""

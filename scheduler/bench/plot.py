@@ -73,13 +73,25 @@ def plot_all(out: Path, to: Path) -> list[Path]:
                 to / "execute.png",
             )
         )
-    if (doc := _load(out, "peer")) is not None:
+    if (doc := _load(out, "peer")) is not None and doc["rows"]:
+        rows = doc["rows"]
         written.append(
             _bars(
-                doc["rows"],
+                rows,
                 lambda r: r["side"],
-                "p99_ms",
-                "peer: p99 firing lag, ms (lower is better, log scale)",
+                "a_tasks_per_s",
+                "peer (a): N tasks due at once, tasks/s (log scale)",
+                to / "peer-throughput.png",
+                log=True,
+            )
+        )
+        top = [key for key in rows[0] if key.startswith("b") and key.endswith("_p99_ms")][-1]
+        written.append(
+            _bars(
+                rows,
+                lambda r: r["side"],
+                top,
+                f"peer (b): p99 firing lag at {top[1:3]} % of each side's maximum, ms (log)",
                 to / "peer-lag.png",
                 log=True,
             )

@@ -34,7 +34,7 @@ SCENARIOS: dict[str, str] = {
     "move": "scheduler topic move of 1,000,000 unread tasks: rate and peak RSS",
     "spark": "Spark launch overhead: shared session vs spark-submit per task",
     "pipeline": "the example's 24 hourly Spark jobs and rollup: through the scheduler vs plain",
-    "peer": "the same timer workload on APScheduler 3 (memory, SQLAlchemy/SQLite) vs embedded",
+    "peer": "durable schedulers side by side: db-scheduler, Quartz, Celery, APScheduler 3, ours",
     "jobs": "batch jobs, 200 x a year of hourly partitions: materialise, runnable->started, "
     "a chain's hour, reload, peak RSS",
 }
@@ -87,6 +87,8 @@ def _options(
     backends: str,
     keep_scratch: bool,
     data_bytes: int = 0,
+    peers: str = "",
+    backlog: int | None = None,
 ) -> Any:
     from scheduler.bench.common import BACKENDS, BenchOptions
     from scheduler.config import env_config
@@ -109,6 +111,8 @@ def _options(
         settings=state.settings(),
         scratch=scratch,
         data_bytes=data_bytes,
+        peers=_peer_groups(peers),
+        backlog=backlog,
         config=state.config or env_config(),
     )
 
@@ -164,6 +168,8 @@ def _scenario(name: str) -> click.Command:
     command.__doc__ = SCENARIOS[name] + "."
     if name == "enqueue":
         command = _DATA_BYTES(command)
+    if name == "peer":
+        command = _PEERS(_BACKLOG(command))
     return click.command(name)(command)
 
 
@@ -175,6 +181,31 @@ _DATA_BYTES = click.option(
     help="Characters of text in each task's data: measures records of your tasks' size "
     "(0: empty data, the smallest record).",
 )
+
+
+_PEERS = click.option(
+    "--peers",
+    default="",
+    help="Comma-separated groups of sides: scheduler, apscheduler, celery, db-scheduler, quartz "
+    "(default: all).",
+)
+_BACKLOG = click.option(
+    "--backlog",
+    type=click.IntRange(1),
+    help="Tasks in workload (c), due over the next day (default 5,000; 200 with --smoke).",
+)
+
+
+def _peer_groups(text: str) -> tuple[str, ...]:
+    from scheduler.bench.peer import GROUPS
+
+    chosen = tuple(g.strip() for g in text.split(",") if g.strip())
+    unknown = [g for g in chosen if g not in GROUPS]
+    if unknown:
+        raise click.BadParameter(
+            f"{','.join(unknown)}: use {', '.join(GROUPS)}", param_hint="--peers"
+        )
+    return chosen
 
 
 for _name in SCENARIOS:

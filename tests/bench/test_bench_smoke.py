@@ -105,13 +105,56 @@ def test_every_embedded_scenario_writes_sane_json(tmp_path: Path) -> None:
     assert {p.name for p in plots.glob("*.png")} >= {"enqueue.png", "execute.png", "lag.png"}
 
 
+def peer_rows(tmp_path: Path, peers: str, timeout: float) -> dict[str, dict[str, Any]]:
+    """`scheduler bench peer --smoke --peers PEERS`: its rows by side, after the sanity checks;
+    no side may be skipped or fail (the note would say why)."""
+    out = tmp_path / "results"
+    run_bench(out, "peer", "--peers", peers, timeout=timeout)
+    document = results(out, ("peer",))["peer"]
+    assert not [n for n in document["notes"] if " skipped: " in n or " failed: " in n], document[
+        "notes"
+    ]
+    rows = {row["side"]: row for row in document["rows"]}
+    for side, row in rows.items():
+        assert row["a_tasks_per_s"] > 0 and row["c_enqueue_per_s"] > 0, row
+        assert 0 <= row["d_lost"] <= 30 and row["d_twice"] >= 0, (side, row)
+    return rows
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_peer_runs_apscheduler_stores_and_this_scheduler_through_all_four_workloads(
+    tmp_path: Path,
+) -> None:
+    rows = peer_rows(tmp_path, "scheduler,apscheduler", timeout=140)
+    assert set(rows) == {
+        "scheduler embedded",
+        "APScheduler 3 memory",
+        "APScheduler 3 SQLite",
+        "APScheduler 3 PostgreSQL",
+    }
+    # The kill is real: a memory store forgets what its killed process had not run yet, while
+    # this scheduler's log hands every task to the replacement worker.
+    assert rows["APScheduler 3 memory"]["d_lost"] > 0
+    assert rows["scheduler embedded"]["d_lost"] == 0
+    assert rows["scheduler embedded"]["a_x_ours"] == 1
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_peer_scenario_compares_apscheduler_with_embedded(tmp_path: Path) -> None:
-    out = tmp_path / "results"
-    run_bench(out, "peer", timeout=110)
-    sides = [row["side"] for row in results(out, ("peer",))["peer"]["rows"]]
-    assert len(sides) == 3 and any("APScheduler" in side for side in sides)
+def test_peer_runs_celery_eta_tasks_on_a_private_redis(tmp_path: Path) -> None:
+    rows = peer_rows(tmp_path, "celery", timeout=110)
+    assert list(rows) == ["Celery eta on Redis"]
+    assert rows["Celery eta on Redis"]["c_storage_mb"] > 0  # the eta tasks sit in Redis
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_peer_runs_db_scheduler_and_quartz_on_a_private_postgresql(tmp_path: Path) -> None:
+    rows = peer_rows(tmp_path, "db-scheduler,quartz", timeout=230)
+    assert list(rows) == ["db-scheduler defaults", "db-scheduler tuned", "Quartz JDBC clustered"]
+    for row in rows.values():
+        assert row["c_storage_mb"] > 0  # the backlog lands in PostgreSQL
 
 
 @pytest.mark.slow
