@@ -78,7 +78,7 @@ build() { # name tag context dockerfile build-args...
     say "building $name:$tag"
     local started=$SECONDS
     # The legacy builder: Debian's engine has no buildx, and it honours --network host.
-    if ! DOCKER_BUILDKIT=0 docker build --network host -f "$dockerfile" -t "$name:$tag" "$@" \
+    if ! DOCKER_BUILDKIT=0 docker build --network host --force-rm -f "$dockerfile" -t "$name:$tag" "$@" \
       "$context" >"$build_log" 2>&1; then
       say "building $name failed; last lines of $build_log:"
       tail -40 "$build_log" >&2

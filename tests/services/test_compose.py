@@ -153,12 +153,33 @@ def wait_for(what: str, done: Any, timeout: float, logs: Any) -> Any:
         time.sleep(2)
 
 
+def ran_on(rows: list[dict[str, Any]], cassandra_port: int) -> set[str]:
+    """The workers (client ids) whose attempts ran the listed tasks, from the store."""
+    from scheduler.model import TaskKey
+    from scheduler.stores.cassandra import CassandraTaskStore
+
+    store = CassandraTaskStore(hosts=["127.0.0.1"], port=cassandra_port, consistency="ONE")
+    store.open(create_schema=False)
+    try:
+        return {
+            attempt.worker
+            for row in rows
+            for attempt in store.attempts(
+                row["partition"],
+                TaskKey.from_ms(row["ordering_id"], row["scheduled_ms"], row["uniqueness_key"]),
+            )
+        }
+    finally:
+        store.close()
+
+
 @pytest.mark.containers
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_compose_brings_up_two_workers_that_run_tasks_then_comes_down():
     """`up` on the project's images: Kafka, Cassandra, the schema and topic, two workers that
-    share the partitions and run command tasks enqueued from the host; `down` leaves nothing."""
+    share the partitions and both run command tasks enqueued from the host; `down` leaves
+    nothing."""
     subprocess.run(["bash", str(ROOT / "scripts" / "containers.sh")], check=True, stdout=-3)
     ports = {
         name: str(free_port())
@@ -215,11 +236,16 @@ def test_compose_brings_up_two_workers_that_run_tasks_then_comes_down():
         sent = cli("enqueue-many", "-", stdin="\n".join(json.dumps(t) for t in tasks))
         assert sent.returncode == 0, sent.stderr
 
-        def succeeded() -> bool:
-            listed = cli("tasks", "list", "--state", "succeeded", "--json", "--limit", "1000")
-            return listed.returncode == 0 and len(json.loads(listed.stdout)) == len(tasks)
+        def finished() -> list[dict[str, Any]]:
+            listed = cli("tasks", "list", "--json", "--limit", "1000")
+            rows = json.loads(listed.stdout) if listed.returncode == 0 else []
+            troubled = [row for row in rows if row["state"] in ("failed", "retrying")]
+            assert not troubled, f"tasks that failed in compose: {troubled[:3]}\n{logs()}"
+            done = [row for row in rows if row["state"] == "succeeded"]
+            return done if len(done) == len(tasks) else []
 
-        wait_for(f"{len(tasks)} succeeded tasks", succeeded, 120, logs)
+        rows = wait_for(f"{len(tasks)} succeeded tasks", finished, 120, logs)
+        assert ran_on(rows, int(ports["CASSANDRA_PORT"])) == set(WORKERS)
     finally:
         down = subprocess.run(
             [*base, "down", "-v", "--remove-orphans"], env=compose_env, capture_output=True
