@@ -28,6 +28,10 @@ if [ -z "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] || [ -z "${SCHEDULER_CASSANDRA_HOSTS:
   [ -n "${SCHEDULER_CASSANDRA_HOSTS:-}" ] && flags+=(--no-cassandra)
   .venv/bin/scheduler services up "${flags[@]}"
   started_here=1
+  # Named, so that the tests use these servers even where a Docker engine would answer
+  # (tests/servers.py tries testcontainers before the launcher).
+  export SCHEDULER_KAFKA_BOOTSTRAP=${SCHEDULER_KAFKA_BOOTSTRAP:-127.0.0.1:${SCHEDULER_SERVICES_KAFKA_PORT:-9092}}
+  export SCHEDULER_CASSANDRA_HOSTS=${SCHEDULER_CASSANDRA_HOSTS:-127.0.0.1:${SCHEDULER_SERVICES_CASSANDRA_PORT:-9042}}
 fi
 if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then
   trap '.venv/bin/scheduler services down || true' EXIT
@@ -47,6 +51,6 @@ if [ "$containers" = 1 ]; then
   env -u SCHEDULER_KAFKA_BOOTSTRAP -u SCHEDULER_CASSANDRA_HOSTS SCHEDULER_TEST_CONTAINERS=1 \
     .venv/bin/python -m pytest -q -rfEsxX --strict-markers -p no:cacheprovider \
     -m "containers or kafka or cassandra" -k "not secured" \
-    tests/contracts tests/services/test_compose.py
+    tests/contracts tests/services/test_compose.py tests/services/test_images.py
   echo "test: the containers pass took $((SECONDS - started)) s"
 fi

@@ -103,7 +103,15 @@ def _server_container(name: str, ports: dict[str, int]) -> Any:
     os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
     from testcontainers.core.container import DockerContainer
 
-    container = DockerContainer(server_image(name)).with_kwargs(
+    import docker
+
+    image = server_image(name)
+    try:
+        docker.from_env().images.get(image)
+    except docker.errors.ImageNotFound:
+        # Else docker-py would try to pull it, from a registry that has no such image.
+        raise RuntimeError(f"no image {image}: build it with scripts/containers.sh") from None
+    container = DockerContainer(image).with_kwargs(
         network_mode="host", labels={"scheduler.tests": name}
     )
     for variable, port in ports.items():
