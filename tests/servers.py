@@ -101,9 +101,8 @@ def _server_container(name: str, ports: dict[str, int]) -> Any:
     to port), for the whole session; the container."""
     # Ryuk, testcontainers' reaper, is an image of its own from Docker Hub; `_keep` stops ours.
     os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-    from testcontainers.core.container import DockerContainer
-
     import docker
+    from testcontainers.core.container import DockerContainer
 
     image = server_image(name)
     try:
