@@ -4,10 +4,21 @@
 # headless browser of the dashboard's tests (scripts/browser.sh) and the peer schedulers' servers
 # of the bench smoke tests (scripts/bench-peers.sh), then run the whole test suite. Extra
 # arguments go to pytest.
+#
+# --containers (or SCHEDULER_TEST_CONTAINERS=1): then once more the distributed contract suite
+# (tests/contracts) and the compose smoke test, on Kafka and Cassandra containers started by
+# testcontainers from the project's own images, which scripts/containers.sh builds first
+# (installing and starting a Docker engine where it can; docs/containers.md). Without it the
+# tests marked `containers` are left out.
 # Needs Java 17 (the Spark tests, and the local servers): said before anything is installed when
 # it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+containers=${SCHEDULER_TEST_CONTAINERS:-0}
+if [ "${1:-}" = "--containers" ]; then
+  containers=1
+  shift
+fi
 bash scripts/setup.sh \
   --java "the test suite runs Spark jobs and starts Kafka and Cassandra servers (JVMs)" \
   --next "checking the servers, then ruff and pytest"
@@ -19,6 +30,10 @@ if [ -z "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] || [ -z "${SCHEDULER_CASSANDRA_HOSTS:
   [ -n "${SCHEDULER_CASSANDRA_HOSTS:-}" ] && flags+=(--no-cassandra)
   .venv/bin/scheduler services up "${flags[@]}"
   started_here=1
+  # Named, so that the tests use these servers even where a Docker engine would answer
+  # (tests/servers.py tries testcontainers before the launcher).
+  export SCHEDULER_KAFKA_BOOTSTRAP=${SCHEDULER_KAFKA_BOOTSTRAP:-127.0.0.1:${SCHEDULER_SERVICES_KAFKA_PORT:-9092}}
+  export SCHEDULER_CASSANDRA_HOSTS=${SCHEDULER_CASSANDRA_HOSTS:-127.0.0.1:${SCHEDULER_SERVICES_CASSANDRA_PORT:-9042}}
 fi
 if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then
   trap '.venv/bin/scheduler services down || true' EXIT
@@ -30,4 +45,19 @@ bash scripts/browser.sh
 bash scripts/bench-peers.sh
 
 .venv/bin/ruff check scheduler tests
-.venv/bin/python -m pytest -q -rfEsxX --strict-markers "$@"
+# A -m among the arguments replaces this one (pytest keeps the last).
+.venv/bin/python -m pytest -q -rfEsxX --strict-markers -m "not containers" "$@"
+
+if [ "$containers" = 1 ]; then
+  started=$SECONDS
+  bash scripts/containers.sh >/dev/null
+  echo "test: images ready in $((SECONDS - started)) s; the contract suite on containers next"
+  # Not the servers above: the variables would win over the containers (tests/servers.py).
+  # The secured variants need the launcher's secured servers (TLS files, users), which the run
+  # above has covered.
+  env -u SCHEDULER_KAFKA_BOOTSTRAP -u SCHEDULER_CASSANDRA_HOSTS SCHEDULER_TEST_CONTAINERS=1 \
+    .venv/bin/python -m pytest -q -rfEsxX --strict-markers -p no:cacheprovider \
+    -m "containers or kafka or cassandra" -k "not secured" \
+    tests/contracts tests/services/test_compose.py tests/services/test_images.py
+  echo "test: the containers pass took $((SECONDS - started)) s"
+fi

@@ -4,7 +4,12 @@ Resolution order, for each server separately:
 
 1. ``SCHEDULER_KAFKA_BOOTSTRAP`` / ``SCHEDULER_CASSANDRA_HOSTS`` (comma-separated host[:port]):
    existing servers always win.
-2. testcontainers, when a Docker engine answers a ping within a second.
+2. testcontainers, when a Docker engine answers a ping within a second: the project's own
+   ``scheduler-kafka:local`` / ``scheduler-cassandra:local`` images (scripts/containers.sh builds
+   them without a registry), on the host network, on free ports of 127.0.0.1 (never the
+   launcher's 9092/9042). With ``SCHEDULER_TEST_CONTAINERS=1`` (``scripts/test.sh
+   --containers``) this is the only way: a container that does not start fails the tests rather
+   than falling back to the launcher, whose servers may well be running.
 3. The project's own launcher (``scheduler services up``), which fetches the servers from Maven
    Central and reuses ones that are already running.
 
@@ -70,57 +75,92 @@ def _kafka_bootstrap() -> str:
     if env:
         return env
     errors: list[str] = []
-    if _docker_available():
+    if containers_required() or _docker_available():
         try:
             return _kafka_container()
         except Exception as exc:  # fall through to the launcher, but say why
+            if containers_required():
+                raise
             errors.append(f"testcontainers Kafka failed: {exc}")
     return _launch("kafka", errors)
 
 
-def _kafka_container() -> str:
-    """Kafka in Docker: Apache's own image, of the launcher's version and with its settings
-    (KIP-848 groups included, which Kafka 4 brings), published on a free port of 127.0.0.1."""
+def containers_required() -> bool:
+    """``SCHEDULER_TEST_CONTAINERS=1``: the servers must be containers, nothing else."""
+    return os.environ.get("SCHEDULER_TEST_CONTAINERS", "") == "1"
+
+
+def server_image(name: str) -> str:
+    """The image of `name` (``kafka``/``cassandra``): ``$SCHEDULER_TEST_<NAME>_IMAGE``, else the
+    one scripts/containers.sh tags ``scheduler-<name>:local``."""
+    return os.environ.get(f"SCHEDULER_TEST_{name.upper()}_IMAGE", f"scheduler-{name}:local")
+
+
+def _server_container(name: str, ports: dict[str, int]) -> Any:
+    """Start `name`'s image on the host network with its ports moved to `ports` (variable name
+    to port), for the whole session; the container."""
+    # Ryuk, testcontainers' reaper, is an image of its own from Docker Hub; `_keep` stops ours.
+    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+    import docker
     from testcontainers.core.container import DockerContainer
-    from testcontainers.core.waiting_utils import wait_for_logs
 
-    from scheduler.services.kafka import KAFKA_VERSION
+    image = server_image(name)
+    try:
+        docker.from_env().images.get(image)
+    except docker.errors.ImageNotFound:
+        # Else docker-py would try to pull it, from a registry that has no such image.
+        raise RuntimeError(f"no image {image}: build it with scripts/containers.sh") from None
+    container = DockerContainer(image).with_kwargs(
+        network_mode="host", labels={"scheduler.tests": name}
+    )
+    for variable, port in ports.items():
+        container.with_env(variable, str(port))
+    return _keep(container)
 
-    port = free_port()  # the advertised address must be known before the start
-    container = DockerContainer(f"apache/kafka:{KAFKA_VERSION}").with_bind_ports(9092, port)
-    for name, value in kafka_container_environment(port, cluster_id="4L6g3nShT-eMCtK--X86sw"):
-        container.with_env(name, value)
-    _keep(container)
-    wait_for_logs(container, "Kafka Server started", timeout=120)
-    return f"127.0.0.1:{port}"
+
+def _wait_until(container: Any, what: str, answers: Callable[[], bool], timeout: float) -> None:
+    """Poll `answers` until True; fail with the container's log tail when it exits or times out."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not answers():
+        container.get_wrapped_container().reload()
+        exited = container.get_wrapped_container().status == "exited"
+        if exited or time.monotonic() > deadline:
+            stdout, stderr = container.get_logs()
+            tail = "\n".join((stdout + stderr).decode(errors="replace").splitlines()[-30:])
+            state = "exited" if exited else f"did not answer within {timeout:.0f} s"
+            raise RuntimeError(
+                f"{what} in container {container.get_wrapped_container().short_id} {state}:\n{tail}"
+            )
+        time.sleep(1)
 
 
-def kafka_container_environment(host_port: int, cluster_id: str) -> list[tuple[str, str]]:
-    """The environment of an `apache/kafka` container set up like the launcher's broker, with
-    its clients' listener published on `host_port` of 127.0.0.1. The image turns `KAFKA_A_B`
-    into the setting `a.b`; setting any such variable replaces its whole default configuration,
-    so the node's own settings are all here."""
-    from scheduler.services.kafka import ONE_NODE_SETTINGS
+def _kafka_container() -> str:
+    """Kafka from the project's image: the launcher's broker, with its settings (KIP-848 groups
+    included), on free ports of 127.0.0.1."""
+    from confluent_kafka.admin import AdminClient
 
-    node = {
-        "node.id": "1",
-        "process.roles": "broker,controller",
-        "controller.quorum.voters": "1@localhost:9093",
-        "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{host_port}",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": "/var/lib/kafka/data",
-    }
-    return [
-        ("CLUSTER_ID", cluster_id),
-        ("KAFKA_HEAP_OPTS", "-Xmx512m -Xms512m"),
-        *(
-            ("KAFKA_" + key.upper().replace(".", "_"), value)
-            for key, value in {**node, **ONE_NODE_SETTINGS}.items()
-        ),
-    ]
+    port = free_port()
+    container = _server_container(
+        "kafka",
+        {
+            "SCHEDULER_SERVICES_KAFKA_PORT": port,
+            "SCHEDULER_SERVICES_KAFKA_CONTROLLER_PORT": free_port(),
+        },
+    )
+    bootstrap = f"127.0.0.1:{port}"
+
+    def answers() -> bool:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
+        try:
+            admin.list_topics(timeout=2)
+        except Exception:
+            return False
+        return True
+
+    _wait_until(container, "Kafka", answers, timeout=120)
+    return bootstrap
 
 
 def cassandra_contact() -> tuple[list[str], int]:
@@ -135,19 +175,41 @@ def _cassandra_contact() -> tuple[list[str], int]:
     if env:
         return parse_hosts(env, CASSANDRA_DEFAULT_PORT)
     errors: list[str] = []
-    if _docker_available():
+    if containers_required() or _docker_available():
         try:
-            try:
-                from testcontainers.community.cassandra import CassandraContainer
-            except ImportError:
-                from testcontainers.cassandra import CassandraContainer
-
-            container = _keep(CassandraContainer("cassandra:5.0"))
-            host = container.get_container_host_ip()
-            return [host], int(container.get_exposed_port(CASSANDRA_DEFAULT_PORT))
+            return _cassandra_container()
         except Exception as exc:
+            if containers_required():
+                raise
             errors.append(f"testcontainers Cassandra failed: {exc}")
     return parse_hosts(_launch("cassandra", errors), CASSANDRA_DEFAULT_PORT)
+
+
+def _cassandra_container() -> tuple[list[str], int]:
+    """Cassandra from the project's image: the launcher's node, on free ports of 127.0.0.1."""
+    from cassandra.cluster import Cluster
+
+    port = free_port()
+    container = _server_container(
+        "cassandra",
+        {
+            "SCHEDULER_SERVICES_CASSANDRA_PORT": port,
+            "SCHEDULER_SERVICES_CASSANDRA_STORAGE_PORT": free_port(),
+        },
+    )
+
+    def answers() -> bool:
+        cluster = Cluster(["127.0.0.1"], port=port, protocol_version=4, connect_timeout=2)
+        try:
+            cluster.connect().execute("SELECT release_version FROM system.local")
+        except Exception:
+            return False
+        finally:
+            cluster.shutdown()
+        return True
+
+    _wait_until(container, "Cassandra", answers, timeout=180)
+    return ["127.0.0.1"], port
 
 
 def parse_hosts(value: str, default_port: int) -> tuple[list[str], int]:
