@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install, then run the example data pipeline (hourly and daily PySpark jobs) on the embedded
-# default: one process, the embedded log and a SQLite store under .scheduler/, local Spark.
+# Install, then run the example data pipeline (hourly and daily PySpark jobs on schedules) on the
+# embedded default: one process, the embedded log and a SQLite store under .scheduler/, local Spark.
 # Needs Java 17 for Spark: said before anything is installed when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -25,7 +25,9 @@ def example() -> None:
 @pass_state
 def run(state: CliState) -> None:
     """Run the example pipeline on the configured backends (the embedded default needs
-    nothing else): it enqueues the example's tasks and runs a worker until they are done.
+    nothing else): three programs on three schedules (hourly cron, backfilled over yesterday;
+    the rollup once 24 hours landed; the report when the rollup completes), run by a worker
+    in this process until the report is written; it says what fired and why.
 
     On Kafka and Cassandra it uses a topic, consumer group and keyspace of its own (the
     configured names with an "example" suffix), so a deployment's tasks and workers are left

@@ -178,12 +178,16 @@ class WorkflowExecutor:
         inner = Task.from_key(task.key, program.task_data(run.arguments))
         error: BaseException | None = None
         metrics.RUNS_RUNNING.inc()
+        # The program sees its own task through the context too (a Spark job reads its
+        # arguments from `context.data["args"]`); the run task's is put back afterwards.
+        outer, context.task = context.task, inner
         try:
             with publishing_with(self.events):
                 self.programs(inner, context)
         except BaseException as failure:  # the program's failure is the run's data
             error = failure
         finally:
+            context.task = outer
             metrics.RUNS_RUNNING.dec()
         reason = context.reason
         changes: dict[str, Any] = {"ended_ms": self.clock()}

@@ -12,9 +12,18 @@ from typing import Any
 import pytest
 
 from scheduler.examples.clicks.generate import events_for_hour, generate_if_missing
-from scheduler.examples.clicks.jobs import HourlyOutputsMissingError
-from scheduler.examples.clicks.run import plan_tasks, summarize
+from scheduler.examples.clicks.jobs import HourlyOutputsMissingError, hour_before
+from scheduler.examples.clicks.run import (
+    backfill,
+    describe_schedule,
+    example_programs,
+    example_schedules,
+    plan_tasks,
+    summarize,
+)
 from scheduler.executors.spark import JobRegistry, SparkExecutor
+from scheduler.programs.catalog import ProgramCatalog
+from scheduler.programs.model import StartedBy, StarterKind
 from tests.executors.conftest import SPARK_CONF, context_for
 
 DAY = date(2026, 11, 21)
@@ -37,6 +46,44 @@ def test_the_plan_is_24_hourly_tasks_then_the_rollup(tmp_path: Path) -> None:
     registry = JobRegistry(allowed_prefixes=["scheduler.examples"])
     for task in tasks:
         registry.validate(task)
+
+
+def test_the_backfill_is_the_hourly_schedules_24_fires_that_clean_the_day() -> None:
+    hourly = example_schedules()[0]
+    requests = backfill(hourly, DAY, backfill_ms=1234)
+
+    assert [r.system["logical_time"] for r in requests[:2]] == [
+        "2026-11-21T01:05:00+00:00",
+        "2026-11-21T02:05:00+00:00",
+    ]
+    assert requests[-1].system["logical_time"] == "2026-11-22T00:05:00+00:00"
+    hours = [hour_before(str(r.system["logical_time"])) for r in requests]
+    assert hours == [f"20261121{h:02d}" for h in range(24)]
+    assert {r.started_by for r in requests} == {StartedBy(StarterKind.SCHEDULE, "clicks-hourly")}
+    assert {r.program for r in requests} == {"clicks-clean"}
+    assert requests[0].request_key == (
+        "schedule:clicks-hourly@2026-11-21T01:05:00+00:00/backfill-1234"
+    )
+    assert len({r.run_id for r in requests}) == 24
+    assert {r.run_id for r in backfill(hourly, DAY, backfill_ms=1235)}.isdisjoint(
+        r.run_id for r in requests
+    )
+
+
+def test_the_schedules_chain_the_programs_with_their_triggers_and_constraints(
+    tmp_path: Path,
+) -> None:
+    catalog = ProgramCatalog(example_programs(DAY, tmp_path / "data", tmp_path / "out"))
+    lines = [describe_schedule(s) for s in example_schedules()]
+
+    assert lines == [
+        "runs clicks-clean on cron '5 * * * *' (UTC)",
+        "runs clicks-rollup on 24 partitions of clicks-hourly landed; concurrency 1",
+        "runs clicks-report on clicks-rollup COMPLETED; concurrency 1, delay 1 s",
+    ]
+    assert {s.program for s in example_schedules()} == set(catalog.names())
+    assert catalog.get("clicks-clean").properties["dataset"] == "clicks-hourly"
+    assert catalog.get("clicks-rollup").properties["day"] == "20261121"
 
 
 def test_generation_is_reproducible_and_dirty() -> None:
@@ -142,3 +189,55 @@ def test_the_rewritten_jobs_write_exactly_what_the_old_ones_wrote_in_five_spark_
 
     # The old hourly job ran 10 jobs of 10 tasks here, 11 of 608 with 200 shuffle partitions.
     assert spark_work(spark_session, str(new_plan[1].key)) == (5, 5)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_example_runs_as_three_schedules_and_says_what_fired_and_why(
+    spark_session: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scheduler.examples.clicks.run import main
+    from scheduler.settings import Settings
+
+    settings = Settings(
+        executor="spark",
+        spark_master="local[2]",
+        spark_conf=SPARK_CONF,
+        data_dir=tmp_path / "data",
+        partitions=4,
+    )
+    main(settings, events_per_hour=100, timeout_s=600)
+
+    out = capsys.readouterr().out
+    assert_fired_as_scheduled(out)
+    [day_dir] = (tmp_path / "data/example/clicks/out/daily").glob("day=*")
+    summary = json.loads((day_dir / "summary.json").read_text("utf-8"))
+    assert 0 < summary["events_kept"] <= summary["events_read"] == 24 * 100
+    report = (day_dir / "report.txt").read_text("utf-8")
+    assert report.strip() and report.strip() in out  # the report program wrote the summary
+
+
+def assert_fired_as_scheduled(out: str) -> None:
+    """The example's output: its three schedules, the backfill of the day's 24 fires, the
+    rollup fired by the partition trigger and the report by the rollup's completion, in order,
+    and the summary at the end."""
+    import re
+
+    assert "schedule clicks-hourly: runs clicks-clean on cron '5 * * * *' (UTC)" in out
+    assert re.search(r"clicks-hourly: backfilled \d{4}-\d\d-\d\d, 24 fires \(", out)
+    assert "clicks-clean: 24 COMPLETED" in out
+    rollup = re.search(
+        r"clicks-daily fired \(24 partitions of clicks-hourly landed\), logical time \S+: "
+        r"run (\w{8}) of clicks-rollup",
+        out,
+    )
+    assert rollup, out
+    report = re.search(
+        rf"clicks-report fired \(run {rollup[1]} of clicks-rollup COMPLETED\), logical time "
+        r"\S+: run \w{8} of clicks-report",
+        out,
+    )
+    assert report, out
+    assert out.index("clicks-clean: 24 COMPLETED") < rollup.start() < report.start()
+    assert report.start() < out.index("Output in ")
+    assert "  hourly: 24 hours cleaned, 2,400 events read" in out

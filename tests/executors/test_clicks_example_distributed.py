@@ -7,6 +7,7 @@ the first to start it sets its configuration for every later test."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -15,11 +16,13 @@ import pytest
 
 from scheduler.errors import ConfigurationError, PartitionCountMismatchError
 from scheduler.examples.clicks.run import example_settings, main
-from scheduler.model import TaskState
-from scheduler.partitioning import partition_for
+from scheduler.programs.model import RunStatus
+from scheduler.programs.runtime import open_run_store
 from scheduler.runtime import build_log, open_store
+from scheduler.schedules.runtime import open_schedule_store
 from scheduler.settings import Settings
 from tests.executors.conftest import SPARK_CONF
+from tests.executors.test_clicks_example import assert_fired_as_scheduled
 from tests.servers import cassandra_contact, kafka_bootstrap
 
 
@@ -70,28 +73,30 @@ def test_the_example_runs_end_to_end_on_kafka_and_cassandra_in_names_of_its_own(
         main(settings, events_per_hour=100, timeout_s=600)
 
         out = capsys.readouterr().out
-        assert "24/24 done: 24 succeeded" in out
-        assert "1/1 done: 1 succeeded" in out
+        assert_fired_as_scheduled(out)
         assert f"SCHEDULER_TOPIC={own.topic}" in out
         summaries = list((tmp_path / "data/example/clicks/out/daily").glob("day=*/summary.json"))
         assert len(summaries) == 1
         summary = json.loads(summaries[0].read_text("utf-8"))
         assert 0 < summary["events_kept"] <= summary["events_read"] == 24 * 100
 
-        # Every task's final state is in the example's own keyspace ...
+        # Every run and schedule is in the example's own keyspace ...
         store = open_store(own, create_schema=False)
         try:
-            listed = [
-                view
-                for partition in range(own.partitions)
-                for view in store.list_tasks(partition, limit=1000)
+            runs = open_run_store(own, store, create_schema=False)
+            listed = runs.list_runs(limit=1000)
+            assert sorted(Counter(str(r.started_by) for r in listed).items()) == [
+                ("schedule:clicks-daily", 1),
+                ("schedule:clicks-hourly", 24),
+                ("schedule:clicks-report", 1),
             ]
-            assert len(listed) == 25
-            assert {view.state for view in listed} == {TaskState.SUCCEEDED}
-            rollup = next(v.task for v in listed if v.task.ordering_id.startswith("clicks-daily"))
-            home = partition_for(rollup.ordering_id.encode(), own.partitions)
-            found = store.list_tasks(home, ordering_id=rollup.ordering_id)
-            assert [view.task.key for view in found] == [rollup.key]
+            assert {r.status for r in listed} == {RunStatus.COMPLETED}
+            schedules = open_schedule_store(own, store, create_schema=False)
+            assert [r.name for r in schedules.list_schedules(status="ENABLED")] == [
+                "clicks-daily",
+                "clicks-hourly",
+                "clicks-report",
+            ]
         finally:
             store.close()
         # ... and the deployment's own topic and keyspace were never created.

@@ -315,3 +315,26 @@ def test_runs_are_counted_by_status_with_their_launch_latency(tmp_path: Path) ->
     )
     assert [b - a for a, b in zip(before, after, strict=True)] == [1, 1, 1]
     assert sample("scheduler_runs_running") == 0
+
+
+def test_a_program_reads_its_own_arguments_from_the_context_as_a_spark_job_does(
+    tmp_path: Path,
+) -> None:
+    from scheduler.programs.model import Program, ProgramKind
+
+    seen: list[dict[str, object]] = []
+
+    def spark_route(task: Task, context: ExecutionContext) -> None:
+        seen.append(dict(context.data["args"]))  # how a registered PySpark job reads them
+        assert context.data == task.data
+
+    job = Program("rollup", ProgramKind.SPARK, {"job": "jobs:rollup"}, {"day": "20261121"})
+    with programs_engine(tmp_path, programs=[job]) as p:
+        p.workflow.programs = spark_route
+        launched = request("rollup", "schedule:daily@1")
+        p.launch(launched)
+        assert ended(p, launched.run_id).status is RunStatus.COMPLETED
+
+    assert seen == [
+        {"day": "20261121", "_logical_time": "2026-01-01T00:00:00+00:00", "_schedule": "nightly"}
+    ]

@@ -48,6 +48,9 @@ def clean_and_aggregate_hour(spark: SparkSession, context: ExecutionContext) -> 
     """Clean one hour of events and aggregate it per url and country.
 
     args: `hour` (YYYYMMDDHH), `input` (the events directory), `output` (the pipeline's root).
+    Run as a program by a schedule, the hour is the one before the run's `_logical_time` (the
+    cron fire at five past it), and with a `dataset` argument the hour is published as a landed
+    partition of that dataset once its output is in place (`publish_output`).
 
     Five Spark jobs of one task each on a small hour (docs/example-pipeline.md#how-long-it-takes):
     the schema is given, not inferred from the files (which would be a job of its own); the counts
@@ -59,7 +62,7 @@ def clean_and_aggregate_hour(spark: SparkSession, context: ExecutionContext) -> 
     from pyspark.sql import functions as F
 
     args = context.data["args"]
-    hour = str(args["hour"])
+    hour = str(args["hour"]) if "hour" in args else hour_before(str(args["_logical_time"]))
     start = datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=UTC)
     raw = spark.read.schema(EVENT_SCHEMA).parquet(f"{args['input']}/hour={hour}")
 
@@ -100,6 +103,17 @@ def clean_and_aggregate_hour(spark: SparkSession, context: ExecutionContext) -> 
     _write_text(spark, f"{staging}/stats.json", json.dumps(stats, indent=2) + "\n")
     context.raise_if_cancelled()
     _replace(spark, staging, f"{args['output']}/hourly/hour={hour}")
+    if "dataset" in args:
+        from scheduler.programs import publish_output
+
+        publish_output(str(args["dataset"]), [hour])
+
+
+def hour_before(logical_time: str) -> str:
+    """The hour (YYYYMMDDHH, UTC) that ended before `logical_time` (ISO 8601): the hour that an
+    hourly fire at five past cleans."""
+    moment = datetime.fromisoformat(logical_time).astimezone(UTC) - timedelta(hours=1)
+    return f"{moment:%Y%m%d%H}"
 
 
 def rollup_day(spark: SparkSession, context: ExecutionContext) -> None:
@@ -209,3 +223,15 @@ def _replace(spark: SparkSession, staging: str, final: str) -> None:
     if not fs.rename(staging_path, final_path):
         raise OSError(f"could not move {staging} to {final}; is the output directory writable?")
     fs.delete(staging_path.getParent(), True)  # the partition's staging area, now empty
+
+
+def write_report(spark: SparkSession, context: ExecutionContext) -> None:
+    """Write the day's report (`report.txt`, what `scheduler example run` prints at the end) next
+    to its rollup. args: `day` (YYYYMMDD), `output` (the pipeline's root)."""
+    from scheduler.examples.clicks.run import summarize
+
+    args = context.data["args"]
+    day = str(args["day"])
+    _write_text(
+        spark, f"{args['output']}/daily/day={day}/report.txt", summarize(args["output"]) + "\n"
+    )

@@ -1,15 +1,13 @@
-"""Plans the example pipeline's tasks and describes its results; `scheduler example run` uses it.
+"""The example pipeline: its programs, schedules and backfill, and the summary of its results.
 
-One day of clicks is 25 tasks: 24 hourly cleaning tasks, each in its own ordering queue so they run
-in parallel up to the worker's pool size, then one daily rollup in a queue of its own. The rollup is
-due after the last hourly task but may still start before some hours finish; it then fails with a
-clear message and the engine retries it with backoff, which is how a dependency on data is
-expressed with plain tasks (see docs/example-pipeline.md).
+`scheduler example run` declares three programs on three schedules: the hourly cleaning on a cron
+(the day's 24 fires backfilled), the daily rollup on a partition trigger over the 24 hours the
+hourly runs publish, and a report on the rollup's completion (see docs/example-pipeline.md).
+`plan_tasks` is the same day as 25 plain tasks, for the benchmarks and the jobs' tests.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections import Counter
@@ -19,19 +17,45 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scheduler.errors import PartitionCountMismatchError
+from scheduler.engine.clock import now_ms
+from scheduler.errors import PartitionCountMismatchError, SchedulerError
 from scheduler.examples.clicks.generate import EVENTS_PER_HOUR, generate_if_missing, hour_ids
-from scheduler.model import Task
+from scheduler.model import Task, from_epoch_ms, to_epoch_ms
+from scheduler.programs.catalog import ProgramCatalog
+from scheduler.programs.launch import LaunchRequest
+from scheduler.programs.model import Program, ProgramKind, Run, StartedBy, StarterKind
+from scheduler.programs.model import RunStatus as RunState
+from scheduler.schedules.model import (
+    Concurrency,
+    Delay,
+    Partition,
+    ProgramStatus,
+    RunStatus,
+    Schedule,
+    Time,
+)
 
 if TYPE_CHECKING:
     from scheduler.client import SchedulerClient
     from scheduler.engine.settings import EngineSettings
-    from scheduler.executors.abc import Executor
+    from scheduler.executors.registry import RoutingExecutor
+    from scheduler.programs.abc import RunStore
+    from scheduler.schedules.client import SchedulesClient
     from scheduler.settings import Settings
     from scheduler.stores.abc import TaskStore
     from scheduler.worker import Worker
 
-__all__ = ["DAILY_JOB", "HOURLY_JOB", "generate_if_missing", "main", "plan_tasks", "summarize"]
+__all__ = [
+    "DAILY_JOB",
+    "HOURLY_JOB",
+    "backfill",
+    "example_programs",
+    "example_schedules",
+    "generate_if_missing",
+    "main",
+    "plan_tasks",
+    "summarize",
+]
 
 HOURLY_JOB = "scheduler.examples.clicks.jobs:clean_and_aggregate_hour"
 DAILY_JOB = "scheduler.examples.clicks.jobs:rollup_day"
@@ -122,15 +146,14 @@ the configured group would take the example's tasks with whatever executor they 
 def main(
     settings: Settings, *, events_per_hour: int = EVENTS_PER_HOUR, timeout_s: float = 1800
 ) -> None:
-    """`scheduler example run`: yesterday's clicks, end to end, on the configured backends.
+    """`scheduler example run`: yesterday's clicks, end to end, on the configured backends, as
+    three programs on three schedules (see `example_schedules`).
 
-    Data and output go under `<data_dir>/example/clicks/`. The retry policy is raised to at least
-    10 attempts, so that the rollup outlasts slow hourly tasks on a small machine. On Kafka or
-    Cassandra, the tasks go to a topic, group and keyspace of the example's own (see
-    `example_settings`), created if missing and kept afterwards for a look with the CLI.
+    Data and output go under `<data_dir>/example/clicks/`. On Kafka or Cassandra, the tasks, runs
+    and schedules go to a topic, group and keyspace of the example's own (see `example_settings`),
+    created if missing and kept afterwards for a look with the CLI.
     """
     from scheduler import runtime
-    from scheduler.engine.settings import RetryPolicy
     from scheduler.errors import ConfigurationError
     from scheduler.executors.registry import RoutingExecutor
     from scheduler.executors.spark import SparkExecutor, require_java, require_pyspark
@@ -145,6 +168,8 @@ def main(
             "the example runs PySpark jobs: set the executor to auto or spark "
             f"(it is {settings.executor})"
         )
+    if not isinstance(executor, RoutingExecutor):  # programs run through a `workflow` route
+        executor = RoutingExecutor({"spark": spark}, default="spark")
     root = runtime.data_dir(settings) / "example" / "clicks"
     day = (datetime.now(UTC) - timedelta(days=1)).date()
     print(f"Example pipeline: clicks of {day}, data and output in {root}")
@@ -152,34 +177,30 @@ def main(
     if not embedded:
         settings = example_settings(settings)
         print(f"Backends: {runtime.describe(settings)}, group {settings.group_id!r}")
+    catalog = ProgramCatalog(example_programs(day, root / "data", root / "out"))
     engine = settings.engine_settings()
-    retry = engine.retry
-    if retry.max_attempts < 10:
-        retry = RetryPolicy(
-            max_attempts=10,
-            base_delay_s=retry.base_delay_s,
-            max_delay_s=max(retry.max_delay_s, 60.0),
-            jitter=retry.jitter,
-        )
-    engine = dataclasses.replace(engine, retry=retry)
     running = _embedded if embedded else _configured
     # The backends first: one that cannot be reached is said before Spark takes its time.
-    with running(settings, executor, engine) as (client, store, worker):
+    with running(settings, executor, engine, catalog) as (client, schedules, runs, worker):
         print("Starting Spark and generating input if missing (the first time takes a while)...")
         generate_if_missing(
             root / "data", day, spark=spark.session(), events_per_hour=events_per_hour
         )
-        hourly = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[:-1]
-        client.schedule_tasks(hourly).result(timeout=60)
-        print(f"Enqueued {len(hourly)} hourly tasks; running them...")
-        report_progress(store, hourly, settings.partitions, timeout_s, worker)
-        # The rollup depends on every hour. It is enqueued once they are done; should it still
-        # start too early (another run is rewriting an hour), it fails with the missing hours and
-        # the engine retries it with backoff.
-        rollup = plan_tasks(day, root / "data", root / "out", datetime.now(UTC))[-1]
-        client.schedule_task(rollup).result(timeout=60)
-        print("Enqueued the daily rollup; running it...")
-        report_progress(store, [rollup], settings.partitions, timeout_s, worker)
+        started_ms = now_ms()
+        for schedule in example_schedules():
+            if schedules.store.get(schedule.name) is not None:
+                schedules.delete(schedule.name)  # a fresh job: no count left from an earlier run
+            schedules.create(schedule, source=EXAMPLE_SUFFIX)
+            schedules.enable(schedule.name)
+            print(f"  schedule {schedule.name}: {describe_schedule(schedule)}")
+        hourly = backfill(schedules.get(HOURLY_SCHEDULE).schedule, day, started_ms)
+        for request in hourly:
+            client.schedule_task(request.task()).result(timeout=60)
+        print(
+            f"{HOURLY_SCHEDULE}: backfilled {day}, {len(hourly)} fires "
+            f"({hourly[0].system['logical_time']} ... {hourly[-1].system['logical_time']})"
+        )
+        watch_runs(runs, started_ms, timeout_s, worker)
     print(summarize(root / "out"))
     if not embedded:
         names = {
@@ -189,9 +210,195 @@ def main(
         }
         where = " ".join(f"{env_name(name)}={value}" for name, value in names.items())
         print(
-            "The example's tasks stay in its own topic, group and keyspace; to look at them:\n"
-            f"  {where} scheduler tasks list"
+            "The example's tasks, runs and schedules stay in its own topic, group and keyspace; "
+            f"to look at them:\n  {where} scheduler runs list"
         )
+
+
+HOURLY_SCHEDULE = "clicks-hourly"
+DAILY_SCHEDULE = "clicks-daily"
+REPORT_SCHEDULE = "clicks-report"
+CLEAN_PROGRAM = "clicks-clean"
+ROLLUP_PROGRAM = "clicks-rollup"
+REPORT_PROGRAM = "clicks-report"
+HOURLY_DATASET = "clicks-hourly"
+"""The dataset whose partitions (one per hour, YYYYMMDDHH) the hourly runs publish as landed."""
+REPORT_DELAY_MS = 1000
+"""The report waits this long after the rollup completes (a delay constraint, shown at work)."""
+REPORT_JOB = "scheduler.examples.clicks.jobs:write_report"
+
+
+def example_programs(day: date, data_dir: Path, out_dir: Path) -> list[Program]:
+    """The example's three programs: clean an hour, roll the day up, write the day's report.
+    Their properties are the example's paths and day; a run adds its logical time."""
+    output = str(Path(out_dir).absolute())
+    return [
+        Program(
+            CLEAN_PROGRAM,
+            ProgramKind.SPARK,
+            {"job": HOURLY_JOB},
+            {
+                "input": str(Path(data_dir).absolute() / "events"),
+                "output": output,
+                "dataset": HOURLY_DATASET,
+            },
+            "cleans the hour before its logical time and publishes it landed",
+        ),
+        Program(
+            ROLLUP_PROGRAM,
+            ProgramKind.SPARK,
+            {"job": DAILY_JOB},
+            {"day": f"{day:%Y%m%d}", "output": output},
+            "rolls the day's 24 cleaned hours up",
+        ),
+        Program(
+            REPORT_PROGRAM,
+            ProgramKind.SPARK,
+            {"job": REPORT_JOB},
+            {"day": f"{day:%Y%m%d}", "output": output},
+            "writes the day's report next to its rollup",
+        ),
+    ]
+
+
+def example_schedules() -> list[Schedule]:
+    """Hourly cleaning on a cron, the rollup once 24 hours landed, the report after the rollup."""
+    return [
+        Schedule(
+            name=HOURLY_SCHEDULE,
+            description="at five past every hour, clean the hour just ended",
+            program=CLEAN_PROGRAM,
+            trigger=Time(cron="5 * * * *", time_zone="UTC"),
+        ),
+        Schedule(
+            name=DAILY_SCHEDULE,
+            description="roll the day up once its 24 hours have landed",
+            program=ROLLUP_PROGRAM,
+            trigger=Partition(dataset=HOURLY_DATASET, num_partitions=24),
+            constraints=(Concurrency(max_concurrency=1, wait_until_met=True),),
+        ),
+        Schedule(
+            name=REPORT_SCHEDULE,
+            description="write the report when a rollup completes, one at a time",
+            program=REPORT_PROGRAM,
+            trigger=ProgramStatus(program=ROLLUP_PROGRAM, statuses={RunStatus.COMPLETED}),
+            constraints=(
+                Concurrency(max_concurrency=1, wait_until_met=True),
+                Delay(millis=REPORT_DELAY_MS),
+            ),
+        ),
+    ]
+
+
+def describe_schedule(schedule: Schedule) -> str:
+    """One line: program, trigger and constraints, as the example prints them."""
+    trigger = schedule.trigger
+    if isinstance(trigger, Time):
+        what = f"cron {trigger.cron!r} ({trigger.time_zone or schedule.time_zone})"
+    elif isinstance(trigger, Partition):
+        what = f"{trigger.num_partitions} partitions of {trigger.dataset} landed"
+    elif isinstance(trigger, ProgramStatus):
+        statuses = "/".join(sorted(str(s) for s in trigger.statuses))
+        what = f"{trigger.program} {statuses}"
+    else:
+        what = str(trigger.type)
+    limits = []
+    for constraint in schedule.constraints:
+        if isinstance(constraint, Concurrency):
+            limits.append(f"concurrency {constraint.max_concurrency}")
+        elif isinstance(constraint, Delay):
+            limits.append(f"delay {constraint.millis / 1000:g} s")
+    suffix = f"; {', '.join(limits)}" if limits else ""
+    return f"runs {schedule.program} on {what}{suffix}"
+
+
+def backfill(schedule: Schedule, day: date, backfill_ms: int) -> list[LaunchRequest]:
+    """The launch requests of `schedule`'s cron fires that clean the hours of `day`: from 01:05
+    to 00:05 the next day, each fire cleaning the hour before it (its logical time).
+
+    Each fire is launched as the schedule would have launched it (started by the schedule, its
+    fire as logical time); the request key names this backfill (`backfill_ms`), so that running
+    the example again recomputes the day instead of finding its runs done."""
+    (cron,) = schedule.crons()
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    after = to_epoch_ms(start + timedelta(hours=1))  # fires after 01:00 clean the day's hours
+    until = to_epoch_ms(start + timedelta(days=1, minutes=5))
+    requests = []
+    now = datetime.now(UTC)
+    while (fire := cron.next_after(after)) <= until:
+        logical = from_epoch_ms(fire).isoformat()
+        requests.append(
+            LaunchRequest(
+                program=schedule.program,
+                request_key=f"schedule:{schedule.name}@{logical}/backfill-{backfill_ms}",
+                started_by=StartedBy(StarterKind.SCHEDULE, schedule.name),
+                requested_at=now,
+                properties=dict(schedule.properties),
+                system={"logical_time": logical, "schedule": schedule.name, "backfill": True},
+            )
+        )
+        after = fire
+    return requests
+
+
+def watch_runs(runs: RunStore, since_ms: int, timeout_s: float, worker: Worker | None) -> None:
+    """Print each run of the example's programs as it is launched (which schedule, why, its
+    logical time) and the hourly runs' progress, until the report's run ends; raise if a run
+    fails, or `worker` stops with an error."""
+    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    seen: set[str] = set()
+    last_line = ""
+    while True:
+        current = [
+            run
+            for program in (CLEAN_PROGRAM, ROLLUP_PROGRAM, REPORT_PROGRAM)
+            for run in runs.list_runs(program=program, limit=1000)
+            if run.created_ms >= since_ms
+        ]
+        hourly = Counter(str(r.status) for r in current if r.program == CLEAN_PROGRAM)
+        line = f"{CLEAN_PROGRAM}: " + ", ".join(f"{n} {s}" for s, n in sorted(hourly.items()))
+        if hourly and line != last_line:
+            print(f"  [{time.monotonic() - started:5.0f}s] {line}", flush=True)
+            last_line = line
+        for run in sorted(current, key=lambda r: r.created_ms):
+            if run.status is RunState.FAILED:
+                raise ExampleRunFailedError(
+                    f"run {run.run_id} of {run.program} failed: {run.last_error}; "
+                    f"`scheduler runs show {run.run_id}` tells more"
+                )
+            if run.program != CLEAN_PROGRAM and run.run_id not in seen:
+                seen.add(run.run_id)
+                print(f"  {why(run)}", flush=True)
+        if any(r.program == REPORT_PROGRAM and r.status.is_terminal for r in current):
+            return
+        if worker is not None and worker.fatal_error is not None:
+            raise worker.fatal_error
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the example did not finish within {timeout_s:.0f}s")
+        time.sleep(0.5)
+
+
+class ExampleRunFailedError(SchedulerError):
+    """A run of the example's programs ended FAILED: the pipeline cannot complete."""
+
+
+def why(run: Run) -> str:
+    """What fired and why, from a run's system arguments (its schedule's trigger info)."""
+    args = run.arguments
+    because = ""
+    if "_triggering.partitions" in args:
+        landed = json.loads(str(args["_triggering.partitions"]))
+        because = ", ".join(f"{p['count']} partitions of {p['dataset']} landed" for p in landed)
+    elif "_triggering.run.id" in args:
+        because = (
+            f"run {str(args['_triggering.run.id'])[:8]} of {args['_triggering.program']} "
+            f"{args['_triggering.run.status']}"
+        )
+    return (
+        f"{args.get('_schedule', run.started_by.name)} fired ({because}), logical time "
+        f"{args.get('_logical_time', '?')}: run {run.run_id[:8]} of {run.program}"
+    )
 
 
 def example_settings(settings: Settings) -> Settings:
@@ -208,34 +415,56 @@ def example_settings(settings: Settings) -> Settings:
     )
 
 
-Backends = Iterator[tuple["SchedulerClient", "TaskStore", "Worker"]]
+Backends = Iterator[tuple["SchedulerClient", "SchedulesClient", "RunStore", "Worker"]]
 
 
 @contextmanager
-def _embedded(settings: Settings, executor: Executor, engine: EngineSettings) -> Backends:
-    """The embedded scheduler of `settings`' data directory, started."""
+def _embedded(
+    settings: Settings, executor: RoutingExecutor, engine: EngineSettings, catalog: ProgramCatalog
+) -> Backends:
+    """The embedded scheduler of `settings`' data directory with programs and schedules, started
+    (the events subscriber too)."""
     from scheduler import runtime
     from scheduler.embedded import EmbeddedScheduler
+    from scheduler.programs.runtime import embedded_programs
+    from scheduler.schedules.client import SchedulesClient
+    from scheduler.schedules.runtime import embedded_schedules
 
-    with EmbeddedScheduler(
-        data_dir=runtime.data_dir(settings),
-        executor=executor,
-        partitions=settings.partitions,
-        settings=engine,
-        topic=settings.topic,
-    ) as scheduler:
-        yield scheduler.client, scheduler.store, scheduler.worker
+    with ExitStack() as stack:
+        scheduler = EmbeddedScheduler(
+            data_dir=runtime.data_dir(settings),
+            executor=executor,
+            partitions=settings.partitions,
+            settings=engine,
+            topic=settings.topic,
+        )
+        programs = embedded_programs(scheduler, executor, catalog)
+        schedules = embedded_schedules(scheduler, programs, executor.routes)
+        stack.callback(schedules.store.close)
+        stack.callback(programs.close)
+        stack.enter_context(scheduler)
+        stack.callback(programs.close)  # the subscriber stops before the engine
+        assert programs.subscriber is not None
+        programs.subscriber.start()
+        client = SchedulesClient(store=schedules.store, client=scheduler.client, catalog=catalog)
+        yield scheduler.client, client, programs.runs, scheduler.worker
 
 
 @contextmanager
-def _configured(settings: Settings, executor: Executor, engine: EngineSettings) -> Backends:
+def _configured(
+    settings: Settings, executor: RoutingExecutor, engine: EngineSettings, catalog: ProgramCatalog
+) -> Backends:
     """The log and store `settings` name (topic and schema created if missing), a client, and
-    one worker of `settings.group_id` in this process, assigned its partitions."""
+    one worker of `settings.group_id` in this process with programs and schedules, assigned its
+    partitions, its events subscriber started."""
     from scheduler import runtime
     from scheduler.client import SchedulerClient
+    from scheduler.programs.runtime import worker_programs
+    from scheduler.schedules.client import SchedulesClient
+    from scheduler.schedules.runtime import worker_schedules
     from scheduler.worker import Worker
 
-    with ExitStack() as stack:  # closes in reverse: client, worker, store, log
+    with ExitStack() as stack:  # closes in reverse: client, worker, programs, store, log
         log = runtime.build_log(settings)
         stack.callback(log.close)
         store = runtime.open_store(settings, create_schema=True)
@@ -244,6 +473,20 @@ def _configured(settings: Settings, executor: Executor, engine: EngineSettings) 
             runtime.partition_count_check(log, store, settings.partitions)
         except PartitionCountMismatchError as error:
             raise _example_mismatch(error, settings) from None
+        programs = worker_programs(
+            settings.model_copy(update={"create_schema": True}),
+            log=log,
+            store=store,
+            routes=executor.routes,
+        )
+        stack.callback(programs.close)
+        for program in catalog.programs():
+            programs.executor.catalog.register(program)
+        executor.routes["workflow"] = programs.executor
+        schedule_store = worker_schedules(
+            settings.model_copy(update={"create_schema": True}), programs, store, executor.routes
+        )
+        programs.also_close.append(schedule_store.close)
         worker = Worker(
             log=log,
             store=store,
@@ -267,7 +510,10 @@ def _configured(settings: Settings, executor: Executor, engine: EngineSettings) 
                 f"the example's worker was not assigned partitions of topic {settings.topic!r} "
                 f"within {START_TIMEOUT_S:.0f}s"
             )
-        yield client, store, worker
+        assert programs.subscriber is not None
+        programs.subscriber.start()
+        schedules = SchedulesClient(store=schedule_store, client=client, catalog=catalog)
+        yield client, schedules, programs.runs, worker
 
 
 def _example_mismatch(
