@@ -254,6 +254,9 @@ class ScheduleJobOut(BaseModel):
     revision: int
     first_event_time: str | None
     events: int = Field(description="How many events it holds.")
+    waiting_for: list[str] = Field(
+        description="While open: the trigger parts not satisfied yet, or the constraints."
+    )
     reason: str = Field(description="Why it ended (ABORTED, TIMED_OUT, OBSOLETE), else empty.")
 
 

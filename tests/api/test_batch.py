@@ -11,14 +11,19 @@ from typing import Any
 
 import httpx
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
 
 from scheduler.api.auth import Role
+from tests.api.browser import browser, click, confirm, log_in, shoot, text
 from tests.api.conftest import wait_for
 from tests.api.programs import programs_deployment
 from tests.api.server import ApiServer
 from tests.batch.helpers import seed_config, seed_job
 
 Call = Callable[..., httpx.Response]
+__all__ = ["browser"]  # the fixture
 PROGRAMS = f"""
 [programs.hello]
 kind = "command"
@@ -147,3 +152,36 @@ def test_an_unknown_job_is_a_404_naming_the_jobs(as_role: Call) -> None:
         answer = as_role(Role.OPERATE, method, path)
         assert answer.status_code == 404, (method, path, answer.text)
         assert "no batch job is named 'nope'" in answer.json()["message"]
+
+
+def test_an_operator_reruns_a_failed_partition_from_the_grid(
+    browser: WebDriver, server: ApiServer, tokens: dict[Role, str], as_role: Call, marker: Path
+) -> None:
+    marker.write_text("")  # the rerun succeeds
+    log_in(browser, server, tokens[Role.OPERATE])
+    browser.get(f"{server.url}/dashboard/batch")
+    row, cell = "#batch-table tr[data-job='flaky']", ".cell[data-partition='2000-01-01 01:00:00']"
+    WebDriverWait(browser, 30).until(
+        lambda b: b.find_elements(By.CSS_SELECTOR, f"{row} button{cell}")
+    )
+    shoot(browser, "batch.png")
+    click(browser, f"{row} button{cell}")
+    assert "Re-run flaky 2000-01-01 01:00:00?" in confirm(browser)
+    assert "re-run of flaky 2000-01-01 01:00:00 requested" in text(browser, "message")
+    WebDriverWait(browser, 60, poll_frequency=0.3).until(
+        lambda b: b.find_elements(By.CSS_SELECTOR, f"{row} i{cell}[data-status=SUCCEEDED]")
+    )
+
+
+def test_a_read_token_sees_the_grid_but_may_not_rerun(
+    server: ApiServer, tokens: dict[Role, str]
+) -> None:
+    with httpx.Client(base_url=server.url) as viewer:
+        viewer.post("/dashboard/login", data={"token": tokens[Role.READ]})
+        page = viewer.get("/dashboard/batch", params={"status": "SUCCEEDED"})
+        assert 'data-job="steady"' in page.text and 'data-status="SUCCEEDED"' in page.text
+        none = viewer.get("/dashboard/batch", params={"status": "BLOCKED_FOREVER"})
+        assert 'data-job="steady"' in none.text and "data-partition=" not in none.text
+        form = {"verb": "rerun", "job": "flaky", "partition": "946684800000"}
+        refused = viewer.post("/dashboard/batch/act", data=form)
+        assert refused.status_code == 403 and "rerun needs the operate role" in refused.text

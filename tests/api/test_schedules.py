@@ -10,12 +10,15 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from scheduler.api.auth import Role
+from tests.api.browser import browser, click, confirm, log_in, shoot, text, wait_text
 from tests.api.programs import programs_deployment
 from tests.api.server import ApiServer
 
 Call = Callable[..., httpx.Response]
+__all__ = ["browser"]  # the fixture
 PROGRAMS = f"""
 [programs.clean]
 kind = "command"
@@ -216,3 +219,34 @@ def test_roles_limit_who_changes_schedules(as_role: Call, name: str) -> None:
     assert read_enable.status_code == 403
     assert as_role(Role.OPERATE, "DELETE", f"/api/v1/schedules/{name}").status_code == 403
     assert as_role(Role.READ, "GET", f"/api/v1/schedules/{name}").status_code == 200
+
+
+def test_an_operator_enables_a_schedule_in_the_dashboard_and_sees_its_next_run(
+    browser: WebDriver, server: ApiServer, tokens: dict[Role, str], as_role: Call, name: str
+) -> None:
+    _create(as_role, name)
+    log_in(browser, server, tokens[Role.OPERATE])
+    browser.get(f"{server.url}/dashboard/schedules")
+    row = f"#schedule-table tr[data-schedule='{name}']"
+    wait_text(browser, f"{row} .state", "DISABLED")
+    click(browser, f"{row} button[name=enable]")
+    assert f"Enable schedule {name}?" in confirm(browser)
+    assert f"schedule {name} enabled" in text(browser, "message")
+    wait_text(browser, f"{row} .state", "ENABLED")
+    shown = wait_text(browser, f"{row} .next time", ":05")
+    fire = datetime.fromisoformat(str(shown.get_attribute("datetime")))
+    assert fire > datetime.now(UTC) and fire.minute == 5
+    shoot(browser, "schedules.png")
+
+
+def test_a_read_token_sees_schedules_but_may_not_enable_them(
+    server: ApiServer, tokens: dict[Role, str], as_role: Call, name: str
+) -> None:
+    _create(as_role, name)
+    with httpx.Client(base_url=server.url) as viewer:
+        viewer.post("/dashboard/login", data={"token": tokens[Role.READ]})
+        page = viewer.get("/dashboard/schedules", params={"status": "DISABLED"})
+        assert name in page.text and "needs the operate role" in page.text
+        refused = viewer.post("/dashboard/schedules/act", data={"verb": "enable", "name": name})
+        assert refused.status_code == 403 and "enable needs the operate role" in refused.text
+    assert as_role(Role.READ, "GET", f"/api/v1/schedules/{name}").json()["status"] == "DISABLED"

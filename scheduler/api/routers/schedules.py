@@ -31,6 +31,7 @@ from scheduler.api.schemas import (
     ScheduleOut,
 )
 from scheduler.api.state import ApiState
+from scheduler.api.waiting import waiting_on
 from scheduler.schedules.abc import ScheduleRecord
 from scheduler.schedules.errors import ScheduleError
 from scheduler.schedules.parse import parse_schedule
@@ -225,6 +226,7 @@ def schedule_jobs(name: str, state: State, _: Reader) -> list[ScheduleJobOut]:
             revision=job.revision,
             first_event_time=None if job.first_event_ms is None else iso(job.first_event_ms),
             events=len(job.events),
+            waiting_for=waiting_on(job),
             reason=job.reason or "",
         )
         for job in state.schedules().jobs(name)
