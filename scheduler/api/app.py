@@ -19,25 +19,35 @@ from fastapi.routing import APIRoute
 
 from scheduler.api import errors
 from scheduler.api.auth import TokenFile
-from scheduler.api.routers import checks, fleet, meta, runs, tasks
+from scheduler.api.routers import batch, checks, fleet, meta, runs, schedules, tasks
 from scheduler.api.state import ApiState
 from scheduler.settings import Settings
 
 TITLE = "scheduler"
 DESCRIPTION = """The REST API of a scheduler deployment: tasks, the worker fleet, programs and
-their runs.
+their runs, schedules and batch jobs.
 
 Every route but `/api/v1/health` needs `Authorization: Bearer <token>`, a token made with
 `scheduler api tokens create --role read|operate|admin`: `read` sees, `operate` also schedules
-and changes tasks and starts and kills runs, `admin` also drops tasks. Errors are JSON
-(`ErrorBody`): 400 for a request that is not what the schema says (naming each field) or that
-the scheduler refuses, 401 without a valid token, 403 with too small a role, 404 for an unknown
-task, program or run, 409 for a task or run in a state the change does not fit, 503 when a
-backend cannot be reached.
+and changes tasks, starts and kills runs, enables and disables schedules and re-runs, pauses and
+resumes batch jobs, `admin` also drops tasks, creates, changes and deletes schedules and checks
+and loads batch configurations. Errors are JSON (`ErrorBody`): 400 for a request that is not
+what the schema says (naming each field) or that the scheduler refuses, 401 without a valid
+token, 403 with too small a role, 404 for an unknown task, program, run, schedule or batch job,
+409 for a task, run or schedule in a state the change does not fit, 503 when a backend cannot be
+reached.
 """
 
 
-ROUTERS = (meta.router, tasks.router, fleet.router, runs.router, checks.router)
+ROUTERS = (
+    meta.router,
+    tasks.router,
+    fleet.router,
+    runs.router,
+    schedules.router,
+    batch.router,
+    checks.router,
+)
 
 
 def tokens_path(settings: Settings) -> Path:

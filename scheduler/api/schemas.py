@@ -222,3 +222,113 @@ class RunKilled(BaseModel):
         description="True: it was still PENDING and is KILLED now; false: its process is being "
         "stopped and it ends KILLED shortly."
     )
+
+
+class ScheduleOut(BaseModel):
+    """A schedule with its state: the seeds' ScheduleDetail (`schedule`) and what the engine
+    keeps of it."""
+
+    name: str
+    status: Literal["ENABLED", "DISABLED"]
+    trigger_type: str = Field(description="TIME, PARTITION, PROGRAM_STATUS, AND or OR.")
+    program: str
+    revision: int = Field(description="A new one at each create and update.")
+    created_time: str | None
+    updated_time: str | None
+    disabled_time: str | None
+    next_fire_times: list[str] = Field(description="The next fire of each cron, while enabled.")
+    source: str = Field(description="Who declared it: a file, or `api:<token name>`.")
+    schedule: dict[str, Any]
+
+
+class RunTimesOut(BaseModel):
+    name: str
+    times: list[str] = Field(description="ISO 8601, UTC.")
+
+
+class ScheduleJobOut(BaseModel):
+    """One job of a schedule: events collected towards its trigger, then its constraints."""
+
+    job_key: str
+    state: str = Field(description="PENDING_TRIGGER, PENDING_CONSTRAINT, PENDING_LAUNCH, ...")
+    revision: int
+    first_event_time: str | None
+    events: int = Field(description="How many events it holds.")
+    waiting_for: list[str] = Field(
+        description="While open: the trigger parts not satisfied yet, or the constraints."
+    )
+    reason: str = Field(description="Why it ended (ABORTED, TIMED_OUT, OBSOLETE), else empty.")
+
+
+class ReenableIn(_Strict):
+    """The range of disable times whose schedules are enabled again."""
+
+    start_time: AwareDatetime = Field(description="From (inclusive), ISO 8601 with a zone.")
+    end_time: AwareDatetime = Field(description="To (exclusive), ISO 8601 with a zone.")
+
+
+class ReenabledOut(BaseModel):
+    enabled: list[str] = Field(description="The schedules enabled again, by name.")
+
+
+class BatchConfigIn(_Strict):
+    """A batch configuration: the text of a jobs file (docs/batch-jobs.md)."""
+
+    text: str = Field(max_length=10_000_000, description="The file's JSON.")
+
+
+class BatchCheckOut(BaseModel):
+    jobs: list[str] = Field(description="The configuration's jobs, by name.")
+
+
+class BatchAccepted(BaseModel):
+    """A change sent to the configuration's queue; a worker applies it shortly."""
+
+    jobs: list[str]
+
+
+class BatchJobOut(BaseModel):
+    """One batch job and its partitions counted by state."""
+
+    name: str
+    paused: bool = Field(description="Paused by an operator.")
+    max_parallelism: int
+    total: int
+    succeeded: int
+    marked_success: int
+    running: int
+    failed: int
+    removed: int
+    waiting_time: int
+    pending: int = Field(description="Due and not finished, running or failed.")
+    oldest_pending: str | None
+
+
+class BatchConfigurationOut(BaseModel):
+    name: str
+    text: str
+    loaded_time: str
+    source: str
+    paused: list[str]
+    jobs: list[BatchJobOut]
+
+
+class BatchPartitionOut(BaseModel):
+    """One partition of a job as an operator reads it."""
+
+    job: str
+    partition: str = Field(description="`2000-01-01 00:00:00`, UTC.")
+    partition_time: str
+    status: str = Field(description="WAITING_TIME, WAITING_DEPENDENCIES, RUNNABLE, RUNNING, ...")
+    waiting_for: list[str] = Field(description="The dependency partitions not done yet.")
+    reason: str = Field(description="Why it is blocked, skipped, removed or failed.")
+    retry_time: str | None
+    attempts: int
+
+
+class BatchRerunIn(_Strict):
+    """A range of partitions to run again."""
+
+    from_time: AwareDatetime = Field(description="The first partition (inclusive).")
+    to_time: AwareDatetime = Field(description="The end of the range (exclusive).")
+    with_dependants: bool = Field(default=False, description="Re-run their dependants too.")

@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING
 from scheduler.api.auth import Sessions, TokenFile
 
 if TYPE_CHECKING:
+    from scheduler.batch.api import BatchJobs
+    from scheduler.batch.store import BatchStore
     from scheduler.client import SchedulerClient
     from scheduler.fleet.status import PartitionStatus
     from scheduler.programs.abc import RunStore
+    from scheduler.schedules.abc import ScheduleStore
+    from scheduler.schedules.client import SchedulesClient
     from scheduler.settings import Settings
     from scheduler.stores.abc import TaskStore
 
@@ -77,6 +81,8 @@ class ApiState:
     history: FleetHistory = field(default_factory=FleetHistory)
     _runs: RunStore | None = None
     _launcher: SchedulerClient | None = None
+    _schedules: ScheduleStore | None = None
+    _batch: BatchStore | None = None
     _runs_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def launcher(self) -> SchedulerClient:
@@ -104,7 +110,45 @@ class ApiState:
                 self._runs = open_run_store(self.settings, self.store, create_schema=create)
             return self._runs
 
+    def schedules(self) -> SchedulesClient:
+        """A `SchedulesClient` on the deployment's schedule store (opened on first use), as
+        `scheduler schedules` builds it: changes are tasks of the schedules route (sent, like
+        runs started by hand, without the configured executor's check) and are waited for until
+        a worker applied them."""
+        from scheduler.programs.runtime import load_catalog
+        from scheduler.schedules.client import SchedulesClient
+
+        with self._runs_lock:
+            if self._schedules is None:
+                from scheduler.schedules.runtime import open_schedule_store
+
+                create = self.settings.store == "sqlite"
+                self._schedules = open_schedule_store(
+                    self.settings, self.store, create_schema=create
+                )
+            store = self._schedules
+        catalog = load_catalog(self.settings) if self.settings.programs_file is not None else None
+        return SchedulesClient(store=store, client=self.launcher(), catalog=catalog, wait_s=30.0)
+
+    def batch_jobs(self) -> BatchJobs:
+        """`BatchJobs` of the configuration `batch_name` on the batch store (opened on first
+        use), as `scheduler jobs` builds it."""
+        from scheduler.batch.api import BatchJobs
+
+        with self._runs_lock:
+            if self._batch is None:
+                from scheduler.batch.runtime import open_batch_store
+
+                create = self.settings.store == "sqlite"
+                self._batch = open_batch_store(self.settings, self.store, create_schema=create)
+            store = self._batch
+        return BatchJobs(store=store, client=self.launcher(), name=self.settings.batch_name)
+
     def close(self) -> None:
+        if self._batch is not None:
+            self._batch.close()
+        if self._schedules is not None:
+            self._schedules.close()
         if self._runs is not None:
             self._runs.close()
         if self._launcher is not None:

@@ -18,7 +18,8 @@ STATIC = Path(__file__).parent / "static"
 
 def mount(app: FastAPI) -> None:
     """Add the dashboard's pages and its static files to `app`."""
-    from scheduler.dashboard.pages import router
+    from scheduler.dashboard import pages, plans
 
-    app.include_router(router)
+    app.include_router(pages.router)
+    app.include_router(plans.router)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")

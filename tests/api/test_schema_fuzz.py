@@ -39,6 +39,7 @@ def _operations(server: ApiServer) -> list[Any]:
 def test_the_document_has_every_route(server: ApiServer) -> None:
     labels = {operation.label for operation in _operations(server)}
     assert {"POST /api/v1/tasks", "GET /api/v1/fleet", "POST /api/v1/tasks/drop"} <= labels
+    assert {"PUT /api/v1/schedules/{name}", "POST /api/v1/batch/jobs/{job}/rerun"} <= labels
 
 
 @pytest.mark.parametrize("role", [Role.ADMIN, Role.READ])

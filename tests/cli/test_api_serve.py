@@ -126,3 +126,36 @@ def test_the_api_schedules_lists_and_shows_the_fleet_on_kafka_and_cassandra(
         late = {**tasks[0], "scheduled_time": "2001-01-01T00:00:00Z"}
         refused = client.post("/api/v1/tasks", json=late)
         assert refused.status_code == 400 and "grace window" in refused.json()["message"]
+
+
+@pytest.mark.kafka
+@pytest.mark.cassandra
+@pytest.mark.slow
+def test_the_api_creates_enables_and_lists_schedules_on_kafka_and_cassandra(
+    distributed: dict[str, str],
+    script: Any,
+    worker: Any,
+    serve: Serve,
+    monkeypatch: Any,
+    tmp_path: Path,
+) -> None:
+    programs = tmp_path / "programs.toml"
+    programs.write_text('[programs.clean]\nkind = "command"\nargv = ["true"]\n')
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "auto")
+    monkeypatch.setenv("SCHEDULER_PROGRAMS_FILE", str(programs))
+    applied = script("schema", "apply")
+    assert applied.returncode == 0, applied.stderr
+    worker()
+    url, token = serve()
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+        body = {"program": "clean", "trigger": {"type": "TIME", "cronExpression": "5 * * * *"}}
+        created = client.put("/api/v1/schedules/dist-hourly", json=body)
+        assert created.status_code == 201, created.text
+        enabled = client.post("/api/v1/schedules/dist-hourly/enable")
+        assert enabled.status_code == 200, enabled.text
+        (fire,) = enabled.json()["next_fire_times"]
+        assert datetime.fromisoformat(fire).minute == 5
+        listed = client.get("/api/v1/schedules", params={"status": "ENABLED"}).json()
+        assert [s["name"] for s in listed] == ["dist-hourly"]
+        assert client.post("/api/v1/schedules/dist-hourly/enable").status_code == 409

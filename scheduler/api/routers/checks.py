@@ -1,8 +1,8 @@
 """`/api/v1/checks`: check a schedule or a batch-job configuration before handing it over.
 
-The schedules and batch-job engines are not served by this API yet (their stores and engines
-land separately); what exists is their checks, the same ones their engines will apply, so a
-tool can validate what it is about to submit. Nothing is stored or changed.
+The same checks their engines apply, open to a `read` token, so a tool can validate what it is
+about to submit (`/api/v1/schedules` and `/api/v1/batch` then create and load it). Nothing is
+stored or changed.
 """
 
 from __future__ import annotations
