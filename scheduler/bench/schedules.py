@@ -7,10 +7,13 @@ Measured:
   the measured fire is the first one after every schedule is enabled (a schedule ignores fires
   before its enable). Each run's lag is `started_ms` minus that fire (p50, p99, max); the run
   start of the first and of the last run give the spread.
+* event -> launch, one event at a time (300; 5 with --smoke): a landed partition (published on
+  the events topic) -> the run its partition trigger launches (`created_ms`), and a completed
+  run -> the run its program-status trigger launches, from the completed run's `ended_ms`;
 * the same N cron jobs in APScheduler 3 (memory job store, its default thread pool, no misfire
   grace limit), in this process: lag of each job's call behind its fire.
 * peak RSS of a worker process (started for it) with M enabled schedules (default 100,000,
-  `--backlog`), beside the same worker idle (no schedules).
+  `--enabled`), beside the same worker idle (no schedules).
 
 The programs are `command` programs whose route is, in the bench only, an in-process no-op: what
 is measured is the schedules and programs layers (fire, launch, run), not a process per run.
@@ -32,6 +35,12 @@ from typing import Any
 from scheduler.bench.common import BenchOptions, RssSampler, ScenarioResult, lag_summary, now_ms
 
 PROGRAM = "bench-noop"
+UPSTREAM = "bench-upstream"
+"""The program whose completed runs trigger `AFTER` (a program-status trigger)."""
+LANDED = "bench-landed"
+"""The program a partition trigger launches."""
+AFTER = "bench-after"
+DATASET = "bench-dataset"
 ENABLE_RATE_GUESS = 400.0
 """Enables per second assumed to place the shared fire; a slower machine waits one more minute."""
 START_TIMEOUT_S = 60.0
@@ -66,7 +75,10 @@ class _Deployment:
         from scheduler.schedules.runtime import embedded_schedules
 
         self.catalog = ProgramCatalog(
-            [Program(PROGRAM, ProgramKind.COMMAND, {"argv": ["true"]}, {}, "does nothing")]
+            [
+                Program(name, ProgramKind.COMMAND, {"argv": ["true"]}, {}, "does nothing")
+                for name in (PROGRAM, UPSTREAM, LANDED, AFTER)
+            ]
         )
         self.executor = RoutingExecutor({"command": _noop}, default="command")
         self.scheduler = EmbeddedScheduler(data_dir=data_dir, executor=self.executor)
@@ -160,6 +172,74 @@ def _fire_lags(scratch: Path, count: int) -> dict[str, Any]:
         "spread_ms": float(max(started) - min(started)) if started else float("nan"),
         **lag_summary(lags),
     }
+
+
+def _newest_run(runs: Any, program: str, seen: set[str], timeout_s: float) -> Any:
+    """The newest run of `program` not in `seen` (added to it), polled every 2 ms."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for run in runs.list_runs(program=program, limit=1):
+            if run.run_id not in seen:
+                seen.add(run.run_id)
+                return run
+        time.sleep(0.002)
+    raise TimeoutError(f"no new run of {program!r} within {timeout_s:.0f}s")
+
+
+def _event_lags(scratch: Path, count: int) -> dict[str, dict[str, float]]:
+    """Event -> launch, one event at a time: a landed partition -> the run its partition
+    trigger launches, and a completed run -> the run its program-status trigger launches."""
+    from scheduler.programs.launch import LaunchRequest
+    from scheduler.programs.model import StartedBy, StarterKind
+    from scheduler.schedules.model import Partition, ProgramStatus, RunStatus, Schedule
+
+    deployment = _Deployment(scratch / "events")
+    partition_lags: list[float] = []
+    status_lags: list[float] = []
+    with ExitStack() as stack:
+        client = deployment.enter(stack)
+        runs = deployment.programs.runs
+        client.create(
+            [
+                Schedule(
+                    name="bench-on-partition",
+                    program=LANDED,
+                    trigger=Partition(dataset=DATASET, num_partitions=1),
+                ),
+                Schedule(
+                    name="bench-on-status",
+                    program=AFTER,
+                    trigger=ProgramStatus(program=UPSTREAM, statuses={RunStatus.COMPLETED}),
+                ),
+            ],
+            source="bench",
+        )
+        _wait_count(client, None, 2, 60)
+        client.enable("bench-on-partition")
+        client.enable("bench-on-status")
+        _wait_count(client, "ENABLED", 2, 60)
+        seen: set[str] = set()
+        for i in range(count):
+            published = now_ms()
+            deployment.programs.publisher.publish_partitions(DATASET, [f"p{i:06d}"]).result(30)
+            run = _newest_run(runs, LANDED, seen, 30)
+            partition_lags.append(float(run.created_ms - published))
+        for i in range(count):
+            request = LaunchRequest(
+                program=UPSTREAM,
+                request_key=f"bench-upstream-{i}",
+                started_by=StartedBy(StarterKind.OPERATOR, "bench"),
+                requested_at=datetime.now(UTC),
+                properties={},
+                system={},
+            )
+            deployment.scheduler.client.schedule_task(request.task()).result(30)
+            after = _newest_run(runs, AFTER, seen, 30)
+            upstream = runs.get(str(after.arguments.get("_triggering.run.id")))
+            ended = upstream.ended_ms if upstream is not None else None
+            if ended is not None:
+                status_lags.append(float(after.created_ms - ended))
+    return {"partition": lag_summary(partition_lags), "program_status": lag_summary(status_lags)}
 
 
 def _apscheduler_lags(count: int) -> dict[str, Any]:
@@ -260,6 +340,16 @@ def run(options: BenchOptions) -> ScenarioResult:
             p99_ms=round(lag["p99_ms"], 1),
             max_ms=round(lag["max_ms"], 1),
         )
+    events = _event_lags(options.scratch, 5 if options.smoke else 300)
+    for trigger, lag in events.items():
+        result.add(
+            side=f"ours, {trigger.replace('_', '-')} trigger: event -> launch",
+            schedules=1,
+            started=lag["count"],
+            p50_ms=round(lag["p50_ms"], 1),
+            p99_ms=round(lag["p99_ms"], 1),
+            max_ms=round(lag["max_ms"], 1),
+        )
     settle_s = 1.0 if options.smoke else 5.0
     idle = _worker_rss(options.scratch, 0, settle_s)
     loaded = _worker_rss(options.scratch, held, settle_s)
@@ -272,7 +362,7 @@ def run(options: BenchOptions) -> ScenarioResult:
         rss_over_idle_mb=round(loaded["rss_peak_mb"] - idle["rss_peak_mb"], 1),
     )
     result.details.update(
-        fire=ours, apscheduler=peer, rss_idle=idle, rss_loaded=loaded, held=held,
+        fire=ours, apscheduler=peer, events=events, rss_idle=idle, rss_loaded=loaded, held=held,
         cpus=os.cpu_count(), load_average=os.getloadavg(),
     )  # fmt: skip
     if ours["started"] < count:
