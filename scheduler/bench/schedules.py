@@ -119,10 +119,26 @@ def _create_enabled(client: Any, names: list[str], cron: str, timeout_s: float) 
             source="bench",
         )
     _wait_count(client, None, len(names), timeout_s)
-    for name in names:
-        client.enable(name)
+    _enable_all(client, names, batch)
     _wait_count(client, "ENABLED", len(names), timeout_s)
     return time.perf_counter() - started
+
+
+def _enable_all(client: Any, names: list[str], batch: int) -> None:
+    """Send the enable changes of `names` in bulk (`schedule_tasks`, `batch` per call), as
+    `SchedulesClient.enable` would send them one by one, without its per-name check and wait:
+    the schedules were just created, disabled."""
+    import uuid
+
+    from scheduler.schedules.tasks import change_task
+
+    for first in range(0, len(names), batch):
+        at = now_ms()
+        changes = [
+            change_task(name, at, uuid.uuid4().hex, "enable")
+            for name in names[first : first + batch]
+        ]
+        client.client.schedule_tasks(changes).result(60)
 
 
 def _wait_count(client: Any, status: str | None, count: int, timeout_s: float) -> None:
