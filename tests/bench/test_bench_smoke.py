@@ -90,7 +90,8 @@ def results(out: Path, scenarios: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @pytest.mark.timeout(120)
 def test_every_embedded_scenario_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    output = run_bench(out, "all", "--skip", "spark,pipeline,peer", timeout=110)
+    # schedules waits for a shared cron fire: it has a test of its own (below).
+    output = run_bench(out, "all", "--skip", "spark,pipeline,peer,schedules", timeout=110)
     documents = results(out, EMBEDDED_SCENARIOS)
     assert "needs --backends kafka-cassandra; skipped" in output
     assert documents["backlog"]["rows"][0]["rss_peak_mb"] > 0
@@ -291,3 +292,21 @@ def test_the_jobs_scenario_runs_a_chain_and_a_reload_leaves_running_partitions(
     assert details["running_after_reload"] >= details["running_before_reload"] > 0
     assert document["rows"][0]["materialise_s"] > 0
     assert not any("must not" in note for note in document["notes"])
+
+
+@pytest.mark.timeout(120)
+def test_the_schedules_scenario_starts_every_fired_and_triggered_run_beside_apscheduler(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    run_bench(out, "schedules", "--size", "30", "--enabled", "300", timeout=110)
+    document = results(out, ("schedules",))["schedules"]
+    ours, peer, partition, status, rss = document["rows"]
+    assert ours["schedules"] == ours["started"] == 30, ours
+    assert peer["schedules"] == peer["started"] == 30, peer
+    assert 0 <= ours["p50_ms"] <= ours["p99_ms"] <= ours["max_ms"], ours
+    for trigger in (partition, status):  # each event launched its run
+        assert trigger["started"] == 5 and 0 <= trigger["p50_ms"] <= trigger["p99_ms"], trigger
+    assert document["details"]["rss_loaded"]["rss_peak_mb"] > 0
+    assert rss["schedules"] == 300 and rss["rss_idle_peak_mb"] > 0, rss
+    assert not any("must be all" in note for note in document["notes"])

@@ -1,0 +1,394 @@
+"""schedules: N cron schedules firing at the same instant on one embedded worker (issue 42).
+
+Measured:
+
+* fire -> run start: N schedules (default 10,000, `--size`) share one six-field cron that fires
+  once a day at an instant chosen after the enables are expected to be done (a schedule ignores
+  fires before its enable: the bench fails if the enables end after it). Each run's lag is
+  `started_ms` minus that fire (p50, p99, max); first to last run start is the spread.
+* event -> launch, one event at a time (300; 5 with --smoke): a landed partition (published on
+  the events topic) -> the run its partition trigger launches (`created_ms`), and a completed
+  run -> the run its program-status trigger launches, from the completed run's `ended_ms`;
+* the same N cron jobs in APScheduler 3 (memory job store, its default thread pool, no misfire
+  grace limit), in this process: lag of each job's call behind its fire.
+* peak RSS of a worker process (started for it) with M enabled schedules (default 100,000,
+  `--enabled`), beside the same worker idle (no schedules).
+
+The programs are `command` programs whose route is, in the bench only, an in-process no-op: what
+is measured is the schedules and programs layers (fire, launch, run), not a process per run.
+Enables are sent without waiting (`wait_s=None`) and the store is then polled for the count.
+Embedded only: Kafka + Cassandra is not measured here yet.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from scheduler.bench.common import BenchOptions, RssSampler, ScenarioResult, lag_summary, now_ms
+
+PROGRAM = "bench-noop"
+UPSTREAM = "bench-upstream"
+"""The program whose completed runs trigger `AFTER` (a program-status trigger)."""
+LANDED = "bench-landed"
+"""The program a partition trigger launches."""
+AFTER = "bench-after"
+DATASET = "bench-dataset"
+ENABLE_RATE_GUESS = 150.0
+"""Creates + enables per second assumed to place the shared fire (a daily cron) after them."""
+START_TIMEOUT_S = 60.0
+
+
+def _noop(task: Any, context: Any) -> None:
+    """The `command` route of the bench: runs nothing."""
+
+
+def _fire_at(seconds_ahead: float) -> int:
+    """A whole second `seconds_ahead` from now (epoch ms)."""
+    return (now_ms() + int(seconds_ahead * 1000)) // 1000 * 1000
+
+
+def _daily_cron(fire_ms: int) -> str:
+    """A six-field cron (UTC) that fires at `fire_ms`'s second, minute and hour: once a day, so
+    one shared fire is measured and no later fire piles on its runs."""
+    at = datetime.fromtimestamp(fire_ms / 1000, UTC)
+    return f"{at.second} {at.minute} {at.hour} * * *"
+
+
+class _Deployment:
+    """An embedded scheduler in `data_dir` with programs and schedules, the `command` route a
+    no-op; `enter` starts it."""
+
+    def __init__(self, data_dir: Path) -> None:
+        from scheduler.embedded import EmbeddedScheduler
+        from scheduler.executors.registry import RoutingExecutor
+        from scheduler.programs.catalog import ProgramCatalog
+        from scheduler.programs.model import Program, ProgramKind
+        from scheduler.programs.runtime import embedded_programs
+        from scheduler.schedules.runtime import embedded_schedules
+
+        self.catalog = ProgramCatalog(
+            [
+                Program(name, ProgramKind.COMMAND, {"argv": ["true"]}, {}, "does nothing")
+                for name in (PROGRAM, UPSTREAM, LANDED, AFTER)
+            ]
+        )
+        self.executor = RoutingExecutor({"command": _noop}, default="command")
+        self.scheduler = EmbeddedScheduler(data_dir=data_dir, executor=self.executor)
+        self.programs = embedded_programs(self.scheduler, self.executor, self.catalog)
+        self.schedules = embedded_schedules(self.scheduler, self.programs, self.executor.routes)
+
+    def enter(self, stack: ExitStack) -> Any:
+        """Start the deployment (stopped when `stack` closes); its schedules client."""
+        from scheduler.schedules.client import SchedulesClient
+
+        stack.callback(self.schedules.store.close)
+        stack.callback(self.programs.close)
+        stack.enter_context(self.scheduler)
+        stack.callback(self.programs.close)
+        assert self.programs.subscriber is not None
+        self.programs.subscriber.start()
+        return SchedulesClient(
+            store=self.schedules.store,
+            client=self.scheduler.client,
+            catalog=self.catalog,
+            wait_s=None,
+        )
+
+
+def _create_enabled(client: Any, names: list[str], cron: str, timeout_s: float) -> float:
+    """Create and enable a schedule of `cron` per name without waiting on each; poll the store
+    until all are enabled. The seconds it took."""
+    from scheduler.schedules.model import Schedule, Time
+
+    started = time.perf_counter()
+    batch = 1000
+    for first in range(0, len(names), batch):
+        client.create(
+            [
+                Schedule(name=n, program=PROGRAM, trigger=Time(cron=cron, time_zone="UTC"))
+                for n in names[first : first + batch]
+            ],
+            source="bench",
+        )
+    _wait_count(client, None, len(names), timeout_s)
+    _enable_all(client, names, batch)
+    _wait_count(client, "ENABLED", len(names), timeout_s)
+    return time.perf_counter() - started
+
+
+def _enable_all(client: Any, names: list[str], batch: int) -> None:
+    """Send the enable changes of `names` in bulk (`schedule_tasks`, `batch` per call), as
+    `SchedulesClient.enable` would send them one by one, without its per-name check and wait:
+    the schedules were just created, disabled."""
+    import uuid
+
+    from scheduler.schedules.tasks import change_task
+
+    for first in range(0, len(names), batch):
+        at = now_ms()
+        changes = [
+            change_task(name, at, uuid.uuid4().hex, "enable")
+            for name in names[first : first + batch]
+        ]
+        client.client.schedule_tasks(changes).result(60)
+
+
+def _wait_count(client: Any, status: str | None, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = sum(1 for _ in client.all(status=status))
+        if seen >= count:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"only {seen} of {count} schedules were {status or 'created'} within "
+                f"{timeout_s:.0f}s: the worker applies the changes too slowly on this machine"
+            )
+        time.sleep(0.2)
+
+
+def _fire_lags(scratch: Path, count: int) -> dict[str, Any]:
+    """N schedules on one embedded worker, one shared fire: each run's start behind it."""
+    from scheduler.model import from_epoch_ms
+
+    fire = _fire_at(10.0 + count / ENABLE_RATE_GUESS)
+    names = [f"bench-{i:06d}" for i in range(count)]
+    with ExitStack() as stack:
+        deployment = _Deployment(scratch / "fire")
+        client = deployment.enter(stack)
+        runs = deployment.programs.runs
+        enable_s = _create_enabled(client, names, _daily_cron(fire), 120 + count / 50)
+        if now_ms() >= fire:
+            raise TimeoutError(
+                f"creating and enabling {count} schedules took {enable_s:.0f}s, past the shared "
+                f"fire: lower ENABLE_RATE_GUESS ({ENABLE_RATE_GUESS:g}/s) for this machine"
+            )
+        logical = from_epoch_ms(fire).isoformat()
+        deadline = time.monotonic() + (fire - now_ms()) / 1000 + 60 + count / 50
+        started: list[int] = []
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            started = [
+                r.started_ms
+                for r in runs.list_runs(program=PROGRAM, limit=4 * count)
+                if r.started_ms is not None and r.arguments.get("_logical_time") == logical
+            ]
+            if len(started) >= count:
+                break
+    lags = [float(s - fire) for s in started]
+    return {
+        "enable_s": enable_s,
+        "started": len(started),
+        "fire_utc": logical,
+        "spread_ms": float(max(started) - min(started)) if started else float("nan"),
+        **lag_summary(lags),
+    }
+
+
+def _newest_run(runs: Any, program: str, seen: set[str], timeout_s: float) -> Any:
+    """The newest run of `program` not in `seen` (added to it), polled every 2 ms."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for run in runs.list_runs(program=program, limit=1):
+            if run.run_id not in seen:
+                seen.add(run.run_id)
+                return run
+        time.sleep(0.002)
+    raise TimeoutError(f"no new run of {program!r} within {timeout_s:.0f}s")
+
+
+def _event_lags(scratch: Path, count: int) -> dict[str, dict[str, float]]:
+    """Event -> launch, one event at a time: a landed partition -> the run its partition
+    trigger launches, and a completed run -> the run its program-status trigger launches."""
+    from scheduler.programs.launch import LaunchRequest
+    from scheduler.programs.model import StartedBy, StarterKind
+    from scheduler.schedules.model import Partition, ProgramStatus, RunStatus, Schedule
+
+    deployment = _Deployment(scratch / "events")
+    partition_lags: list[float] = []
+    status_lags: list[float] = []
+    with ExitStack() as stack:
+        client = deployment.enter(stack)
+        runs = deployment.programs.runs
+        client.create(
+            [
+                Schedule(
+                    name="bench-on-partition",
+                    program=LANDED,
+                    trigger=Partition(dataset=DATASET, num_partitions=1),
+                ),
+                Schedule(
+                    name="bench-on-status",
+                    program=AFTER,
+                    trigger=ProgramStatus(program=UPSTREAM, statuses={RunStatus.COMPLETED}),
+                ),
+            ],
+            source="bench",
+        )
+        _wait_count(client, None, 2, 60)
+        client.enable("bench-on-partition")
+        client.enable("bench-on-status")
+        _wait_count(client, "ENABLED", 2, 60)
+        seen: set[str] = set()
+        for i in range(count):
+            published = now_ms()
+            deployment.programs.publisher.publish_partitions(DATASET, [f"p{i:06d}"]).result(30)
+            run = _newest_run(runs, LANDED, seen, 30)
+            partition_lags.append(float(run.created_ms - published))
+        for i in range(count):
+            request = LaunchRequest(
+                program=UPSTREAM,
+                request_key=f"bench-upstream-{i}",
+                started_by=StartedBy(StarterKind.OPERATOR, "bench"),
+                requested_at=datetime.now(UTC),
+                properties={},
+                system={},
+            )
+            deployment.scheduler.client.schedule_task(request.task()).result(30)
+            after = _newest_run(runs, AFTER, seen, 30)
+            upstream = runs.get(str(after.arguments.get("_triggering.run.id")))
+            ended = upstream.ended_ms if upstream is not None else None
+            if ended is not None:
+                status_lags.append(float(after.created_ms - ended))
+    return {"partition": lag_summary(partition_lags), "program_status": lag_summary(status_lags)}
+
+
+def _apscheduler_lags(count: int) -> dict[str, Any]:
+    """The same N cron jobs in APScheduler 3, memory store, one shared fire."""
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from apscheduler.triggers.cron import CronTrigger
+
+    calls: list[float] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def job() -> None:
+        at = time.time() * 1000
+        with lock:
+            calls.append(at)
+            if len(calls) >= count:
+                done.set()
+
+    scheduler = BackgroundScheduler(
+        timezone=UTC, job_defaults={"misfire_grace_time": None, "coalesce": False}
+    )
+    scheduler.start()
+    try:
+        fire = _fire_at(3.0 + count / 5000)
+        at = datetime.fromtimestamp(fire / 1000, UTC)
+        trigger = CronTrigger(hour=at.hour, minute=at.minute, second=at.second, timezone=UTC)
+        added = time.perf_counter()
+        for i in range(count):
+            scheduler.add_job(job, trigger, id=f"bench-{i}", max_instances=1)
+        add_s = time.perf_counter() - added
+        done.wait(timeout=(fire - now_ms()) / 1000 + 60 + count / 50)
+    finally:
+        scheduler.shutdown(wait=False)
+    with lock:
+        first = [c for c in calls if c >= fire - 1000][:count]
+    lags = [c - fire for c in first]
+    return {
+        "enable_s": add_s,
+        "started": len(first),
+        "fire_utc": datetime.fromtimestamp(fire / 1000, UTC).isoformat(),
+        "spread_ms": max(first) - min(first) if first else float("nan"),
+        **lag_summary(lags),
+    }
+
+
+def _hold(data_dir: str, count: int, ready: Any, stop: Any) -> None:
+    """In a process of its own: a started worker with `count` enabled schedules (a yearly cron,
+    never due during the bench); `ready` is set once they are all enabled."""
+    with ExitStack() as stack:
+        client = _Deployment(Path(data_dir)).enter(stack)
+        if count:
+            names = [f"held-{i:07d}" for i in range(count)]
+            _create_enabled(client, names, "0 0 1 1 *", 600 + count / 20)
+        ready.set()
+        stop.wait(600)
+
+
+def _worker_rss(scratch: Path, count: int, settle_s: float) -> dict[str, float]:
+    """Peak and settled RSS (MB) of a worker process holding `count` enabled schedules."""
+    context = multiprocessing.get_context("spawn")
+    ready, stop = context.Event(), context.Event()
+    data_dir = scratch / f"rss-{count}"
+    process = context.Process(target=_hold, args=(str(data_dir), count, ready, stop))
+    process.start()
+    assert process.pid is not None
+    sampler = RssSampler(process.pid).start()
+    try:
+        if not ready.wait(900 + count / 20):
+            raise TimeoutError(f"the worker did not enable {count} schedules in time")
+        time.sleep(settle_s)
+        settled = sampler.latest_mb()
+    finally:
+        stop.set()
+        process.join(60)
+        sampler.stop()
+        if process.is_alive():
+            process.kill()
+    return {"rss_peak_mb": sampler.peak_mb, "rss_settled_mb": settled}
+
+
+def run(options: BenchOptions) -> ScenarioResult:
+    count = options.pick(10_000, 20)
+    held = options.backlog if options.backlog is not None else (200 if options.smoke else 100_000)
+    result = ScenarioResult("schedules")
+    if not options.wants("embedded"):
+        result.notes.append("schedules measures the embedded worker only; run it with embedded")
+        return result
+    ours = _fire_lags(options.scratch, count)
+    peer = _apscheduler_lags(count)
+    for side, lag in (("ours (embedded)", ours), ("APScheduler 3 (memory)", peer)):
+        result.add(
+            side=side,
+            schedules=count,
+            started=lag["started"],
+            setup_s=round(lag["enable_s"], 2),
+            p50_ms=round(lag["p50_ms"], 1),
+            p99_ms=round(lag["p99_ms"], 1),
+            max_ms=round(lag["max_ms"], 1),
+        )
+    events = _event_lags(options.scratch, 5 if options.smoke else 300)
+    for trigger, lag in events.items():
+        result.add(
+            side=f"ours, {trigger.replace('_', '-')} trigger: event -> launch",
+            schedules=1,
+            started=lag["count"],
+            p50_ms=round(lag["p50_ms"], 1),
+            p99_ms=round(lag["p99_ms"], 1),
+            max_ms=round(lag["max_ms"], 1),
+        )
+    settle_s = 1.0 if options.smoke else 5.0
+    idle = _worker_rss(options.scratch, 0, settle_s)
+    loaded = _worker_rss(options.scratch, held, settle_s)
+    result.add(
+        side=f"worker RSS, {held:,} enabled vs idle",
+        schedules=held,
+        rss_idle_peak_mb=round(idle["rss_peak_mb"], 1),
+        rss_peak_mb=round(loaded["rss_peak_mb"], 1),
+        rss_settled_mb=round(loaded["rss_settled_mb"], 1),
+        rss_over_idle_mb=round(loaded["rss_peak_mb"] - idle["rss_peak_mb"], 1),
+    )
+    result.details.update(
+        fire=ours, apscheduler=peer, events=events, rss_idle=idle, rss_loaded=loaded, held=held,
+        cpus=os.cpu_count(), load_average=os.getloadavg(),
+    )  # fmt: skip
+    if ours["started"] < count:
+        result.notes.append(f"only {ours['started']} of {count} runs started: it must be all")
+    if peer["started"] < count:
+        result.notes.append(f"APScheduler ran {peer['started']} of {count} jobs")
+    result.notes.append(
+        "p50/p99/max: the shared cron fire -> each run's start (ours) / each job's call "
+        "(APScheduler); programs run on an in-process no-op route; targets: p99 < 1 s, "
+        "RSS within 50 MB of an idle worker"
+    )
+    return result
