@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from scheduler._sqlite_open import open_wal, rollback, unavailable
+from scheduler._sqlite_open import rollback
 from scheduler.batch.codec import encode_state
 from scheduler.batch.state import JobState
 from scheduler.batch.store import (
@@ -19,6 +18,7 @@ from scheduler.batch.store import (
     dumps,
     read_state,
 )
+from scheduler.stores._sqlite_file import SqliteFile
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch_configurations (name TEXT PRIMARY KEY, record TEXT NOT NULL);
@@ -31,27 +31,12 @@ CREATE TABLE IF NOT EXISTS batch_attempts (
 """
 
 
-class SqliteBatchStore(BatchStore):
+class SqliteBatchStore(SqliteFile, BatchStore):
     """Batch configurations, states and attempts in a SQLite file (the task store's by
     default)."""
 
-    def __init__(self, *, path: str) -> None:
-        self.path = path
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-
-    def open(self, *, create_schema: bool = True) -> None:
-        try:
-            self._db = open_wal(self.path, synchronous="NORMAL")
-            if create_schema:
-                self._db.executescript(_SCHEMA)
-        except sqlite3.Error as error:
-            raise unavailable(f"batch store {self.path!r}", error) from error
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+    what = "batch store"
+    schema = _SCHEMA
 
     def configuration(self, name: str = DEFAULT_NAME) -> StoredConfiguration | None:
         rows = self._read("SELECT record FROM batch_configurations WHERE name = ?", (name,))
@@ -151,17 +136,12 @@ class SqliteBatchStore(BatchStore):
             ]
         )
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            raise RuntimeError("the batch store is not open; call open()")
-        return self._db
-
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 return self._conn().execute(sql, params).fetchall()
             except sqlite3.Error as error:
-                raise unavailable(f"batch store {self.path!r}", error) from error
+                raise self._unavailable(error) from error
 
     def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
         with self._lock:
@@ -173,4 +153,4 @@ class SqliteBatchStore(BatchStore):
                 db.execute("COMMIT")
             except sqlite3.Error as error:
                 rollback(db)
-                raise unavailable(f"batch store {self.path!r}", error) from error
+                raise self._unavailable(error) from error

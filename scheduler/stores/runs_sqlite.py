@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Collection
 from typing import Any
 
-from scheduler._sqlite_open import open_wal, rollback, unavailable
 from scheduler.engine.clock import now_ms
 from scheduler.programs.abc import RunStore
 from scheduler.programs.model import ACTIVE, Run, RunStatus
+from scheduler.stores._sqlite_file import SqliteFile
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -27,39 +26,22 @@ CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_ms DESC);
 _PURGE_PER_CREATE = 100
 
 
-class SqliteRunStore(RunStore):
+class SqliteRunStore(SqliteFile, RunStore):
     """Runs in a SQLite file (by default the task store's `store.db`)."""
 
+    what = "run store"
+    schema = _SCHEMA
+
     def __init__(self, *, path: str, retention_s: float = 7 * 86400) -> None:
-        self.path = path
+        super().__init__(path=path)
         self.retention_s = retention_s
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-
-    def open(self, *, create_schema: bool = True) -> None:
-        try:
-            self._db = open_wal(self.path, synchronous="NORMAL")
-            if create_schema:
-                self._db.executescript(_SCHEMA)
-        except sqlite3.Error as error:
-            raise unavailable(f"run store {self.path!r}", error) from error
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            raise RuntimeError("the run store is not open; call open()")
-        return self._db
 
     def _expiry(self, now: int) -> int:
         return now + int(self.retention_s * 1000)
 
     def create(self, run: Run) -> Run:
         now = now_ms()
-        with self._lock, self._write() as db:
+        with self._lock, self._transaction() as db:
             db.execute(
                 "DELETE FROM runs WHERE rowid IN "
                 "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
@@ -83,7 +65,7 @@ class SqliteRunStore(RunStore):
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
         now = now_ms()
         marks = ",".join("?" * len(expected))
-        with self._lock, self._write() as db:
+        with self._lock, self._transaction() as db:
             cursor = db.execute(
                 f"UPDATE runs SET status = ?, expires_ms = ?, record = ? "
                 f"WHERE run_id = ? AND expires_ms > ? AND status IN ({marks})",
@@ -128,37 +110,7 @@ class SqliteRunStore(RunStore):
         try:
             return self._conn().execute(sql, params).fetchall()
         except sqlite3.Error as error:
-            raise unavailable(f"run store {self.path!r}", error) from error
-
-    def _write(self) -> _Transaction:
-        return _Transaction(self._conn(), self.path)
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back and reported as unavailable on error."""
-
-    def __init__(self, db: sqlite3.Connection, path: str) -> None:
-        self.db = db
-        self.path = path
-
-    def __enter__(self) -> sqlite3.Connection:
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            raise unavailable(f"run store {self.path!r}", error) from error
-        return self.db
-
-    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
-        if error is None:
-            try:
-                self.db.execute("COMMIT")
-                return
-            except sqlite3.Error as failed:
-                rollback(self.db)
-                raise unavailable(f"run store {self.path!r}", failed) from failed
-        rollback(self.db)
-        if isinstance(error, sqlite3.Error):
-            raise unavailable(f"run store {self.path!r}", error) from error
+            raise self._unavailable(error) from error
 
 
 def _columns(run: Run) -> tuple[str, str, str, int]:

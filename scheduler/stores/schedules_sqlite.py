@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from typing import Any
 
-from scheduler._sqlite_open import open_wal, unavailable
 from scheduler.schedules.abc import ScheduleRecord, ScheduleStore, event_keys, job_order
 from scheduler.schedules.job import Job
-from scheduler.stores.runs_sqlite import _Transaction
+from scheduler.stores._sqlite_file import SqliteFile
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedules (
@@ -27,38 +25,18 @@ CREATE TABLE IF NOT EXISTS schedule_jobs (
 """
 
 
-class SqliteScheduleStore(ScheduleStore):
+class SqliteScheduleStore(SqliteFile, ScheduleStore):
     """Schedules in a SQLite file (by default the task store's `store.db`)."""
 
-    def __init__(self, *, path: str) -> None:
-        self.path = path
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-
-    def open(self, *, create_schema: bool = True) -> None:
-        try:
-            self._db = open_wal(self.path, synchronous="NORMAL")
-            if create_schema:
-                self._db.executescript(_SCHEMA)
-        except sqlite3.Error as error:
-            raise unavailable(f"schedule store {self.path!r}", error) from error
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            raise RuntimeError("the schedule store is not open; call open()")
-        return self._db
+    what = "schedule store"
+    schema = _SCHEMA
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 return self._conn().execute(sql, params).fetchall()
             except sqlite3.Error as error:
-                raise unavailable(f"schedule store {self.path!r}", error) from error
+                raise self._unavailable(error) from error
 
     def get(self, name: str) -> ScheduleRecord | None:
         rows = self._read("SELECT record FROM schedules WHERE name = ?", (name,))
@@ -67,7 +45,7 @@ class SqliteScheduleStore(ScheduleStore):
     def put(self, record: ScheduleRecord) -> None:
         previous = self.get(record.name)
         stale = event_keys(previous.schedule) - event_keys(record.schedule) if previous else set()
-        with self._lock, _Transaction(self._conn(), self.path) as db:
+        with self._lock, self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO schedules VALUES (?, ?, ?, ?)",
                 (record.name, record.trigger_type, record.status, _dump(record.to_json())),
@@ -80,7 +58,7 @@ class SqliteScheduleStore(ScheduleStore):
                 db.execute("INSERT OR IGNORE INTO schedule_keys VALUES (?, ?)", (key, record.name))
 
     def delete(self, name: str) -> None:
-        with self._lock, _Transaction(self._conn(), self.path) as db:
+        with self._lock, self._transaction() as db:
             db.execute("DELETE FROM schedules WHERE name = ?", (name,))
             db.execute("DELETE FROM schedule_keys WHERE name = ?", (name,))
             db.execute("DELETE FROM schedule_jobs WHERE name = ?", (name,))
@@ -113,15 +91,15 @@ class SqliteScheduleStore(ScheduleStore):
         return [row[0] for row in rows]
 
     def add_key(self, key: str, name: str) -> None:
-        with self._lock, _Transaction(self._conn(), self.path) as db:
+        with self._lock, self._transaction() as db:
             db.execute("INSERT OR IGNORE INTO schedule_keys VALUES (?, ?)", (key, name))
 
     def remove_key(self, key: str, name: str) -> None:
-        with self._lock, _Transaction(self._conn(), self.path) as db:
+        with self._lock, self._transaction() as db:
             db.execute("DELETE FROM schedule_keys WHERE event_key = ? AND name = ?", (key, name))
 
     def put_job(self, job: Job) -> None:
-        with self._lock, _Transaction(self._conn(), self.path) as db:
+        with self._lock, self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
                 (job.schedule.name, job.key, job.model_dump_json(by_alias=True)),
@@ -132,7 +110,7 @@ class SqliteScheduleStore(ScheduleStore):
         return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
 
     def delete_job(self, name: str, job_key: str) -> None:
-        with self._lock, _Transaction(self._conn(), self.path) as db:
+        with self._lock, self._transaction() as db:
             db.execute("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", (name, job_key))
 
 
