@@ -195,6 +195,15 @@ class RunOut(BaseModel):
     request_key: str
 
 
+class RunPage(BaseModel):
+    """A page of runs, newest first."""
+
+    runs: list[RunOut]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next (older) page; null on the last page."
+    )
+
+
 class RunStartIn(_Strict):
     """A run to start by hand."""
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from scheduler.cli.context import CliState, backends, pass_state
+from scheduler.cli.context import CliState, backends, echo_err, pass_state
 from scheduler.cli.keys import iso
 from scheduler.cli.output import echo_json, echo_table
 from scheduler.programs.model import Program, Run, RunStatus
@@ -120,15 +120,37 @@ def _log_and_run_store(settings: Settings) -> Iterator[tuple[TaskLog, RunStore]]
 @click.option(
     "--limit", default=50, show_default=True, type=click.IntRange(min=1), help="At most this many."
 )
+@click.option(
+    "--after",
+    metavar="CURSOR",
+    help="Continue a listing: the cursor the page before printed (its `next page:` line).",
+)
 @JSON
 @pass_state
 def list_runs(
-    state: CliState, program: str | None, statuses: Sequence[str], limit: int, as_json: bool
+    state: CliState,
+    program: str | None,
+    statuses: Sequence[str],
+    limit: int,
+    after: str | None,
+    as_json: bool,
 ) -> None:
-    """Runs, newest first."""
+    """Runs, newest first, a page at a time: when more match, the last line (on stderr) gives
+    the --after that lists the next, older page."""
+    from scheduler.programs.abc import run_cursor
+    from scheduler.programs.cursor import decode_run_cursor, encode_run_cursor
+
     wanted = {RunStatus(s.upper()) for s in statuses} or None
+    try:
+        cursor = None if after is None else decode_run_cursor(after)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--after") from None
     with _run_store(state.settings()) as run_store:
-        found = run_store.list_runs(program=program, statuses=wanted, limit=limit)
+        found = run_store.list_runs(program=program, statuses=wanted, limit=limit + 1, after=cursor)
+    more = len(found) > limit
+    found = found[:limit]
+    if more:
+        echo_err(f"next page: --after {encode_run_cursor(run_cursor(found[-1]))}")
     if as_json:
         echo_json([run.to_json() for run in found])
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -33,6 +33,8 @@ from scheduler.engine.clock import now_ms
 from scheduler.errors import SchedulerError
 from scheduler.model import TaskKey, TaskState, from_epoch_ms
 from scheduler.programs import operator
+from scheduler.programs.abc import run_cursor
+from scheduler.programs.cursor import decode_run_cursor, encode_run_cursor
 from scheduler.programs.model import RunStatus
 
 COOKIE = "scheduler_session"
@@ -252,10 +254,21 @@ def runs_body(request: Request) -> Response:
 
 def _runs_context(request: Request) -> dict[str, Any]:
     state = _state(request)
-    program = request.query_params.get("program", "").strip() or None
-    wanted = request.query_params.get("status", "").strip().upper()
+    params = request.query_params
+    program = params.get("program", "").strip() or None
+    wanted = params.get("status", "").strip().upper()
     statuses = {RunStatus(wanted)} if wanted in {s.value for s in RunStatus} else None
-    runs = state.run_store().list_runs(program=program, statuses=statuses, limit=PAGE_SIZE)
+    size = _page_size(params.get("size", ""))
+    cursor = params.get("cursor", "").strip()
+    try:
+        after = decode_run_cursor(cursor) if cursor else None
+    except ValueError:
+        after, cursor = None, ""  # a mangled link: the newest runs rather than an error page
+    runs = state.run_store().list_runs(
+        program=program, statuses=statuses, limit=size + 1, after=after
+    )
+    more = len(runs) > size
+    runs = runs[:size]
     shown = []
     for run in runs:
         took = None
@@ -274,23 +287,38 @@ def _runs_context(request: Request) -> dict[str, Any]:
                 "last_error": run.last_error or "",
             }
         )
-    query = "&".join(
-        part
-        for part in (
-            f"program={quote(program)}" if program else "",
-            f"status={wanted}" if statuses else "",
+    filters = {
+        k: v
+        for k, v in (
+            ("program", program or ""),
+            ("status", wanted if statuses else ""),
+            ("size", str(size) if size != PAGE_SIZE else ""),
         )
-        if part
+        if v
+    }
+    older = (
+        urlencode({**filters, "cursor": encode_run_cursor(run_cursor(runs[-1]))}) if more else ""
     )
     return {
         "runs": shown,
         "program": program or "",
         "run_status": wanted if statuses else "",
         "statuses": [s.value for s in RunStatus],
-        "page_size": PAGE_SIZE,
-        "query": query,
+        "page_size": size,
+        "query": urlencode({**filters, "cursor": cursor} if cursor else filters),
+        "newest": urlencode(filters),
+        "older": older,
+        "paged": bool(cursor),
         "kill_role": Role.OPERATE,
     }
+
+
+def _page_size(text: str) -> int:
+    """The `size` of a page of runs asked for in the URL: 1 to PAGE_SIZE, else PAGE_SIZE."""
+    try:
+        return min(max(int(text), 1), PAGE_SIZE)
+    except ValueError:
+        return PAGE_SIZE
 
 
 @router.post("/runs/kill", response_model=None)

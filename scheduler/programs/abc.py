@@ -11,9 +11,11 @@ Contract (the suite in tests/contracts/test_run_store_contract.py holds every ad
 * `active` lists a program's PENDING and RUNNING runs. The launch decides concurrency limits on
   it inside the program's queue (`program:<name>`), the only place a run is created, so a count
   can only fall between the look and the create, never rise.
-* `list` lists runs newest first (by creation time), of one program or of all, optionally of
-  some statuses. Listing all programs' runs is an admin read: on Cassandra it reads the table
-  and sorts in memory, bounded by `limit` per program.
+* `list` lists runs newest first (by creation time, then run id), of one program or of all,
+  optionally of some statuses, a page at a time: `after` (the `RunCursor` of the last run of the
+  page before, `run_cursor`) continues behind that run, so pages neither repeat nor skip a run
+  while runs are created. Listing all programs' runs is an admin read: on Cassandra it reads the
+  table (at most `_SCAN_LIMIT` rows) and sorts in memory.
 * Records expire `retention_s` after their last write (Cassandra TTL; SQLite: deleted on write
   once expired and hidden from reads).
 
@@ -26,6 +28,20 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection
 
 from scheduler.programs.model import Run, RunStatus
+
+RunCursor = tuple[int, str]
+"""Where a page of runs ends: the last run's (created_ms, run_id)."""
+
+
+def run_cursor(run: Run) -> RunCursor:
+    """The cursor that continues a listing behind `run`."""
+    return (run.created_ms, run.run_id)
+
+
+def comes_after(run: Run, cursor: RunCursor) -> bool:
+    """Whether `run` lists after `cursor` in the newest-first order (created_ms descending,
+    then run_id ascending)."""
+    return run.created_ms < cursor[0] or (run.created_ms == cursor[0] and run.run_id > cursor[1])
 
 
 class RunStore(ABC):
@@ -66,5 +82,7 @@ class RunStore(ABC):
         program: str | None = None,
         statuses: Collection[RunStatus] | None = None,
         limit: int = 100,
+        after: RunCursor | None = None,
     ) -> list[Run]:
-        """Runs newest first, of `program` (or all), of `statuses` (or any), at most `limit`."""
+        """Runs newest first, of `program` (or all), of `statuses` (or any), at most `limit`;
+        with `after`, only those listed after that cursor (the next page)."""

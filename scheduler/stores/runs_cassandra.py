@@ -5,7 +5,9 @@ Tables, designed from the queries:
 * `runs` by run id: the record. Created with a lightweight transaction (`IF NOT EXISTS`), so a
   launch re-executed on another worker gets the run the first made; changed with conditional
   updates (`IF status IN ...`), so a kill and the run's start on a PENDING run cannot both win.
-* `runs_by_program` ((program), created_ms DESC, run_id): `runs list --program`, newest first.
+* `runs_by_program` ((program), created_ms DESC, run_id): `runs list --program`, newest first;
+  a page after a cursor is read with clustering bounds (the rest of the cursor's millisecond,
+  then the older ones), never by skipping rows.
 * `active_runs` ((program), run_id): a program's PENDING and RUNNING runs, what a launch counts
   against a concurrency limit; a run leaves it when it ends. A crash between the `runs` write and
   these index writes leaves them stale for a moment: the next write of the run repairs them,
@@ -22,7 +24,7 @@ import math
 from collections.abc import Collection
 from typing import Any
 
-from scheduler.programs.abc import RunStore
+from scheduler.programs.abc import RunCursor, RunStore, comes_after
 from scheduler.programs.model import ACTIVE, Run, RunStatus
 from scheduler.stores import _cassandra_session as driver
 from scheduler.stores.cassandra import CassandraTaskStore
@@ -57,6 +59,10 @@ def _statements(ks: str) -> dict[str, str]:
         "deactivate": f"DELETE FROM {ks}.active_runs WHERE program = ? AND run_id = ?",
         "active": f"SELECT run_id FROM {ks}.active_runs WHERE program = ?",
         "by_program": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? LIMIT ?",
+        "by_program_at": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? "
+        "AND created_ms = ? AND run_id > ? LIMIT ?",
+        "by_program_before": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? "
+        "AND created_ms < ? LIMIT ?",
         "scan": f"SELECT record FROM {ks}.runs LIMIT {_SCAN_LIMIT}",
     }
 
@@ -163,27 +169,37 @@ class CassandraRunStore(RunStore):
         program: str | None = None,
         statuses: Collection[RunStatus] | None = None,
         limit: int = 100,
+        after: RunCursor | None = None,
     ) -> list[Run]:
-        if program is not None and statuses is not None and set(statuses) <= ACTIVE:
-            runs = [r for r in self.active(program) if r.status in statuses]
-            return sorted(runs, key=_newest_first)[:limit]
-        if program is not None:
+        wanted = None if statuses is None else set(statuses)
+        if program is not None and wanted is not None and wanted <= ACTIVE:
+            runs = sorted(
+                (r for r in self.active(program) if r.status in wanted), key=_newest_first
+            )
+        elif program is not None:
             # The index may hold an older record of a run (a crash between writes): the record
             # in `runs` is the truth, but the index's order is kept.
-            rows = self._one(
-                "by_program",
-                (program, _SCAN_LIMIT if statuses else limit),
-                f"list runs of {program}",
-            )
-            runs = [_run(row[0]) for row in rows]
+            runs = self._by_program(program, _SCAN_LIMIT if wanted else limit, after)
         else:
             runs = sorted(
                 (_run(row[0]) for row in self._one("scan", (), "list runs")), key=_newest_first
             )
-        if statuses is not None:
-            wanted = set(statuses)
+        if after is not None:
+            runs = [r for r in runs if comes_after(r, after)]
+        if wanted is not None:
             runs = [r for r in runs if r.status in wanted]
         return runs[:limit]
+
+    def _by_program(self, program: str, count: int, after: RunCursor | None) -> list[Run]:
+        """Up to `count` runs of `program` from its index, newest first, after `after`."""
+        what = f"list runs of {program}"
+        if after is None:
+            rows = list(self._one("by_program", (program, count), what))
+        else:
+            rows = list(self._one("by_program_at", (program, after[0], after[1], count), what))
+            if len(rows) < count:
+                rows += self._one("by_program_before", (program, after[0], count - len(rows)), what)
+        return [_run(row[0]) for row in rows]
 
 
 def _newest_first(run: Run) -> tuple[int, str]:

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from typing import Any
 
 from scheduler.engine.clock import now_ms
-from scheduler.programs.abc import RunStore
+from scheduler.programs.abc import RunCursor, RunStore
 from scheduler.programs.model import ACTIVE, Run, RunStatus
 from scheduler.stores._sqlite_file import SqliteFile
 
@@ -90,14 +90,19 @@ class SqliteRunStore(SqliteFile, RunStore):
         program: str | None = None,
         statuses: Collection[RunStatus] | None = None,
         limit: int = 100,
+        after: RunCursor | None = None,
     ) -> list[Run]:
-        where, params = ["expires_ms > ?"], [now_ms()]
+        where: list[str] = ["expires_ms > ?"]
+        params: list[Any] = [now_ms()]
         if program is not None:
             where.append("program = ?")
-            params.append(program)  # type: ignore[arg-type]
+            params.append(program)
         if statuses is not None:
             where.append(f"status IN ({','.join('?' * len(statuses))})")
-            params.extend(str(s) for s in statuses)  # type: ignore[misc]
+            params.extend(str(s) for s in statuses)
+        if after is not None:
+            where.append("(created_ms < ? OR (created_ms = ? AND run_id > ?))")
+            params.extend((after[0], after[0], after[1]))
         sql = (
             f"SELECT record FROM runs WHERE {' AND '.join(where)} "
             "ORDER BY created_ms DESC, run_id LIMIT ?"

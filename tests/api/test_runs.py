@@ -108,7 +108,7 @@ def test_a_run_started_by_hand_completes_with_its_arguments(as_role: Call) -> No
     assert done["arguments"]["who"] == "ops"  # beside the system's own (_logical_time)
     assert done["started_by"].startswith("operator:api:operate-")
     listed = as_role(Role.READ, "GET", "/api/v1/runs", params={"program": "hello"}).json()
-    assert run_id in [r["run_id"] for r in listed]
+    assert run_id in [r["run_id"] for r in listed["runs"]]
 
 
 def test_the_same_request_id_starts_one_run(as_role: Call) -> None:
@@ -122,7 +122,8 @@ def test_a_failed_run_shows_its_error(as_role: Call) -> None:
     failed = wait_for(lambda: (r := _run(as_role, run_id)).get("status") == "FAILED" and r)
     assert "3" in str(failed["last_error"])
     listed = as_role(Role.READ, "GET", "/api/v1/runs", params={"status": "FAILED"}).json()
-    assert [r["run_id"] for r in listed] == [run_id]
+    assert [r["run_id"] for r in listed["runs"]] == [run_id]
+    assert listed["next_cursor"] is None
 
 
 def test_a_running_run_is_killed_and_killing_it_again_is_a_409(as_role: Call) -> None:
@@ -178,3 +179,45 @@ def test_a_read_token_sees_runs_but_may_not_kill_them(
         assert run_id in page.text and "COMPLETED" in page.text
         refused = viewer.post("/dashboard/runs/kill", data={"run_id": run_id})
         assert refused.status_code == 403 and "kill needs the operate role" in refused.text
+
+
+def test_runs_are_paged_with_the_next_cursor_and_a_foreign_cursor_is_a_400(
+    as_role: Call,
+) -> None:
+    started = [_start(as_role, "hello", request_id=f"paged-{i}") for i in range(3)]
+    wait_for(lambda: all(_run(as_role, run_id).get("status") == "COMPLETED" for run_id in started))
+    whole = as_role(Role.READ, "GET", "/api/v1/runs", params={"program": "hello", "limit": 1000})
+    expected = [r["run_id"] for r in whole.json()["runs"]]
+    assert set(started) <= set(expected)
+
+    seen: list[str] = []
+    params: dict[str, object] = {"program": "hello", "limit": 2}
+    while True:
+        page = as_role(Role.READ, "GET", "/api/v1/runs", params=params).json()
+        assert len(page["runs"]) <= 2
+        seen += [r["run_id"] for r in page["runs"]]
+        if page["next_cursor"] is None:
+            break
+        params["cursor"] = page["next_cursor"]
+    assert seen == expected
+
+    refused = as_role(Role.READ, "GET", "/api/v1/runs", params={"cursor": "not-a-cursor"})
+    assert refused.status_code == 400
+    assert "is not a `next_cursor` of a runs listing" in refused.json()["message"]
+
+
+def test_the_runs_page_links_to_the_older_runs(
+    server: ApiServer, tokens: dict[Role, str], as_role: Call
+) -> None:
+    started = [_start(as_role, "hello", request_id=f"older-{i}") for i in range(2)]
+    wait_for(lambda: all(_run(as_role, run_id).get("status") == "COMPLETED" for run_id in started))
+    newest = as_role(Role.READ, "GET", "/api/v1/runs", params={"program": "hello", "limit": 2})
+    first, second = (r["run_id"] for r in newest.json()["runs"])
+    with httpx.Client(base_url=server.url) as viewer:
+        viewer.post("/dashboard/login", data={"token": tokens[Role.READ]})
+        page = viewer.get("/dashboard/runs", params={"program": "hello", "size": 1})
+        assert f'data-run="{first}"' in page.text and f'data-run="{second}"' not in page.text
+        older = page.text.split('id="older-runs" href="', 1)[1].split('"', 1)[0]
+        following = viewer.get(older.replace("&amp;", "&"))
+        assert f'data-run="{second}"' in following.text
+        assert f'data-run="{first}"' not in following.text

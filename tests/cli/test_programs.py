@@ -121,3 +121,35 @@ def test_publish_partition_puts_a_data_event_on_the_events_topic(with_programs, 
     assert isinstance(event, DataAvailableEvent)
     assert (event.dataset, event.partitions) == ("clicks", ("2026-01-01T05", "2026-01-01T06"))
     assert record.key == b"dataset:clicks"
+
+
+def test_runs_list_pages_with_the_after_cursor_it_prints(with_programs, run) -> None:
+    from scheduler.config import load_settings
+    from scheduler.programs.runtime import open_run_store
+    from scheduler.runtime import open_store
+    from tests.contracts.test_run_store_contract import BASE_MS, a_run
+
+    settings = load_settings()
+    store = open_store(settings, create_schema=True)
+    runs = open_run_store(settings, store)
+    made = [runs.create(a_run(request=f"r{i}", created_ms=BASE_MS + i // 2)) for i in range(5)]
+    runs.close()
+    store.close()
+    newest_first = [r.run_id for r in sorted(made, key=lambda r: (-r.created_ms, r.run_id))]
+
+    seen: list[str] = []
+    after: list[str] = []
+    for _ in range(3):
+        page = run("runs", "list", "--json", "--limit", "2", *after)
+        assert page.exit_code == 0, page.output
+        seen += [r["run_id"] for r in json.loads(page.stdout)]
+        hint = [line for line in page.stderr.splitlines() if line.startswith("next page: ")]
+        if not hint:
+            break
+        after = hint[0].removeprefix("next page: ").split()
+    assert seen == newest_first
+    assert not hint  # the third page is the last
+
+    wrong = run("runs", "list", "--after", "nonsense")
+    assert wrong.exit_code == 2
+    assert "is not a `next_cursor` of a runs listing" in wrong.output

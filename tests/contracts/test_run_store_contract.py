@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from scheduler.programs.abc import RunStore
+from scheduler.programs.abc import RunStore, run_cursor
 from scheduler.programs.model import ACTIVE, Run, RunStatus, StartedBy, StarterKind, run_id_for
 from tests.contracts.conftest import SHORT_RETENTION_S
 
@@ -126,3 +127,56 @@ def test_runs_expire_after_the_retention(short_retention_run_store: RunStore) ->
     assert runs.active("clean") == []
     # An expired id can be made again: a new request of the same cause after the retention.
     assert runs.create(a_run(request="old")).status is RunStatus.PENDING
+
+
+def _pages(run_store: RunStore, size: int, **where: Any) -> list[list[str]]:
+    """Every page of a listing of `size` runs, each continued after the last run shown."""
+    pages: list[list[str]] = []
+    after = None
+    while True:
+        page = run_store.list_runs(limit=size, after=after, **where)
+        if not page:
+            return pages
+        pages.append([run.run_id for run in page])
+        after = run_cursor(page[-1])
+
+
+def test_pages_after_a_cursor_list_every_run_once_in_order(run_store: RunStore) -> None:
+    # Three runs share a millisecond: the cursor's run id orders them.
+    made = [
+        run_store.create(a_run(request=f"r{i}", created_ms=BASE_MS + min(i, 3))) for i in range(7)
+    ]
+    run_store.create(a_run(program="other", request="o", created_ms=BASE_MS + 2))
+    for run in made[::2]:
+        run_store.transition(run.with_status(RunStatus.COMPLETED), ACTIVE)
+
+    whole = [r.run_id for r in run_store.list_runs(program="clean")]
+    pages = _pages(run_store, 2, program="clean")
+    assert [len(page) for page in pages] == [2, 2, 2, 1]
+    assert [run_id for page in pages for run_id in page] == whole
+
+    completed = [
+        r.run_id for r in run_store.list_runs(program="clean", statuses={RunStatus.COMPLETED})
+    ]
+    completed_pages = _pages(run_store, 3, program="clean", statuses={RunStatus.COMPLETED})
+    assert [run_id for page in completed_pages for run_id in page] == completed
+    assert len(completed) == 4
+
+    pending = _pages(run_store, 2, program="clean", statuses={RunStatus.PENDING})
+    assert sorted(run_id for page in pending for run_id in page) == sorted(
+        r.run_id for r in made[1::2]
+    )
+
+    everything = _pages(run_store, 3)
+    assert [run_id for page in everything for run_id in page] == [
+        r.run_id for r in run_store.list_runs()
+    ]
+    assert sum(len(page) for page in everything) == 8
+
+
+def test_a_run_created_between_pages_does_not_shift_the_next_page(run_store: RunStore) -> None:
+    made = [run_store.create(a_run(request=f"r{i}", created_ms=BASE_MS + i)) for i in range(4)]
+    first = run_store.list_runs(program="clean", limit=2)
+    run_store.create(a_run(request="new", created_ms=BASE_MS + 100))
+    second = run_store.list_runs(program="clean", limit=2, after=run_cursor(first[-1]))
+    assert [r.run_id for r in second] == [made[1].run_id, made[0].run_id]

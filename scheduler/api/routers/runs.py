@@ -16,10 +16,19 @@ from scheduler.admin import iso
 from scheduler.api.auth import Role, TokenEntry
 from scheduler.api.deps import api_state, require
 from scheduler.api.errors import ERROR_RESPONSES, ErrorBody
-from scheduler.api.schemas import ProgramOut, RunKilled, RunOut, RunStarted, RunStartIn
+from scheduler.api.schemas import (
+    ProgramOut,
+    RunKilled,
+    RunOut,
+    RunPage,
+    RunStarted,
+    RunStartIn,
+)
 from scheduler.api.state import ApiState
 from scheduler.engine.clock import now_ms
 from scheduler.programs import operator
+from scheduler.programs.abc import run_cursor
+from scheduler.programs.cursor import decode_run_cursor, encode_run_cursor
 from scheduler.programs.model import Program, Run, RunStatus
 from scheduler.programs.runtime import load_catalog
 
@@ -91,10 +100,17 @@ def list_runs(
         list[RunStatus] | None, Query(description="Only runs in these statuses; repeat.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 50,
-) -> list[RunOut]:
-    """Runs newest first, with their arguments, times, attempts and last error."""
-    runs = state.run_store().list_runs(program=program, statuses=status or None, limit=limit)
-    return [_run(run) for run in runs]
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the page before.")] = None,
+) -> RunPage:
+    """Runs newest first, with their arguments, times, attempts and last error, a page at a
+    time: continue with the opaque `next_cursor` (keyset paging, so runs created meanwhile
+    neither repeat nor shift the older pages)."""
+    after = None if cursor is None else decode_run_cursor(cursor)
+    runs = state.run_store().list_runs(
+        program=program, statuses=status or None, limit=limit + 1, after=after
+    )
+    following = encode_run_cursor(run_cursor(runs[limit - 1])) if len(runs) > limit else None
+    return RunPage(runs=[_run(run) for run in runs[:limit]], next_cursor=following)
 
 
 @router.get("/runs/{run_id}", summary="Get a run", responses=_404)
