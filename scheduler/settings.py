@@ -339,6 +339,10 @@ class Settings(BaseSettings):
     """PEM certificate chain: `scheduler api` serves HTTPS with it (and `api_tls_key`)."""
     api_tls_key: Annotated[Path | None, EmptyIsNone] = None
     """PEM private key of `api_tls_cert`."""
+    worker_api: bool = False
+    """`scheduler worker` serves the REST API and the dashboard too, on `api_host`:`api_port`
+    (as `scheduler api` would, in a thread of the worker's process): one process less on a
+    single machine. Several workers of one host need a port each."""
 
     @field_validator("cassandra_consistency")
     @classmethod

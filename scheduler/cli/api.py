@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from scheduler.cli.context import CliState, pass_state
+
+if TYPE_CHECKING:
+    from scheduler.settings import Settings
 
 
 @click.group(invoke_without_command=True)
@@ -37,16 +41,24 @@ def api(
     state = ctx.find_object(CliState) or CliState(config=None)
     overrides = {"api_host": host, "api_port": port, "api_tls_cert": cert, "api_tls_key": key}
     settings = state.settings(**{k: v for k, v in overrides.items() if v is not None})
-    if (settings.api_tls_cert is None) != (settings.api_tls_key is None):
-        raise click.UsageError(
-            "TLS needs both a certificate and its key: give --cert and --key (or the settings "
-            "api_tls_cert and api_tls_key), or neither"
-        )
     import uvicorn
 
-    from scheduler.api.app import create_app, tokens_path
+    from scheduler.api.app import create_app
+    from scheduler.api.serve import tls_problem, url, uvicorn_options
 
+    problem = tls_problem(settings)
+    if problem is not None:
+        raise click.UsageError(problem)
     app = create_app(settings)
+    warn_without_tokens(settings)
+    click.echo(f"serving on {url(settings)}", err=True)
+    uvicorn.run(app, **uvicorn_options(settings))
+
+
+def warn_without_tokens(settings: Settings) -> None:
+    """Say on stderr that every request will be refused when the tokens file holds none."""
+    from scheduler.api.app import tokens_path
+
     if not _has_tokens(tokens_path(settings)):
         click.secho(
             f"warning: no API tokens in {tokens_path(settings)}: every request will be refused; "
@@ -54,17 +66,6 @@ def api(
             err=True,
             fg="yellow",
         )
-    scheme = "https" if settings.api_tls_cert else "http"
-    click.echo(f"serving on {scheme}://{settings.api_host}:{settings.api_port}/dashboard", err=True)
-    uvicorn.run(
-        app,
-        host=settings.api_host,
-        port=settings.api_port,
-        ssl_certfile=settings.api_tls_cert,
-        ssl_keyfile=settings.api_tls_key,
-        log_config=None,
-        server_header=False,
-    )
 
 
 def _has_tokens(path: Path) -> bool:

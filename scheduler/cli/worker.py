@@ -48,6 +48,15 @@ logger = logging.getLogger("scheduler.cli.worker")
     ".scheduler).",
 )
 @click.option("--client-id", help="This worker's name in the group (setting client_id).")
+@click.option(
+    "--api",
+    "api_address",
+    metavar="[HOST:]PORT",
+    is_flag=False,
+    flag_value="",
+    help="Serve the REST API and the dashboard from this worker too, on HOST:PORT (alone: on "
+    "the settings api_host and api_port; setting worker_api).",
+)
 @pass_state
 def worker(
     state: CliState,
@@ -56,6 +65,7 @@ def worker(
     metrics_host: str | None,
     data_dir: Path | None,
     client_id: str | None,
+    api_address: str | None,
 ) -> None:
     """Run tasks when they are due, for the partitions the group assigns to this process.
 
@@ -82,6 +92,7 @@ def worker(
         metrics_host=metrics_host,
         data_dir=data_dir,
         client_id=client_id,
+        **_api_overrides(api_address),
     )
     with ExitStack() as stack:
         built: list[Worker] = []
@@ -120,6 +131,14 @@ def worker(
             client_id=settings.client_id,
         )
         built.append(running)
+        if settings.worker_api:
+            from scheduler.api.serve import ApiThread
+            from scheduler.cli.api import warn_without_tokens
+
+            warn_without_tokens(settings)
+            # Last: its backends are opened after the worker's made the store and the topic.
+            api = ApiThread(settings).start()
+            stack.callback(api.stop)
 
         def banner() -> None:
             # Once started: a worker whose consumer is refused prints only its error.
@@ -130,6 +149,10 @@ def worker(
             if settings.metrics_port is not None:
                 base = f"http://{settings.metrics_host}:{settings.metrics_port}"
                 click.echo(f"metrics at {base}/metrics, health at {base}/healthz and /readyz")
+            if settings.worker_api:
+                from scheduler.api.serve import url
+
+                click.echo(f"API and dashboard at {url(settings)}")
             click.echo("stop with Ctrl-C or SIGTERM")
 
         if programs is not None and programs.subscriber is not None:
@@ -138,6 +161,24 @@ def worker(
             batch.start()
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
+
+
+def _api_overrides(address: str | None) -> dict[str, object]:
+    """The settings `--api [HOST:]PORT` sets: none without it; `worker_api` alone for `--api`."""
+    if address is None:
+        return {}
+    overrides: dict[str, object] = {"worker_api": True}
+    if address:
+        host, _, port = address.rpartition(":")
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise click.BadParameter(
+                f"{address!r} is not [HOST:]PORT (e.g. 127.0.0.1:8080 or 8080)",
+                param_hint="--api",
+            )
+        overrides["api_port"] = int(port)
+        if host:
+            overrides["api_host"] = host.strip("[]")
+    return overrides
 
 
 def _with_programs(
