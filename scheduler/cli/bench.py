@@ -39,6 +39,8 @@ SCENARIOS: dict[str, str] = {
     "a chain's hour, reload, peak RSS",
     "schedules": "10,000 cron schedules firing at once: fire->run start p50/p99 beside "
     "APScheduler 3; worker RSS with 100,000 enabled schedules vs idle",
+    "api": "REST API listings over 1,000,000 tasks and 100,000 schedules: requests/s, p99; "
+    "batch POST vs schedule_tasks",
 }
 """Scenario name -> one line of help; the module is `scheduler.bench.<name>`."""
 

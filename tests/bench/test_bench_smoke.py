@@ -90,8 +90,8 @@ def results(out: Path, scenarios: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @pytest.mark.timeout(120)
 def test_every_embedded_scenario_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    # schedules waits for a shared cron fire: it has a test of its own (below).
-    output = run_bench(out, "all", "--skip", "spark,pipeline,peer,schedules", timeout=110)
+    # schedules waits for a shared cron fire, api fills a store: each has a test of its own.
+    output = run_bench(out, "all", "--skip", "spark,pipeline,peer,schedules,api", timeout=110)
     documents = results(out, EMBEDDED_SCENARIOS)
     assert "needs --backends kafka-cassandra; skipped" in output
     assert documents["backlog"]["rows"][0]["rss_peak_mb"] > 0
@@ -310,3 +310,22 @@ def test_the_schedules_scenario_starts_every_fired_and_triggered_run_beside_apsc
     assert document["details"]["rss_loaded"]["rss_peak_mb"] > 0
     assert rss["schedules"] == 300 and rss["rss_idle_peak_mb"] > 0, rss
     assert not any("must be all" in note for note in document["notes"])
+
+
+@pytest.mark.timeout(180)
+def test_the_api_scenario_measures_each_listing_and_the_batch_post(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    run_bench(out, "api", "--size", "3000", timeout=170)
+    document = results(out, ("api",))["api"]
+    rows = {row["case"]: row for row in document["rows"]}
+    listings = [case for case in rows if case.startswith("GET ")]
+    assert len(listings) == 4, rows
+    for case in listings:
+        assert rows[case]["requests"] > 0 and rows[case]["per_s"] > 0, rows[case]
+    assert rows["GET tasks, every partition, next_cursor"]["rows"] == 3000
+    assert rows["GET schedules, by name, after"]["rows"] == 300
+    post, direct = (rows[c] for c in rows if not c.startswith("GET "))
+    assert post["tasks_per_s"] > 0 and direct["tasks_per_s"] > 0
+    assert direct["ratio"] > 0
+    details = document["details"]["embedded"]
+    assert details["tasks"] == 3000 and details["schedules"] == 300
