@@ -391,40 +391,17 @@ class SqliteTaskStore(TaskStore):
         from_ms: int | None = None,
         until_ms: int | None = None,
     ) -> list[TaskView]:
-        now = _now_ms()
-        final_marks = ", ".join("?" * len(_FINAL))
-        # The range in both halves of the union, where the by-time indexes can serve it.
+        wanted = None if states is None else [TaskState(state).value for state in states]
+        if wanted == []:
+            return []
         s_range, range_params = _time_range("s", after, from_ms, until_ms)
         t_range, _ = _time_range("t", after, from_ms, until_ms)
-        sql = (
-            "SELECT * FROM ("
-            "SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data AS task_data, "
-            f"COALESCE(t.state, 'pending') AS st, {_STATUS_COLUMNS}"
-            f" FROM schedule s {_JOIN_STATUS} WHERE s.partition = ?{s_range}"
-            " UNION ALL "
-            "SELECT t.scheduled_ms, t.ordering_id, t.uniqueness_key, NULL, t.state, "
-            f"{_STATUS_COLUMNS} FROM status t WHERE t.partition = ? AND t.expires_ms > ?"
-            f" AND t.state IN ({final_marks}){t_range} AND NOT EXISTS ("
-            "SELECT 1 FROM schedule s WHERE s.partition = t.partition AND s.bucket = t.bucket"
-            " AND s.scheduled_ms = t.scheduled_ms AND s.ordering_id = t.ordering_id"
-            " AND s.uniqueness_key = t.uniqueness_key))"
-        )
-        params: list[Any] = [now, partition, *range_params, partition, now, *_FINAL]
-        params += range_params
-        where = []
-        if ordering_id is not None:
-            where.append("ordering_id = ?")
-            params.append(ordering_id)
-        if states is not None:
-            wanted = [TaskState(state).value for state in states]
-            if not wanted:
-                return []
-            where.append(f"st IN ({', '.join('?' * len(wanted))})")
-            params.extend(wanted)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY scheduled_ms, ordering_id, uniqueness_key LIMIT ?"
-        params.append(limit)
+        if ordering_id is None:
+            sql, params = _page_sql(partition, s_range, t_range, range_params, wanted, limit)
+        else:
+            sql, params = _ordering_id_sql(
+                partition, ordering_id, s_range, t_range, range_params, wanted, limit
+            )
         views = []
         for ms, oid, uk, task_data, _state, *status in self._read(sql, params):
             key = TaskKey.from_ms(oid, ms, uk)
@@ -562,6 +539,77 @@ def _status(key: TaskKey, row: Sequence[Any]) -> TaskStatus:
         updated_ms=updated_ms,
         data=None if data is None else json.loads(data),
     )
+
+
+def _union(s_range: str, t_range: str, s_tail: str = "", t_tail: str = "") -> str:
+    """The schedule rows (with their status) and the retained final status rows of one
+    partition, each half restricted by its range (and followed by its tail)."""
+    final_marks = ", ".join("?" * len(_FINAL))
+    return (
+        "SELECT * FROM (SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, "
+        f"s.data AS task_data, COALESCE(t.state, 'pending') AS st, {_STATUS_COLUMNS}"
+        f" FROM schedule s {_JOIN_STATUS} WHERE s.partition = ?{s_range}{s_tail})"
+        " UNION ALL "
+        "SELECT * FROM (SELECT t.scheduled_ms, t.ordering_id, t.uniqueness_key, NULL, "
+        f"t.state, {_STATUS_COLUMNS} FROM status t WHERE t.partition = ? AND t.expires_ms > ?"
+        f" AND t.state IN ({final_marks}){t_range} AND NOT EXISTS ("
+        "SELECT 1 FROM schedule s WHERE s.partition = t.partition AND s.bucket = t.bucket"
+        " AND s.scheduled_ms = t.scheduled_ms AND s.ordering_id = t.ordering_id"
+        f" AND s.uniqueness_key = t.uniqueness_key){t_tail})"
+    )
+
+
+def _page_sql(
+    partition: int,
+    s_range: str,
+    t_range: str,
+    range_params: list[Any],
+    wanted: list[str] | None,
+    limit: int,
+) -> tuple[str, list[Any]]:
+    """`list_tasks` of a whole partition: each half of the union ordered and limited on its
+    own (the by-time indexes serve both), so a page reads about `limit` rows of each table. A
+    union ordered only as a whole is materialised and sorted whole: the whole partition for a
+    page of 100."""
+    now = _now_ms()
+    s_params: list[Any] = [now, partition, *range_params]
+    t_params: list[Any] = [partition, now, *_FINAL, *range_params]
+    if wanted is not None:
+        marks = ", ".join("?" * len(wanted))
+        s_range += f" AND COALESCE(t.state, 'pending') IN ({marks})"
+        t_range += f" AND t.state IN ({marks})"
+        s_params += wanted
+        t_params += wanted
+    sql = _union(
+        s_range,
+        t_range,
+        " ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?",
+        " ORDER BY t.scheduled_ms, t.ordering_id, t.uniqueness_key LIMIT ?",
+    )
+    sql += " ORDER BY scheduled_ms, ordering_id, uniqueness_key LIMIT ?"
+    return sql, [*s_params, limit, *t_params, limit, limit]
+
+
+def _ordering_id_sql(
+    partition: int,
+    ordering_id: str,
+    s_range: str,
+    t_range: str,
+    range_params: list[Any],
+    wanted: list[str] | None,
+    limit: int,
+) -> tuple[str, list[Any]]:
+    """`list_tasks` of one ordering id: its rows are few and scattered over the partition, so
+    the filter is left to the planner, which finds them through the key and sorts only them."""
+    now = _now_ms()
+    sql = "SELECT * FROM (" + _union(s_range, t_range) + ") WHERE ordering_id = ?"
+    params: list[Any] = [now, partition, *range_params, partition, now, *_FINAL]
+    params += [*range_params, ordering_id]
+    if wanted is not None:
+        sql += f" AND st IN ({', '.join('?' * len(wanted))})"
+        params.extend(wanted)
+    sql += " ORDER BY scheduled_ms, ordering_id, uniqueness_key LIMIT ?"
+    return sql, [*params, limit]
 
 
 def _time_range(

@@ -464,6 +464,14 @@ def test_list_tasks_pages_after_a_cursor_within_a_time_range(task_store: TaskSto
         after = page[-1].task.key.cursor
     assert [len(page) for page in pages] == [5, 5, 2]
     assert [key for page in pages for key in page] == [t.key for t in tasks]
+    # Small pages filtered by state, each drawing on schedule rows and final statuses alike.
+    both = [TaskState.PENDING, TaskState.SUCCEEDED]
+    shown: list[TaskKey] = []
+    after = None
+    while page := task_store.list_tasks(7, limit=2, after=after, states=both):
+        shown += [view.task.key for view in page]
+        after = page[-1].task.key.cursor
+    assert shown == [t.key for t in tasks]
 
     from_ms, until_ms = tasks[2].scheduled_ms, tasks[9].scheduled_ms
     in_range = task_store.list_tasks(7, from_ms=from_ms, until_ms=until_ms)
