@@ -120,9 +120,10 @@ def _fill_schedules(settings: Any, count: int) -> float:
     store = open_store(settings, create_schema=True)
     schedules = open_schedule_store(settings, store, create_schema=True)
     at = now_ms()
+    daily = Time.model_validate({"cronExpression": "0 3 * * *"})
 
     def put(n: int) -> None:
-        schedule = Schedule(name=f"bench-{n:07d}", program="bench", trigger=Time(cron="0 3 * * *"))
+        schedule = Schedule(name=f"bench-{n:07d}", program="bench", trigger=daily)
         schedules.put(ScheduleRecord(schedule, revision=1, created_ms=at, updated_ms=at))
 
     with Stopwatch() as watch:
