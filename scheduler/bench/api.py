@@ -208,10 +208,19 @@ def _ok(answer: Any) -> Any:
 # -- the measured sides ------------------------------------------------------------------------
 
 
-def _listings(client: Any, count: int, schedules: int, requests: int) -> dict[str, dict]:
-    """Each listing's requests/s and latency."""
+def _listings(
+    client: Any, count: int, schedules: int, requests: int, failed: list[str]
+) -> dict[str, dict]:
+    """Each listing's requests/s and latency; a listing that fails is named in `failed` (with
+    its error) and the others are still measured."""
     found: dict[str, dict] = {}
     cursor: list[str | None] = [None]
+
+    def measure(name: str, times: int, send: Callable[[], None]) -> None:
+        try:
+            found[name] = _requests(times, send)
+        except Exception as error:
+            failed.append(f"GET {name} failed: {str(error)[:300]}")
 
     def task_page() -> None:
         params: dict[str, Any] = {"limit": PAGE}
@@ -221,9 +230,7 @@ def _listings(client: Any, count: int, schedules: int, requests: int) -> dict[st
         assert len(page["tasks"]) == PAGE or page["next_cursor"] is None
         cursor[0] = page["next_cursor"]
 
-    found["tasks, every partition, next_cursor"] = _requests(
-        min(requests, max(1, count // PAGE)), task_page
-    )
+    measure("tasks, every partition, next_cursor", min(requests, max(1, count // PAGE)), task_page)
     chooser = random.Random(44)
     per_id = max(1, count // ORDERING_IDS)
 
@@ -232,7 +239,7 @@ def _listings(client: Any, count: int, schedules: int, requests: int) -> dict[st
         page = _ok(client.get("/api/v1/tasks", params={"ordering_id": ordering_id, "limit": PAGE}))
         assert len(page["tasks"]) == min(PAGE, per_id), len(page["tasks"])
 
-    found["tasks of one ordering id"] = _requests(requests, by_ordering_id)
+    measure("tasks of one ordering id", requests, by_ordering_id)
     after = [""]
 
     def schedule_page(status: str | None) -> Callable[[], None]:
@@ -245,13 +252,10 @@ def _listings(client: Any, count: int, schedules: int, requests: int) -> dict[st
 
         return send
 
-    found["schedules, by name, after"] = _requests(
-        min(requests, max(1, schedules // PAGE)), schedule_page(None)
-    )
+    pages = min(requests, max(1, schedules // PAGE))
+    measure("schedules, by name, after", pages, schedule_page(None))
     after[0] = ""
-    found["schedules, DISABLED, after"] = _requests(
-        min(requests, max(1, schedules // PAGE)), schedule_page("DISABLED")
-    )
+    measure("schedules, DISABLED, after", pages, schedule_page("DISABLED"))
     return found
 
 
@@ -317,8 +321,10 @@ def _one_backend(options: BenchOptions, kind: str, result: ScenarioResult) -> di
         fill_tasks_s = _fill_tasks(settings, count)
         fill_schedules_s = _fill_schedules(settings, schedules)
         with _api(run) as (client, _process):
-            listings = _listings(client, count, schedules, requests)
+            failed: list[str] = []
+            listings = _listings(client, count, schedules, requests, failed)
             posts = _posts(client, settings, posted, options.repeat)
+    result.notes += [f"{kind}: {failure}" for failure in failed]
     for name, measured in listings.items():
         result.add(
             backend=kind,
