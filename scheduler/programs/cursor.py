@@ -23,6 +23,8 @@ def decode_run_cursor(text: str) -> RunCursor:
         created_ms, run_id = json.loads(base64.urlsafe_b64decode(text.encode("ascii")))
         if not isinstance(created_ms, int) or isinstance(created_ms, bool):
             raise TypeError
+        if not 0 <= created_ms < 2**63:  # what the stores' integer columns hold
+            raise TypeError
         if not isinstance(run_id, str):
             raise TypeError
     except (ValueError, TypeError, binascii.Error, UnicodeEncodeError):
