@@ -240,15 +240,12 @@ def down(names: tuple[str, ...] = SERVERS) -> list[str]:
 
 def up_cluster(names: tuple[str, ...] = cluster.NAMES) -> list[ServerStatus]:
     """Start the replicated cluster's servers among ``names`` (`scheduler.services.cluster`):
-    its brokers together (a KRaft quorum answers only once a majority runs), then Cassandra's
-    seed, then the other nodes together."""
-    brokers = tuple(name for name in cluster.KAFKA_NAMES if name in names)
+    its brokers together (a KRaft quorum answers only once a majority runs) with Cassandra's
+    seed, then the other Cassandra nodes together (they join through the seed)."""
     seed, *others = cluster.CASSANDRA_NAMES
-    statuses = start_all(brokers) if brokers else []
-    if seed in names:
-        statuses.append(start(seed))
+    first = tuple(name for name in (*cluster.KAFKA_NAMES, seed) if name in names)
     rest = tuple(name for name in others if name in names)
-    return statuses + (start_all(rest) if rest else [])
+    return (start_all(first) if first else []) + (start_all(rest) if rest else [])
 
 
 def pid(name: str) -> int | None:
