@@ -86,3 +86,26 @@ def test_down_cluster_in_a_state_dir_that_started_nothing_names_every_cluster_se
     assert shown.exit_code == 0, shown.output
     assert [line.split()[0] for line in shown.output.splitlines()] == list(cluster.NAMES)
     assert shown.output.count("was not running") == len(cluster.NAMES)
+
+
+def test_stopping_a_server_a_fault_test_paused_continues_it_so_it_can_exit(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from scheduler.services.process import alive, terminate
+
+    marker = "paused_server_marker"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", f"import time  # {marker}\nwhile True: time.sleep(0.1)"]
+    )
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        began = time.monotonic()
+        # Without SIGCONT the SIGTERM would wait, and only the SIGKILL after `grace` end it.
+        terminate(proc.pid, marker, grace=30)
+        assert not alive(proc.pid, marker)
+        assert time.monotonic() - began < 10
+    finally:
+        proc.kill()
