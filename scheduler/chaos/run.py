@@ -58,6 +58,9 @@ class ChaosRun:
             "SCHEDULER_DATA_DIR": str(directory / "unused"),
             "SCHEDULER_LOG_LEVEL": "INFO",
             RECORD_ENV: str(self.record),
+            # A worker that crashes in native code (it happened once, at start, with SIGSEGV
+            # and an empty log) leaves the Python stack of every thread in its log.
+            "PYTHONFAULTHANDLER": "1",
         }
         self.workers: list[WorkerProcess] = []
         self.proxies: list[TcpProxy] = []
