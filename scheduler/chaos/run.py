@@ -157,7 +157,9 @@ class ChaosRun:
             elif time.monotonic() - progress[1] > 60:
                 break
             time.sleep(1)
-        window = (self.load.started_ms or 0, self.load.finished_ms or now_ms())
+        # Until now, not the load's end: a partition that stood still past the load (and ran
+        # its backlog late) must show its whole pause.
+        window = (self.load.started_ms or 0, now_ms())
         return check(
             self.scenario,
             sent=sent,
