@@ -137,6 +137,9 @@ batch_size_fail_threshold: 500KiB
 
     hints = False
     """Whether a coordinator keeps writes for a replica that is down (one node: none is)."""
+    unsafe_system = True
+    """Skip fsync for system tables: a test node's durability is worth less than speed. A node
+    killed with kill -9 then forgets recent schema changes (a keyspace made seconds before)."""
 
     def seeds(self) -> str:
         """The seed list: this node alone."""
@@ -202,8 +205,7 @@ authorizer:
             f"-Dlogback.configurationFile={paths.conf / 'logback.xml'}",
             "-Dcassandra.skip_wait_for_gossip_to_settle=0",
             *self.extra_properties(),
-            # Skip fsync for system tables: a test node's durability is worth less than speed.
-            "-Dcassandra.unsafesystem=true",
+            *(["-Dcassandra.unsafesystem=true"] if self.unsafe_system else []),
             f"-Djava.io.tmpdir={paths.root / 'tmp'}",
             "-cp",
             classpath(jars),

@@ -139,6 +139,8 @@ class ClusterCassandra(Cassandra):
     cluster_name = "scheduler-cluster"
     snitch = "GossipingPropertyFileSnitch"
     hints = True  # a node back from an outage gets the writes it missed
+    # Fault tests kill nodes with kill -9: the schema they hold must survive it, as in production.
+    unsafe_system = False
     startup_timeout = 240.0
 
     def __init__(self, node: int) -> None:

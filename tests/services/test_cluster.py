@@ -109,3 +109,16 @@ def test_stopping_a_server_a_fault_test_paused_continues_it_so_it_can_exit(tmp_p
         assert time.monotonic() - began < 10
     finally:
         proc.kill()
+
+
+def test_cluster_nodes_sync_their_schema_to_disk_so_a_kill_keeps_it(tmp_path: Path) -> None:
+    node = launcher.server(cluster.CASSANDRA_NAMES[0])
+    where = paths(tmp_path, node.name)
+    jars = [tmp_path / "jamm-0.4.0.jar"]
+    node.configure("java", where, jars)
+    argv = node.argv("java", where, jars)
+    assert "-Dcassandra.unsafesystem=true" not in argv
+    assert any(a.startswith("-Dcassandra-rackdc.properties=file:") for a in argv)
+    assert (where.conf / "cassandra-rackdc.properties").read_text() == "dc=dc1\nrack=rack1\n"
+    one_node = launcher.server("cassandra")
+    assert "-Dcassandra.unsafesystem=true" in one_node.argv("java", where, jars)
