@@ -132,24 +132,25 @@ def check(
 
 
 def _open_overlaps(attempts: list[Execution]) -> list[tuple[Execution, Execution]]:
-    """An attempt that never ended (its worker died) overlapping a later one of its ordering id
-    on another worker is fine only if it had in fact stopped; with no end recorded, the
-    checker cannot tell, so only those on a worker that went on running attempts count."""
-    last_start: dict[int, int] = defaultdict(int)
+    """Attempts that never recorded their end, overlapping a later attempt of their ordering id
+    on another worker while their own worker was still alive (it recorded something after that
+    attempt began). A worker killed mid-attempt records nothing after its death, so the next
+    owner's run of the task, seconds later, is no overlap."""
+    last_seen: dict[int, int] = defaultdict(int)
     for e in attempts:
-        last_start[e.worker] = max(last_start[e.worker], e.start_ms)
-    found = []
+        last_seen[e.worker] = max(last_seen[e.worker], e.start_ms, e.end_ms or 0)
     by_id: dict[str, list[Execution]] = defaultdict(list)
     for e in attempts:
         by_id[e.ordering_id].append(e)
+    found = []
     for runs in by_id.values():
         for open_run in (e for e in runs if e.end_ms is None):
-            if last_start[open_run.worker] <= open_run.start_ms:
-                continue  # its worker ran nothing after: it died (or was cut) in this attempt
+            alive_until = last_seen[open_run.worker]
             found += [
                 (open_run, other)
                 for other in runs
-                if other is not open_run and other.start_ms > open_run.start_ms
+                if other.worker != open_run.worker
+                and open_run.start_ms <= other.start_ms < alive_until
             ][:1]
     return found
 

@@ -95,6 +95,23 @@ def test_a_worker_killed_mid_attempt_leaves_no_overlap() -> None:
     assert report.ok, report.render()
 
 
+def test_a_killed_worker_that_started_other_attempts_before_dying_leaves_no_overlap() -> None:
+    # Worker 1 started A1, then B1 (its pool runs several at once), and died; worker 2 ran A1
+    # again after the session timeout.
+    report = check(
+        "killed busy",
+        sent=[A1, B1],
+        acknowledged=[A1, B1],
+        executions=[
+            run(A1, 1000, None, worker=1),
+            run(B1, 1200, 1300, worker=1),
+            run(A1, 12_000, 12_100, worker=2, attempt=2),
+        ],
+        faults=[],
+    )
+    assert report.overlaps == []
+
+
 def test_tasks_of_one_ordering_id_run_out_of_key_order_are_an_order_violation() -> None:
     report = check(
         "order",
