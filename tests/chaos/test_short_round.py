@@ -13,7 +13,7 @@ from scheduler.services import launcher
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 
-SHORT_S = 30.0
+SHORT_S = 20.0
 
 
 @pytest.fixture(scope="module", autouse=True)
