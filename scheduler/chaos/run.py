@@ -139,9 +139,9 @@ class ChaosRun:
 
     # -- the verdict --------------------------------------------------------------------------
 
-    def finish(self, settle_s: float = 180.0) -> ChaosReport:
+    def finish(self, settle_s: float = 300.0) -> ChaosReport:
         """Wait for the load's futures, then until every acknowledged task ran (or nothing new
-        ran for a minute, or ``settle_s`` passed); the checker's report."""
+        ran for two minutes, or ``settle_s`` passed); the checker's report."""
         assert self.load is not None, "start_load first"
         acknowledged = self.load.join(timeout=300)
         sent = acknowledged + [key for key, _ in self.load.failed]
@@ -154,7 +154,7 @@ class ChaosRun:
                 break
             if len(done) != progress[0]:
                 progress = (len(done), time.monotonic())
-            elif time.monotonic() - progress[1] > 60:
+            elif time.monotonic() - progress[1] > 120:
                 break
             time.sleep(1)
         # Until now, not the load's end: a partition that stood still past the load (and ran
