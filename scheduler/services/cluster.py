@@ -82,6 +82,9 @@ class ClusterKafka(Kafka):
     """Broker ``node`` (1-3) of the three-broker KRaft cluster."""
 
     heap = ("-Xms256m", "-Xmx256m")
+    # A broker killed with kill -9 recovers its logs on the next start; on a loaded 2-core
+    # machine (load average 70) that start took over 120 s.
+    startup_timeout = 300.0
 
     def __init__(self, node: int) -> None:
         self.node = node
@@ -141,7 +144,7 @@ class ClusterCassandra(Cassandra):
     hints = True  # a node back from an outage gets the writes it missed
     # Fault tests kill nodes with kill -9: the schema they hold must survive it, as in production.
     unsafe_system = False
-    startup_timeout = 240.0
+    startup_timeout = 300.0
 
     def __init__(self, node: int) -> None:
         self.node = node
