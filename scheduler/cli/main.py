@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "schedules": "scheduler.cli.schedules:schedules",
     "jobs": "scheduler.cli.jobs:jobs",
     "api": "scheduler.cli.api:api",
+    "chaos": "scheduler.cli.chaos:chaos",
 }
 """Subcommand name -> `module:attribute` of its click command."""
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import click
 
 from scheduler.cli.context import CliState, pass_state
-from scheduler.services import launcher
+from scheduler.services import cluster, launcher
 from scheduler.services.errors import ServiceError
 
 
@@ -24,6 +24,7 @@ def _with_servers(command: Callable[[tuple[str, ...]], None]) -> Callable[..., N
         cassandra: bool,
         secured_kafka: bool,
         secured_cassandra: bool,
+        in_cluster: bool,
     ) -> None:
         chosen = (
             ("kafka", kafka),
@@ -32,11 +33,20 @@ def _with_servers(command: Callable[[tuple[str, ...]], None]) -> Callable[..., N
             (launcher.SECURED_CASSANDRA, secured_cassandra),
         )
         flagged = tuple(name for name, on in chosen if on)
+        if in_cluster and not names:
+            flagged = cluster.NAMES
         command(tuple(dict.fromkeys(names)) if names else flagged)
 
+    with_cluster = click.option(
+        "--cluster",
+        "in_cluster",
+        is_flag=True,
+        help="The replicated cluster instead: three Kafka brokers (127.0.0.1:19092-19094) and "
+        "Cassandra in two datacenters (127.0.0.2-4:19042), docs/reliability.md.",
+    )(with_servers)
     return click.argument(
         "names", nargs=-1, type=click.Choice(launcher.ALL_SERVERS), metavar="[SERVER]..."
-    )(with_servers)
+    )(with_cluster)
 
 
 def _show(st: launcher.ServerStatus) -> None:
@@ -88,7 +98,19 @@ def up(servers: tuple[str, ...]) -> None:
 
     Name SERVERs (kafka, cassandra, kafka-secured, cassandra-secured) to start only those.
     """
+    members = tuple(name for name in servers if name in cluster.NAMES)
+    if members:
+        began = time.monotonic()
+        try:
+            statuses = launcher.up_cluster(members)
+        except ServiceError as exc:
+            raise click.ClickException(str(exc)) from exc
+        for st in statuses:
+            _show(st)
+        click.echo(f"{'':<17} ready after {time.monotonic() - began:.1f} s")
     for name in servers:
+        if name in members:
+            continue
         _timed(launcher.start, name, "ready")
         if name == launcher.SECURED_CASSANDRA:
             _show_secured_cassandra_login()
@@ -135,8 +157,18 @@ def restart(names: tuple[str, ...]) -> None:
 
 
 @services.command()
-def status() -> None:
+@click.option(
+    "--cluster", "in_cluster", is_flag=True, help="The replicated cluster's servers instead."
+)
+def status(in_cluster: bool) -> None:
     """Print each server's pid, address and whether it answers; exit 1 if any does not."""
+    if in_cluster:
+        statuses = [launcher.status(name) for name in cluster.NAMES]
+        for st in statuses:
+            _show(st)
+        if not all(st.healthy for st in statuses):
+            raise SystemExit(1)
+        return
     statuses = [launcher.status(name) for name in launcher.SERVERS]
     for name in launcher.SECURED:
         secured = launcher.status(name)

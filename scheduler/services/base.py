@@ -65,6 +65,8 @@ class Server(abc.ABC):
     """JVM main class; also how a pid is recognised as this server (pids get recycled)."""
     startup_timeout: float
     """Seconds `start` waits for the health check before giving up with the log tail."""
+    host: str = HOST
+    """The loopback address the server binds (a cluster's Cassandra nodes each have their own)."""
 
     @property
     @abc.abstractmethod
@@ -83,7 +85,7 @@ class Server(abc.ABC):
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @abc.abstractmethod
     def artifacts(self) -> list[Artifact]:

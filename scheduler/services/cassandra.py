@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from scheduler.services.base import HOST, Server, ServerPaths, classpath, env_port
+from scheduler.services.base import Server, ServerPaths, classpath, env_port
 from scheduler.services.errors import ServiceError
 from scheduler.services.maven import Artifact
 from scheduler.services.tls import STORE_PASSWORD, TlsFiles
@@ -65,6 +65,10 @@ class Cassandra(Server):
     name = "cassandra"
     main_class = "org.apache.cassandra.service.CassandraDaemon"
     startup_timeout = 180.0
+    heap = "1G"
+    """-Xms and -Xmx of the JVM."""
+    cluster_name = "scheduler-local"
+    snitch = "SimpleSnitch"
 
     def __init__(self) -> None:
         self._port = env_port("SCHEDULER_SERVICES_CASSANDRA_PORT", 9042)
@@ -86,16 +90,16 @@ class Cassandra(Server):
         d = paths.data
         return f"""\
 # Written by scheduler.services.cassandra on every start; edit the code, not this file.
-cluster_name: scheduler-local
+cluster_name: {self.cluster_name}
 num_tokens: 1
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-endpoint_snitch: SimpleSnitch
+endpoint_snitch: {self.snitch}
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "{HOST}:{self._storage_port}"
-listen_address: {HOST}
-rpc_address: {HOST}
+      - seeds: "{self.seeds()}"
+listen_address: {self.host}
+rpc_address: {self.host}
 storage_port: {self._storage_port}
 native_transport_port: {self._port}
 start_native_transport: true
@@ -112,7 +116,7 @@ commitlog_disk_access_mode: legacy
 {self.security_yaml(paths)}
 # Tests drop and truncate keyspaces all the time; snapshots would only fill the disk.
 auto_snapshot: false
-hinted_handoff_enabled: false
+hinted_handoff_enabled: {str(self.hints).lower()}
 storage_compatibility_mode: NONE
 # Small caches and few threads: a 2-core CI box also runs Kafka, Spark and the tests.
 key_cache_size: 8MiB
@@ -129,7 +133,21 @@ memtable_offheap_space: 128MiB
 # read of ours that comes near it is a bug the tests should see.
 tombstone_failure_threshold: 100000
 batch_size_fail_threshold: 500KiB
-"""
+{self.extra_yaml()}"""
+
+    hints = False
+    """Whether a coordinator keeps writes for a replica that is down (one node: none is)."""
+    unsafe_system = True
+    """Skip fsync for system tables: a test node's durability is worth less than speed. A node
+    killed with kill -9 then forgets recent schema changes (a keyspace made seconds before)."""
+
+    def seeds(self) -> str:
+        """The seed list: this node alone."""
+        return f"{self.host}:{self._storage_port}"
+
+    def extra_yaml(self) -> str:
+        """More cassandra.yaml lines of this kind of node."""
+        return ""
 
     def security_yaml(self, paths: ServerPaths) -> str:
         """Who may connect, and how: anybody, in plain text."""
@@ -149,8 +167,8 @@ authorizer:
             raise ServiceError(f"no jamm jar among the resolved Cassandra jars in {jars[0].parent}")
         return [
             java,
-            "-Xms1G",
-            "-Xmx1G",
+            f"-Xms{self.heap}",
+            f"-Xmx{self.heap}",
             "-Xss256k",
             "-ea",
             "-da:net.openhft...",
@@ -187,8 +205,7 @@ authorizer:
             f"-Dlogback.configurationFile={paths.conf / 'logback.xml'}",
             "-Dcassandra.skip_wait_for_gossip_to_settle=0",
             *self.extra_properties(),
-            # Skip fsync for system tables: a test node's durability is worth less than speed.
-            "-Dcassandra.unsafesystem=true",
+            *(["-Dcassandra.unsafesystem=true"] if self.unsafe_system else []),
             f"-Djava.io.tmpdir={paths.root / 'tmp'}",
             "-cp",
             classpath(jars),
@@ -209,10 +226,10 @@ authorizer:
         from cassandra.policies import WhiteListRoundRobinPolicy
 
         profile = ExecutionProfile(
-            load_balancing_policy=WhiteListRoundRobinPolicy([HOST]), request_timeout=timeout
+            load_balancing_policy=WhiteListRoundRobinPolicy([self.host]), request_timeout=timeout
         )
         cluster = Cluster(
-            [HOST],
+            [self.host],
             port=self._port,
             protocol_version=5,
             connect_timeout=timeout,

@@ -85,6 +85,8 @@ class Kafka(Server):
     name = "kafka"
     main_class = "kafka.Kafka"
     startup_timeout = 120.0
+    heap: tuple[str, ...] = ("-Xms256m", "-Xmx512m")
+    """The JVM's heap flags."""
 
     def __init__(self) -> None:
         self._port = env_port("SCHEDULER_SERVICES_KAFKA_PORT", 9092)
@@ -161,8 +163,7 @@ class Kafka(Server):
     def argv(self, java: str, paths: ServerPaths, jars: list[Path]) -> list[str]:
         return [
             java,
-            "-Xms256m",
-            "-Xmx512m",
+            *self.heap,
             # The flags kafka-run-class.sh uses for the broker.
             "-server",
             "-XX:+UseG1GC",

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.services.base import HOST, Server, ServerPaths
+from scheduler.services import cluster
+from scheduler.services.base import Server, ServerPaths
 from scheduler.services.cassandra import Cassandra, SecuredCassandra
 from scheduler.services.errors import ServiceError
 from scheduler.services.kafka import Kafka, SecuredKafka
@@ -38,7 +39,7 @@ SECURED = (SECURED_KAFKA, SECURED_CASSANDRA)
 """Servers `up` starts only when asked: for tests and trials of the security settings."""
 SECURED_FLAGS = {SECURED_KAFKA: "secured-kafka", SECURED_CASSANDRA: "secured-cassandra"}
 """The `scheduler services up` option that starts each."""
-ALL_SERVERS = (*SERVERS, *SECURED)
+ALL_SERVERS = (*SERVERS, *SECURED, *cluster.NAMES)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ def state_dir() -> Path:
 
 
 def server(name: str) -> Server:
+    member = cluster.server(name)
+    if member is not None:
+        return member
     if name == "kafka":
         return Kafka()
     if name == "cassandra":
@@ -98,7 +102,7 @@ def _locked(paths: ServerPaths) -> Iterator[None]:
 
 def _health(srv: Server, timeout: float = 5.0) -> str | None:
     """None when healthy, else the reason."""
-    if not port_open(HOST, srv.port):
+    if not port_open(srv.host, srv.port):
         return f"nothing listening on {srv.address}"
     try:
         srv.check(timeout)
@@ -124,32 +128,57 @@ def start(name: str) -> ServerStatus:
     srv = server(name)
     paths = _paths(srv)
     with _locked(paths):
-        pid = running_pid(paths.pid_file, srv.main_class)
-        if pid is None:
-            if _health(srv) is None:
-                return status(name)  # someone else's server answers: reuse it
-            busy = [p for p in srv.ports if port_open(HOST, p)]
-            if busy:
-                variable = f"SCHEDULER_SERVICES_{name.upper().replace('-', '_')}_PORT"
-                raise ServiceError(
-                    f"cannot start {name}: port(s) {busy} on {HOST} are taken by a process this "
-                    f"launcher did not start (state dir {paths.root.parent}). Stop it, or move "
-                    f"the server with {variable}, or point clients at it"
-                    " with SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS."
-                )
-            java = require_java17()
-            jars = resolve(srv.distribution, srv.artifacts(), paths.cache)
-            paths.make()
-            (paths.root / "tmp").mkdir(exist_ok=True)
-            srv.configure(java, paths, jars)
-            pid = spawn(
-                srv.argv(java, paths, jars),
-                cwd=paths.root,
-                log_file=paths.log_file,
-                pid_file=paths.pid_file,
-            )
-        _wait_ready(srv, paths, pid)
+        pid = _launch(srv, paths)
+        if pid is not None:
+            _wait_ready(srv, paths, pid)
     return status(name)
+
+
+def start_all(names: tuple[str, ...]) -> list[ServerStatus]:
+    """Start every server of ``names`` at once, then wait for each: the brokers of a KRaft
+    quorum, none of which answers before a majority of the controllers runs."""
+    launched: list[tuple[Server, ServerPaths, int]] = []
+    for name in names:
+        srv = server(name)
+        paths = _paths(srv)
+        with _locked(paths):
+            pid = _launch(srv, paths)
+        if pid is not None:
+            launched.append((srv, paths, pid))
+    for srv, paths, pid in launched:
+        _wait_ready(srv, paths, pid)
+    return [status(name) for name in names]
+
+
+def _launch(srv: Server, paths: ServerPaths) -> int | None:
+    """Spawn ``srv`` unless it runs; its pid, or None when someone else's server answers."""
+    name = srv.name
+    pid = running_pid(paths.pid_file, srv.main_class)
+    if pid is not None:
+        return pid
+    if _health(srv) is None:
+        return None  # someone else's server answers: reuse it
+    busy = [p for p in srv.ports if port_open(srv.host, p)]
+    if busy:
+        variable = f"SCHEDULER_SERVICES_{name.upper().replace('-', '_')}_PORT"
+        raise ServiceError(
+            f"cannot start {name}: port(s) {busy} on {srv.host} are taken by a process this "
+            f"launcher did not start (state dir {paths.root.parent}). Stop it, or move "
+            f"the server with {variable}, or point clients at it"
+            " with SCHEDULER_KAFKA_BOOTSTRAP / SCHEDULER_CASSANDRA_HOSTS."
+        )
+    java = require_java17()
+    jars = resolve(srv.distribution, srv.artifacts(), paths.cache)
+    paths.make()
+    (paths.root / "tmp").mkdir(exist_ok=True)
+    srv.configure(java, paths, jars)
+    pid = spawn(
+        srv.argv(java, paths, jars),
+        cwd=paths.root,
+        log_file=paths.log_file,
+        pid_file=paths.pid_file,
+    )
+    return pid
 
 
 def _wait_ready(srv: Server, paths: ServerPaths, pid: int) -> None:
@@ -207,3 +236,19 @@ def up(names: tuple[str, ...] = SERVERS) -> list[ServerStatus]:
 def down(names: tuple[str, ...] = SERVERS) -> list[str]:
     """Stop every named server this launcher started; return the names actually stopped."""
     return [name for name in names if stop(name)]
+
+
+def up_cluster(names: tuple[str, ...] = cluster.NAMES) -> list[ServerStatus]:
+    """Start the replicated cluster's servers among ``names`` (`scheduler.services.cluster`):
+    its brokers together (a KRaft quorum answers only once a majority runs) with Cassandra's
+    seed, then the other Cassandra nodes together (they join through the seed)."""
+    seed, *others = cluster.CASSANDRA_NAMES
+    first = tuple(name for name in (*cluster.KAFKA_NAMES, seed) if name in names)
+    rest = tuple(name for name in others if name in names)
+    return (start_all(first) if first else []) + (start_all(rest) if rest else [])
+
+
+def pid(name: str) -> int | None:
+    """The pid of ``name`` when this launcher started it and it runs (for fault tests)."""
+    srv = server(name)
+    return running_pid(_paths(srv).pid_file, srv.main_class)

@@ -154,7 +154,12 @@ def run_tool(argv: Sequence[str], *, what: str, timeout: float = 120) -> str:
 
 
 def terminate(pid: int, marker: str, *, grace: float = 30.0) -> None:
-    """SIGTERM ``pid`` (both servers shut down cleanly on it), SIGKILL after ``grace`` s."""
+    """SIGTERM ``pid`` (both servers shut down cleanly on it), SIGKILL after ``grace`` s.
+
+    A process a fault test paused (SIGSTOP) is continued first, or it could not act on SIGTERM.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
         try:
             os.kill(pid, sig)

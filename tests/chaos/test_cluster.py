@@ -1,0 +1,50 @@
+"""The running replicated cluster (`scheduler services up --cluster`) is what it claims."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.services import cluster, launcher
+
+pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.cassandra]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def replicated_cluster() -> None:
+    launcher.up_cluster()
+
+
+def test_status_reports_every_server_of_the_cluster_healthy() -> None:
+    statuses = [launcher.status(name) for name in cluster.NAMES]
+    assert [s.name for s in statuses if not s.healthy] == []
+
+
+def test_kafka_has_three_brokers_and_a_new_topic_three_replicas() -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap()})
+    topic = "cluster-replicas-check"
+    admin.create_topics([NewTopic(topic, 2)])[topic].result(30)
+    try:
+        metadata = admin.list_topics(topic, timeout=30)
+        assert sorted(metadata.brokers) == [1, 2, 3]
+        assert {len(p.replicas) for p in metadata.topics[topic].partitions.values()} == {3}
+        config = admin.describe_configs([ConfigResource("topic", topic)])
+        (entries,) = [future.result(30) for future in config.values()]
+        assert entries["min.insync.replicas"].value == "2"
+    finally:
+        admin.delete_topics([topic])[topic].result(30)
+
+
+def test_cassandra_sees_two_nodes_in_dc1_and_one_in_dc2() -> None:
+    from cassandra.cluster import Cluster
+
+    session_cluster = Cluster(["127.0.0.2"], port=cluster.CQL_PORT, protocol_version=5)
+    try:
+        session = session_cluster.connect()
+        local = session.execute("SELECT data_center FROM system.local").one()
+        peers = session.execute("SELECT peer, data_center FROM system.peers_v2").all()
+    finally:
+        session_cluster.shutdown()
+    dcs = sorted([local.data_center, *(row.data_center for row in peers)])
+    assert dcs == ["dc1", "dc1", "dc2"]
