@@ -207,3 +207,9 @@ def test_the_corners_where_orjson_reads_differently_decode_as_before(text: str) 
     value = (head + text + "}").encode("utf-8")
     expected = json.loads(text)
     assert json.dumps(decode(value).task.data) == json.dumps(expected)
+
+
+def test_a_record_whose_key_part_is_a_long_integer_is_refused_naming_that_integer() -> None:
+    value = b'{"v": 1, "op": "schedule", "oid": 18446744073709551617, "at": 1, "uk": "u"}'
+    with pytest.raises(MalformedRecordError, match="18446744073709551617"):
+        decode(value)
