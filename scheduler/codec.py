@@ -43,6 +43,12 @@ FORMAT_VERSION = 1
 
 # One decoder for the process: json.loads with options builds a new one per call.
 _DECODER = json.JSONDecoder()
+# orjson reads a record three times as fast as the standard library (measured on Python 3.11,
+# orjson 3.13: 5 against 16 us under load) but answers differently in two corners: it refuses
+# NaN and Infinity, which the standard library reads, and it reads an integer past 64 bits as a
+# float. A record orjson refuses, or one with a run of 19 digits (where such an integer could
+# be), is read again by the standard library, so every record decodes exactly as before.
+_LONG_NUMBER = re.compile(rb"[0-9]{19}").search
 _quote = json.encoder.encode_basestring_ascii
 
 
@@ -165,12 +171,47 @@ def compact(value: bytes) -> bytes:
 _find_null = re.compile(rb"null").search
 
 
+def loads_record(value: bytes) -> Any:
+    """JSON bytes as `json.loads` reads them, through orjson where that gives the same answer.
+
+    Raises what `json.loads` raises: `UnicodeDecodeError`, `json.JSONDecodeError`,
+    `RecursionError`."""
+    if _LONG_NUMBER(value) is None:
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            pass  # the standard library's answer: its error message, or NaN and Infinity read
+    return _DECODER.decode(value.decode("utf-8"))
+
+
+def _read_record(value: bytes) -> Any:
+    """`loads_record` for `decode`: a record without data, whose fields are all of the types a
+    scheduler record has, holds no number orjson could have read differently, so the search
+    for 19 digits (which costs more than orjson's whole parse of a short record) is skipped."""
+    try:
+        message = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return _DECODER.decode(value.decode("utf-8"))  # the standard library's answer
+    if (
+        type(message) is dict
+        and not message.get("data")
+        and type(message.get("at")) is int
+        and message.get("v") == FORMAT_VERSION
+        and type(message.get("oid")) is str
+        and type(message.get("uk")) is str
+    ):
+        return message
+    if _LONG_NUMBER(value) is None:
+        return message
+    return _DECODER.decode(value.decode("utf-8"))
+
+
 def decode(value: bytes | None) -> Command:
     """Decode a record value, or raise `MalformedRecordError` saying what is wrong with it."""
     if value is None:
         raise MalformedRecordError("record has no value")
     try:
-        message: Any = _DECODER.decode(value.decode("utf-8"))
+        message: Any = _read_record(value)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise MalformedRecordError(f"record value is not JSON: {error}") from error
     except RecursionError:

@@ -19,6 +19,7 @@ from scheduler.codec import (
     decode,
     encode,
     encode_schedule,
+    loads_record,
 )
 from scheduler.errors import TaskDataError
 from scheduler.model import TaskKey, encode_data
@@ -178,3 +179,37 @@ def test_an_unknown_op_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(MalformedRecordError) as refused:
         decode(_record(op="explode"))
     assert "unknown op 'explode'; a record's op is one of schedule, cancel" in str(refused.value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_values, spaced=st.booleans())
+def test_a_record_reads_as_the_standard_library_reads_it_nan_and_long_integers_included(
+    value: object, spaced: bool
+) -> None:
+    text = json.dumps(value, separators=(", ", ": ") if spaced else (",", ":"))
+    read = loads_record(text.encode("utf-8"))
+    # Compared as JSON text: NaN differs from itself, and 2**70 must stay an int, not a float.
+    assert json.dumps(read) == json.dumps(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"n": 18446744073709551617}',
+        '{"n": -9223372036854775809}',
+        '{"n": NaN, "i": -Infinity}',
+        '{"n": 1e400}',
+        '{"s": "\\ud800"}',
+    ],
+)
+def test_the_corners_where_orjson_reads_differently_decode_as_before(text: str) -> None:
+    head = '{"v": 1, "op": "schedule", "oid": "o", "at": 1767225600123, "uk": "u", "data": '
+    value = (head + text + "}").encode("utf-8")
+    expected = json.loads(text)
+    assert json.dumps(decode(value).task.data) == json.dumps(expected)
+
+
+def test_a_record_whose_key_part_is_a_long_integer_is_refused_naming_that_integer() -> None:
+    value = b'{"v": 1, "op": "schedule", "oid": 18446744073709551617, "at": 1, "uk": "u"}'
+    with pytest.raises(MalformedRecordError, match="18446744073709551617"):
+        decode(value)

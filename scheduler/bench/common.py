@@ -51,6 +51,8 @@ class BenchOptions:
     """peer: the groups of sides to run (`scheduler.bench.peer.GROUPS`); empty: all."""
     backlog: int | None = None
     """peer: tasks in workload (c), due over the next day; None: the scenario's default."""
+    against: Path | None = None
+    """versus: the baseline checkout (its `.venv/bin/python` runs its side) or its Python."""
     config: Path | None = None
     """The settings file the bench read (`--config` or `$SCHEDULER_CONFIG`): the workers it
     starts read it too, so security settings given only there reach them."""
@@ -206,6 +208,19 @@ class ScenarioResult:
         self.notes.append(f"{backend} failed: {type(error).__name__}: {str(error)[:300]}")
 
 
+def machine() -> dict[str, Any]:
+    """The CPU model and a one-line speed probe: ms for `sum(range(10**7))` in this Python."""
+    model = "unknown"
+    with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    started = time.perf_counter()
+    sum(range(10**7))
+    return {"cpu_model": model, "cpu_probe_ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
 def environment() -> dict[str, Any]:
     """Where and when the numbers were taken."""
     import psutil
@@ -217,6 +232,7 @@ def environment() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        **machine(),
     }
 
 

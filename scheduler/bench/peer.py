@@ -38,7 +38,14 @@ from typing import Any
 import click
 
 from scheduler.bench import peers
-from scheduler.bench.common import DISTRIBUTED, EMBEDDED, BenchOptions, ScenarioResult, now_ms
+from scheduler.bench.common import (
+    DISTRIBUTED,
+    EMBEDDED,
+    BenchOptions,
+    ScenarioResult,
+    machine,
+    now_ms,
+)
 from scheduler.bench.javadriver import Unavailable
 from scheduler.bench.servers import Postgres, Redis, directory_size, postgres, redis_server
 
@@ -68,19 +75,6 @@ class Sizes:
         if options.smoke:
             return cls(burst, (0.5,), 1.5, 11.0, options.backlog or 200, 30, 4.0)
         return cls(burst, (0.25, 0.5, 0.9), 10.0, 40.0, options.backlog or 5_000, 300, 30.0)
-
-
-def machine() -> dict[str, Any]:
-    """The CPU model and a one-line speed probe: ms for `sum(range(10**7))` in this Python."""
-    model = "unknown"
-    with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    started = time.perf_counter()
-    sum(range(10**7))
-    return {"cpu_model": model, "cpu_probe_ms": round((time.perf_counter() - started) * 1000, 1)}
 
 
 @dataclass

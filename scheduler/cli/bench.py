@@ -41,10 +41,14 @@ SCENARIOS: dict[str, str] = {
     "APScheduler 3; worker RSS with 100,000 enabled schedules vs idle",
     "api": "REST API listings over 1,000,000 tasks and 100,000 schedules: requests/s, p99; "
     "batch POST vs schedule_tasks",
+    "versus": "this checkout against a baseline checkout, in turn: execute tasks/s, lag p99 and "
+    "worker CPU per 10,000 tasks as ratios",
 }
 """Scenario name -> one line of help; the module is `scheduler.bench.<name>`."""
 
 DISTRIBUTED_ONLY = ("persist", "rebalance", "reload", "move")
+NOT_IN_ALL = ("versus",)
+"""Scenarios `all` leaves out: versus needs a second checkout (`--against`)."""
 
 
 def _common(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -93,6 +97,7 @@ def _options(
     data_bytes: int = 0,
     peers: str = "",
     backlog: int | None = None,
+    against: Path | None = None,
 ) -> Any:
     from scheduler.bench.common import BACKENDS, BenchOptions
     from scheduler.config import env_config
@@ -117,6 +122,7 @@ def _options(
         data_bytes=data_bytes,
         peers=_peer_groups(peers),
         backlog=backlog,
+        against=against,
         config=state.config or env_config(),
     )
 
@@ -176,6 +182,8 @@ def _scenario(name: str) -> click.Command:
         command = _PEERS(_BACKLOG(command))
     if name == "schedules":
         command = _ENABLED(command)
+    if name == "versus":
+        command = _AGAINST(command)
     return click.command(name)(command)
 
 
@@ -211,6 +219,15 @@ _ENABLED = click.option(
 )
 
 
+_AGAINST = click.option(
+    "--against",
+    type=click.Path(exists=True, path_type=Path),
+    envvar="SCHEDULER_BENCH_AGAINST",  # scheduler.bench.versus.AGAINST_ENV
+    help="The baseline: a checkout with its own .venv (e.g. a worktree of the commit to beat), "
+    "or that checkout's Python.",
+)
+
+
 def _peer_groups(text: str) -> tuple[str, ...]:
     from scheduler.bench.peer import GROUPS
 
@@ -242,7 +259,7 @@ def run_all(state: CliState, skip: str, plot_to: Path | None, **kwargs: Any) -> 
     skipped = {s.strip() for s in skip.split(",") if s.strip()}
     failed: list[str] = []
     for name in SCENARIOS:
-        if name in skipped:
+        if name in skipped or name in NOT_IN_ALL:
             continue
         if name in DISTRIBUTED_ONLY and "kafka-cassandra" not in options.backends:
             click.echo(f"-- {name}: needs --backends kafka-cassandra; skipped")

@@ -355,26 +355,34 @@ def partition_batches(statement: PreparedStatement, rows: Sequence[Params]) -> l
     request instead of dozens. The Python driver spends most of its time per request, so this
     multiplies write throughput several times over one request per row.
     """
-    groups: dict[tuple[Any, Any], list[Params]] = {}
-    for row in rows:
-        groups.setdefault((row[0], row[1]), []).append(row)
-    chunks: list[list[Params]] = []
+    return statement_batches([(statement, row) for row in rows])
+
+
+def statement_batches(writes: Sequence[tuple[PreparedStatement, Params]]) -> list[Item]:
+    """`partition_batches` over writes of several statements: rows of different tables with the
+    same (partition, bucket) key share batches (a status row and its attempt row: one request,
+    one mutation on the replicas, instead of one batch per table)."""
+    groups: dict[tuple[Any, Any], list[tuple[PreparedStatement, Params]]] = {}
+    for write in writes:
+        row = write[1]
+        groups.setdefault((row[0], row[1]), []).append(write)
+    chunks: list[list[tuple[PreparedStatement, Params]]] = []
     for group in groups.values():
         size = _BATCH_BYTES + 1  # start a chunk at the first row
-        for row in group:
-            weight = sum(len(v) if isinstance(v, str) else 8 for v in row)
+        for write in group:
+            weight = sum(len(v) if isinstance(v, str) else 8 for v in write[1])
             if size + weight > _BATCH_BYTES or len(chunks[-1]) == _BATCH_ROWS:
                 chunks.append([])
                 size = 0
-            chunks[-1].append(row)
+            chunks[-1].append(write)
             size += weight
     items: list[Item] = []
     for chunk in chunks:
         if len(chunk) == 1:  # a lone (perhaps large) row needs no batch around it
-            items.append((statement, chunk[0]))
+            items.append(chunk[0])
             continue
         batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-        for row in chunk:
+        for statement, row in chunk:
             batch.add(statement, row)
         items.append((batch, None))
     return items

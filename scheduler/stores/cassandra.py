@@ -55,6 +55,7 @@ from scheduler.stores._cassandra_session import (
     consistency_level,
     open_runner,
     partition_batches,
+    statement_batches,
 )
 from scheduler.stores._retry import RetryPolicy
 from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
@@ -562,8 +563,10 @@ class CassandraTaskStore(TaskStore):
             for attempt in status.attempt_log
         ]
         items: list[Item] = [(q["status_index"], (partition, b, ttl)) for b in stale]
-        items += partition_batches(q["status_write"], rows)
-        items += partition_batches(q["attempt_write"], attempts)
+        status_write, attempt_write = q["status_write"], q["attempt_write"]
+        items += statement_batches(
+            [(status_write, row) for row in rows] + [(attempt_write, row) for row in attempts]
+        )
         run.many(items, f"record {len(rows)} statuses of partition {partition}")
         with self._lock:
             self._status_indexed.update(((partition, b), now_s + ttl) for b in stale)
@@ -593,8 +596,10 @@ class CassandraTaskStore(TaskStore):
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._row_key(partition, key) for key in set(keys)]
-        items = partition_batches(self._q["status_delete"], rows)
-        items += partition_batches(self._q["attempts_delete"], rows)
+        status_delete, attempts_delete = self._q["status_delete"], self._q["attempts_delete"]
+        items = statement_batches(
+            [(status_delete, row) for row in rows] + [(attempts_delete, row) for row in rows]
+        )
         self._runner().many(items, f"delete {len(rows)} statuses of partition {partition}")
 
     def attempts(self, partition: int, key: TaskKey) -> list[Attempt]:

@@ -17,7 +17,7 @@ import pytest
 from scheduler.bench.reload import tombstones_per_read, tombstones_read
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import Attempt, AttemptOutcome, Task, TaskState, TaskStatus
-from scheduler.stores._cassandra_session import partition_batches
+from scheduler.stores._cassandra_session import partition_batches, statement_batches
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.abc import MalformedRecord
 from scheduler.stores.cassandra import CassandraTaskStore
@@ -603,6 +603,23 @@ def test_writes_are_batched_per_cassandra_partition_and_a_lone_row_is_not() -> N
     assert [len(s) for s, _ in items[:-1]] == [50, 50, 20] * 2
     assert all(isinstance(s, BatchStatement) for s, _ in items[:-1])
     assert items[-1] == (statement, (0, 3, 0, "y" * 9000))
+
+
+def test_a_status_row_and_its_attempt_row_of_one_partition_key_share_one_batch() -> None:
+    from cassandra.query import BatchStatement
+
+    status = "INSERT INTO status (partition, bucket, n) VALUES (%s, %s, %s)"
+    attempt = "INSERT INTO task_attempts (partition, bucket, n, a) VALUES (%s, %s, %s, %s)"
+    writes = [(status, (0, 1, n)) for n in range(3)] + [(attempt, (0, 1, n, 1)) for n in range(3)]
+    writes += [(status, (0, 2, 0)), (attempt, (0, 2, 0, 1)), (status, (1, 1, 0))]
+
+    items = statement_batches(writes)  # type: ignore[arg-type]
+
+    assert len(items) == 3  # (0, 1): one batch of six; (0, 2): one batch of two; (1, 1) alone
+    first, second, lone = items
+    assert isinstance(first[0], BatchStatement) and len(first[0]) == 6
+    assert isinstance(second[0], BatchStatement) and len(second[0]) == 2
+    assert lone == (status, (1, 1, 0))
 
 
 @pytest.mark.cassandra
