@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from scheduler.errors import TaskDataError, UnknownExecutorError
 from scheduler.executors.abc import ExecutionContext, Executor, noop_executor
@@ -111,7 +111,7 @@ class JobRegistry:
                 f"install the package that provides {module_name} in this environment (where "
                 "tasks are enqueued and where workers run them)"
             ) from error
-        job = getattr(module, attribute, None)
+        job: SparkJob | None = getattr(module, attribute, None)
         if not callable(job):
             raise UnknownExecutorError(
                 f"Spark job {name!r} cannot be loaded: {module_name} has no function "
@@ -235,7 +235,8 @@ def build_executor(name_or_path: str, **settings: Any) -> Executor:
             f"cannot load executor {name_or_path!r}: {error}; check the module path and name"
         ) from error
     if isinstance(target, type) or settings:
-        return target(**settings)
+        made: Executor = target(**settings)
+        return made
     if not callable(target):
         raise UnknownExecutorError(f"executor {name_or_path!r} is not callable")
-    return target
+    return cast(Executor, target)
