@@ -9,14 +9,13 @@ from scheduler.logs.abc import RecordKey
 def encode_schedule(
     key: Any, data: Mapping[str, Any], max_bytes: int, dumps: Any, dumps_option: int
 ) -> bytes | None: ...
-def install_record_future(cls: type[Future[int]], running: str, finished: str) -> None: ...
 
 class RecordSender:
     def __init__(
         self,
         *,
         producer: Any,
-        future_type: type[Future[int]],
+        future_type: Callable[[], Future[int]],
         produce: Callable[..., None],
         topic: str,
         sends: Iterator[int],
