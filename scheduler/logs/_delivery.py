@@ -7,8 +7,11 @@ making and resolving one costs ten times what producing its record to Kafka cost
 resolved before anyone looks at them.
 
 So a DeliveryFuture is a `Future` whose base part is made only when something needs it. Until
-then it holds its outcome in three fields of its own, written and read under one module-wide
-lock: a future resolved before anyone waits answers `done`, `result` and `exception` from those.
+then it holds its outcome in one field of its own, `_outcome`: None while pending, then a
+`(result, exception)` tuple, set once and never changed, by one store made under a module-wide
+lock. A future resolved before anyone waits answers `done`, `result` and `exception` from that
+field without the lock: a reader sees None or the whole tuple (one reference, written once after
+the tuple was built; no second field has to agree with it).
 The first use of anything else of `Future` (a thread waiting on a pending future,
 `add_done_callback`, `concurrent.futures.wait`, `as_completed`, `repr`) runs the public
 constructor `Future.__init__` on it and replays the outcome through the public
@@ -37,7 +40,7 @@ class DeliveryFuture(Future[int]):
 
     # Slots: the fields a future nobody waits on needs, without building Future's instance
     # dict (the base part, once made, lives there).
-    __slots__ = ("_error", "_made", "_on_success", "_settled", "_value")
+    __slots__ = ("_made", "_on_success", "_outcome")
 
     def __init__(self, on_success: Callable[[], object] | None = None) -> None:
         # Future.__init__ is deferred on purpose (`_make`): it builds the condition this class
@@ -45,9 +48,8 @@ class DeliveryFuture(Future[int]):
         self._on_success = on_success
         self._made = False
         """Whether the `Future` part exists: from then on, Future's methods hold the state."""
-        self._settled = False
-        self._value: int | None = None
-        self._error: BaseException | None = None
+        self._outcome: tuple[int | None, BaseException | None] | None = None
+        """(result, exception) once settled before the `Future` part was made; else None."""
 
     def __getattr__(self, name: str) -> Any:
         # Called only for an attribute that is missing: before the `Future` part is made, any of
@@ -64,11 +66,13 @@ class DeliveryFuture(Future[int]):
                 return False
             Future.__init__(self)
             self.set_running_or_notify_cancel()
-            if self._settled:  # nothing waits on a part made just now: no callback runs here
-                if self._error is None:
-                    Future.set_result(self, cast(int, self._value))
+            outcome = self._outcome
+            if outcome is not None:  # nothing waits on a part made just now: no callback runs
+                value, error = outcome
+                if error is None:
+                    Future.set_result(self, cast(int, value))
                 else:
-                    Future.set_exception(self, self._error)
+                    Future.set_exception(self, error)
             self._made = True
             return True
 
@@ -78,9 +82,9 @@ class DeliveryFuture(Future[int]):
         with _LOCK:
             if self._made:
                 return False
-            twice = self._settled
+            twice = self._outcome is not None
             if not twice:
-                self._value, self._error, self._settled = value, error, True
+                self._outcome = (value, error)
         if twice:  # raised outside the lock: the future's repr makes its `Future` part
             raise InvalidStateError(f"{self!r} is already finished")
         return True
@@ -95,30 +99,26 @@ class DeliveryFuture(Future[int]):
         if not self._settle(None, exception):
             super().set_exception(exception)
 
-    def _outcome(self) -> tuple[bool, bool, int | None, BaseException | None]:
-        """(made, settled without a `Future` part, value, error), read together."""
-        with _LOCK:
-            made = self._made
-            return made, (not made and self._settled), self._value, self._error
-
-    # A future settled before anybody needed its `Future` part answers from its own fields.
+    # A future settled before anybody needed its `Future` part answers from `_outcome`.
 
     def done(self) -> bool:
         # Never cancelled, so done is settled. A thread that serves delivery reports until a
         # future is done asks this in a loop, and must not make the part of every future.
-        made, settled, _, _ = self._outcome()
-        return settled or (made and super().done())
+        if self._outcome is not None:
+            return True
+        return self._made and super().done()
 
     def result(self, timeout: float | None = None) -> int:
-        _, settled, value, error = self._outcome()
-        if not settled:
+        outcome = self._outcome
+        if outcome is None:
             return super().result(timeout)
+        value, error = outcome
         if error is not None:
             raise error
         return cast(int, value)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        _, settled, _, error = self._outcome()
-        if not settled:
+        outcome = self._outcome
+        if outcome is None:
             return super().exception(timeout)
-        return error
+        return outcome[1]

@@ -14,8 +14,8 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from typing import Any
+from concurrent.futures import Future, InvalidStateError
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -26,6 +26,7 @@ from scheduler.errors import (
     TaskDataError,
     TopicMissingError,
 )
+from scheduler.logs._delivery import _LOCK as _OUTCOME_LOCK
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
 from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
@@ -421,14 +422,33 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
 
     def __init__(self) -> None:
         # DeliveryFuture.__init__ less `_on_success`, which is on the class.
-        self._made = self._settled = False
-        self._value = self._error = None
+        self._made = False
+        self._outcome = None
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            self.set_result(message.partition() or 0)
-        else:
+        if error is not None:
             self._fail(error, message)
+            return
+        # DeliveryFuture.set_result, inlined: one call per record, not three.
+        partition = message.partition() or 0
+        on_success = self._on_success
+        if on_success is not None:
+            on_success()  # before any waiter wakes, so a caller sees it counted
+        with _OUTCOME_LOCK:
+            made = self._made
+            twice = not made and self._outcome is not None
+            if not made and not twice:
+                self._outcome = (partition, None)
+        if made:
+            Future.set_result(self, partition)
+        elif twice:
+            raise InvalidStateError(f"{self!r} is already finished")
+
+    def result(self, timeout: float | None = None) -> int:
+        outcome = self._outcome  # the common case, answered here: one call, not three
+        if outcome is not None and outcome[1] is None:
+            return cast(int, outcome[0])
+        return super().result(timeout)
 
     def _fail(self, error: KafkaError, message: Message) -> None:
         self.set_exception(self._sender.failure(error, message))
