@@ -7,11 +7,12 @@ making and resolving one costs ten times what producing its record to Kafka cost
 resolved before anyone looks at them.
 
 So a DeliveryFuture is a `Future` whose base part is made only when something needs it. Until
-then it holds its outcome in one field of its own, `_outcome`: None while pending, then a
-`(result, exception)` tuple, set once and never changed, by one store made under a module-wide
-lock. A future resolved before anyone waits answers `done`, `result` and `exception` from that
-field without the lock: a reader sees None or the whole tuple (one reference, written once after
-the tuple was built; no second field has to agree with it).
+then it holds its outcome in one field of its own, `_outcome`: None while pending, then the
+result (an int: the record's partition) or a `Failed` holding the exception, set once and never
+changed, by one store made under a module-wide lock. A future resolved before anyone waits
+answers `done`, `result` and `exception` from that field without the lock: a reader sees None or
+the outcome (one reference, written once; no second field has to agree with it). A partition is
+a small int, which Python keeps made: resolving a future allocates nothing.
 The first use of anything else of `Future` (a thread waiting on a pending future,
 `add_done_callback`, `concurrent.futures.wait`, `as_completed`, `repr`) runs the public
 constructor `Future.__init__` on it and replays the outcome through the public
@@ -28,6 +29,16 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, cast
+
+
+class Failed:
+    """A future's exception, as its `_outcome` holds it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
 
 _LOCK = threading.Lock()
 """Guards every DeliveryFuture's own fields, and making its `Future` part. Held for a few field
@@ -48,8 +59,9 @@ class DeliveryFuture(Future[int]):
         self._on_success = on_success
         self._made = False
         """Whether the `Future` part exists: from then on, Future's methods hold the state."""
-        self._outcome: tuple[int | None, BaseException | None] | None = None
-        """(result, exception) once settled before the `Future` part was made; else None."""
+        self._outcome: int | Failed | None = None
+        """The result, or the exception in a `Failed`, once settled before the `Future` part was
+        made; else None."""
 
     def __getattr__(self, name: str) -> Any:
         # Called only for an attribute that is missing: before the `Future` part is made, any of
@@ -67,16 +79,15 @@ class DeliveryFuture(Future[int]):
             Future.__init__(self)
             self.set_running_or_notify_cancel()
             outcome = self._outcome
-            if outcome is not None:  # nothing waits on a part made just now: no callback runs
-                value, error = outcome
-                if error is None:
-                    Future.set_result(self, cast(int, value))
-                else:
-                    Future.set_exception(self, error)
+            # Nothing waits on a part made just now: no callback runs here.
+            if isinstance(outcome, Failed):
+                Future.set_exception(self, outcome.error)
+            elif outcome is not None:
+                Future.set_result(self, outcome)
             self._made = True
             return True
 
-    def _settle(self, value: int | None, error: BaseException | None) -> bool:
+    def _settle(self, outcome: int | Failed) -> bool:
         """Keep the outcome in the future's own fields; False if the `Future` part exists, which
         the caller then resolves (outside the lock: it wakes waiters and runs callbacks)."""
         with _LOCK:
@@ -84,7 +95,7 @@ class DeliveryFuture(Future[int]):
                 return False
             twice = self._outcome is not None
             if not twice:
-                self._outcome = (value, error)
+                self._outcome = outcome
         if twice:  # raised outside the lock: the future's repr makes its `Future` part
             raise InvalidStateError(f"{self!r} is already finished")
         return True
@@ -92,11 +103,11 @@ class DeliveryFuture(Future[int]):
     def set_result(self, result: int) -> None:
         if self._on_success is not None:
             self._on_success()  # before any waiter wakes, so a caller sees it counted
-        if not self._settle(result, None):
+        if not self._settle(result):
             super().set_result(result)
 
     def set_exception(self, exception: BaseException | None) -> None:
-        if not self._settle(None, exception):
+        if not self._settle(Failed(exception)):
             super().set_exception(exception)
 
     # A future settled before anybody needed its `Future` part answers from `_outcome`.
@@ -112,13 +123,12 @@ class DeliveryFuture(Future[int]):
         outcome = self._outcome
         if outcome is None:
             return super().result(timeout)
-        value, error = outcome
-        if error is not None:
-            raise error
-        return cast(int, value)
+        if isinstance(outcome, Failed):
+            raise cast(BaseException, outcome.error)
+        return outcome
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         outcome = self._outcome
         if outcome is None:
             return super().exception(timeout)
-        return outcome[1]
+        return outcome.error if isinstance(outcome, Failed) else None

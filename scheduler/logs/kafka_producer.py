@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, cast
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -438,7 +438,7 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
             made = self._made
             twice = not made and self._outcome is not None
             if not made and not twice:
-                self._outcome = (partition, None)
+                self._outcome = partition
         if made:
             Future.set_result(self, partition)
         elif twice:
@@ -446,8 +446,8 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
 
     def result(self, timeout: float | None = None) -> int:
         outcome = self._outcome  # the common case, answered here: one call, not three
-        if outcome is not None and outcome[1] is None:
-            return cast(int, outcome[0])
+        if type(outcome) is int:
+            return outcome
         return super().result(timeout)
 
     def _fail(self, error: KafkaError, message: Message) -> None:
