@@ -35,7 +35,8 @@ a free-threaded Python: a poll a little early or late, as in the Python send. */
 
 /* Interned names and shared constants, made once at import. */
 static PyObject *s_key, *s_data, *s_ordering_id, *s_scheduled_ms, *s_uniqueness_key;
-static PyObject *s_open, *s_option;
+static PyObject *s_open, *s_option, *s_partition, *s_on_success, *s_fail, *s_made, *s_outcome;
+static PyObject *s_already_finished;
 static PyObject *minus_one, *zero, *option_kwname;
 
 /* ---- the record ------------------------------------------------------------------------- */
@@ -175,6 +176,203 @@ key_parts_read(PyObject *key, KeyParts *parts)
         return 1;
     }
     return 0;
+}
+
+/* ---- the record's future ---------------------------------------------------------------- */
+
+/* OUTCOME_LOCK: the lock `logs/_delivery.py` guards every DeliveryFuture's `_made`/`_outcome`
+   with (its `_LOCK` where this module is built), so that the delivery report below and the
+   Python code take the same one. Python code may hold it across bytecodes, so a C caller that
+   finds it taken waits with the GIL released, as `threading.Lock.acquire` does. */
+
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+} LockObject;
+
+static LockObject *outcome_lock;
+
+static void
+lock_take(PyThread_type_lock lock)
+{
+    if (PyThread_acquire_lock(lock, NOWAIT_LOCK))
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+}
+
+static PyObject *
+lock_enter(LockObject *self, PyObject *unused)
+{
+    lock_take(self->lock);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+lock_exit(LockObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyThread_release_lock(self->lock);
+    Py_RETURN_FALSE;
+}
+
+static void
+lock_dealloc(LockObject *self)
+{
+    if (self->lock != NULL)
+        PyThread_free_lock(self->lock);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef lock_methods[] = {
+    {"__enter__", (PyCFunction)lock_enter, METH_NOARGS, "Take the lock (waits without the GIL)."},
+    {"__exit__", (PyCFunction)(void (*)(void))lock_exit, METH_FASTCALL, "Release the lock."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "scheduler._speedups.OutcomeLock",
+    .tp_doc = "The lock of every DeliveryFuture's outcome; a context manager.",
+    .tp_basicsize = sizeof(LockObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)lock_dealloc,
+    .tp_methods = lock_methods,
+};
+
+/* What `install_delivery` was given: the class's own `result` (the Python one the C one stands
+   in front of) and `concurrent.futures.Future.set_result`. */
+static PyObject *python_result, *future_set_result;
+
+/* `__call__(error, message)`: the record's delivery report, `_RecordDelivery.__call__` in C,
+   through the future's own fields (`_made`, `_outcome`) and Future's public `set_result`. */
+static PyObject *
+future_delivered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "a delivery report takes (error, message)");
+        return NULL;
+    }
+    if (args[0] != Py_None)
+        return PyObject_CallMethodObjArgs(self, s_fail, args[0], args[1], NULL);
+    PyObject *partition = PyObject_CallMethodNoArgs(args[1], s_partition);
+    if (partition == NULL)
+        return NULL;
+    if (partition == Py_None) {
+        Py_DECREF(partition);
+        partition = Py_NewRef(zero);
+    }
+    /* On the class (a sender's subclass): counted before any waiter wakes. */
+    PyObject *on_success = PyObject_GetAttr((PyObject *)Py_TYPE(self), s_on_success);
+    if (on_success == NULL)
+        goto error;
+    if (on_success != Py_None) {
+        PyObject *counted = PyObject_CallNoArgs(on_success);
+        if (counted == NULL) {
+            Py_DECREF(on_success);
+            goto error;
+        }
+        Py_DECREF(counted);
+    }
+    Py_DECREF(on_success);
+    /* Both fields are always set (DeliveryFuture.__init__), so reading them runs no Python
+       code while the lock is held. */
+    int made = -1, twice = 0;
+    lock_take(outcome_lock->lock);
+    PyObject *made_value = PyObject_GetAttr(self, s_made);
+    if (made_value != NULL) {
+        made = PyObject_IsTrue(made_value);
+        Py_DECREF(made_value);
+    }
+    if (made == 0) {
+        PyObject *outcome = PyObject_GetAttr(self, s_outcome);
+        if (outcome == NULL)
+            made = -1;
+        else {
+            twice = outcome != Py_None;
+            Py_DECREF(outcome);
+            if (!twice && PyObject_SetAttr(self, s_outcome, partition) < 0)
+                made = -1;
+        }
+    }
+    PyThread_release_lock(outcome_lock->lock);
+    if (made < 0)
+        goto error;
+    PyObject *done;
+    if (made) /* a plain Future by now: Future's own set_result wakes its waiters */
+        done = PyObject_CallFunctionObjArgs(future_set_result, self, partition, NULL);
+    else if (twice)
+        done = PyObject_CallMethodNoArgs(self, s_already_finished);
+    else
+        done = Py_NewRef(Py_None);
+    Py_DECREF(partition);
+    return done;
+error:
+    Py_DECREF(partition);
+    return NULL;
+}
+
+/* `result(timeout=None)`: a future settled with a partition answers here; anything else in
+   Python. `_outcome` is one reference, written once: no lock needed to read it. */
+static PyObject *
+future_result(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *outcome = PyObject_GetAttr(self, s_outcome);
+    if (outcome == NULL)
+        return NULL;
+    if (PyLong_CheckExact(outcome))
+        return outcome;
+    Py_DECREF(outcome);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *stack[8];
+    if (nargs + nkw + 1 > 8) {
+        PyErr_SetString(PyExc_TypeError, "result() takes at most one argument, timeout");
+        return NULL;
+    }
+    stack[0] = self;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        stack[i + 1] = args[i];
+    return PyObject_Vectorcall(python_result, stack, nargs + 1, kwnames);
+}
+
+static PyMethodDef future_methods[] = {
+    {"__call__", (PyCFunction)(void (*)(void))future_delivered, METH_FASTCALL,
+     "The record's delivery report (error, message): resolve or fail the future."},
+    {"result", (PyCFunction)(void (*)(void))future_result, METH_FASTCALL | METH_KEYWORDS,
+     "Future.result, answered in C once the record is acknowledged."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* install_delivery(cls, set_result): give `cls` (the producer's record future) the C delivery
+   report and `result`; `set_result` is concurrent.futures.Future.set_result. Once. */
+static PyObject *
+install_delivery(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "install_delivery(cls, Future.set_result)");
+        return NULL;
+    }
+    if (python_result != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "install_delivery is called once");
+        return NULL;
+    }
+    PyObject *cls = args[0];
+    PyObject *result = PyObject_GetAttrString(cls, "result");
+    if (result == NULL)
+        return NULL;
+    for (PyMethodDef *method = future_methods; method->ml_name != NULL; method++) {
+        PyObject *descriptor = PyDescr_NewMethod((PyTypeObject *)cls, method);
+        if (descriptor == NULL || PyObject_SetAttrString(cls, method->ml_name, descriptor) < 0) {
+            Py_XDECREF(descriptor);
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(descriptor);
+    }
+    python_result = result;
+    future_set_result = Py_NewRef(args[1]);
+    Py_RETURN_NONE;
 }
 
 /* ---- RecordSender ----------------------------------------------------------------------- */
@@ -656,6 +854,8 @@ encode_schedule(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef module_methods[] = {
+    {"install_delivery", (PyCFunction)(void (*)(void))install_delivery, METH_FASTCALL,
+     "install_delivery(cls, Future.set_result): the record future's C report and result."},
     {"encode_schedule", (PyCFunction)(void (*)(void))encode_schedule, METH_FASTCALL,
      "The schedule record of a common task, as codec.encode_schedule writes it, or None."},
     {NULL, NULL, 0, NULL},
@@ -673,7 +873,9 @@ intern_all(void)
     struct { PyObject **name; const char *text; } names[] = {
         {&s_key, "key"}, {&s_data, "data"}, {&s_ordering_id, "ordering_id"},
         {&s_scheduled_ms, "scheduled_ms"}, {&s_uniqueness_key, "uniqueness_key"},
-        {&s_open, "_open"}, {&s_option, "option"},
+        {&s_open, "_open"}, {&s_option, "option"}, {&s_partition, "partition"},
+        {&s_on_success, "_on_success"}, {&s_fail, "_fail"}, {&s_made, "_made"},
+        {&s_outcome, "_outcome"}, {&s_already_finished, "_already_finished"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)
@@ -687,13 +889,21 @@ intern_all(void)
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    if (intern_all() < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&SchedulerType) < 0)
+    if (intern_all() < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&SchedulerType) < 0
+        || PyType_Ready(&LockType) < 0)
         return NULL;
+    outcome_lock = PyObject_New(LockObject, &LockType);
+    if (outcome_lock == NULL)
+        return NULL;
+    outcome_lock->lock = PyThread_allocate_lock();
+    if (outcome_lock->lock == NULL)
+        return PyErr_NoMemory();
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL)
         return NULL;
     if (PyModule_AddObjectRef(module, "RecordSender", (PyObject *)&SenderType) < 0
-        || PyModule_AddObjectRef(module, "TaskScheduler", (PyObject *)&SchedulerType) < 0) {
+        || PyModule_AddObjectRef(module, "TaskScheduler", (PyObject *)&SchedulerType) < 0
+        || PyModule_AddObjectRef(module, "OUTCOME_LOCK", (PyObject *)outcome_lock) < 0) {
         Py_DECREF(module);
         return NULL;
     }

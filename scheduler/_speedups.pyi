@@ -10,6 +10,14 @@ def encode_schedule(
     key: Any, data: Mapping[str, Any], max_bytes: int, dumps: Any, dumps_option: int
 ) -> bytes | None: ...
 
+class OutcomeLock:
+    def __enter__(self) -> bool: ...
+    def __exit__(self, *exc: object) -> bool: ...
+
+OUTCOME_LOCK: OutcomeLock
+
+def install_delivery(cls: type[Future[int]], set_result: Callable[..., None]) -> None: ...
+
 class RecordSender:
     def __init__(
         self,

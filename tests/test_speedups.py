@@ -14,7 +14,7 @@ import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, as_completed, wait
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from scheduler import SchedulerClient, Task, TaskDataError, TaskInPastError, codec, speedups
 from scheduler.logs.abc import LogProducer
-from scheduler.logs.kafka_producer import _RecordDelivery
+from scheduler.logs.kafka_producer import _FastRecordDelivery, _RecordDelivery
 from scheduler.model import LATEST_MS, TaskKey
 from tests.engine.helpers import soon
 
@@ -216,7 +216,7 @@ def c_sender(producer: FakeProducer, on_success: Callable[[], object] | None = N
     assert native is not None
     future_type = type(
         "_RecordDelivery",
-        (_RecordDelivery,),
+        (_FastRecordDelivery,),
         {
             "__slots__": (),
             "_sender": producer,
@@ -260,6 +260,46 @@ def test_a_failed_delivery_fails_the_future_with_the_senders_error(producer) -> 
     assert [error for error, _ in producer.failures] == ["broker gone"]
 
 
+def test_the_delivery_report_and_result_are_c_where_it_is_built() -> None:
+    assert type(_FastRecordDelivery.__dict__["__call__"]).__name__ == "method_descriptor"
+    assert type(_FastRecordDelivery.__dict__["result"]).__name__ == "method_descriptor"
+    assert "__call__" in _RecordDelivery.__dict__  # the Python reference, beside it
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["settled in its field", "made first"])
+def test_a_second_delivery_report_is_an_error(producer, made) -> None:
+    future = c_sender(producer)("k", b"{}")
+    if made:
+        future.add_done_callback(lambda _: None)
+    future(None, Message(2))
+    with pytest.raises(InvalidStateError):
+        future(None, Message(3))
+    assert future.result(0) == 2
+
+
+def test_racing_waiters_and_c_reports_never_lose_a_wake_up(producer) -> None:
+    send = c_sender(producer)
+    futures = [send("k", b"{}") for _ in range(2000)]
+    results: list[int] = []
+
+    def report_all() -> None:
+        for n, future in enumerate(futures):
+            future(None, Message(n))
+
+    def consume() -> None:
+        for n, future in enumerate(futures):
+            if n % 3 == 0:  # some wait through concurrent.futures.wait, making the Future part
+                wait([future], timeout=10)
+            results.append(future.result(10))
+
+    threads = [threading.Thread(target=report_all), threading.Thread(target=consume)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert results == list(range(2000))
+
+
 def test_a_pending_result_waits_in_python_and_times_out(producer) -> None:
     future = c_sender(producer)("k", b"{}")
     with pytest.raises(TimeoutError):
@@ -300,7 +340,7 @@ def test_the_send_makes_each_future_by_calling_the_class_it_was_given(producer) 
     send = c_sender(producer)
     first, second = send("k", b"{}"), send("k", b"{}")
     assert first is not second and type(first) is type(second)
-    assert issubclass(type(first), _RecordDelivery) and isinstance(first, Future)
+    assert issubclass(type(first), _FastRecordDelivery) and isinstance(first, Future)
     assert not first._made  # nothing asked for more than the outcome yet
 
 

@@ -28,7 +28,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
+from contextlib import AbstractContextManager
 from typing import Any, cast
+
+from scheduler import speedups
 
 
 class Failed:
@@ -40,9 +43,12 @@ class Failed:
         self.error = error
 
 
-_LOCK = threading.Lock()
+_LOCK: AbstractContextManager[object] = (
+    threading.Lock() if speedups.native is None else speedups.native.OUTCOME_LOCK
+)
 """Guards every DeliveryFuture's own fields, and making its `Future` part. Held for a few field
-reads and writes, never while calling out (a callback, a waiter)."""
+reads and writes, never while calling out (a callback, a waiter). Where the C path is built, its
+lock, which the record's delivery report in C takes too (`scheduler/_speedups.c`)."""
 
 
 class DeliveryFuture(Future[int]):
@@ -97,8 +103,11 @@ class DeliveryFuture(Future[int]):
             if not twice:
                 self._outcome = outcome
         if twice:  # raised outside the lock: the future's repr makes its `Future` part
-            raise InvalidStateError(f"{self!r} is already finished")
+            self._already_finished()
         return True
+
+    def _already_finished(self) -> None:
+        raise InvalidStateError(f"{self!r} is already finished")
 
     def set_result(self, result: int) -> None:
         if self._on_success is not None:

@@ -14,7 +14,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -150,7 +150,7 @@ class KafkaLogProducer(LogProducer):
         fast = speedups.enabled()
         future_type: type[_RecordDelivery] = type(
             "_RecordDelivery",
-            (_RecordDelivery,),
+            (_FastRecordDelivery if fast else _RecordDelivery,),
             # staticmethod: a plain function on a class would be bound to the future.
             {
                 "__slots__": (),
@@ -442,7 +442,7 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
         if made:
             Future.set_result(self, partition)
         elif twice:
-            raise InvalidStateError(f"{self!r} is already finished")
+            self._already_finished()
 
     def result(self, timeout: float | None = None) -> int:
         outcome = self._outcome  # the common case, answered here: one call, not three
@@ -452,3 +452,15 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
 
     def _fail(self, error: KafkaError, message: Message) -> None:
         self.set_exception(self._sender.failure(error, message))
+
+
+class _FastRecordDelivery(_RecordDelivery):
+    """`_RecordDelivery` whose delivery report and `result` are C (`scheduler._speedups`), over
+    the same fields and the same lock, with Future's public `set_result`. Used only where the C
+    path is built."""
+
+    __slots__ = ()
+
+
+if speedups.native is not None:
+    speedups.native.install_delivery(_FastRecordDelivery, Future.set_result)
