@@ -13,9 +13,10 @@ What. Two pieces, each the C twin of Python code that stays the reference:
   the caller encodes in Python. The bytes are the same as Python's (tests/test_speedups.py checks
   it over generated tasks).
 * `RecordSender` (the Kafka producer's `sender`) and `TaskScheduler` (`schedule_task`): the
-  send and the whole per-task path. The record's future is made by calling the future class the
-  sender was given (`logs/_delivery.py`, which keeps the future cheap), and it is the record's
-  delivery callback. Whatever they do not handle themselves (a `validate` hook, a task late
+  send and the whole per-task path. The record's future is an instance of the future class the
+  sender was given (`logs/_delivery.py`, which keeps the future cheap), made by the class's own
+  constructor with the two fields its `__init__` sets, and it is the record's delivery callback;
+  `install_delivery` gives that class its delivery report and `result` in C. Whatever they do not handle themselves (a `validate` hook, a task late
   beyond the grace window, a closed producer, a full queue, any error) goes to the Python
   implementation they were given, which answers exactly as it always did.
 
@@ -37,7 +38,7 @@ a free-threaded Python: a poll a little early or late, as in the Python send. */
 static PyObject *s_key, *s_data, *s_ordering_id, *s_scheduled_ms, *s_uniqueness_key;
 static PyObject *s_open, *s_option, *s_partition, *s_on_success, *s_fail, *s_made, *s_outcome;
 static PyObject *s_already_finished;
-static PyObject *minus_one, *zero, *option_kwname;
+static PyObject *minus_one, *zero, *option_kwname, *empty_tuple;
 
 /* ---- the record ------------------------------------------------------------------------- */
 
@@ -381,7 +382,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *producer;     /* the KafkaLogProducer: its `_open` says whether it takes records */
-    PyObject *future_type;  /* the sender's `_RecordDelivery` subclass: called for a future */
+    PyObject *future_type;  /* the sender's `_RecordDelivery` subclass: made for each record */
     PyObject *produce;      /* confluent_kafka.Producer.produce, bound */
     PyObject *topic;
     PyObject *sends;        /* the producer's itertools.count of sends */
@@ -405,9 +406,17 @@ sender_send(SenderObject *self, PyObject *key, PyObject *value)
         PyObject *args[2] = {key, value};
         return PyObject_Vectorcall(self->slow_send, args, 2, NULL);
     }
-    PyObject *future = PyObject_CallNoArgs(self->future_type);
+    /* The future, as `_RecordDelivery()` makes it, without running its `__init__` in Python:
+       its class's own constructor (tp_new), then the two fields that `__init__` sets. */
+    PyTypeObject *future_type = (PyTypeObject *)self->future_type;
+    PyObject *future = future_type->tp_new(future_type, empty_tuple, NULL);
     if (future == NULL)
         return NULL;
+    if (PyObject_SetAttr(future, s_made, Py_False) < 0
+        || PyObject_SetAttr(future, s_outcome, Py_None) < 0) {
+        Py_DECREF(future);
+        return NULL;
+    }
     /* Positional (topic, value, key, partition, on_delivery), as the Python send calls it;
        partition -1 lets librdkafka's partitioner choose. */
     PyObject *produce_args[5] = {self->topic, value, key, minus_one, future};
@@ -462,8 +471,9 @@ sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OOOOOOOl", names, &producer, &future_type,
                                      &produce, &topic, &sends, &poll, &slow_send, &poll_every))
         return NULL;
-    if (!PyCallable_Check(future_type)) {
-        PyErr_SetString(PyExc_TypeError, "future_type must be callable: it makes a future");
+    if (!PyType_Check(future_type) || ((PyTypeObject *)future_type)->tp_new == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "future_type must be a class: the producer's _RecordDelivery subclass");
         return NULL;
     }
     if (poll_every < 1 || !PyIter_Check(sends)) {
@@ -883,6 +893,9 @@ intern_all(void)
     minus_one = PyLong_FromLong(-1);
     zero = PyLong_FromLong(0);
     option_kwname = PyTuple_Pack(1, s_option);
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL)
+        return -1;
     return minus_one == NULL || zero == NULL || option_kwname == NULL ? -1 : 0;
 }
 

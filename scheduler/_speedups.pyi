@@ -23,7 +23,7 @@ class RecordSender:
         self,
         *,
         producer: Any,
-        future_type: Callable[[], Future[int]],
+        future_type: type[Future[int]],
         produce: Callable[..., None],
         topic: str,
         sends: Iterator[int],

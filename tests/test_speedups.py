@@ -412,7 +412,7 @@ def test_a_closed_producer_sends_through_python_which_says_so(producer) -> None:
     assert producer.slow_sends == [("k", b"value")] and producer.queued == []
 
 
-def test_the_send_refuses_a_future_type_it_cannot_call() -> None:
+def test_the_send_refuses_a_future_type_that_is_not_a_class() -> None:
     assert native is not None
     with pytest.raises(TypeError, match="future_type"):
         native.RecordSender(
