@@ -1,59 +1,44 @@
 /* scheduler._speedups: `schedule_task`'s per-task path in C, for the Kafka producer.
 
-Why. Producing a task costs librdkafka about a microsecond; in Python, checking the task,
-encoding its record, making its future, resolving that future from the delivery report and
-the garbage collector walking the futures a caller holds cost two to three times as much
-(docs/benchmark-history.md, thirty-fifth session). Issue 3 asks for `schedule_task` at half the
-rate of raw `produce`, which Python alone did not reach.
+Why. Producing a task costs librdkafka about a microsecond; in Python, checking the task and
+encoding its record cost as much again (docs/benchmark-history.md, thirty-fifth session).
+Issue 3 asks for `schedule_task` at half the rate of raw `produce`, which Python alone did not
+reach.
 
-What. Three pieces, each the C twin of Python code that stays the reference:
+What. Two pieces, each the C twin of Python code that stays the reference:
 
 * `encode_schedule(key, data, max_bytes)`: the record `codec.encode_schedule` writes, for the
   common task (a str key part without quote, backslash or control character, an int time, data
   that orjson encodes without a `null`, a record within `max_bytes`); None for any other, which
   the caller encodes in Python. The bytes are the same as Python's (tests/test_speedups.py checks
   it over generated tasks).
-* `install_record_future(cls)`: gives a `_RecordDelivery` subclass C methods for its two hot
-  calls, the delivery report (`__call__`) and `result` of a finished future, and makes its
-  instances through `RecordSender` outside the garbage collector's lists until they hold
-  anything but strings, ints and None (any attribute written from Python tracks them again:
-  a waiter's condition, a callback, an exception).
 * `RecordSender` (the Kafka producer's `sender`) and `TaskScheduler` (`schedule_task`): the
-  send and the whole per-task path. Whatever they do not handle themselves (a `validate` hook,
-  a task late beyond the grace window, a closed producer, a full queue, any error) goes to the
-  Python implementation they were given, which answers exactly as it always did.
+  send and the whole per-task path. The record's future is an instance of the future class the
+  sender was given (`logs/_delivery.py`, which keeps the future cheap), made by the class's own
+  constructor with the two fields its `__init__` sets, and it is the record's delivery callback;
+  `install_delivery` gives that class its delivery report and `result` in C. Whatever they do not handle themselves (a `validate` hook, a task late
+  beyond the grace window, a closed producer, a full queue, any error) goes to the Python
+  implementation they were given, which answers exactly as it always did.
 
-Everything here runs holding the GIL and never releases it, so each step is atomic with respect
-to other Python threads, as the Python code it replaces relies on. */
+Only CPython's public C API, and nothing of `concurrent.futures` but calling the future class.
+No step relies on the GIL to be atomic: the settings a `TaskScheduler` reads on every call
+(changed by the client's setters from any thread) are read and written under a lock of its own,
+and everything else is either immutable after construction or an object whose own methods are
+thread-safe. `sends`, the count that paces the senders' polls, may skip or repeat a number under
+a free-threaded Python: a poll a little early or late, as in the Python send. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
+#include <pythread.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
 /* Interned names and shared constants, made once at import. */
 static PyObject *s_key, *s_data, *s_ordering_id, *s_scheduled_ms, *s_uniqueness_key;
-static PyObject *s_partition, *s_on_success, *s_fail, *s_wake_observers, *s_open, *s_option;
-static PyObject *s_cond, *s_state, *s_result, *s_exception;
-static PyObject *minus_one, *zero, *option_kwname;
-
-/* What `install_record_future` learnt of `DeliveryFuture`'s slots and states. */
-static struct {
-    PyObject *base;                            /* the class made fast, once installed */
-    Py_ssize_t cond, state, result, exception; /* byte offsets of the slots in an instance */
-    PyObject *running, *finished;              /* concurrent.futures' state strings */
-} future_layout;
-
-#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
-
-static inline void
-slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) /* steals `value` */
-{
-    PyObject *old = SLOT(obj, offset);
-    SLOT(obj, offset) = value;
-    Py_XDECREF(old);
-}
+static PyObject *s_open, *s_option, *s_partition, *s_on_success, *s_fail, *s_made, *s_outcome;
+static PyObject *s_already_finished;
+static PyObject *minus_one, *zero, *option_kwname, *empty_tuple;
 
 /* ---- the record ------------------------------------------------------------------------- */
 
@@ -196,39 +181,72 @@ key_parts_read(PyObject *key, KeyParts *parts)
 
 /* ---- the record's future ---------------------------------------------------------------- */
 
-static int
-slot_offset(PyObject *cls, PyObject *name, Py_ssize_t *offset)
+/* OUTCOME_LOCK: the lock `logs/_delivery.py` guards every DeliveryFuture's `_made`/`_outcome`
+   with (its `_LOCK` where this module is built), so that the delivery report below and the
+   Python code take the same one. Python code may hold it across bytecodes, so a C caller that
+   finds it taken waits with the GIL released, as `threading.Lock.acquire` does. */
+
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+} LockObject;
+
+static LockObject *outcome_lock;
+
+static void
+lock_take(PyThread_type_lock lock)
 {
-    PyObject *descriptor = PyObject_GetAttr(cls, name);
-    if (descriptor == NULL)
-        return -1;
-    int is_slot = Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-                  && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX;
-    if (is_slot)
-        *offset = ((PyMemberDescrObject *)descriptor)->d_member->offset;
-    else
-        PyErr_Format(PyExc_TypeError, "%R is not a slot of %R", name, cls);
-    Py_DECREF(descriptor);
-    return is_slot ? 0 : -1;
+    if (PyThread_acquire_lock(lock, NOWAIT_LOCK))
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
 }
 
-/* A running future, its slots set as `_RecordDelivery.__init__` sets them, outside the garbage
-   collector's lists: it holds nothing that could close a reference cycle. */
 static PyObject *
-future_new(PyTypeObject *type)
+lock_enter(LockObject *self, PyObject *unused)
 {
-    PyObject *future = type->tp_alloc(type, 0);
-    if (future == NULL)
-        return NULL;
-    SLOT(future, future_layout.cond) = Py_NewRef(Py_None);
-    SLOT(future, future_layout.state) = Py_NewRef(future_layout.running);
-    SLOT(future, future_layout.result) = Py_NewRef(Py_None);
-    SLOT(future, future_layout.exception) = Py_NewRef(Py_None);
-    PyObject_GC_UnTrack(future);
-    return future;
+    lock_take(self->lock);
+    Py_RETURN_TRUE;
 }
 
-/* `__call__(error, message)`: the record's delivery report, `_RecordDelivery.__call__` in C. */
+static PyObject *
+lock_exit(LockObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyThread_release_lock(self->lock);
+    Py_RETURN_FALSE;
+}
+
+static void
+lock_dealloc(LockObject *self)
+{
+    if (self->lock != NULL)
+        PyThread_free_lock(self->lock);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef lock_methods[] = {
+    {"__enter__", (PyCFunction)lock_enter, METH_NOARGS, "Take the lock (waits without the GIL)."},
+    {"__exit__", (PyCFunction)(void (*)(void))lock_exit, METH_FASTCALL, "Release the lock."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "scheduler._speedups.OutcomeLock",
+    .tp_doc = "The lock of every DeliveryFuture's outcome; a context manager.",
+    .tp_basicsize = sizeof(LockObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)lock_dealloc,
+    .tp_methods = lock_methods,
+};
+
+/* What `install_delivery` was given: the class's own `result` (the Python one the C one stands
+   in front of) and `concurrent.futures.Future.set_result`. */
+static PyObject *python_result, *future_set_result;
+
+/* `__call__(error, message)`: the record's delivery report, `_RecordDelivery.__call__` in C,
+   through the future's own fields (`_made`, `_outcome`) and Future's public `set_result`. */
 static PyObject *
 future_delivered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -245,42 +263,67 @@ future_delivered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(partition);
         partition = Py_NewRef(zero);
     }
-    /* On the class (a sender's subclass), as the Python code finds it: counted before any
-       waiter wakes, so a caller that saw the result sees it counted. */
+    /* On the class (a sender's subclass): counted before any waiter wakes. */
     PyObject *on_success = PyObject_GetAttr((PyObject *)Py_TYPE(self), s_on_success);
-    if (on_success == NULL) {
-        Py_DECREF(partition);
-        return NULL;
-    }
+    if (on_success == NULL)
+        goto error;
     if (on_success != Py_None) {
         PyObject *counted = PyObject_CallNoArgs(on_success);
         if (counted == NULL) {
             Py_DECREF(on_success);
-            Py_DECREF(partition);
-            return NULL;
+            goto error;
         }
         Py_DECREF(counted);
     }
     Py_DECREF(on_success);
-    /* The state is written before the condition is looked at, and an observer makes the
-       condition before it looks at the state (DeliveryFuture._resolve). */
-    slot_set(self, future_layout.result, partition);
-    slot_set(self, future_layout.state, Py_NewRef(future_layout.finished));
-    if (SLOT(self, future_layout.cond) != Py_None)
-        return PyObject_CallMethodNoArgs(self, s_wake_observers);
-    Py_RETURN_NONE;
+    /* Both fields are always set (DeliveryFuture.__init__), so reading them runs no Python
+       code while the lock is held. */
+    int made = -1, twice = 0;
+    lock_take(outcome_lock->lock);
+    PyObject *made_value = PyObject_GetAttr(self, s_made);
+    if (made_value != NULL) {
+        made = PyObject_IsTrue(made_value);
+        Py_DECREF(made_value);
+    }
+    if (made == 0) {
+        PyObject *outcome = PyObject_GetAttr(self, s_outcome);
+        if (outcome == NULL)
+            made = -1;
+        else {
+            twice = outcome != Py_None;
+            Py_DECREF(outcome);
+            if (!twice && PyObject_SetAttr(self, s_outcome, partition) < 0)
+                made = -1;
+        }
+    }
+    PyThread_release_lock(outcome_lock->lock);
+    if (made < 0)
+        goto error;
+    PyObject *done;
+    if (made) /* a plain Future by now: Future's own set_result wakes its waiters */
+        done = PyObject_CallFunctionObjArgs(future_set_result, self, partition, NULL);
+    else if (twice)
+        done = PyObject_CallMethodNoArgs(self, s_already_finished);
+    else
+        done = Py_NewRef(Py_None);
+    Py_DECREF(partition);
+    return done;
+error:
+    Py_DECREF(partition);
+    return NULL;
 }
 
-/* The Python `result` the C one stands in front of (the class's own before installation). */
-static PyObject *python_result;
-
-/* `result(timeout=None)`: a finished, successful future answers here; anything else in Python. */
+/* `result(timeout=None)`: a future settled with a partition answers here; anything else in
+   Python. `_outcome` is one reference, written once: no lock needed to read it. */
 static PyObject *
 future_result(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    if (SLOT(self, future_layout.state) == future_layout.finished
-        && SLOT(self, future_layout.exception) == Py_None)
-        return Py_NewRef(SLOT(self, future_layout.result));
+    PyObject *outcome = PyObject_GetAttr(self, s_outcome);
+    if (outcome == NULL)
+        return NULL;
+    if (PyLong_CheckExact(outcome))
+        return outcome;
+    Py_DECREF(outcome);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     PyObject *stack[8];
@@ -294,63 +337,42 @@ future_result(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
     return PyObject_Vectorcall(python_result, stack, nargs + 1, kwnames);
 }
 
-/* `__setattr__`: back on the collector's lists before the future holds something of Python's. */
-static PyObject *
-future_setattr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "__setattr__ takes (name, value)");
-        return NULL;
-    }
-    if (!PyObject_GC_IsTracked(self))
-        PyObject_GC_Track(self);
-    if (PyObject_GenericSetAttr(self, args[0], args[1]) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef future_methods[] = {
     {"__call__", (PyCFunction)(void (*)(void))future_delivered, METH_FASTCALL,
      "The record's delivery report (error, message): resolve or fail the future."},
     {"result", (PyCFunction)(void (*)(void))future_result, METH_FASTCALL | METH_KEYWORDS,
      "Future.result, answered in C once the record is acknowledged."},
-    {"__setattr__", (PyCFunction)(void (*)(void))future_setattr, METH_FASTCALL,
-     "Object.__setattr__, tracking the future for the garbage collector first."},
     {NULL, NULL, 0, NULL},
 };
 
+/* install_delivery(cls, set_result): give `cls` (the producer's record future) the C delivery
+   report and `result`; `set_result` is concurrent.futures.Future.set_result. Once. */
 static PyObject *
-install_record_future(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+install_delivery(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyType_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "install_record_future(cls, running_state, finished_state)");
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "install_delivery(cls, Future.set_result)");
+        return NULL;
+    }
+    if (python_result != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "install_delivery is called once");
         return NULL;
     }
     PyObject *cls = args[0];
-    if (future_layout.base != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "install_record_future is called once");
-        return NULL;
-    }
-    if (slot_offset(cls, s_cond, &future_layout.cond) < 0
-        || slot_offset(cls, s_state, &future_layout.state) < 0
-        || slot_offset(cls, s_result, &future_layout.result) < 0
-        || slot_offset(cls, s_exception, &future_layout.exception) < 0)
-        return NULL;
-    python_result = PyObject_GetAttrString(cls, "result");
-    if (python_result == NULL)
+    PyObject *result = PyObject_GetAttrString(cls, "result");
+    if (result == NULL)
         return NULL;
     for (PyMethodDef *method = future_methods; method->ml_name != NULL; method++) {
         PyObject *descriptor = PyDescr_NewMethod((PyTypeObject *)cls, method);
         if (descriptor == NULL || PyObject_SetAttrString(cls, method->ml_name, descriptor) < 0) {
             Py_XDECREF(descriptor);
+            Py_DECREF(result);
             return NULL;
         }
         Py_DECREF(descriptor);
     }
-    future_layout.running = Py_NewRef(args[1]);
-    future_layout.finished = Py_NewRef(args[2]);
-    future_layout.base = Py_NewRef(cls);
+    python_result = result;
+    future_set_result = Py_NewRef(args[1]);
     Py_RETURN_NONE;
 }
 
@@ -360,7 +382,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *producer;     /* the KafkaLogProducer: its `_open` says whether it takes records */
-    PyObject *future_type;  /* the sender's `_RecordDelivery` subclass, made fast */
+    PyObject *future_type;  /* the sender's `_RecordDelivery` subclass: made for each record */
     PyObject *produce;      /* confluent_kafka.Producer.produce, bound */
     PyObject *topic;
     PyObject *sends;        /* the producer's itertools.count of sends */
@@ -384,9 +406,17 @@ sender_send(SenderObject *self, PyObject *key, PyObject *value)
         PyObject *args[2] = {key, value};
         return PyObject_Vectorcall(self->slow_send, args, 2, NULL);
     }
-    PyObject *future = future_new((PyTypeObject *)self->future_type);
+    /* The future, as `_RecordDelivery()` makes it, without running its `__init__` in Python:
+       its class's own constructor (tp_new), then the two fields that `__init__` sets. */
+    PyTypeObject *future_type = (PyTypeObject *)self->future_type;
+    PyObject *future = future_type->tp_new(future_type, empty_tuple, NULL);
     if (future == NULL)
         return NULL;
+    if (PyObject_SetAttr(future, s_made, Py_False) < 0
+        || PyObject_SetAttr(future, s_outcome, Py_None) < 0) {
+        Py_DECREF(future);
+        return NULL;
+    }
     /* Positional (topic, value, key, partition, on_delivery), as the Python send calls it;
        partition -1 lets librdkafka's partitioner choose. */
     PyObject *produce_args[5] = {self->topic, value, key, minus_one, future};
@@ -441,13 +471,9 @@ sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OOOOOOOl", names, &producer, &future_type,
                                      &produce, &topic, &sends, &poll, &slow_send, &poll_every))
         return NULL;
-    int subclass = future_layout.base == NULL || !PyType_Check(future_type)
-                       ? 0
-                       : PyObject_IsSubclass(future_type, future_layout.base);
-    if (subclass <= 0) {
-        if (subclass == 0)
-            PyErr_SetString(PyExc_TypeError,
-                            "future_type must subclass the class install_record_future made fast");
+    if (!PyType_Check(future_type) || ((PyTypeObject *)future_type)->tp_new == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "future_type must be a class: the producer's _RecordDelivery subclass");
         return NULL;
     }
     if (poll_every < 1 || !PyIter_Check(sends)) {
@@ -527,10 +553,31 @@ typedef struct {
     PyObject *send;      /* a RecordSender, or any send(key, value) -> future */
     PyObject *slow;      /* the Python schedule_task: every task this one does not take */
     PyObject *failed;    /* error -> a failed future */
+    /* The settings, changed by the client from any thread: read and written under `lock`. */
+    PyThread_type_lock lock;
     PyObject *validate;  /* the client's hook: with one, every task goes to `slow` */
     long long grace_ns;
     Py_ssize_t max_data_bytes;
 } SchedulerObject;
+
+/* The settings one call reads, copied under the lock (never held while calling Python). */
+typedef struct {
+    int has_validate;
+    long long grace_ns;
+    Py_ssize_t max_data_bytes;
+} Settings;
+
+static Settings
+scheduler_settings(SchedulerObject *self)
+{
+    Settings settings;
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    settings.has_validate = self->validate != Py_None;
+    settings.grace_ns = self->grace_ns;
+    settings.max_data_bytes = self->max_data_bytes;
+    PyThread_release_lock(self->lock);
+    return settings;
+}
 
 /* Whether a task at `scheduled_ms` is older than the grace window allows, as
    `scheduled_ms * 1_000_000 < time_ns() - grace_ns` says it in Python, without overflowing. */
@@ -569,7 +616,8 @@ scheduler_failed(SchedulerObject *self)
 static PyObject *
 scheduler_schedule(SchedulerObject *self, PyObject *task)
 {
-    if (self->validate != Py_None)
+    Settings settings = scheduler_settings(self);
+    if (settings.has_validate)
         return PyObject_CallOneArg(self->slow, task);
     PyObject *key = PyObject_GetAttr(task, s_key);
     if (key == NULL) {
@@ -582,7 +630,7 @@ scheduler_schedule(SchedulerObject *self, PyObject *task)
     if (unread)
         return PyObject_CallOneArg(self->slow, task);
     PyObject *data, *value = NULL, *future = NULL;
-    if (older_than_grace(parts.scheduled_ms, self->grace_ns))
+    if (older_than_grace(parts.scheduled_ms, settings.grace_ns))
         goto slow;
     data = PyObject_GetAttr(task, s_data);
     if (data == NULL) {
@@ -590,7 +638,7 @@ scheduler_schedule(SchedulerObject *self, PyObject *task)
         goto slow;
     }
     value = encode_record(&self->dumper, parts.ordering_id, parts.scheduled_ms,
-                          parts.uniqueness_key, data, self->max_data_bytes);
+                          parts.uniqueness_key, data, settings.max_data_bytes);
     Py_DECREF(data);
     if (value == NULL) {
         if (PyErr_Occurred())
@@ -641,6 +689,11 @@ scheduler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     SchedulerObject *self = (SchedulerObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->lock = PyThread_allocate_lock();
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
     self->vectorcall = scheduler_vectorcall;
     self->dumper.dumps = Py_NewRef(dumps);
     self->dumper.option = Py_NewRef(option);
@@ -682,17 +735,90 @@ scheduler_dealloc(SchedulerObject *self)
 {
     PyObject_GC_UnTrack(self);
     scheduler_clear(self);
+    if (self->lock != NULL)
+        PyThread_free_lock(self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyMemberDef scheduler_members[] = {
-    {"validate", T_OBJECT_EX, offsetof(SchedulerObject, validate), 0,
-     "The client's validate hook, or None; with one, every task takes the Python path."},
-    {"grace_ns", T_LONGLONG, offsetof(SchedulerObject, grace_ns), 0,
-     "How far in the past a task may be scheduled, in nanoseconds."},
-    {"max_data_bytes", T_PYSSIZET, offsetof(SchedulerObject, max_data_bytes), 0,
-     "Records longer than this take the Python path, which checks the data's size."},
-    {NULL, 0, 0, 0, NULL},
+/* The settings' getters and setters: each takes the lock for the copy, never while calling
+   Python (a setter converts its value first, and drops the old one after). */
+
+static PyObject *
+scheduler_get_validate(SchedulerObject *self, void *closure)
+{
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    PyObject *validate = Py_NewRef(self->validate);
+    PyThread_release_lock(self->lock);
+    return validate;
+}
+
+static int
+scheduler_set_validate(SchedulerObject *self, PyObject *value, void *closure)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "validate cannot be deleted: set it to None");
+        return -1;
+    }
+    Py_INCREF(value);
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    PyObject *old = self->validate;
+    self->validate = value;
+    PyThread_release_lock(self->lock);
+    Py_XDECREF(old);
+    return 0;
+}
+
+static PyObject *
+scheduler_get_grace_ns(SchedulerObject *self, void *closure)
+{
+    return PyLong_FromLongLong(scheduler_settings(self).grace_ns);
+}
+
+static int
+scheduler_set_grace_ns(SchedulerObject *self, PyObject *value, void *closure)
+{
+    long long grace_ns = value == NULL ? -1 : PyLong_AsLongLong(value);
+    if (value == NULL || (grace_ns == -1 && PyErr_Occurred())) {
+        if (value == NULL)
+            PyErr_SetString(PyExc_AttributeError, "grace_ns cannot be deleted");
+        return -1;
+    }
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    self->grace_ns = grace_ns;
+    PyThread_release_lock(self->lock);
+    return 0;
+}
+
+static PyObject *
+scheduler_get_max_data_bytes(SchedulerObject *self, void *closure)
+{
+    return PyLong_FromSsize_t(scheduler_settings(self).max_data_bytes);
+}
+
+static int
+scheduler_set_max_data_bytes(SchedulerObject *self, PyObject *value, void *closure)
+{
+    Py_ssize_t max_data_bytes = value == NULL ? -1 : PyLong_AsSsize_t(value);
+    if (value == NULL || (max_data_bytes == -1 && PyErr_Occurred())) {
+        if (value == NULL)
+            PyErr_SetString(PyExc_AttributeError, "max_data_bytes cannot be deleted");
+        return -1;
+    }
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    self->max_data_bytes = max_data_bytes;
+    PyThread_release_lock(self->lock);
+    return 0;
+}
+
+static PyGetSetDef scheduler_getset[] = {
+    {"validate", (getter)scheduler_get_validate, (setter)scheduler_set_validate,
+     "The client's validate hook, or None; with one, every task takes the Python path.", NULL},
+    {"grace_ns", (getter)scheduler_get_grace_ns, (setter)scheduler_set_grace_ns,
+     "How far in the past a task may be scheduled, in nanoseconds.", NULL},
+    {"max_data_bytes", (getter)scheduler_get_max_data_bytes,
+     (setter)scheduler_set_max_data_bytes,
+     "Records longer than this take the Python path, which checks the data's size.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject SchedulerType = {
@@ -708,7 +834,7 @@ static PyTypeObject SchedulerType = {
     .tp_traverse = (traverseproc)scheduler_traverse,
     .tp_clear = (inquiry)scheduler_clear,
     .tp_dealloc = (destructor)scheduler_dealloc,
-    .tp_members = scheduler_members,
+    .tp_getset = scheduler_getset,
 };
 
 /* ---- module ----------------------------------------------------------------------------- */
@@ -738,10 +864,10 @@ encode_schedule(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef module_methods[] = {
+    {"install_delivery", (PyCFunction)(void (*)(void))install_delivery, METH_FASTCALL,
+     "install_delivery(cls, Future.set_result): the record future's C report and result."},
     {"encode_schedule", (PyCFunction)(void (*)(void))encode_schedule, METH_FASTCALL,
      "The schedule record of a common task, as codec.encode_schedule writes it, or None."},
-    {"install_record_future", (PyCFunction)(void (*)(void))install_record_future, METH_FASTCALL,
-     "install_record_future(cls, running, finished): C delivery report, result and tracking."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -757,10 +883,9 @@ intern_all(void)
     struct { PyObject **name; const char *text; } names[] = {
         {&s_key, "key"}, {&s_data, "data"}, {&s_ordering_id, "ordering_id"},
         {&s_scheduled_ms, "scheduled_ms"}, {&s_uniqueness_key, "uniqueness_key"},
-        {&s_partition, "partition"}, {&s_on_success, "_on_success"}, {&s_fail, "_fail"},
-        {&s_wake_observers, "_wake_observers"}, {&s_open, "_open"}, {&s_option, "option"},
-        {&s_cond, "_cond"}, {&s_state, "_state"}, {&s_result, "_result"},
-        {&s_exception, "_exception"},
+        {&s_open, "_open"}, {&s_option, "option"}, {&s_partition, "partition"},
+        {&s_on_success, "_on_success"}, {&s_fail, "_fail"}, {&s_made, "_made"},
+        {&s_outcome, "_outcome"}, {&s_already_finished, "_already_finished"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)
@@ -768,19 +893,30 @@ intern_all(void)
     minus_one = PyLong_FromLong(-1);
     zero = PyLong_FromLong(0);
     option_kwname = PyTuple_Pack(1, s_option);
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL)
+        return -1;
     return minus_one == NULL || zero == NULL || option_kwname == NULL ? -1 : 0;
 }
 
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    if (intern_all() < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&SchedulerType) < 0)
+    if (intern_all() < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&SchedulerType) < 0
+        || PyType_Ready(&LockType) < 0)
         return NULL;
+    outcome_lock = PyObject_New(LockObject, &LockType);
+    if (outcome_lock == NULL)
+        return NULL;
+    outcome_lock->lock = PyThread_allocate_lock();
+    if (outcome_lock->lock == NULL)
+        return PyErr_NoMemory();
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL)
         return NULL;
     if (PyModule_AddObjectRef(module, "RecordSender", (PyObject *)&SenderType) < 0
-        || PyModule_AddObjectRef(module, "TaskScheduler", (PyObject *)&SchedulerType) < 0) {
+        || PyModule_AddObjectRef(module, "TaskScheduler", (PyObject *)&SchedulerType) < 0
+        || PyModule_AddObjectRef(module, "OUTCOME_LOCK", (PyObject *)outcome_lock) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -102,7 +102,8 @@ def app(probe: Callable[[], Health]) -> Callable[..., list[bytes]]:
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            return metrics(environ, start_response)
+            served: list[bytes] = metrics(environ, start_response)
+            return served
         if path not in ("/healthz", "/readyz"):
             return _not_found(path, start_response)
         health = probe()

@@ -18,6 +18,8 @@ try:
 except ImportError:  # not compiled here: the Python path serves
     native = None  # type: ignore[assignment]
 
+__all__ = ["ENV", "enabled", "native", "turned_off"]
+
 ENV = "SCHEDULER_SPEEDUPS"
 
 

@@ -21,7 +21,7 @@ if [ "${1:-}" = "--containers" ]; then
 fi
 bash scripts/setup.sh \
   --java "the test suite runs Spark jobs and starts Kafka and Cassandra servers (JVMs)" \
-  --next "checking the servers, then ruff and pytest"
+  --next "checking the servers, then ruff, mypy, the import contracts and pytest"
 
 started_here=0
 if [ -z "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] || [ -z "${SCHEDULER_CASSANDRA_HOSTS:-}" ]; then
@@ -45,6 +45,9 @@ bash scripts/browser.sh
 bash scripts/bench-peers.sh
 
 .venv/bin/ruff check scheduler tests
+# Types and layers (docs/architecture.md, "Layers and types"): either failing fails the run.
+.venv/bin/mypy
+.venv/bin/lint-imports --no-logo
 # A -m among the arguments replaces this one (pytest keeps the last).
 .venv/bin/python -m pytest -q -rfEsxX --strict-markers -m "not containers" "$@"
 

@@ -14,7 +14,7 @@ import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, as_completed, wait
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from scheduler import SchedulerClient, Task, TaskDataError, TaskInPastError, codec, speedups
 from scheduler.logs.abc import LogProducer
-from scheduler.logs.kafka_producer import _FastRecordDelivery
+from scheduler.logs.kafka_producer import _FastRecordDelivery, _RecordDelivery
 from scheduler.model import LATEST_MS, TaskKey
 from tests.engine.helpers import soon
 
@@ -260,6 +260,46 @@ def test_a_failed_delivery_fails_the_future_with_the_senders_error(producer) -> 
     assert [error for error, _ in producer.failures] == ["broker gone"]
 
 
+def test_the_delivery_report_and_result_are_c_where_it_is_built() -> None:
+    assert type(_FastRecordDelivery.__dict__["__call__"]).__name__ == "method_descriptor"
+    assert type(_FastRecordDelivery.__dict__["result"]).__name__ == "method_descriptor"
+    assert "__call__" in _RecordDelivery.__dict__  # the Python reference, beside it
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["settled in its field", "made first"])
+def test_a_second_delivery_report_is_an_error(producer, made) -> None:
+    future = c_sender(producer)("k", b"{}")
+    if made:
+        future.add_done_callback(lambda _: None)
+    future(None, Message(2))
+    with pytest.raises(InvalidStateError):
+        future(None, Message(3))
+    assert future.result(0) == 2
+
+
+def test_racing_waiters_and_c_reports_never_lose_a_wake_up(producer) -> None:
+    send = c_sender(producer)
+    futures = [send("k", b"{}") for _ in range(2000)]
+    results: list[int] = []
+
+    def report_all() -> None:
+        for n, future in enumerate(futures):
+            future(None, Message(n))
+
+    def consume() -> None:
+        for n, future in enumerate(futures):
+            if n % 3 == 0:  # some wait through concurrent.futures.wait, making the Future part
+                wait([future], timeout=10)
+            results.append(future.result(10))
+
+    threads = [threading.Thread(target=report_all), threading.Thread(target=consume)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert results == list(range(2000))
+
+
 def test_a_pending_result_waits_in_python_and_times_out(producer) -> None:
     future = c_sender(producer)("k", b"{}")
     with pytest.raises(TimeoutError):
@@ -275,7 +315,7 @@ def test_a_waiting_thread_wakes_when_the_report_comes(producer) -> None:
     results: list[int] = []
     waiter = threading.Thread(target=lambda: results.append(future.result(10)))
     waiter.start()
-    while future._cond is None:  # the waiter has asked for the condition
+    while not future._made:  # the waiter has asked for the `Future` part
         threading.Event().wait(0.001)
     future(None, Message(5))
     waiter.join(10)
@@ -296,20 +336,44 @@ def test_callbacks_wait_and_as_completed_see_c_resolved_futures(producer) -> Non
     assert sorted(f.result() for f in as_completed(futures, timeout=1)) == [1, 1, 7]
 
 
-def test_a_future_is_off_the_collectors_lists_until_python_gives_it_something(producer) -> None:
+def test_the_send_makes_each_future_by_calling_the_class_it_was_given(producer) -> None:
     send = c_sender(producer)
-    future = send("k", b"{}")
-    assert not gc.is_tracked(future)
-    future(None, Message(1))
-    assert not gc.is_tracked(future)  # an int and a state string: no cycle possible
-    for give in (
-        lambda f: f.add_done_callback(lambda _: None),
-        lambda f: f.set_exception(RuntimeError("x")),
-        lambda f: setattr(f, "label", "mine"),
-    ):
-        other = send("k", b"{}")
-        give(other)
-        assert gc.is_tracked(other)
+    first, second = send("k", b"{}"), send("k", b"{}")
+    assert first is not second and type(first) is type(second)
+    assert issubclass(type(first), _FastRecordDelivery) and isinstance(first, Future)
+    assert not first._made  # nothing asked for more than the outcome yet
+
+
+def test_settings_changed_from_other_threads_are_read_whole() -> None:
+    assert native is not None
+    scheduler = native.TaskScheduler(
+        send=print,
+        slow=print,
+        failed=print,
+        dumps=codec.DUMPS,
+        dumps_option=codec.DUMPS_OPTIONS,
+        validate=None,
+        grace_ns=0,
+        max_data_bytes=0,
+    )
+
+    def flip(n: int) -> None:
+        for i in range(2000):
+            scheduler.grace_ns = i * n
+            scheduler.validate = None if i % 2 else print
+
+    threads = [threading.Thread(target=flip, args=(n,)) for n in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert scheduler.grace_ns in (1999, 3998) and scheduler.validate is None
+    scheduler.max_data_bytes = 7
+    assert scheduler.max_data_bytes == 7
+    with pytest.raises(AttributeError):
+        del scheduler.validate
+    with pytest.raises(TypeError):
+        scheduler.grace_ns = "soon"  # type: ignore[assignment]
 
 
 def test_a_reference_cycle_through_a_future_is_collected(producer) -> None:
@@ -348,12 +412,12 @@ def test_a_closed_producer_sends_through_python_which_says_so(producer) -> None:
     assert producer.slow_sends == [("k", b"value")] and producer.queued == []
 
 
-def test_the_send_takes_only_a_class_made_fast() -> None:
+def test_the_send_refuses_a_future_type_that_is_not_a_class() -> None:
     assert native is not None
     with pytest.raises(TypeError, match="future_type"):
         native.RecordSender(
             producer=FakeProducer(),
-            future_type=Future,
+            future_type=42,  # type: ignore[arg-type]
             produce=print,
             topic="t",
             sends=itertools.count(),

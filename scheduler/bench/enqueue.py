@@ -141,7 +141,7 @@ def in_bulk(client: Any, tasks: list[Task]) -> dict[str, float]:
 
 def raw_kafka(
     config: dict[str, Any], topic: str, *, encoding: bool = False, keywords: bool = False
-) -> Callable[..., dict]:
+) -> Callable[..., dict[str, Any]]:
     """Raw `produce` with `config`: the adapter's own producer settings, security included.
 
     The function takes encoded (key, value) records and calls `produce` positionally, the
@@ -303,15 +303,15 @@ def run(options: BenchOptions) -> ScenarioResult:
             with speedups.turned_off():
                 in_python = SchedulerClient(log=run_.log)
             raw = raw_kafka(run_.log.producer_settings(), run_.log.topic)
-            one_task = lambda n: one_by_one(client, tasks[:n])  # noqa: E731
-            python_path = lambda n: one_by_one(in_python, tasks[:n])  # noqa: E731
-            stream = lambda n: streaming(client, tasks[:n])  # noqa: E731
-            bulk = lambda n: in_bulk(client, tasks[:n])  # noqa: E731
-            raw_produce = lambda n: raw(records[:n])  # noqa: E731
+            one_task: Callable[[int], Any] = lambda n: one_by_one(client, tasks[:n])  # noqa: E731
+            python_path: Callable[[int], Any] = lambda n: one_by_one(in_python, tasks[:n])  # noqa: E731
+            stream: Callable[[int], Any] = lambda n: streaming(client, tasks[:n])  # noqa: E731
+            bulk: Callable[[int], Any] = lambda n: in_bulk(client, tasks[:n])  # noqa: E731
+            raw_produce: Callable[[int], Any] = lambda n: raw(records[:n])  # noqa: E731
             keyword_call = raw_kafka(run_.log.producer_settings(), run_.log.topic, keywords=True)
-            raw_keywords = lambda n: keyword_call(records[:n])  # noqa: E731
+            raw_keywords: Callable[[int], Any] = lambda n: keyword_call(records[:n])  # noqa: E731
             encoding = raw_kafka(run_.log.producer_settings(), run_.log.topic, encoding=True)
-            raw_encoding = lambda n: encoding(tasks[:n])  # noqa: E731
+            raw_encoding: Callable[[int], Any] = lambda n: encoding(tasks[:n])  # noqa: E731
             try:
                 first_acks = [first_ack_ms(run_.log, due) for _ in range(FIRST_ACKS)]
                 result.details["first_ack_ms_runs"] = first_acks

@@ -32,7 +32,9 @@ LEAD_MS = 1000
 ORDERING_IDS = 997
 
 
-def steady(run: Backend, client: Any, rate_per_s: float, duration_s: float, label: str) -> dict:
+def steady(
+    run: Backend, client: Any, rate_per_s: float, duration_s: float, label: str
+) -> dict[str, Any]:
     from scheduler.fleet import LoadGenerator
 
     before = len(read_probe(run.probe))

@@ -25,6 +25,7 @@ run twice, and the time from the kill until every task had run.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import subprocess
@@ -131,7 +132,7 @@ def java_side(system: str, servers: Servers, sizes: Sizes, scratch: Path) -> dic
     )
     if done.returncode != 0:
         raise RuntimeError(f"{system} driver failed: {done.stderr[-1500:]}")
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    measured: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     measured["backlog"]["storage_mb"] = (pg.database_bytes() - storage_before) / 2**20
     measured["kill"] = java_kill(system, servers, sizes, scratch)
     return measured
@@ -395,7 +396,7 @@ def scheduler_kill(kind: str, options: BenchOptions, sizes: Sizes) -> dict[str, 
             count=sizes.kill,
             sink=sink,
             enqueue=enqueue,
-            start_worker=lambda name: run.start_worker(name, **env),
+            start_worker=lambda name: run.start_worker(name, twin=False, **env),
             kill=lambda worker: worker.kill(),
             stop=lambda worker: worker.stop(30),
             timeout_s=sizes.kill_wait_s,
@@ -420,7 +421,7 @@ def sides(
     for label, store in (("memory", "memory"), ("SQLite", "sqlite"), ("PostgreSQL", "postgresql")):
         found[f"APScheduler 3 {label}"] = (
             "apscheduler",
-            lambda store=store: apscheduler_side(store, servers, sizes, scratch),
+            functools.partial(apscheduler_side, store, servers, sizes, scratch),
         )
     found["Celery eta on Redis"] = ("celery", lambda: celery_side(servers, sizes, scratch))
     found["db-scheduler defaults"] = (

@@ -135,7 +135,7 @@ class Harness:
     records: Callable[[], list[tuple[int, int]]]
     """(due_ms, start_ms) of every task run since the harness started."""
     count: Callable[[], int]
-    flush: Callable[[], None] = lambda: None
+    flush: Callable[[], object] = lambda: None
     send_burst: Callable[[int, int, int], None] | None = None
     """Optional bulk path: (first n, how many, due_ms)."""
     storage_bytes: Callable[[], float] | None = None

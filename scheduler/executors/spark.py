@@ -46,7 +46,7 @@ from scheduler.errors import (
     TaskDataError,
 )
 from scheduler.executors.abc import ExecutionContext
-from scheduler.executors.registry import JobRegistry
+from scheduler.executors.jobs import JobRegistry
 from scheduler.model import Task
 
 if TYPE_CHECKING:

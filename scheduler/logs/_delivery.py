@@ -1,18 +1,26 @@
 """DeliveryFuture: the future `schedule_task` returns, cheap enough for one per record.
 
-A `concurrent.futures.Future` builds a `threading.Condition` (a lock, a deque of waiters) when it
-is created and takes it on every state change. `schedule_task` makes one future per task at tens
-of thousands of tasks a second, most of them resolved before anyone looks at them, and measured
-that way the futures cost more than producing the records to Kafka (and their garbage-collected
-parts slowed every collection while 50,000 of them were pending). This subclass creates the
-condition only when a thread actually waits or registers a callback; a future resolved before
-that is finished under one module-wide lock and answers `done`/`result`/`exception` without one.
+A `concurrent.futures.Future` builds a `threading.Condition` (a lock, a deque of waiters and
+a handful of bound methods) when it is created, and takes it on every state change. Measured,
+making and resolving one costs ten times what producing its record to Kafka costs, and
+`schedule_task` makes one per task at hundreds of thousands of tasks a second, most of them
+resolved before anyone looks at them.
 
-It keeps `Future`'s public behaviour (tests/logs/test_delivery_future.py checks it against
-waiting threads, callbacks, `wait` and `as_completed`) and relies on its private fields
-(`_state`, `_result`, `_exception`, `_condition`, `_waiters`, `_done_callbacks`), which have been
-the same from Python 3.8 to 3.13. It starts RUNNING: a record handed to the log cannot be
-cancelled.
+So a DeliveryFuture is a `Future` whose base part is made only when something needs it. Until
+then it holds its outcome in one field of its own, `_outcome`: None while pending, then the
+result (an int: the record's partition) or a `Failed` holding the exception, set once and never
+changed, by one store made under a module-wide lock. A future resolved before anyone waits
+answers `done`, `result` and `exception` from that field without the lock: a reader sees None or
+the outcome (one reference, written once; no second field has to agree with it). A partition is
+a small int, which Python keeps made: resolving a future allocates nothing.
+The first use of anything else of `Future` (a thread waiting on a pending future,
+`add_done_callback`, `concurrent.futures.wait`, `as_completed`, `repr`) runs the public
+constructor `Future.__init__` on it and replays the outcome through the public
+`set_running_or_notify_cancel`/`set_result`/`set_exception`, under the same lock, so that the
+replay and a delivery cannot interleave; from then on it is a plain `Future`. Nothing here reads
+or writes a field of `concurrent.futures`, and nothing relies on the GIL making a step atomic:
+it works the same on a free-threaded Python. A record handed to the log cannot be cancelled: the
+future is running from the start.
 """
 
 from __future__ import annotations
@@ -20,105 +28,116 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from concurrent.futures._base import FINISHED, RUNNING
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, cast
 
-_LAZY = threading.Lock()
-"""Guards creating a future's condition against the future being resolved at the same time."""
+from scheduler import speedups
+
+
+class Failed:
+    """A future's exception, as its `_outcome` holds it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+_LOCK: AbstractContextManager[object] = (
+    threading.Lock() if speedups.native is None else speedups.native.OUTCOME_LOCK
+)
+"""Guards every DeliveryFuture's own fields, and making its `Future` part. Held for a few field
+reads and writes, never while calling out (a callback, a waiter). Where the C path is built, its
+lock, which the record's delivery report in C takes too (`scheduler/_speedups.c`)."""
 
 
 class DeliveryFuture(Future[int]):
-    """A running future whose condition exists only once somebody waits on it."""
+    """A running future whose `Future` part is made only once somebody needs more than its
+    outcome."""
 
-    # Slots keep Future's instance dict from being built for a future nobody waits on: one
-    # small object per record (the garbage collector walks every pending one, again and again
-    # while a caller holds many: measured, its size sets most of their cost). `_waiters` and
-    # `_done_callbacks` are only touched under the condition, so they are made with it, in the
-    # instance dict of the few futures somebody waits on.
-    __slots__ = ("_cond", "_exception", "_on_success", "_result", "_state")
+    # Slots: the fields a future nobody waits on needs, without building Future's instance
+    # dict (the base part, once made, lives there).
+    __slots__ = ("_made", "_on_success", "_outcome")
 
     def __init__(self, on_success: Callable[[], object] | None = None) -> None:
-        # Future.__init__ is skipped on purpose: it builds the condition this class defers.
-        self._cond: threading.Condition | None = None
-        self._state = RUNNING
-        self._result: Any = None
-        self._exception: BaseException | None = None
+        # Future.__init__ is deferred on purpose (`_make`): it builds the condition this class
+        # spares a future nobody waits on.
         self._on_success = on_success
+        self._made = False
+        """Whether the `Future` part exists: from then on, Future's methods hold the state."""
+        self._outcome: int | Failed | None = None
+        """The result, or the exception in a `Failed`, once settled before the `Future` part was
+        made; else None."""
 
-    @property  # Future's plain attribute, made lazy
-    def _condition(self) -> threading.Condition:  # type: ignore[override]
-        cond = self._cond
-        if cond is None:
-            with _LAZY:
-                cond = self._cond
-                if cond is None:
-                    self._waiters: list[Any] = []
-                    self._done_callbacks: list[Callable[[Future[int]], object]] = []
-                    cond = self._cond = threading.Condition()
-        return cond
+    def __getattr__(self, name: str) -> Any:
+        # Called only for an attribute that is missing: before the `Future` part is made, any of
+        # those `Future.__init__` sets. Make it, then look again.
+        if name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._make()  # or another thread just did
+        return object.__getattribute__(self, name)
+
+    def _make(self) -> bool:
+        """Make the `Future` part and replay the outcome into it; False if it was made already."""
+        with _LOCK:
+            if self._made:
+                return False
+            Future.__init__(self)
+            self.set_running_or_notify_cancel()
+            outcome = self._outcome
+            # Nothing waits on a part made just now: no callback runs here.
+            if isinstance(outcome, Failed):
+                Future.set_exception(self, outcome.error)
+            elif outcome is not None:
+                Future.set_result(self, outcome)
+            self._made = True
+            return True
+
+    def _settle(self, outcome: int | Failed) -> bool:
+        """Keep the outcome in the future's own fields; False if the `Future` part exists, which
+        the caller then resolves (outside the lock: it wakes waiters and runs callbacks)."""
+        with _LOCK:
+            if self._made:
+                return False
+            twice = self._outcome is not None
+            if not twice:
+                self._outcome = outcome
+        if twice:  # raised outside the lock: the future's repr makes its `Future` part
+            self._already_finished()
+        return True
+
+    def _already_finished(self) -> None:
+        raise InvalidStateError(f"{self!r} is already finished")
 
     def set_result(self, result: int) -> None:
         if self._on_success is not None:
             self._on_success()  # before any waiter wakes, so a caller sees it counted
-        if not self._finish_unobserved(result, None):
+        if not self._settle(result):
             super().set_result(result)
 
     def set_exception(self, exception: BaseException | None) -> None:
-        if not self._finish_unobserved(None, exception):
+        if not self._settle(Failed(exception)):
             super().set_exception(exception)
 
-    def _resolve(self, result: int) -> None:
-        """Resolve from the one delivery report a record gets: the per-record fast path.
-
-        No lock: the state is written before the condition is looked at, and an observer creates
-        the condition before it looks at the state, so at least one of the two sees the other
-        (the GIL orders them). Only for a caller that finishes each future exactly once.
-        """
-        if self._on_success is not None:
-            self._on_success()  # before any waiter wakes, so a caller sees it counted
-        self._result = result
-        self._state = FINISHED
-        if self._cond is not None:
-            self._wake_observers()
-
-    def _wake_observers(self) -> None:
-        """What `Future.set_result` does after writing the state: waiters, then callbacks."""
-        with self._condition:
-            for waiter in self._waiters:
-                waiter.add_result(self)
-            self._condition.notify_all()
-        self._invoke_callbacks()  # type: ignore[attr-defined]
-
-    def _finish_unobserved(self, result: Any, exception: BaseException | None) -> bool:
-        """Finish without a condition if nobody has asked for one yet; False if somebody has."""
-        if self._cond is not None:
-            return False
-        with _LAZY:
-            if self._cond is not None:
-                return False
-            finished_already = self._state == FINISHED
-            if not finished_already:
-                self._result, self._exception, self._state = result, exception, FINISHED
-        if finished_already:  # raised outside the lock: the future's repr takes it
-            raise InvalidStateError(f"{self!r} is already finished")
-        return True
-
-    # Finished futures answer without creating a condition (the state never leaves FINISHED).
+    # A future settled before anybody needed its `Future` part answers from `_outcome`.
 
     def done(self) -> bool:
-        # RUNNING or FINISHED, never cancelled: nothing to ask the condition for. A thread that
-        # serves delivery reports until a future is done asks this in a loop (Future.done would
-        # build the condition of every future it waits on).
-        return self._state == FINISHED
+        # Never cancelled, so done is settled. A thread that serves delivery reports until a
+        # future is done asks this in a loop, and must not make the part of every future.
+        if self._outcome is not None:
+            return True
+        return self._made and super().done()
 
     def result(self, timeout: float | None = None) -> int:
-        if self._state == FINISHED:
-            if self._exception is not None:
-                raise self._exception
-            return self._result
-        return super().result(timeout)
+        outcome = self._outcome
+        if outcome is None:
+            return super().result(timeout)
+        if isinstance(outcome, Failed):
+            raise cast(BaseException, outcome.error)
+        return outcome
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if self._state == FINISHED:
-            return self._exception
-        return super().exception(timeout)
+        outcome = self._outcome
+        if outcome is None:
+            return super().exception(timeout)
+        return outcome.error if isinstance(outcome, Failed) else None

@@ -229,6 +229,7 @@ class EmbeddedTaskLog(TaskLog):
         """
         if future is None:
             future = DeliveryFuture()
+        delivered: Future[int] = future
         partition = self._placement.get(key)
         if partition is None:
             if len(self._placement) >= _PLACEMENT_CACHE:
@@ -236,7 +237,7 @@ class EmbeddedTaskLog(TaskLog):
             partition = self._placement[key] = partition_for(key_bytes(key), len(self.partitions))
         # The queue and the tail keep values for a while: at their own size.
         self._writer.append((partition, key, compact(value), time.time_ns() // 1_000_000, future))
-        return future
+        return delivered
 
     def wait_written(self, timeout: float) -> int:
         """Wait until every record queued so far is resolved; return how many are not yet."""

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -27,6 +26,7 @@ from scheduler.errors import (
     TaskDataError,
     TopicMissingError,
 )
+from scheduler.logs._delivery import _LOCK as _OUTCOME_LOCK
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
 from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
@@ -145,10 +145,10 @@ class KafkaLogProducer(LogProducer):
         Python work per record costs more than librdkafka's. Everything a record's future needs
         but its state lives on a class made here once (the producer, `on_durable`), and the future
         itself is the record's delivery callback, so a send allocates one object. Where the C
-        path is built (`scheduler.speedups`) the send is C, and so are the future's delivery
-        report and `result`; the Python send below still takes every case it hands back."""
+        path is built (`scheduler.speedups`) the send is C; the Python send below still takes
+        every case it hands back."""
         fast = speedups.enabled()
-        future_type = type(
+        future_type: type[_RecordDelivery] = type(
             "_RecordDelivery",
             (_FastRecordDelivery if fast else _RecordDelivery,),
             # staticmethod: a plain function on a class would be bound to the future.
@@ -178,10 +178,10 @@ class KafkaLogProducer(LogProducer):
                 poll(0)
             return future
 
-        if not fast:
+        native = speedups.native
+        if not fast or native is None:
             return send
-        assert speedups.native is not None
-        sender: Sender = speedups.native.RecordSender(
+        sender: Sender = native.RecordSender(
             producer=self,
             future_type=future_type,
             produce=produce,
@@ -387,10 +387,7 @@ class _ServedWhileAwaited(Future[int]):
     _sender: KafkaLogProducer
 
     def result(self, timeout: float | None = None) -> int:
-        if self._state == FINISHED:
-            if self._exception is None:  # the common case, answered here: one call, not three
-                return self._result  # type: ignore[return-value]
-        else:
+        if not self.done():
             timeout = self._serve(timeout)
         return super().result(timeout)
 
@@ -425,27 +422,45 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
 
     def __init__(self) -> None:
         # DeliveryFuture.__init__ less `_on_success`, which is on the class.
-        self._cond = self._exception = self._result = None
-        self._state = RUNNING
+        self._made = False
+        self._outcome = None
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            self._resolve(message.partition() or 0)
-        else:
+        if error is not None:
             self._fail(error, message)
+            return
+        # DeliveryFuture.set_result, inlined: one call per record, not three.
+        partition = message.partition() or 0
+        on_success = self._on_success
+        if on_success is not None:
+            on_success()  # before any waiter wakes, so a caller sees it counted
+        with _OUTCOME_LOCK:
+            made = self._made
+            twice = not made and self._outcome is not None
+            if not made and not twice:
+                self._outcome = partition
+        if made:
+            Future.set_result(self, partition)
+        elif twice:
+            self._already_finished()
+
+    def result(self, timeout: float | None = None) -> int:
+        outcome = self._outcome  # the common case, answered here: one call, not three
+        if type(outcome) is int:
+            return outcome
+        return super().result(timeout)
 
     def _fail(self, error: KafkaError, message: Message) -> None:
         self.set_exception(self._sender.failure(error, message))
 
 
 class _FastRecordDelivery(_RecordDelivery):
-    """`_RecordDelivery` whose delivery report and `result` are C (`scheduler._speedups`), and
-    whose instances, made by the C send, stay off the garbage collector's lists until they
-    hold more than strings and ints: a caller holding 100,000 pending futures no longer has
-    the collector walk them again and again. Used only where the C path is built."""
+    """`_RecordDelivery` whose delivery report and `result` are C (`scheduler._speedups`), over
+    the same fields and the same lock, with Future's public `set_result`. Used only where the C
+    path is built."""
 
     __slots__ = ()
 
 
 if speedups.native is not None:
-    speedups.native.install_record_future(_FastRecordDelivery, RUNNING, FINISHED)
+    speedups.native.install_delivery(_FastRecordDelivery, Future.set_result)

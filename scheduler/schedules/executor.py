@@ -107,7 +107,7 @@ class ScheduleExecutor:
         """What the schedule's constraints need to know of its program's runs, and no more: a
         schedule without concurrency or last-run constraints reads no run."""
         kinds = {type(c) for c in schedule.constraints}
-        if not kinds & {Concurrency, LastRun}:
+        if Concurrency not in kinds and LastRun not in kinds:
             return ConstraintContext()
         program = schedule.program
         active = len(self.runs.active(program))

@@ -415,7 +415,8 @@ class Runner:
 
     def one(self, statement: Any, params: Params | None, what: str) -> list[tuple[Any, ...]]:
         """Execute one statement; all its rows (every page) as tuples."""
-        return self.result(statement, params, what, rows=True)
+        rows: list[tuple[Any, ...]] = self.result(statement, params, what, rows=True)
+        return rows
 
     def result(
         self,

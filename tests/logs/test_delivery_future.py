@@ -1,4 +1,5 @@
-"""DeliveryFuture keeps `concurrent.futures.Future`'s behaviour while building its lock lazily."""
+"""DeliveryFuture keeps `concurrent.futures.Future`'s behaviour while making its `Future` part
+only when something needs it (and then through Future's public methods alone)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import pytest
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture
 
-# Both ways a future is resolved: `set_result` (Future's own, under a lock) and `_resolve`, the
-# lock-free path the Kafka producer's delivery reports take.
+# Both states a future can be resolved in: before anything made its `Future` part (the outcome
+# goes to its own fields) and after (Future's own `set_result`).
 RESOLVERS = {
     "set_result": DeliveryFuture.set_result,
-    "_resolve": DeliveryFuture._resolve,
+    "set_result on a made future": lambda future, value: (
+        future.running(),
+        future.set_result(value),
+    ),
 }
 resolvers = pytest.mark.parametrize("resolve", RESOLVERS.values(), ids=list(RESOLVERS))
 
@@ -26,6 +30,35 @@ def test_a_future_resolved_before_anyone_looked_answers_at_once() -> None:
     seen: list[int] = []
     future.add_done_callback(lambda done: seen.append(done.result()))
     assert seen == [3]
+
+
+def test_a_future_read_after_its_outcome_never_makes_its_future_part() -> None:
+    futures = [DeliveryFuture() for _ in range(3)]
+    futures[0].set_result(1)
+    futures[1].set_exception(RuntimeError("x"))
+    assert futures[0].result() == 1 and futures[0].done() and futures[0].exception() is None
+    assert isinstance(futures[1].exception(), RuntimeError) and futures[1].done()
+    assert not futures[2].done()
+    assert not any(future._made for future in futures)
+    assert "finished" in repr(futures[0]) and futures[0]._made  # anything else makes it
+
+
+def test_a_made_future_replays_the_outcome_it_held() -> None:
+    ok, failed = DeliveryFuture(), DeliveryFuture()
+    ok.set_result(4)
+    failed.set_exception(RuntimeError("gone"))
+    assert wait([ok, failed], timeout=0).not_done == set()
+    assert ok._made and failed._made
+    assert ok.result() == 4 and not ok.running() and not ok.cancel()
+    with pytest.raises(RuntimeError, match="gone"):
+        failed.result()
+
+
+def test_an_attribute_no_future_has_is_still_missing() -> None:
+    future = DeliveryFuture()
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        _ = future.no_such_thing  # type: ignore[attr-defined]
+    assert not future.done()
 
 
 def test_a_failed_future_raises_its_error() -> None:
@@ -42,7 +75,7 @@ def test_a_waiting_thread_wakes_when_another_thread_resolves_it(resolve) -> None
     results: list[int] = []
     waiter = threading.Thread(target=lambda: results.append(future.result(10)))
     waiter.start()
-    while future._cond is None:  # the waiter has asked for the condition
+    while not future._made:  # the waiter has asked for the `Future` part
         threading.Event().wait(0.001)
     resolve(future, 7)
     waiter.join(10)

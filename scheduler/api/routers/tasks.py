@@ -44,8 +44,8 @@ from scheduler.api.schemas import (
     TasksIn,
 )
 from scheduler.api.state import ApiState
+from scheduler.attempts import attempt_dict
 from scheduler.bulk import BulkOperation, BulkResult, TaskFilter
-from scheduler.cli.task_history import attempt_dict
 from scheduler.errors import TaskNotFoundError, TaskStateError
 from scheduler.model import ScheduleCursor, Task, TaskKey, TaskState
 
