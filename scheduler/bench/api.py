@@ -210,10 +210,10 @@ def _ok(answer: Any) -> Any:
 
 def _listings(
     client: Any, count: int, schedules: int, requests: int, failed: list[str]
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     """Each listing's requests/s and latency; a listing that fails is named in `failed` (with
     its error) and the others are still measured."""
-    found: dict[str, dict] = {}
+    found: dict[str, dict[str, Any]] = {}
     cursor: list[str | None] = [None]
 
     def measure(name: str, times: int, send: Callable[[], None]) -> None:

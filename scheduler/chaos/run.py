@@ -22,6 +22,7 @@ from scheduler.client import SchedulerClient
 from scheduler.engine.clock import now_ms
 from scheduler.fleet import RECORD_ENV, LoadGenerator, WorkerProcess, read_history
 from scheduler.services import cluster
+from scheduler.services.base import HOST
 
 PARTITIONS = 8
 START_TIMEOUT_S = 180.0
@@ -86,8 +87,8 @@ class ChaosRun:
         if self.proxies:
             return
         for n in range(cluster.BROKERS):
-            listen = (cluster.HOST, cluster.PROXY_PORT + n)
-            target = (cluster.HOST, cluster.CHAOS_PORT + n)
+            listen = (HOST, cluster.PROXY_PORT + n)
+            target = (HOST, cluster.CHAOS_PORT + n)
             self.proxies.append(TcpProxy(listen, target).start())
 
     def client(self) -> SchedulerClient:
