@@ -154,6 +154,10 @@ def test_the_examples_workers_use_the_examples_names_programs_and_data(compose, 
         assert environment["SCHEDULER_PROGRAMS_FILE"] == programs
         assert services[name]["volumes"] == mounts
         assert name in compose["services"], f"{name} overrides no service of the compose file"
+    known = {env_name(name) for name in Settings.model_fields}
+    for name, service in services.items():
+        ours = {v for v in service.get("environment", {}) if v.startswith(ENV_PREFIX)}
+        assert ours <= known, f"{name}: not settings: {sorted(ours - known)}"
     assert "scheduler example programs" in " ".join(services["setup"]["command"])
     runner = services["example"]
     assert runner["command"] == ["scheduler", "example", "run", "--fleet"]

@@ -110,6 +110,7 @@ def wait_until_executed(record: Path, accepted: list[KeyTuple], timeout: float) 
         time.sleep(1)
 
 
+@pytest.mark.timeout(900)  # the first test of the module brings the stack up
 def test_a_worker_held_to_a_cpu_and_memory_limit_runs_its_share(
     stack: Stack, client: SchedulerClient, record: Path
 ) -> None:
@@ -138,6 +139,7 @@ def test_a_worker_held_to_a_cpu_and_memory_limit_runs_its_share(
     assert state == "false 0", "the limited worker was killed or restarted"
 
 
+@pytest.mark.timeout(1200)
 def test_killed_and_paused_workers_and_a_killed_broker_lose_no_acknowledged_task(
     stack: Stack, client: SchedulerClient, record: Path
 ) -> None:
