@@ -172,7 +172,7 @@ def test_the_examples_workers_use_the_examples_names_programs_and_data(compose, 
 
 @pytest.mark.containers
 @pytest.mark.slow
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(2400)  # up and the pipeline: docs/containers.md, "Cost"
 def test_compose_runs_the_example_pipeline_on_two_workers_then_comes_down():
     """`up` on the project's images: Kafka, Cassandra, the schema, topic and programs, two
     workers in the example's group; `run example` runs the README's pipeline (PySpark jobs,
@@ -185,7 +185,7 @@ def test_compose_runs_the_example_pipeline_on_two_workers_then_comes_down():
     try:
         stack.up()
         stack.wait_for_two_owners()
-        ran = stack.compose("run", "--rm", "example", timeout=900)
+        ran = stack.compose("run", "--rm", "example", timeout=1800)
         out = ran.stdout
         assert ran.returncode == 0, f"{out[-4000:]}\n{ran.stderr[-3000:]}\n{stack.logs()}"
         assert "The workers of group 'scheduler-workers-example' run the tasks" in out

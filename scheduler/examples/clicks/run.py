@@ -384,17 +384,24 @@ def backfill(schedule: Schedule, day: date, backfill_ms: int) -> list[LaunchRequ
 def watch_runs(runs: RunStore, since_ms: int, timeout_s: float, worker: Worker | None) -> None:
     """Print each run of the example's programs as it is launched (which schedule, why, its
     logical time) and the hourly runs' progress, until the report's run ends; raise if a run
-    fails, or `worker` stops with an error."""
+    fails, or `worker` stops with an error.
+
+    The hourly runs watched are the backfill's (`backfill(..., since_ms)`): once enabled, the
+    hourly schedule also fires by itself at five past every hour, and a fire while the example
+    runs cleans an hour of today, whose input the example never made. That run fails, and is no
+    part of the example's day."""
     deadline = time.monotonic() + timeout_s
     started = time.monotonic()
     seen: set[str] = set()
     last_line = ""
+    backfilled = f"/backfill-{since_ms}"
     while True:
         current = [
             run
             for program in (CLEAN_PROGRAM, ROLLUP_PROGRAM, REPORT_PROGRAM)
             for run in runs.list_runs(program=program, limit=1000)
             if run.created_ms >= since_ms
+            and (program != CLEAN_PROGRAM or run.request_key.endswith(backfilled))
         ]
         hourly = Counter(str(r.status) for r in current if r.program == CLEAN_PROGRAM)
         line = f"{CLEAN_PROGRAM}: " + ", ".join(f"{n} {s}" for s, n in sorted(hourly.items()))
