@@ -86,7 +86,8 @@ class Stack:
         self.base = [*compose_command(), "-p", self.project]
         for file in files:
             self.base += ["-f", str(DOCKER / file)]
-        self.env = {**os.environ, **self.ports}
+        # Stopping four JVMs on a loaded machine outlasts compose's default 60 s API timeout.
+        self.env = {**os.environ, **self.ports, "COMPOSE_HTTP_TIMEOUT": "300"}
         self.cli_env = {
             **{k: v for k, v in os.environ.items() if not k.upper().startswith(ENV_PREFIX)},
             "SCHEDULER_LOG": "kafka",
@@ -142,6 +143,8 @@ class Stack:
 
     def down(self) -> None:
         down = self.compose("down", "-v", "--remove-orphans")
+        if down.returncode != 0:  # e.g. the volume removed before a container let go of it
+            down = self.compose("down", "-v", "--remove-orphans")
         assert down.returncode == 0, down.stderr
         left = subprocess.run(
             ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}"],
