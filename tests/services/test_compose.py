@@ -90,6 +90,8 @@ def test_workers_start_after_the_schema_and_the_topic_and_restart(compose):
         assert worker["command"] == ["scheduler", "worker"]
     for server in ("kafka", "cassandra"):
         assert services[server]["healthcheck"]["test"]
+        # A failed start is tried again, a kill (the fault tests') is left alone.
+        assert services[server]["restart"] == "on-failure"
 
 
 def test_the_images_build_from_files_that_exist():
