@@ -6,7 +6,8 @@
 # arguments go to pytest.
 #
 # --containers (or SCHEDULER_TEST_CONTAINERS=1): then once more the distributed contract suite
-# (tests/contracts) and the compose smoke test, on Kafka and Cassandra containers started by
+# (tests/contracts), the compose tests (the example pipeline on two workers; killed, paused and
+# limited containers under load), on Kafka and Cassandra containers started by
 # testcontainers from the project's own images, which scripts/containers.sh builds first
 # (installing and starting a Docker engine where it can; docs/containers.md). Without it the
 # tests marked `containers` are left out.
@@ -72,6 +73,7 @@ if [ "$containers" = 1 ]; then
   env -u SCHEDULER_KAFKA_BOOTSTRAP -u SCHEDULER_CASSANDRA_HOSTS SCHEDULER_TEST_CONTAINERS=1 \
     .venv/bin/python -m pytest -q -rfEsxX --strict-markers -p no:cacheprovider \
     -m "containers or kafka or cassandra" -k "not secured" \
-    tests/contracts tests/services/test_compose.py tests/services/test_images.py
+    tests/contracts tests/services/test_compose.py tests/services/test_compose_faults.py \
+    tests/services/test_images.py
   echo "test: the containers pass took $((SECONDS - started)) s"
 fi

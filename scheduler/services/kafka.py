@@ -158,6 +158,8 @@ class Kafka(Server):
                 *self.format_options(),
             ],
             what=f"formatting Kafka storage in {paths.data} (kafka.tools.StorageTool)",
+            # A JVM that needs seconds alone took over 120 s on a 2-core machine under load.
+            timeout=self.startup_timeout * 5,
         )
 
     def argv(self, java: str, paths: ServerPaths, jars: list[Path]) -> list[str]:

@@ -11,13 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import pytest
 import yaml
@@ -25,11 +21,8 @@ import yaml
 from scheduler.config import load_settings
 from scheduler.health import Health, serve
 from scheduler.settings import ENV_PREFIX, Settings, env_name
-from tests.http import free_port
+from tests.services.compose_stack import DOCKER, ROOT, WORKERS, Stack, ran_on
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCKER = ROOT / "docker"
-WORKERS = ("worker-1", "worker-2")
 TAKEN = {9092, 9093, 9042, 7000, 8080, 8081, 9108}
 """Ports of the launcher's servers and the other tests, which compose must leave alone."""
 
@@ -97,6 +90,8 @@ def test_workers_start_after_the_schema_and_the_topic_and_restart(compose):
         assert worker["command"] == ["scheduler", "worker"]
     for server in ("kafka", "cassandra"):
         assert services[server]["healthcheck"]["test"]
+        # A failed start is tried again, a kill (the fault tests') is left alone.
+        assert services[server]["restart"] == "on-failure"
 
 
 def test_the_images_build_from_files_that_exist():
@@ -132,129 +127,79 @@ def test_the_workers_healthcheck_fails_exactly_when_liveness_does(compose, state
     assert (checked.returncode == 0) == health.live, checked.stderr
 
 
-def compose_command() -> list[str]:
-    """`docker compose` where the plugin is installed, else Debian's `docker-compose`."""
-    plugin = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
-    if plugin.returncode == 0:
-        return ["docker", "compose"]
-    standalone = shutil.which("docker-compose")
-    assert standalone, "neither `docker compose` nor `docker-compose`: run scripts/containers.sh"
-    return [standalone]
+def example_names() -> dict[str, str]:
+    """The example's topic, group and keyspace (the defaults, suffixed), as variables."""
+    from scheduler.examples.clicks.run import example_settings
+
+    own = example_settings(Settings())
+    return {
+        env_name(name): str(getattr(own, name))
+        for name in ("topic", "group_id", "cassandra_keyspace")
+    }
 
 
-def wait_for(what: str, done: Any, timeout: float, logs: Any) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = done()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {timeout:.0f} s; compose logs:\n{logs()}", pytrace=False)
-        time.sleep(2)
+@pytest.fixture(scope="module")
+def example() -> dict[str, Any]:
+    return yaml.safe_load((DOCKER / "example.yml").read_text())
 
 
-def ran_on(rows: list[dict[str, Any]], cassandra_port: int) -> set[str]:
-    """The workers (client ids) whose attempts ran the listed tasks, from the store."""
-    from scheduler.model import TaskKey
-    from scheduler.stores.cassandra import CassandraTaskStore
-
-    store = CassandraTaskStore(hosts=["127.0.0.1"], port=cassandra_port, consistency="ONE")
-    store.open(create_schema=False)
-    try:
-        return {
-            attempt.worker
-            for row in rows
-            for attempt in store.attempts(
-                row["partition"],
-                TaskKey.from_ms(row["ordering_id"], row["scheduled_ms"], row["uniqueness_key"]),
-            )
-        }
-    finally:
-        store.close()
+def test_the_examples_workers_use_the_examples_names_programs_and_data(compose, example):
+    """The override puts setup and both workers in the names `scheduler example run` derives,
+    with the programs file that setup writes on the volume the example's data lives on."""
+    services = example["services"]
+    names = example_names()
+    programs = "/home/scheduler/.scheduler/example/programs.json"
+    mounts = ["example:/home/scheduler/.scheduler/example"]
+    for name in ("setup", *WORKERS):
+        environment = services[name]["environment"]
+        assert {k: environment[k] for k in names} == names, name
+        assert environment["SCHEDULER_PROGRAMS_FILE"] == programs
+        assert services[name]["volumes"] == mounts
+        assert name in compose["services"], f"{name} overrides no service of the compose file"
+    known = {env_name(name) for name in Settings.model_fields}
+    for name, service in services.items():
+        ours = {v for v in service.get("environment", {}) if v.startswith(ENV_PREFIX)}
+        assert ours <= known, f"{name}: not settings: {sorted(ours - known)}"
+    assert "scheduler example programs" in " ".join(services["setup"]["command"])
+    runner = services["example"]
+    assert runner["command"] == ["scheduler", "example", "run", "--fleet"]
+    assert runner["volumes"] == mounts and runner["profiles"] == ["example"]
+    assert not set(names) & set(runner["environment"]), "it suffixes the names itself"
+    base = compose["services"]["worker-1"]["environment"]
+    for variable, value in runner["environment"].items():
+        assert defaults(value) == defaults(base[variable]), variable
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    assert "RUN mkdir -p .scheduler/example" in dockerfile, "the volume would be root's"
 
 
 @pytest.mark.containers
 @pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_compose_brings_up_two_workers_that_run_tasks_then_comes_down():
-    """`up` on the project's images: Kafka, Cassandra, the schema and topic, two workers that
-    share the partitions and both run command tasks enqueued from the host; `down` leaves
-    nothing."""
-    subprocess.run(["bash", str(ROOT / "scripts" / "containers.sh")], check=True, stdout=-3)
-    ports = {
-        name: str(free_port())
-        for name in (
-            "KAFKA_PORT",
-            "KAFKA_CONTROLLER_PORT",
-            "CASSANDRA_PORT",
-            "CASSANDRA_STORAGE_PORT",
-            "WORKER_1_METRICS_PORT",
-            "WORKER_2_METRICS_PORT",
-        )
-    }
-    project = f"scheduler-smoke-{uuid4().hex[:8]}"
-    base = [*compose_command(), "-p", project, "-f", str(DOCKER / "docker-compose.yml")]
-    compose_env = {**os.environ, **ports}
-    cli_env = {
-        **{k: v for k, v in os.environ.items() if not k.upper().startswith(ENV_PREFIX)},
-        "SCHEDULER_LOG": "kafka",
-        "SCHEDULER_STORE": "cassandra",
-        "SCHEDULER_KAFKA_BOOTSTRAP": f"127.0.0.1:{ports['KAFKA_PORT']}",
-        "SCHEDULER_CASSANDRA_HOSTS": "127.0.0.1",
-        "SCHEDULER_CASSANDRA_PORT": ports["CASSANDRA_PORT"],
-        "SCHEDULER_CASSANDRA_CONSISTENCY": "ONE",
-    }
-    scheduler = str(Path(sys.executable).parent / "scheduler")
+@pytest.mark.timeout(2400)  # up and the pipeline: docs/containers.md, "Cost"
+def test_compose_runs_the_example_pipeline_on_two_workers_then_comes_down():
+    """`up` on the project's images: Kafka, Cassandra, the schema, topic and programs, two
+    workers in the example's group; `run example` runs the README's pipeline (PySpark jobs,
+    schedules, events) on them and prints its summary; both workers ran its runs; `down`
+    leaves nothing."""
+    from tests.executors.test_clicks_example import assert_fired_as_scheduled
 
-    def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [scheduler, *args], env=cli_env, input=stdin, capture_output=True, text=True
-        )
-
-    def logs() -> str:
-        out = subprocess.run([*base, "logs", "--tail", "30"], capture_output=True, text=True)
-        return out.stdout[-6000:] + out.stderr[-2000:]
-
+    names = example_names()
+    stack = Stack("docker-compose.yml", "example.yml", names=names)
     try:
-        subprocess.run([*base, "up", "-d"], env=compose_env, check=True, capture_output=True)
+        stack.up()
+        stack.wait_for_two_owners()
+        ran = stack.compose("run", "--rm", "example", timeout=1800)
+        out = ran.stdout
+        assert ran.returncode == 0, f"{out[-4000:]}\n{ran.stderr[-3000:]}\n{stack.logs()}"
+        assert "The workers of group 'scheduler-workers-example' run the tasks" in out
+        assert_fired_as_scheduled(out, events_read=24 * 5000)
+        assert re.search(r"daily \d{8}: [\d,]+ of 120,000 events kept", out), out
 
-        def owners() -> set[str]:
-            status = cli("group", "status", "--json")
-            if status.returncode != 0:
-                return set()
-            found = {row.get("owner") for row in json.loads(status.stdout)}
-            return found if len(found - {None, ""}) == 2 else set()
-
-        wait_for("two workers sharing the partitions", owners, 300, logs)
-        tasks = [
-            {
-                "ordering_id": f"smoke-{index}",
-                "data": {"executor": "command", "argv": ["sh", "-c", f"test {index} -ge 0"]},
-            }
-            for index in range(20)
-        ]
-        sent = cli("enqueue-many", "-", stdin="\n".join(json.dumps(t) for t in tasks))
-        assert sent.returncode == 0, sent.stderr
-
-        def finished() -> list[dict[str, Any]]:
-            listed = cli("tasks", "list", "--json", "--limit", "1000")
-            rows = json.loads(listed.stdout) if listed.returncode == 0 else []
-            troubled = [row for row in rows if row["state"] in ("failed", "retrying")]
-            assert not troubled, f"tasks that failed in compose: {troubled[:3]}\n{logs()}"
-            done = [row for row in rows if row["state"] == "succeeded"]
-            return done if len(done) == len(tasks) else []
-
-        rows = wait_for(f"{len(tasks)} succeeded tasks", finished, 120, logs)
-        assert ran_on(rows, int(ports["CASSANDRA_PORT"])) == set(WORKERS)
+        listed = stack.cli("tasks", "list", "--json", "--limit", "1000")
+        assert listed.returncode == 0, listed.stderr
+        runs = [row for row in json.loads(listed.stdout) if row["ordering_id"].startswith("run:")]
+        assert len(runs) >= 26, runs  # 24 hourly runs, the rollup and the report
+        assert {row["state"] for row in runs} == {"succeeded"}
+        keyspace = names["SCHEDULER_CASSANDRA_KEYSPACE"]
+        assert ran_on(runs, int(stack.ports["CASSANDRA_PORT"]), keyspace) == set(WORKERS)
     finally:
-        down = subprocess.run(
-            [*base, "down", "-v", "--remove-orphans"], env=compose_env, capture_output=True
-        )
-    assert down.returncode == 0, down.stderr
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert left.stdout.strip() == "", "containers left behind by `down`"
+        stack.down()

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scheduler.engine.clock import now_ms
 from scheduler.errors import PartitionCountMismatchError, SchedulerError
@@ -54,6 +54,7 @@ __all__ = [
     "generate_if_missing",
     "main",
     "plan_tasks",
+    "programs_file",
     "summarize",
 ]
 
@@ -144,7 +145,11 @@ the configured group would take the example's tasks with whatever executor they 
 
 
 def main(
-    settings: Settings, *, events_per_hour: int = EVENTS_PER_HOUR, timeout_s: float = 1800
+    settings: Settings,
+    *,
+    events_per_hour: int = EVENTS_PER_HOUR,
+    timeout_s: float = 1800,
+    fleet: bool = False,
 ) -> None:
     """`scheduler example run`: yesterday's clicks, end to end, on the configured backends, as
     three programs on three schedules (see `example_schedules`).
@@ -152,6 +157,10 @@ def main(
     Data and output go under `<data_dir>/example/clicks/`. On Kafka or Cassandra, the tasks, runs
     and schedules go to a topic, group and keyspace of the example's own (see `example_settings`),
     created if missing and kept afterwards for a look with the CLI.
+
+    With `fleet`, no worker runs in this process: the workers of the example's group run the
+    pipeline (`scheduler worker` with the file `programs_file` writes as their programs, and
+    `<data_dir>/example` shared with this process, as docker/example.yml does).
     """
     from scheduler import runtime
     from scheduler.errors import ConfigurationError
@@ -171,15 +180,21 @@ def main(
     if not isinstance(executor, RoutingExecutor):  # programs run through a `workflow` route
         executor = RoutingExecutor({"spark": spark}, default="spark")
     root = runtime.data_dir(settings) / "example" / "clicks"
-    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    day = example_day()
     print(f"Example pipeline: clicks of {day}, data and output in {root}")
     embedded = settings.log == "embedded" and settings.store == "sqlite"
+    if embedded and fleet:
+        raise ConfigurationError(
+            "the example runs on a fleet of workers only on Kafka and Cassandra (set "
+            "SCHEDULER_LOG=kafka SCHEDULER_STORE=cassandra); the embedded log's one worker is "
+            "this process's, so run it without --fleet"
+        )
     if not embedded:
         settings = example_settings(settings)
         print(f"Backends: {runtime.describe(settings)}, group {settings.group_id!r}")
     catalog = ProgramCatalog(example_programs(day, root / "data", root / "out"))
     engine = settings.engine_settings()
-    running = _embedded if embedded else _configured
+    running = _embedded if embedded else _fleet if fleet else _configured
     # The backends first: one that cannot be reached is said before Spark takes its time.
     with running(settings, executor, engine, catalog) as (client, schedules, runs, worker):
         print("Starting Spark and generating input if missing (the first time takes a while)...")
@@ -213,6 +228,31 @@ def main(
             "The example's tasks, runs and schedules stay in its own topic, group and keyspace; "
             f"to look at them:\n  {where} scheduler runs list"
         )
+
+
+def example_day() -> date:
+    """The day the example processes: yesterday, in UTC."""
+    return (datetime.now(UTC) - timedelta(days=1)).date()
+
+
+def programs_file(settings: Settings) -> dict[str, Any]:
+    """The example's programs for `example_day()` as a programs file (JSON) of workers that run
+    the example's tasks with `settings`' data directory: `scheduler example programs FILE`."""
+    from scheduler import runtime
+
+    root = runtime.data_dir(settings) / "example" / "clicks"
+    programs = example_programs(example_day(), root / "data", root / "out")
+    return {
+        "programs": {
+            program.name: {
+                "kind": str(program.kind),
+                **program.spec,
+                "properties": dict(program.properties),
+                "description": program.description,
+            }
+            for program in programs
+        }
+    }
 
 
 HOURLY_SCHEDULE = "clicks-hourly"
@@ -344,17 +384,24 @@ def backfill(schedule: Schedule, day: date, backfill_ms: int) -> list[LaunchRequ
 def watch_runs(runs: RunStore, since_ms: int, timeout_s: float, worker: Worker | None) -> None:
     """Print each run of the example's programs as it is launched (which schedule, why, its
     logical time) and the hourly runs' progress, until the report's run ends; raise if a run
-    fails, or `worker` stops with an error."""
+    fails, or `worker` stops with an error.
+
+    The hourly runs watched are the backfill's (`backfill(..., since_ms)`): once enabled, the
+    hourly schedule also fires by itself at five past every hour, and a fire while the example
+    runs cleans an hour of today, whose input the example never made. That run fails, and is no
+    part of the example's day."""
     deadline = time.monotonic() + timeout_s
     started = time.monotonic()
     seen: set[str] = set()
     last_line = ""
+    backfilled = f"/backfill-{since_ms}"
     while True:
         current = [
             run
             for program in (CLEAN_PROGRAM, ROLLUP_PROGRAM, REPORT_PROGRAM)
             for run in runs.list_runs(program=program, limit=1000)
             if run.created_ms >= since_ms
+            and (program != CLEAN_PROGRAM or run.request_key.endswith(backfilled))
         ]
         hourly = Counter(str(r.status) for r in current if r.program == CLEAN_PROGRAM)
         line = f"{CLEAN_PROGRAM}: " + ", ".join(f"{n} {s}" for s, n in sorted(hourly.items()))
@@ -415,7 +462,7 @@ def example_settings(settings: Settings) -> Settings:
     )
 
 
-Backends = Iterator[tuple["SchedulerClient", "SchedulesClient", "RunStore", "Worker"]]
+Backends = Iterator[tuple["SchedulerClient", "SchedulesClient", "RunStore", "Worker | None"]]
 
 
 @contextmanager
@@ -451,12 +498,27 @@ def _embedded(
 
 
 @contextmanager
-def _configured(
+def _fleet(
     settings: Settings, executor: RoutingExecutor, engine: EngineSettings, catalog: ProgramCatalog
+) -> Backends:
+    """As `_configured`, without a worker: the workers of `settings.group_id`, started
+    elsewhere with the example's programs, run the tasks (and read the events)."""
+    with _configured(settings, executor, engine, catalog, worker=False) as backends:
+        yield backends
+
+
+@contextmanager
+def _configured(
+    settings: Settings,
+    executor: RoutingExecutor,
+    engine: EngineSettings,
+    catalog: ProgramCatalog,
+    *,
+    worker: bool = True,
 ) -> Backends:
     """The log and store `settings` name (topic and schema created if missing), a client, and
     one worker of `settings.group_id` in this process with programs and schedules, assigned its
-    partitions, its events subscriber started."""
+    partitions, its events subscriber started (unless not `worker`)."""
     from scheduler import runtime
     from scheduler.client import SchedulerClient
     from scheduler.programs.runtime import worker_programs
@@ -487,16 +549,18 @@ def _configured(
             settings.model_copy(update={"create_schema": True}), programs, store, executor.routes
         )
         programs.also_close.append(schedule_store.close)
-        worker = Worker(
-            log=log,
-            store=store,
-            executor=executor,
-            settings=engine,
-            group_id=settings.group_id,
-            client_id=settings.client_id,
-        )
-        worker.start()
-        stack.callback(worker.stop)
+        running = None
+        if worker:
+            running = Worker(
+                log=log,
+                store=store,
+                executor=executor,
+                settings=engine,
+                group_id=settings.group_id,
+                client_id=settings.client_id,
+            )
+            running.start()
+            stack.callback(running.stop)
         client = SchedulerClient(
             log=log,
             grace_window_s=settings.grace_window_s,
@@ -505,15 +569,22 @@ def _configured(
             validate=getattr(executor, "validate", None),
         )
         stack.callback(client.close)
-        if not worker.wait_until_assigned(START_TIMEOUT_S):
-            raise TimeoutError(
-                f"the example's worker was not assigned partitions of topic {settings.topic!r} "
-                f"within {START_TIMEOUT_S:.0f}s"
-            )
-        assert programs.subscriber is not None
-        programs.subscriber.start()
-        schedules = SchedulesClient(store=schedule_store, client=client, catalog=catalog)
-        yield client, schedules, programs.runs, worker
+        if running is None:
+            print(f"The workers of group {settings.group_id!r} run the tasks")
+        else:
+            if not running.wait_until_assigned(START_TIMEOUT_S):
+                raise TimeoutError(
+                    f"the example's worker was not assigned partitions of topic "
+                    f"{settings.topic!r} within {START_TIMEOUT_S:.0f}s"
+                )
+            assert programs.subscriber is not None
+            programs.subscriber.start()
+        # A fleet's workers may still be joining: a schedule's change waits for one to apply it.
+        wait_s = 30.0 if worker else START_TIMEOUT_S
+        schedules = SchedulesClient(
+            store=schedule_store, client=client, catalog=catalog, wait_s=wait_s
+        )
+        yield client, schedules, programs.runs, running
 
 
 def _example_mismatch(
