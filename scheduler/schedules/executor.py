@@ -219,7 +219,6 @@ class ScheduleExecutor:
         if waits:
             self.store.add_key(RUN_END_KEY + record.schedule.program, name)
             self._write_job(job.model_copy(update={"state": JobState.PENDING_CONSTRAINT}))
-            metrics.SCHEDULE_JOBS.labels(str(JobState.PENDING_CONSTRAINT)).inc()
             return
         reason = (
             f"launch refused: {task.data.get('active')} run(s) of program "
@@ -227,7 +226,6 @@ class ScheduleExecutor:
         )
         self._write_job(job.model_copy(update={"state": JobState.ABORTED, "reason": reason}))
         metrics.CONSTRAINT_ABORTS.inc()
-        metrics.SCHEDULE_JOBS.labels(str(JobState.ABORTED)).inc()
 
     # -- effects --------------------------------------------------------------------------------
 
@@ -262,7 +260,6 @@ class ScheduleExecutor:
             else:
                 logger.debug("%s", effect.reason)
         self._write_job(job)
-        metrics.SCHEDULE_JOBS.labels(str(job.state)).inc()
         return job
 
     def launch_request(
@@ -297,19 +294,29 @@ class ScheduleExecutor:
         self.client.schedule_task(task).result(self.timeout_s)
 
     def _write_job(self, job: Job) -> None:
+        stored = self.store.jobs(job.schedule.name)
+        before = next((j.state for j in stored if j.key == job.key), None)
         self.store.put_job(job)
-        ended = [
-            j
-            for j in self.store.jobs(job.schedule.name)
-            if j.state not in jobs.OPEN_STATES and j.key != job.key
-        ]
+        jobs_moved(before, job.state)
+        ended = [j for j in stored if j.state not in jobs.OPEN_STATES and j.key != job.key]
         for old in ended[:-KEEP_ENDED_JOBS]:
             self.store.delete_job(job.schedule.name, old.key)
+            jobs_moved(old.state, None)
 
     def _stop_waiting_if_idle(self, record: ScheduleRecord) -> None:
         waiting = any(j.state is JobState.PENDING_CONSTRAINT for j in self.store.jobs(record.name))
         if not waiting:
             self.store.remove_key(RUN_END_KEY + record.schedule.program, record.name)
+
+
+def jobs_moved(before: JobState | None, after: JobState | None) -> None:
+    """Keep the jobs-per-state gauge: a job written from `before` to `after` (None: not stored)."""
+    if before == after:
+        return
+    if before is not None:
+        metrics.SCHEDULE_JOBS.labels(str(before)).dec()
+    if after is not None:
+        metrics.SCHEDULE_JOBS.labels(str(after)).inc()
 
 
 def _finished(run: Any) -> FinishedRun:

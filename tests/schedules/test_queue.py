@@ -325,3 +325,31 @@ def test_a_last_run_constraint_waits_until_its_millis_after_the_last_completed_r
     assert harness.client.launches == []
     harness.advance_to(T0 + 2 * HOUR)
     assert [t.scheduled_ms for t in harness.client.launches] == [T0 + 70 * MIN]
+
+
+def _jobs_gauge() -> dict[str, float]:
+    from scheduler import metrics
+
+    return {str(s): metrics.SCHEDULE_JOBS.labels(str(s))._value.get() for s in JobState}
+
+
+def test_the_jobs_per_state_gauge_follows_a_job_in_and_out_of_each_state(
+    harness: Harness,
+) -> None:
+    before = _jobs_gauge()
+
+    def moved() -> dict[str, float]:
+        now = _jobs_gauge()
+        return {state: now[state] - before[state] for state in now if now[state] != before[state]}
+
+    harness.create_enabled(on_data(2))
+    harness.deliver("daily", landed(1, "a"))
+    assert moved() == {"PENDING_TRIGGER": 1}
+    harness.deliver("daily", landed(1, "b"))
+    assert moved() == {"PENDING_LAUNCH": 1}
+    harness.deliver("daily", landed(1, "c"))
+    assert moved() == {"PENDING_LAUNCH": 1, "PENDING_TRIGGER": 1}
+    harness.change("daily", "disable")
+    assert moved() == {"PENDING_LAUNCH": 1, "OBSOLETE": 1}
+    harness.change("daily", "delete")
+    assert moved() == {}
