@@ -11,6 +11,7 @@ tested with a stand-in session.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,6 +178,7 @@ def _open_all(keyspace: str, create_schema: bool) -> None:
 
 
 @pytest.mark.cassandra
+@pytest.mark.timeout(900)  # some 20 s on an idle node; schema changes slow down under load
 def test_two_creators_and_a_command_at_once_in_a_fresh_keyspace_all_work() -> None:
     keyspace = f"race_{uuid.uuid4().hex[:12]}"
     start = threading.Barrier(3)
@@ -200,6 +202,7 @@ def test_two_creators_and_a_command_at_once_in_a_fresh_keyspace_all_work() -> No
                 try:
                     _open_all(keyspace, create_schema=False)
                 except ConfigurationError:
+                    time.sleep(0.1)  # the tables are not all there yet
                     continue
                 outcomes["command"] = "ok"
                 return
