@@ -139,14 +139,17 @@ class ScheduleExecutor:
         now = max(self.clock(), fire_ms)
         fires = fires_to_run(record.schedule, cron, last, now)
         following = cron.next_after(now)
-        self.client.schedule_task(fire_task(name, record.revision, int(index), following)).result(
-            self.timeout_s
+        # The next fire is sent now and awaited before the record that names it is written; in
+        # between, the launch's own send and wait overlap its commit.
+        next_sent = self.client.schedule_task(
+            fire_task(name, record.revision, int(index), following)
         )
         job = self.latest_job(record)
         for fire in fires:
             metrics.SCHEDULE_FIRES.inc()
             event = TimeFired(cron=cron.expression, time_zone=cron.time_zone, logical_time_ms=fire)
             job = self.add_event(record, job, event, now, task)
+        next_sent.result(self.timeout_s)
         self.store.put(
             record.changed(
                 last_fires={**record.last_fires, index: max([fire_ms, *fires])},
