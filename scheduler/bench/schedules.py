@@ -350,7 +350,9 @@ def _prepare_held(data_dir: str, count: int) -> None:
             fires = []
             for i in range(first, min(first + 1000, count)):
                 schedule = Schedule(
-                    name=f"held-{i:07d}", program=PROGRAM, trigger=Time(cron=HELD_CRON)
+                    name=f"held-{i:07d}",
+                    program=PROGRAM,
+                    trigger=Time.model_validate({"cron": HELD_CRON, "timeZone": "UTC"}),
                 )
                 fire = schedule.crons()[0].next_after(at)
                 store.put(
