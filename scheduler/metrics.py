@@ -237,10 +237,12 @@ LAUNCH_LATENCY = Histogram(
 SCHEDULE_FIRES = Counter(
     "scheduler_schedule_fires_total", "Cron fires handled by schedules (caught-up ones too)."
 )
-SCHEDULE_JOBS = Counter(
-    "scheduler_schedule_jobs_total",
-    "Schedule jobs written in a state (PENDING_TRIGGER, PENDING_CONSTRAINT, PENDING_LAUNCH, "
-    "ABORTED, TIMED_OUT, OBSOLETE), by state.",
+SCHEDULE_JOBS = Gauge(
+    "scheduler_schedule_jobs",
+    "Stored schedule jobs in each state (PENDING_TRIGGER, PENDING_CONSTRAINT, PENDING_LAUNCH, "
+    "ABORTED, TIMED_OUT, OBSOLETE): jobs this process moved into the state less those it moved "
+    "out of it or deleted; summed over a fleet's workers it is the store's count of the jobs "
+    "they changed since they started.",
     ["state"],
 )
 CONSTRAINT_ABORTS = Counter(

@@ -11,12 +11,15 @@ Measured:
   run -> the run its program-status trigger launches, from the completed run's `ended_ms`;
 * the same N cron jobs in APScheduler 3 (memory job store, its default thread pool, no misfire
   grace limit), in this process: lag of each job's call behind its fire.
-* peak RSS of a worker process (started for it) with M enabled schedules (default 100,000,
-  `--enabled`), beside the same worker idle (no schedules).
+* peak RSS of a fresh worker process started over a deployment holding M enabled schedules
+  (default 100,000, `--enabled`; written by another process first, records and pending fires as
+  enables leave them), beside the same worker over an empty deployment.
 
 The programs are `command` programs whose route is, in the bench only, an in-process no-op: what
 is measured is the schedules and programs layers (fire, launch, run), not a process per run.
-Enables are sent without waiting (`wait_s=None`) and the store is then polled for the count.
+Enables are sent without waiting (`wait_s=None`) and the store is then polled for the count;
+the fired runs are counted by the no-op route as it is called (the run store is read once, at
+the end, for their start times).
 Embedded only: Kafka + Cassandra is not measured here yet.
 """
 
@@ -40,13 +43,39 @@ LANDED = "bench-landed"
 """The program a partition trigger launches."""
 AFTER = "bench-after"
 DATASET = "bench-dataset"
-ENABLE_RATE_GUESS = 150.0
-"""Creates + enables per second assumed to place the shared fire (a daily cron) after them."""
+ENABLE_RATE_GUESS = 50.0
+"""Creates + enables per second assumed to place the shared fire (a daily cron) after them: low
+enough for a 2-core machine under others' load (10,000 took 126 s at a load average of 75); a
+faster machine only waits longer for the fire, which does not change what is measured."""
 START_TIMEOUT_S = 60.0
 
 
-def _noop(task: Any, context: Any) -> None:
-    """The `command` route of the bench: runs nothing."""
+class _NoopRoute:
+    """The `command` route of the bench: runs nothing, and counts the runs of each logical
+    time, so that the bench waits on an event rather than polling the run store beside the
+    worker (a poll reads every run, under the store's lock, in the worker's process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._waited: tuple[str, int, threading.Event] | None = None
+
+    def __call__(self, task: Any, context: Any) -> None:
+        logical = str((task.data.get("vars") or {}).get("_logical_time"))
+        with self._lock:
+            self._counts[logical] = self._counts.get(logical, 0) + 1
+            waited = self._waited
+            if waited is not None and waited[0] == logical and self._counts[logical] >= waited[1]:
+                waited[2].set()
+
+    def wait(self, logical: str, count: int, timeout_s: float) -> bool:
+        """True once `count` runs of logical time `logical` have been called."""
+        done = threading.Event()
+        with self._lock:
+            self._waited = (logical, count, done)
+            if self._counts.get(logical, 0) >= count:
+                done.set()
+        return done.wait(timeout_s)
 
 
 def _fire_at(seconds_ahead: float) -> int:
@@ -79,7 +108,8 @@ class _Deployment:
                 for name in (PROGRAM, UPSTREAM, LANDED, AFTER)
             ]
         )
-        self.executor = RoutingExecutor({"command": _noop}, default="command")
+        self.noop = _NoopRoute()
+        self.executor = RoutingExecutor({"command": self.noop}, default="command")
         self.scheduler = EmbeddedScheduler(data_dir=data_dir, executor=self.executor)
         self.programs = embedded_programs(self.scheduler, self.executor, self.catalog)
         self.schedules = embedded_schedules(self.scheduler, self.programs, self.executor.routes)
@@ -171,17 +201,12 @@ def _fire_lags(scratch: Path, count: int) -> dict[str, Any]:
                 f"fire: lower ENABLE_RATE_GUESS ({ENABLE_RATE_GUESS:g}/s) for this machine"
             )
         logical = from_epoch_ms(fire).isoformat()
-        deadline = time.monotonic() + (fire - now_ms()) / 1000 + 60 + count / 50
-        started: list[int] = []
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            started = [
-                r.started_ms
-                for r in runs.list_runs(program=PROGRAM, limit=4 * count)
-                if r.started_ms is not None and r.arguments.get("_logical_time") == logical
-            ]
-            if len(started) >= count:
-                break
+        deployment.noop.wait(logical, count, (fire - now_ms()) / 1000 + 60 + count / 50)
+        started = [
+            r.started_ms
+            for r in runs.list_runs(program=PROGRAM, limit=4 * count)
+            if r.started_ms is not None and r.arguments.get("_logical_time") == logical
+        ]
     lags = [float(s - fire) for s in started]
     return {
         "enable_s": enable_s,
@@ -303,30 +328,83 @@ def _apscheduler_lags(count: int) -> dict[str, Any]:
     }
 
 
-def _hold(data_dir: str, count: int, ready: Any, stop: Any) -> None:
-    """In a process of its own: a started worker with `count` enabled schedules (a yearly cron,
-    never due during the bench); `ready` is set once they are all enabled."""
+HELD_CRON = "0 0 1 1 *"
+"""The cron of the held schedules: yearly, never due during the bench."""
+
+
+def _prepare_held(data_dir: str, count: int) -> None:
+    """In a process of its own: `count` enabled schedules in a deployment's stores, as their
+    enables leave them (the record enabled, its next fire a pending engine task persisted by the
+    worker), then stopped. Written directly rather than through 2 x `count` change tasks: the
+    state is the same, made in seconds rather than many minutes."""
+    from scheduler.schedules.abc import ScheduleRecord
+    from scheduler.schedules.model import Schedule, Time
+    from scheduler.schedules.tasks import fire_task
+
     with ExitStack() as stack:
-        client = _Deployment(Path(data_dir)).enter(stack)
-        if count:
-            names = [f"held-{i:07d}" for i in range(count)]
-            _create_enabled(client, names, "0 0 1 1 *", 600 + count / 20)
+        deployment = _Deployment(Path(data_dir))
+        client = deployment.enter(stack)
+        store = deployment.schedules.store
+        at = now_ms()
+        for first in range(0, count, 1000):
+            fires = []
+            for i in range(first, min(first + 1000, count)):
+                schedule = Schedule(
+                    name=f"held-{i:07d}",
+                    program=PROGRAM,
+                    trigger=Time.model_validate({"cron": HELD_CRON, "timeZone": "UTC"}),
+                )
+                fire = schedule.crons()[0].next_after(at)
+                store.put(
+                    ScheduleRecord(
+                        schedule, revision=at, enabled=True, created_ms=at, updated_ms=at,
+                        change_id=f"bench-{i}", last_fires={"0": at}, next_fires={"0": fire},
+                    )
+                )  # fmt: skip
+                fires.append(fire_task(schedule.name, at, 0, fire))
+            client.client.schedule_tasks(fires).result(60)
+        worker = deployment.scheduler.worker
+        deadline = time.monotonic() + 600
+        while any(lag.lag for lag in worker.log.describe_group(worker.group_id)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the worker did not persist {count} fires within 600s")
+            time.sleep(0.2)
+        if sum(1 for _ in client.all(status="ENABLED")) != count:
+            raise RuntimeError(f"the store does not hold {count} enabled schedules")
+
+
+def _hold(data_dir: str, ready: Any, stop: Any) -> None:
+    """In a process of its own: a started worker over the deployment in `data_dir` (whatever
+    schedules it holds); `ready` is set once its partitions are assigned."""
+    with ExitStack() as stack:
+        _Deployment(Path(data_dir)).enter(stack)
         ready.set()
         stop.wait(600)
 
 
 def _worker_rss(scratch: Path, count: int, settle_s: float) -> dict[str, float]:
-    """Peak and settled RSS (MB) of a worker process holding `count` enabled schedules."""
+    """Peak and settled RSS (MB) of a fresh worker process over a deployment holding `count`
+    enabled schedules, prepared by another process first (so that what the worker holds is
+    measured, not what creating them cost a client)."""
     context = multiprocessing.get_context("spawn")
-    ready, stop = context.Event(), context.Event()
     data_dir = scratch / f"rss-{count}"
-    process = context.Process(target=_hold, args=(str(data_dir), count, ready, stop))
+    prepared_s = 0.0
+    if count:
+        started = time.perf_counter()
+        preparer = context.Process(target=_prepare_held, args=(str(data_dir), count))
+        preparer.start()
+        preparer.join(1800)
+        if preparer.exitcode != 0:
+            raise RuntimeError(f"preparing {count} enabled schedules failed ({preparer.exitcode})")
+        prepared_s = time.perf_counter() - started
+    ready, stop = context.Event(), context.Event()
+    process = context.Process(target=_hold, args=(str(data_dir), ready, stop))
     process.start()
     assert process.pid is not None
     sampler = RssSampler(process.pid).start()
     try:
-        if not ready.wait(900 + count / 20):
-            raise TimeoutError(f"the worker did not enable {count} schedules in time")
+        if not ready.wait(300):
+            raise TimeoutError(f"the worker over {count} enabled schedules did not start in time")
         time.sleep(settle_s)
         settled = sampler.latest_mb()
     finally:
@@ -335,7 +413,7 @@ def _worker_rss(scratch: Path, count: int, settle_s: float) -> dict[str, float]:
         sampler.stop()
         if process.is_alive():
             process.kill()
-    return {"rss_peak_mb": sampler.peak_mb, "rss_settled_mb": settled}
+    return {"rss_peak_mb": sampler.peak_mb, "rss_settled_mb": settled, "prepare_s": prepared_s}
 
 
 def run(options: BenchOptions) -> ScenarioResult:

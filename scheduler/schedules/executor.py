@@ -30,7 +30,7 @@ from scheduler.programs.model import RunStatus as ProgramRunStatus
 from scheduler.programs.model import StartedBy, StarterKind
 from scheduler.schedules import job as jobs
 from scheduler.schedules.abc import ScheduleRecord, ScheduleStore
-from scheduler.schedules.catchup import fires_to_run
+from scheduler.schedules.catchup import LATE_MS, fires_to_run
 from scheduler.schedules.constraints import ConstraintContext, FinishedRun
 from scheduler.schedules.events import Event, PartitionsAdded, RunEnded, TimeFired
 from scheduler.schedules.job import Effect, Job, JobState
@@ -137,16 +137,27 @@ class ScheduleExecutor:
             return  # handled already (the task ran again after a crash)
         cron = crons[int(index)]
         now = max(self.clock(), fire_ms)
-        fires = fires_to_run(record.schedule, cron, last, now)
-        following = cron.next_after(now)
-        self.client.schedule_task(fire_task(name, record.revision, int(index), following)).result(
-            self.timeout_s
+        after_fire = cron.next_after(fire_ms)
+        on_time = record.next_fires.get(index) == fire_ms and now - fire_ms <= LATE_MS
+        if on_time and after_fire > now:
+            # The fire the record enqueued, on time, and the next not due yet: no fire lies
+            # between the last one handled and this one, so this one alone runs under every
+            # catch-up policy (what `fires_to_run` finds, in one step of the cron, not three).
+            fires = [fire_ms]
+        else:
+            fires = fires_to_run(record.schedule, cron, last, now)
+        following = after_fire if after_fire > now else cron.next_after(now)
+        # The next fire is sent now and awaited before the record that names it is written; in
+        # between, the launch's own send and wait overlap its commit.
+        next_sent = self.client.schedule_task(
+            fire_task(name, record.revision, int(index), following)
         )
         job = self.latest_job(record)
         for fire in fires:
             metrics.SCHEDULE_FIRES.inc()
             event = TimeFired(cron=cron.expression, time_zone=cron.time_zone, logical_time_ms=fire)
             job = self.add_event(record, job, event, now, task)
+        next_sent.result(self.timeout_s)
         self.store.put(
             record.changed(
                 last_fires={**record.last_fires, index: max([fire_ms, *fires])},
@@ -219,7 +230,6 @@ class ScheduleExecutor:
         if waits:
             self.store.add_key(RUN_END_KEY + record.schedule.program, name)
             self._write_job(job.model_copy(update={"state": JobState.PENDING_CONSTRAINT}))
-            metrics.SCHEDULE_JOBS.labels(str(JobState.PENDING_CONSTRAINT)).inc()
             return
         reason = (
             f"launch refused: {task.data.get('active')} run(s) of program "
@@ -227,7 +237,6 @@ class ScheduleExecutor:
         )
         self._write_job(job.model_copy(update={"state": JobState.ABORTED, "reason": reason}))
         metrics.CONSTRAINT_ABORTS.inc()
-        metrics.SCHEDULE_JOBS.labels(str(JobState.ABORTED)).inc()
 
     # -- effects --------------------------------------------------------------------------------
 
@@ -262,7 +271,6 @@ class ScheduleExecutor:
             else:
                 logger.debug("%s", effect.reason)
         self._write_job(job)
-        metrics.SCHEDULE_JOBS.labels(str(job.state)).inc()
         return job
 
     def launch_request(
@@ -297,19 +305,29 @@ class ScheduleExecutor:
         self.client.schedule_task(task).result(self.timeout_s)
 
     def _write_job(self, job: Job) -> None:
+        stored = self.store.jobs(job.schedule.name)
+        before = next((j.state for j in stored if j.key == job.key), None)
         self.store.put_job(job)
-        ended = [
-            j
-            for j in self.store.jobs(job.schedule.name)
-            if j.state not in jobs.OPEN_STATES and j.key != job.key
-        ]
+        jobs_moved(before, job.state)
+        ended = [j for j in stored if j.state not in jobs.OPEN_STATES and j.key != job.key]
         for old in ended[:-KEEP_ENDED_JOBS]:
             self.store.delete_job(job.schedule.name, old.key)
+            jobs_moved(old.state, None)
 
     def _stop_waiting_if_idle(self, record: ScheduleRecord) -> None:
         waiting = any(j.state is JobState.PENDING_CONSTRAINT for j in self.store.jobs(record.name))
         if not waiting:
             self.store.remove_key(RUN_END_KEY + record.schedule.program, record.name)
+
+
+def jobs_moved(before: JobState | None, after: JobState | None) -> None:
+    """Keep the jobs-per-state gauge: a job written from `before` to `after` (None: not stored)."""
+    if before == after:
+        return
+    if before is not None:
+        metrics.SCHEDULE_JOBS.labels(str(before)).dec()
+    if after is not None:
+        metrics.SCHEDULE_JOBS.labels(str(after)).inc()
 
 
 def _finished(run: Any) -> FinishedRun:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.schedules import job as jobs
 from scheduler.schedules.abc import ScheduleRecord
+from scheduler.schedules.executor import jobs_moved
 from scheduler.schedules.model import Schedule
 from scheduler.schedules.tasks import fire_task
 
@@ -90,7 +91,10 @@ def apply_change(executor: ScheduleExecutor, name: str, task: Task) -> None:
     elif action == "delete":
         _discard(executor, record, "the schedule was deleted")
         store.remove_key("run-end:" + record.schedule.program, name)
+        stored = store.jobs(name)
         store.delete(name)
+        for job in stored:
+            jobs_moved(job.state, None)
     else:
         raise ValueError(f"unknown schedule change {action!r}")
 
@@ -114,3 +118,4 @@ def _discard(executor: ScheduleExecutor, record: ScheduleRecord, reason: str) ->
         ended, effects = jobs.discard(job, reason)
         if effects:
             executor.store.put_job(ended)
+            jobs_moved(job.state, ended.state)

@@ -42,6 +42,7 @@ from cassandra.policies import (
     TokenAwarePolicy,
 )
 from cassandra.protocol import ConfigurationException as CqlConfigurationException
+from cassandra.protocol import ServerError
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, tuple_factory
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
@@ -644,6 +645,33 @@ def apply_schema(run: Runner, ddl: Sequence[str], *, timeout: float) -> None:
             ) from None
 
 
+def _prepare_settled(
+    run: Runner,
+    text: str,
+    deadline: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> Any:
+    """`session.prepare(text)`, again while its table is being created (see `_TABLE_OPENING`)."""
+    pause = 0.05
+    while True:
+        try:
+            return run.session.prepare(text)
+        except ServerError as error:
+            if _TABLE_OPENING not in str(error):
+                raise
+            if clock() >= deadline:
+                raise BackendUnavailableError(
+                    f"Cassandra at {run.target} still had a table of `{text}` being created "
+                    f"after waiting for it ({error}); another process may be creating the "
+                    "schema: run `scheduler schema apply` first, then start workers and commands"
+                ) from error
+        log.info("a table of `%s` is being created by another connection; preparing again", text)
+        run.session.cluster.control_connection.wait_for_schema_agreement(wait_time=pause * 20)
+        sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
 def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:
     """The replication map of an existing keyspace, or None if it does not exist."""
     rows = run.one(
@@ -654,16 +682,42 @@ def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:
     return dict(rows[0][0]) if rows else None
 
 
-def prepare(run: Runner, keyspace: str, statements: Mapping[str, str]) -> dict[str, Any]:
-    """Prepare the store's statements, or say how to create the tables they need."""
+#: What Cassandra answers a PREPARE that names a table another connection is creating at that
+#: moment: a CREATE TABLE puts the table in the schema a little before it opens its storage, and
+#: a statement prepared in between fails with a server error naming the table's id. A second
+#: creator's CREATE TABLE IF NOT EXISTS returns in that window too (the table exists), so two
+#: processes that create the same keyspace at once (a worker and a command) meet it.
+_TABLE_OPENING = "Unknown CF"
+
+#: How long a PREPARE waits for a table being created to open before the error stands.
+SCHEMA_SETTLE_S = 60.0
+
+
+def prepare(
+    run: Runner,
+    keyspace: str,
+    statements: Mapping[str, str],
+    *,
+    settle_s: float = SCHEMA_SETTLE_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Prepare the store's statements, or say how to create the tables they need.
+
+    A statement naming a table that another connection is still creating is prepared again,
+    after the nodes agree on the schema, for up to `settle_s`."""
     if replication_of(run, keyspace) is None:
         # Said here rather than by the failed prepare, which the driver also logs as an ERROR.
         raise ConfigurationError(
             f"keyspace {keyspace!r} does not exist on {run.target} (SCHEDULER_CASSANDRA_KEYSPACE);"
             " check the name, or create it with `scheduler schema apply` (workers do on start)"
         )
+    deadline = clock() + settle_s
     try:
-        prepared = {name: run.session.prepare(text) for name, text in statements.items()}
+        prepared = {
+            name: _prepare_settled(run, text, deadline, clock, sleep)
+            for name, text in statements.items()
+        }
     except Unauthorized as error:
         raise not_permitted(error, run.target, "prepare the store's statements") from None
     except InvalidRequest as error:

@@ -325,3 +325,49 @@ def test_a_last_run_constraint_waits_until_its_millis_after_the_last_completed_r
     assert harness.client.launches == []
     harness.advance_to(T0 + 2 * HOUR)
     assert [t.scheduled_ms for t in harness.client.launches] == [T0 + 70 * MIN]
+
+
+def _jobs_gauge() -> dict[str, float]:
+    from scheduler import metrics
+
+    return {str(s): metrics.SCHEDULE_JOBS.labels(str(s))._value.get() for s in JobState}
+
+
+def test_the_jobs_per_state_gauge_follows_a_job_in_and_out_of_each_state(
+    harness: Harness,
+) -> None:
+    before = _jobs_gauge()
+
+    def moved() -> dict[str, float]:
+        now = _jobs_gauge()
+        return {state: now[state] - before[state] for state in now if now[state] != before[state]}
+
+    harness.create_enabled(on_data(2))
+    harness.deliver("daily", landed(1, "a"))
+    assert moved() == {"PENDING_TRIGGER": 1}
+    harness.deliver("daily", landed(1, "b"))
+    assert moved() == {"PENDING_LAUNCH": 1}
+    harness.deliver("daily", landed(1, "c"))
+    assert moved() == {"PENDING_LAUNCH": 1, "PENDING_TRIGGER": 1}
+    harness.change("daily", "disable")
+    assert moved() == {"PENDING_LAUNCH": 1, "OBSOLETE": 1}
+    harness.change("daily", "delete")
+    assert moved() == {}
+
+
+@pytest.mark.parametrize(
+    ("policy", "seconds"),
+    [(CatchUp.ALL, [10, 20, 30]), (CatchUp.ONCE, [30]), (CatchUp.SKIP, [10, 20, 30])],
+)
+def test_an_on_time_fire_run_after_the_next_was_due_runs_what_the_catch_up_policy_says(
+    harness: Harness, policy: CatchUp, seconds: list[int]
+) -> None:
+    every_ten = Schedule(
+        name="often", program="clean", trigger=Time(cron="*/10 * * * * *"), catch_up=policy
+    )
+    harness.create_enabled(every_ten)
+    harness.clock.now = T0 + 35_000  # the fire at 10 s runs 25 s late, within LATE_MS
+    harness.run_due()
+    logical = [t.data["system"]["logical_time"] for t in harness.client.launches]
+    assert logical == [from_epoch_ms(T0 + s * 1000).isoformat() for s in seconds]
+    assert harness.record("often").next_fires == {"0": T0 + 40_000}
