@@ -33,6 +33,7 @@ from scheduler.actors.topic_supervisor import (
     restart_delay,
 )
 from scheduler.codec import Command, MalformedRecordError, decode
+from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
@@ -68,8 +69,11 @@ class Worker:
         group_id: str = "scheduler-workers",
         client_id: str | None = None,
         rng: random.Random | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.log = log
+        self.clock = clock
+        """The one clock of the engine: its timers, due times and status stamps read it."""
         self.store = store
         self.executor = executor
         self.settings = settings
@@ -146,7 +150,7 @@ class Worker:
             raise
         self._consumer = consumer
         self._guard.start()
-        self._timers = TimerService()
+        self._timers = TimerService(clock=self.clock)
         self._service = TaskExecutorService(self.settings.pool_size)
         self._topic = TopicSupervisor.start(
             store=self.store,
@@ -577,7 +581,7 @@ class Worker:
             key=record.key,
             value=record.value,
             timestamp_ms=record.timestamp_ms,
-            seen_ms=time.time_ns() // 1_000_000,
+            seen_ms=self.clock.now_ms(),
         )
 
     def _keep_malformed(self, records: list[MalformedRecord]) -> dict[int, Exception]:

@@ -20,7 +20,6 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
-from scheduler.engine.clock import monotonic_at, now_ms
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
 from scheduler.executors.abc import CANCELLED_BY_OPERATOR
@@ -81,12 +80,12 @@ def _record_of(outcome: AttemptFinished, kind: AttemptOutcome, worker: str) -> A
     )
 
 
-def _succeeded(outcome: AttemptFinished, record: Attempt, now: int | None = None) -> TaskStatus:
+def _succeeded(outcome: AttemptFinished, record: Attempt, now: int) -> TaskStatus:
     return TaskStatus(
         outcome.key,
         TaskState.SUCCEEDED,
         outcome.attempt,
-        updated_ms=now_ms() if now is None else now,
+        updated_ms=now,
         data=outcome.data,
         attempt_log=(record,),
     )
@@ -184,7 +183,7 @@ class PartitionExecutor(PartitionActor):
     def _interrupted(self, item: ScheduledTask) -> TaskStatus:
         """The status that closes the open attempt of a task found RUNNING as interrupted."""
         metrics.INTERRUPTED.inc()
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         since = item.running_since_ms
         task_log.warning(
             "task %s attempt %d interrupted: it was running%s when its worker died or was "
@@ -209,7 +208,7 @@ class PartitionExecutor(PartitionActor):
         """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status): drop
         the queued ones, cancel the running attempts (their job group or process is stopped)."""
         cancelled = []
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         for key in keys:
             queue = self.queues.get(key.ordering_id)
             if queue is None:
@@ -243,16 +242,18 @@ class PartitionExecutor(PartitionActor):
         if item is None:
             del self.queues[queue.ordering_id]
             return
-        if item.next_attempt_ms is not None and item.next_attempt_ms > now_ms():
+        if item.next_attempt_ms is not None and item.next_attempt_ms > self.ctx.clock.now_ms():
             me, generation, ordering_id = self._me, self.ctx.generation, queue.ordering_id
             assert me is not None
-            queue.retry_timer = self.ctx.timers.call_at(
-                monotonic_at(item.next_attempt_ms),
+            queue.retry_timer = self.ctx.timers.call_at_ms(
+                item.next_attempt_ms,
                 lambda: me.retry_due.defer(ordering_id, generation),
             )
             return
         queue.pop()
-        attempt = TaskExecutor(item, partition=self.ctx.partition, report=self._report)
+        attempt = TaskExecutor(
+            item, partition=self.ctx.partition, report=self._report, clock=self.ctx.clock
+        )
         queue.running = attempt
         self.running[item.key] = attempt
         if self.idle.is_set():  # Event.clear takes its lock: not once per task
@@ -299,9 +300,9 @@ class PartitionExecutor(PartitionActor):
             batch = list(self.outcomes)
             self.outcomes.clear()
             self.outcomes_signalled = False  # the next outcome comes here too
-        worker = self.ctx.worker_id
+        worker, now = self.ctx.worker_id, self.ctx.clock.now_ms()
         self._unflushed.put(
-            _succeeded(event, _record_of(event, AttemptOutcome.SUCCEEDED, worker))
+            _succeeded(event, _record_of(event, AttemptOutcome.SUCCEEDED, worker), now)
             for event in batch
             if isinstance(event, AttemptFinished) and event.error is None
         )
@@ -347,7 +348,7 @@ class PartitionExecutor(PartitionActor):
         attempt = self.running.pop(outcome.key)
         queue = self.queues[outcome.key.ordering_id]
         queue.running = None
-        item, key, now = attempt.item, outcome.key, now_ms()
+        item, key, now = attempt.item, outcome.key, self.ctx.clock.now_ms()
         kind = _outcome_of(outcome)
         record = _record_of(outcome, kind, self.ctx.worker_id)
         took = _seconds(record)
@@ -467,7 +468,7 @@ class PartitionExecutor(PartitionActor):
         times are taken after the put, so a push that read the buffer before it has a
         `checked_ms` no later than the finish time, and `execute` refuses its copy."""
         self._unflushed.put(statuses)
-        finished_ms = now_ms()
+        finished_ms = self.ctx.clock.now_ms()
         for status in statuses:
             if status.state.is_final:
                 self._remember_finished(status.key, finished_ms)
@@ -528,7 +529,7 @@ class PartitionExecutor(PartitionActor):
         within the grace): write them as if they had ended, each attempt closed - PENDING again
         (interrupted), or CANCELLED once more for an operator's cancel. One that ends later after
         all is run again by the next owner (at-least-once)."""
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         worker = self.ctx.worker_id or None
         statuses = []
         for attempt in attempts:

@@ -15,7 +15,6 @@ import pykka
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import ScheduledTask
-from scheduler.engine.clock import monotonic_at, now_ms
 from scheduler.engine.timers import TimerHandle
 from scheduler.model import TaskKey
 
@@ -40,7 +39,7 @@ class PartitionScheduler(PartitionActor):
         """Hold these tasks until due (dispatch at once those already due)."""
         if self.stopped:
             return
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         due: list[ScheduledTask] = []
         for item in items:
             key = item.key
@@ -70,7 +69,7 @@ class PartitionScheduler(PartitionActor):
         self.timer_due_ms = None
         if self.stopped:
             return
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         due: list[ScheduledTask] = []
         heap, held = self.heap, self.held
         while heap and heap[0][0] <= now:
@@ -98,13 +97,11 @@ class PartitionScheduler(PartitionActor):
         assert proxy is not None
         generation = self.ctx.generation
         self.timer_due_ms = due_ms
-        self.timer = self.ctx.timers.call_at(
-            monotonic_at(due_ms), lambda: proxy.fire.defer(generation)
-        )
+        self.timer = self.ctx.timers.call_at_ms(due_ms, lambda: proxy.fire.defer(generation))
 
     def counts(self) -> tuple[int, int]:
         """(tasks held, of which already due)."""
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         return len(self.held), sum(1 for key in self.held if key.scheduled_ms <= now)
 
     def stop_scheduling(self) -> None:

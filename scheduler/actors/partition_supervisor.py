@@ -22,7 +22,6 @@ from scheduler.actors.partition_scheduler import PartitionScheduler
 from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.throughput_controller import ThroughputController
-from scheduler.engine.clock import now_ms
 from scheduler.engine.deadline import StopDeadline
 from scheduler.model import TaskKey
 from scheduler.wording import counted
@@ -81,7 +80,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         if counts.executing or counts.unflushed:
             return False
         if horizon_ms is None:
-            horizon_ms = now_ms()
+            horizon_ms = self.ctx.clock.now_ms()
             if counts.due_held:
                 return False
         elif counts.scheduled:

@@ -18,7 +18,6 @@ from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import ScheduledTask, TasksLoaded
 from scheduler.codec import Command, Op
-from scheduler.engine.clock import now_ms
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores.abc import TaskStore
@@ -114,7 +113,7 @@ class TaskPersistence(PartitionActor):
             self.checkpoint = min(self.checkpoint, window_end(first_ms - 1))
             metrics.SPILLED.inc(len(tasks))
             return
-        checked_ms = now_ms()
+        checked_ms = self.ctx.clock.now_ms()
         keys = [task.key for task in tasks]
         statuses = self._unflushed.lookup(self.ctx.store, self.ctx.partition, keys)
         handed, final = [], []
@@ -135,7 +134,8 @@ class TaskPersistence(PartitionActor):
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
         if command.op is Op.CANCEL:
             store.record_statuses(
-                partition, [TaskStatus(key, TaskState.CANCELLED, updated_ms=now_ms())]
+                partition,
+                [TaskStatus(key, TaskState.CANCELLED, updated_ms=self.ctx.clock.now_ms())],
             )
             metrics.CANCELLED.inc()
             self._scheduler.cancel.defer([key])
@@ -182,7 +182,7 @@ class TaskPersistence(PartitionActor):
             # the look into the buffer would be found finished in neither, and run again. Still
             # away, the store fails this load, and the tree is restarted later.
             self._unflushed.write(store, partition)
-        checked_ms = now_ms()
+        checked_ms = self.ctx.clock.now_ms()
         stragglers = self._start_from_mark() if self.checkpoint is None else []
         rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)
         exhausted = len(rows) < limit
@@ -227,7 +227,7 @@ class TaskPersistence(PartitionActor):
         if self.checkpoint is None:
             return  # not loaded yet: the mark the tree started from stands
         mark = self.ctx.mark.mark or ReloadMark(BEFORE_ALL)
-        upper_ms = min(now_ms() - MARK_AGE_MS, self.checkpoint[0] - 1)
+        upper_ms = min(self.ctx.clock.now_ms() - MARK_AGE_MS, self.checkpoint[0] - 1)
         if mark.after <= window_end(upper_ms):
             self.ctx.mark.replace(advanced_mark(self.ctx.store, self.ctx.partition, mark, upper_ms))
 

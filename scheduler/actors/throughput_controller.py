@@ -9,14 +9,11 @@ has TaskPersistence move the partition's reload mark forward.
 
 from __future__ import annotations
 
-import time
-
 import pykka
 
 from scheduler import metrics
 from scheduler.actors.base import ASK_TIMEOUT_S, PartitionActor
 from scheduler.actors.context import PartitionContext
-from scheduler.engine.clock import now_ms
 from scheduler.engine.timers import TimerHandle
 
 MARK_INTERVAL_S = 5.0
@@ -43,7 +40,7 @@ class ThroughputController(PartitionActor):
         self.reported_in_flight = 0
         self.stopped = False
         self._me: pykka.ActorProxy | None = None
-        self._mark_due = time.monotonic() + MARK_INTERVAL_S
+        self._mark_due = self.ctx.clock.monotonic() + MARK_INTERVAL_S
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -66,15 +63,15 @@ class ThroughputController(PartitionActor):
         room = bound - in_flight
         # Small top-ups while a backlog drains would mean a store query per handful of tasks.
         if room > 0 and (not self.backlogged or room >= bound // 2):
-            loaded = self._persistence.load(now_ms() + settings.lookahead_ms, room).get(
-                timeout=ASK_TIMEOUT_S
-            )
+            loaded = self._persistence.load(
+                self.ctx.clock.now_ms() + settings.lookahead_ms, room
+            ).get(timeout=ASK_TIMEOUT_S)
             self.backlogged = not loaded.exhausted
             in_flight += loaded.count
         if self.backlogged:
             self._executor.notify_when_at_most.defer(bound // 2)
-        if time.monotonic() >= self._mark_due:
-            self._mark_due = time.monotonic() + MARK_INTERVAL_S
+        if self.ctx.clock.monotonic() >= self._mark_due:
+            self._mark_due = self.ctx.clock.monotonic() + MARK_INTERVAL_S
             self._persistence.advance_mark.defer()
         metrics.IN_FLIGHT.inc(in_flight - self.reported_in_flight)
         self.reported_in_flight = in_flight

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -248,7 +247,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.restarting.add(partition)
         # A partition that keeps failing (its store is down) backs off exponentially, up to
         # MAX_RESTART_BACKOFF_S; one that ran for a while starts from the base delay again.
-        if time.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
+        if self.timers.clock.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
             self.streaks[partition] = 0
         streak = self.streaks[partition] = self.streaks.get(partition, 0) + 1
         if streak == 1:
@@ -300,7 +299,7 @@ class TopicSupervisor(pykka.ThreadingActor):
     def _start(self, partition: int) -> bool:
         """Start a tree for `partition`; False if it died as it started (it is then restarted
         later, as a tree that died running)."""
-        self.started_at[partition] = time.monotonic()
+        self.started_at[partition] = self.timers.clock.monotonic()
         generation = self.generations.get(partition, 0) + 1
         self.generations[partition] = generation
         me = self._me
