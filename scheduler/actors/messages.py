@@ -23,9 +23,10 @@ class ScheduledTask:
     """Attempts already started (from the status row after a reload)."""
     next_attempt_ms: int | None = None
     """A retry's earliest start; None for a first attempt."""
-    checked_ms: int = 0
-    """When its status row was read (it was not final then): a key that finished after that
-    must not run again."""
+    checked: int = 0
+    """The partition's status version (`UnflushedStatuses.version`) taken just before its status
+    was read (it was not final then): a key that finished at a later version must not run
+    again."""
     running_since_ms: int | None = None
     """Set when that status row said RUNNING: attempt `attempts` started then (on a worker that
     died or was stopped, or on this worker's tree before a restart) and never ended. Unless the

@@ -38,9 +38,8 @@ ADMIN_CANCEL = CANCELLED_BY_OPERATOR
 #: let it go: its new owner may be running them already, so this one writes nothing of them.
 PARTITION_LOST = "partition lost"
 
-#: How long a finished key is remembered, to refuse a copy whose status was read before it
-#: finished (that read and the start are normally milliseconds apart), and how many at most.
-FINISHED_MEMORY_MS = 10_000
+#: Finished keys remembered at most (see `PartitionExecutor.finished`): a memory bound for a
+#: partition that finishes this many tasks while no new copy reaches its executor.
 FINISHED_MEMORY_MAX = 100_000
 
 
@@ -110,7 +109,11 @@ class PartitionExecutor(PartitionActor):
         self._controller: pykka.ActorProxy | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
-        self.finished_at: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
+        self.finished: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
+        """Keys that reached a final state here, with the status version of that change, oldest
+        first; see `execute`."""
+        self.seen_checked = 0
+        """The latest `checked` version of the copies received (see `_forget_finished`)."""
         self.held = 0
         self.notify_below: int | None = None
         self.draining = False
@@ -145,14 +148,16 @@ class PartitionExecutor(PartitionActor):
         """Queue due tasks; start the head of every idle queue they touch.
 
         Their status rows were read when they were loaded or pushed (TaskPersistence), so
-        nothing is read here; only a finish since that read is caught (`checked_ms`)."""
+        nothing is read here; only a finish since that read is caught: "is it final?" is a
+        lookup of the key in `finished`, whose version says whether the copy's reader saw the
+        finish (`checked` at or past it) or not."""
         touched: dict[str, OrderingExecutor] = {}
         already_final: list[TaskKey] = []
         interrupted: list[TaskStatus] = []
-        finished_at = self.finished_at
+        finished = self.finished
         for item in items:
-            finished_ms = finished_at.get(item.key)
-            if finished_ms is not None and finished_ms >= item.checked_ms:
+            finished_version = finished.get(item.key)
+            if finished_version is not None and item.checked < finished_version:
                 already_final.append(item.key)  # finished after its status was read
                 continue
             queue = self.queues.get(item.task.ordering_id)
@@ -167,7 +172,7 @@ class PartitionExecutor(PartitionActor):
             if queued is not None and queued.attempts > item.attempts:
                 # Rewritten while waiting to retry: new data, same attempt count and backoff.
                 item = ScheduledTask(
-                    item.task, queued.attempts, queued.next_attempt_ms, item.checked_ms
+                    item.task, queued.attempts, queued.next_attempt_ms, item.checked
                 )
             if queue.offer(item):
                 self.held += 1
@@ -179,6 +184,7 @@ class PartitionExecutor(PartitionActor):
         for queue in touched.values():
             self._pump(queue)
         self.ctx.held.executing = self.held
+        self._forget_finished(max((item.checked for item in items), default=0))
 
     def _interrupted(self, item: ScheduledTask) -> TaskStatus:
         """The status that closes the open attempt of a task found RUNNING as interrupted."""
@@ -401,7 +407,7 @@ class PartitionExecutor(PartitionActor):
                 outcome.error,
                 extra=self._extra(record, key),
             )
-            queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, now))
+            queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, self._unflushed.version))
             status = TaskStatus(
                 key,
                 TaskState.RETRYING,
@@ -464,14 +470,13 @@ class PartitionExecutor(PartitionActor):
 
         Put into the shared buffer here, not in the tracker's mailbox, where a slow flush could
         keep them for a while: a rewrite of a finished key pushed meanwhile would find no final
-        status, and read after the finish, `checked_ms` would let it run again. The finish
-        times are taken after the put, so a push that read the buffer before it has a
-        `checked_ms` no later than the finish time, and `execute` refuses its copy."""
-        self._unflushed.put(statuses)
-        finished_ms = self.ctx.clock.now_ms()
+        status and run again. The put's version is the finish's: a push that took the version
+        before the put may have missed the finish, and `execute` refuses its copy; one that
+        took it after saw the finish in the buffer (or, once flushed, in the store)."""
+        version = self._unflushed.put(statuses)
         for status in statuses:
             if status.state.is_final:
-                self._remember_finished(status.key, finished_ms)
+                self._remember_finished(status.key, version)
         try:
             self._tracker.changed.defer()
         except pykka.ActorDeadError:
@@ -480,15 +485,27 @@ class PartitionExecutor(PartitionActor):
             # outcomes of the attempts still running, and to cancel them.
             pass
 
-    def _remember_finished(self, key: TaskKey, now: int) -> None:
-        finished_at = self.finished_at
-        finished_at[key] = now
-        finished_at.move_to_end(key)  # oldest first
-        oldest_kept = now - FINISHED_MEMORY_MS
-        while len(finished_at) > FINISHED_MEMORY_MAX or (
-            finished_at and next(iter(finished_at.values())) < oldest_kept
-        ):
-            finished_at.popitem(last=False)
+    def _remember_finished(self, key: TaskKey, version: int) -> None:
+        finished = self.finished
+        finished[key] = version
+        finished.move_to_end(key)  # oldest first
+        while len(finished) > FINISHED_MEMORY_MAX:
+            finished.popitem(last=False)
+
+    def _forget_finished(self, checked: int) -> None:
+        """Drop the finishes no copy still on its way can have missed.
+
+        TaskPersistence takes a version before each read and hands its copies on in that order,
+        and the PartitionScheduler passes a copy of a due key straight on (only a due key can
+        have finished), so the copies of finished keys reach this actor in the order of their
+        versions. Once one checked at `checked` arrived, every later one was checked at or past
+        it: a finish of a version up to `checked` was seen by all of them."""
+        if checked <= self.seen_checked:
+            return
+        self.seen_checked = checked
+        finished = self.finished
+        while finished and next(iter(finished.values())) <= checked:
+            finished.popitem(last=False)
 
     # -- control ------------------------------------------------------------------------------
 

@@ -42,16 +42,16 @@ BEFORE_ALL: ScheduleCursor = (-(2**63), "", "")
 _RERUNNABLE = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
 
-def _scheduled(task: Task, status: TaskStatus | None, checked_ms: int) -> ScheduledTask:
+def _scheduled(task: Task, status: TaskStatus | None, checked: int) -> ScheduledTask:
     """A task on its way to the scheduler, with what its (non-final) status says of its past."""
     if status is None:
-        return ScheduledTask(task, checked_ms=checked_ms)
+        return ScheduledTask(task, checked=checked)
     running = status.state is TaskState.RUNNING
     return ScheduledTask(
         task,
         status.attempts,
         status.next_attempt_ms,
-        checked_ms,
+        checked,
         status.updated_ms if running else None,
     )
 
@@ -101,7 +101,7 @@ class TaskPersistence(PartitionActor):
 
         Read here rather than when they fall due, so that a due task starts without a store
         read; the tracker's unflushed changes come first. A key that finishes between this read
-        and its start is caught by the executor (`checked_ms`)."""
+        and its start is caught by the executor (`checked`)."""
         if self.ctx.held.total + len(tasks) > self.ctx.settings.max_in_flight_per_partition:
             # Over the in-flight bound (a backlog arriving faster than it runs): leave them in
             # the store and move the checkpoint back before them, so that the controller loads
@@ -113,18 +113,18 @@ class TaskPersistence(PartitionActor):
             self.checkpoint = min(self.checkpoint, window_end(first_ms - 1))
             metrics.SPILLED.inc(len(tasks))
             return
-        checked_ms = self.ctx.clock.now_ms()
+        checked = self._unflushed.version
         keys = [task.key for task in tasks]
         statuses = self._unflushed.lookup(self.ctx.store, self.ctx.partition, keys)
         handed, final = [], []
         for task in tasks:
             status = statuses.get(task.key)
             if status is None:
-                handed.append(ScheduledTask(task, checked_ms=checked_ms))
+                handed.append(ScheduledTask(task, checked=checked))
             elif status.state.is_final:
                 final.append(task.key)  # a completed key never runs again
             else:
-                handed.append(_scheduled(task, status, checked_ms))
+                handed.append(_scheduled(task, status, checked))
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
         if handed:
@@ -182,7 +182,7 @@ class TaskPersistence(PartitionActor):
             # the look into the buffer would be found finished in neither, and run again. Still
             # away, the store fails this load, and the tree is restarted later.
             self._unflushed.write(store, partition)
-        checked_ms = self.ctx.clock.now_ms()
+        checked = self._unflushed.version
         stragglers = self._start_from_mark() if self.checkpoint is None else []
         rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)
         exhausted = len(rows) < limit
@@ -200,7 +200,7 @@ class TaskPersistence(PartitionActor):
                 # The crash window between a final status and the row's deletion: finish the job.
                 leftovers.append(row.task.key)
                 continue
-            handed.append(_scheduled(row.task, status, checked_ms))
+            handed.append(_scheduled(row.task, status, checked))
         if leftovers:
             store.delete_tasks(partition, leftovers)
         if handed:

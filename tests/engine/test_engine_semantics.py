@@ -10,7 +10,6 @@ import pytest
 from scheduler import Task, TaskState
 from scheduler.actors.messages import ScheduledTask
 from scheduler.actors.partition_executor import PartitionExecutor
-from scheduler.engine.clock import now_ms
 from scheduler.engine.settings import EngineSettings, RetryPolicy
 from scheduler.partitioning import partition_for
 from scheduler.testing import TEST_SETTINGS, embedded_engine
@@ -122,20 +121,38 @@ def test_a_completed_key_never_runs_again(data_dir):
 def test_a_copy_whose_status_was_read_before_its_key_finished_does_not_run(data_dir):
     # The race the executor guards against: a rewrite of a key is pushed with a status read
     # (nothing final yet) and the key finishes before the copy reaches the executor.
+    # "Read before" and "read after" are the partition's status versions, not times.
     recorder = Recorder()
     with embedded_engine(recorder, data_dir=data_dir) as engine:
-        read_before = now_ms()
+        statuses = engine.worker.topic.unflushed.get()[partition_for(b"o", 4)]
+        read_before = statuses.version
         task = Task("o", soon(), "raced")
         enqueue_all(engine, [task])
         engine.join()
         executor = executor_of(engine, "o")
-        executor.execute([ScheduledTask(task, checked_ms=read_before)]).get()
+        executor.execute([ScheduledTask(task, checked=read_before)]).get()
         engine.join()
         assert recorder.keys() == [task.key]
         # Control: a copy read after the finish is not refused by that guard.
-        executor.execute([ScheduledTask(task, checked_ms=now_ms() + 1)]).get()
+        executor.execute([ScheduledTask(task, checked=statuses.version)]).get()
         engine.join()
     assert recorder.keys() == [task.key, task.key]
+
+
+def test_a_copy_read_before_its_key_finished_is_refused_however_late_it_arrives(data_dir):
+    # No time window: an hour after the finish, the stale copy is still known for one.
+    recorder = Recorder()
+    with stepped_engine(recorder, data_dir=data_dir) as engine:
+        statuses = engine.worker.topic.unflushed.get()[partition_for(b"o", 4)]
+        read_before = statuses.version
+        task = Task("o", engine.at(), "late")
+        enqueue_all(engine, [task])
+        engine.join()
+        engine.clock.advance(3600)
+        executor_of(engine, "o").execute([ScheduledTask(task, checked=read_before)]).get()
+        engine.join()
+        assert status_of(engine, task.key).state is TaskState.SUCCEEDED
+    assert recorder.keys() == [task.key]
 
 
 def test_failed_attempts_are_retried_with_backoff_then_marked_failed(data_dir):
