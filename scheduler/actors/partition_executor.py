@@ -1,7 +1,8 @@
-"""PartitionExecutor: runs a partition's due tasks, one at a time per ordering id.
+"""PartitionExecutor: holds a partition's tasks until due, runs them one at a time per ordering id.
 
-It owns an OrderingExecutor (a plain queue object) per ordering id and a TaskExecutor (a plain
-object) per running attempt; only this actor's thread touches them. Attempts run on the worker's
+It owns the PartitionScheduler (the heap of tasks not yet due), an OrderingExecutor (a plain
+queue object) per ordering id and a TaskExecutor (a plain object) per running attempt; only this
+actor's thread touches them. Attempts run on the worker's
 bounded pool; their starts and outcomes come back through a deque, with one actor message per
 burst of events rather than one per task.
 """
@@ -20,6 +21,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
+from scheduler.actors.partition_scheduler import PartitionScheduler
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
 from scheduler.executors.abc import CANCELLED_BY_OPERATOR
@@ -100,11 +102,12 @@ def _iso(ms: int) -> str:
 
 
 class PartitionExecutor(PartitionActor):
-    """Queues due tasks per ordering id and starts each queue's head on the pool."""
+    """Holds tasks until due, queues them per ordering id, starts each queue's head on the pool."""
 
     def __init__(self, ctx: PartitionContext, tracker: pykka.ActorProxy) -> None:
         super().__init__(ctx)
         self._tracker = tracker
+        self.scheduler = PartitionScheduler(ctx, self.execute, self._fire_soon)
         self._unflushed = ctx.unflushed
         self._controller: pykka.ActorProxy | None = None
         self.queues: dict[str, OrderingExecutor] = {}
@@ -127,6 +130,7 @@ class PartitionExecutor(PartitionActor):
         self._me = self.actor_ref.proxy()
 
     def on_stop(self) -> None:
+        self.scheduler.stop_scheduling()
         self._left_running(self.running.values())
         self._keep_successes()
 
@@ -140,7 +144,33 @@ class PartitionExecutor(PartitionActor):
         super().on_failure(exception_type, exception_value, traceback)
 
     def attach_controller(self, controller: pykka.ActorProxy) -> None:
+        """`controller` (TaskPersistence, where the ThroughputController lives) is told `tick`
+        when the tasks held drop to the level `notify_when_at_most` asked for."""
         self._controller = controller
+
+    # -- tasks not yet due (the PartitionScheduler) ------------------------------------------
+
+    def schedule(self, items: list[ScheduledTask]) -> None:
+        """Hold these tasks until due; those due already are executed at once."""
+        self.scheduler.schedule(items)
+
+    def _fire_soon(self) -> None:
+        """Timer thread: the earliest held task fell due."""
+        me = self._me
+        if me is not None:
+            me.fire.defer()
+
+    def fire(self) -> None:
+        """Dispatch every held task due now."""
+        self.scheduler.fire()
+
+    def scheduled_counts(self) -> tuple[int, int]:
+        """(tasks held until due, of which already due)."""
+        return self.scheduler.counts()
+
+    def stop_scheduling(self) -> None:
+        """Revocation: dispatch no held task any more."""
+        self.scheduler.stop_scheduling()
 
     # -- incoming tasks -----------------------------------------------------------------------
 
@@ -211,8 +241,10 @@ class PartitionExecutor(PartitionActor):
         )
 
     def cancel(self, keys: Iterable[TaskKey]) -> None:
-        """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status): drop
-        the queued ones, cancel the running attempts (their job group or process is stopped)."""
+        """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status):
+        forget the held ones, drop the queued ones, cancel the running attempts (their job group
+        or process is stopped)."""
+        keys = self.scheduler.cancel(keys)
         cancelled = []
         now = self.ctx.clock.now_ms()
         for key in keys:

@@ -1,9 +1,10 @@
 """PartitionSupervisor: builds one partition's actor tree and takes it down in order.
 
-Start order is leaves first, so every actor is given live proxies of those it talks to: the
-TaskCompletionTracker, the PartitionExecutor, the PartitionScheduler, TaskPersistence, and last
-the ThroughputController, whose first tick, once the tree is wired, loads the partition's
-incomplete tasks from the store.
+A tree is three actors, started leaves first so that each is given live proxies of those it
+talks to: the TaskCompletionTracker (writes status rows), the PartitionExecutor (with the
+PartitionScheduler in it: holds, queues and runs tasks), and TaskPersistence (with the
+ThroughputController in it: writes schedule rows, loads them), whose first tick, once the tree
+is wired, loads the partition's incomplete tasks from the store.
 
 Stopping is the seed's revocation choreography, per partition and under a deadline: stop loading
 and scheduling at once, let running attempts finish, cancel those that outlive the deadline,
@@ -18,10 +19,8 @@ from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_executor import PartitionExecutor
-from scheduler.actors.partition_scheduler import PartitionScheduler
 from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
-from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.engine.deadline import StopDeadline
 from scheduler.model import TaskKey
 from scheduler.wording import counted
@@ -46,24 +45,18 @@ class PartitionSupervisor(pykka.ThreadingActor):
         self._tracker = tracker_ref.proxy()
         executor_ref = PartitionExecutor.start(ctx, self._tracker)
         self._executor = executor_ref.proxy()
-        scheduler_ref = PartitionScheduler.start(ctx, self._executor)
-        self._scheduler = scheduler_ref.proxy()
-        persistence_ref = TaskPersistence.start(ctx, self._scheduler)
+        persistence_ref = TaskPersistence.start(ctx, self._executor)
         self._persistence = persistence_ref.proxy()
-        controller_ref = ThroughputController.start(
-            ctx, self._persistence, self._scheduler, self._executor
-        )
-        self._controller = controller_ref.proxy()
-        self._executor.attach_controller(self._controller).get(timeout=ASK_TIMEOUT_S)
-        # Stop order: the ones that feed work in first, the tracker (which flushes) last.
-        self.refs = [controller_ref, persistence_ref, scheduler_ref, executor_ref, tracker_ref]
-        self._controller.begin.defer()  # the first load, now that every actor is wired
+        self._executor.attach_controller(self._persistence).get(timeout=ASK_TIMEOUT_S)
+        # Stop order: the one that feeds work in first, the tracker (which flushes) last.
+        self.refs = [persistence_ref, executor_ref, tracker_ref]
+        self._persistence.begin.defer()  # the first load, now that every actor is wired
 
     def persistence_proxy(self) -> pykka.ActorProxy:
         return self._persistence
 
     def counts(self) -> PartitionCounts:
-        scheduled, due_held = self._scheduler.counts().get(timeout=ASK_TIMEOUT_S)
+        scheduled, due_held = self._executor.scheduled_counts().get(timeout=ASK_TIMEOUT_S)
         executing, running = self._executor.counts().get(timeout=ASK_TIMEOUT_S)
         return PartitionCounts(
             scheduled,
@@ -92,7 +85,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         (their tasks go back to pending for the partition's next owner, see PartitionExecutor)."""
         if not isinstance(deadline, StopDeadline):
             deadline = StopDeadline(deadline)
-        for stop in (self._controller.stop_loading, self._scheduler.stop_scheduling):
+        for stop in (self._persistence.stop_loading, self._executor.stop_scheduling):
             _quietly(lambda stop=stop: stop().get(timeout=10))
         try:
             idle = self._executor.begin_drain().get(timeout=10)

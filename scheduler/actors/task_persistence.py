@@ -1,10 +1,14 @@
 """TaskPersistence: reads and writes one partition's schedule rows, keeps the read checkpoint.
 
+It owns the partition's ThroughputController (a plain object): the loads the controller decides
+are this actor's own calls.
+
 The read checkpoint is the position in schedule order up to which every schedule row has been
-handed to the PartitionScheduler. Rows behind it that arrive later (a task due soon, enqueued
-after its time was loaded) cannot be found by a later load, so they are pushed to the scheduler
-directly ("push for tasks in the past, pull for tasks in the future"). Rows ahead of it wait in
-the store until the ThroughputController asks for them, which is what bounds memory.
+handed to the PartitionScheduler (in the PartitionExecutor). Rows behind it that arrive later (a
+task due soon, enqueued after its time was loaded) cannot be found by a later load, so they are
+pushed to the scheduler directly ("push for tasks in the past, pull for tasks in the future").
+Rows ahead of it wait in the store until the ThroughputController asks for them, which is what
+bounds memory.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import ScheduledTask, TasksLoaded
+from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.codec import Command, Op
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
@@ -63,11 +68,50 @@ def _live(row: StoredTask) -> bool:
 class TaskPersistence(PartitionActor):
     """Single writer of a partition's schedule rows."""
 
-    def __init__(self, ctx: PartitionContext, scheduler: pykka.ActorProxy) -> None:
+    def __init__(self, ctx: PartitionContext, executor: pykka.ActorProxy) -> None:
         super().__init__(ctx)
-        self._scheduler = scheduler
+        self._executor = executor
+        """The PartitionExecutor (its PartitionScheduler holds what this actor hands on)."""
         self._unflushed = ctx.unflushed
         self.checkpoint: ScheduleCursor | None = None
+        self.controller = ThroughputController(
+            ctx,
+            load=self.load,
+            advance_mark=self.advance_mark,
+            executor=executor,
+            wake=self._tick_soon,
+        )
+        self._me: pykka.ActorProxy | None = None
+
+    def on_start(self) -> None:
+        self._me = self.actor_ref.proxy()
+
+    def on_stop(self) -> None:
+        self.controller.close()
+
+    # -- the ThroughputController's calls ---------------------------------------------------
+
+    def begin(self) -> None:
+        """Start loading and ticking, once the whole tree is up. Not from `on_start`: a store
+        that fails the first load at once would kill this actor before its supervisor had even
+        taken its proxy, and with it the supervisor's start."""
+        self.controller.tick()
+
+    def tick(self) -> None:
+        """Top the partition up if it has room (the controller decides)."""
+        self.controller.tick()
+
+    def _tick_soon(self) -> None:
+        """Timer thread: the controller's next top-up is due."""
+        me = self._me
+        if me is not None:
+            me.tick.defer()
+
+    def stop_loading(self) -> None:
+        """Revocation: load nothing more."""
+        self.controller.stop_loading()
+
+    # -- writes ---------------------------------------------------------------------------------
 
     def persist(self, commands: Sequence[Command]) -> int:
         """Apply a batch of log commands durably; returns when the store has them all."""
@@ -128,7 +172,7 @@ class TaskPersistence(PartitionActor):
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
         if handed:
-            self._scheduler.schedule.defer(handed)
+            self._executor.schedule.defer(handed)
 
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
@@ -138,7 +182,7 @@ class TaskPersistence(PartitionActor):
                 [TaskStatus(key, TaskState.CANCELLED, updated_ms=self.ctx.clock.now_ms())],
             )
             metrics.CANCELLED.inc()
-            self._scheduler.cancel.defer([key])
+            self._executor.cancel.defer([key])
         elif command.op is Op.RETRY:
             self._run_again(command, {TaskState.FAILED})
         elif command.op is Op.RERUN:
@@ -204,7 +248,7 @@ class TaskPersistence(PartitionActor):
         if leftovers:
             store.delete_tasks(partition, leftovers)
         if handed:
-            self._scheduler.schedule.defer(handed)
+            self._executor.schedule.defer(handed)
         return TasksLoaded(len(handed), exhausted, self.checkpoint)
 
     def _start_from_mark(self) -> list[StoredTask]:
