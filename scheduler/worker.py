@@ -100,7 +100,7 @@ class Worker:
         self._rewinds: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._consumer: LogConsumer | None = None
-        self._topic: pykka.ActorProxy | None = None
+        self._topic: pykka.ActorProxy[TopicSupervisor] | None = None
         self._timers: TimerService | None = None
         self._service: TaskExecutorService | None = None
         # Per partition, the offset up to which records are in the store (where a rewind
@@ -254,7 +254,7 @@ class Worker:
         )
 
     @property
-    def topic(self) -> pykka.ActorProxy:
+    def topic(self) -> pykka.ActorProxy[TopicSupervisor]:
         assert self._topic is not None, "worker not started"
         return self._topic
 

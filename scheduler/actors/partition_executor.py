@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Iterable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import pykka
 
@@ -33,6 +34,11 @@ from scheduler.model import (
     TaskStatus,
     from_epoch_ms,
 )
+
+if TYPE_CHECKING:
+    from scheduler.actors.task_completion_tracker import TaskCompletionTracker
+    from scheduler.actors.task_persistence import TaskPersistence
+
 
 #: The reason given to attempts cancelled because an operator cancelled their task.
 ADMIN_CANCEL = CANCELLED_BY_OPERATOR
@@ -104,12 +110,14 @@ def _iso(ms: int) -> str:
 class PartitionExecutor(PartitionActor):
     """Holds tasks until due, queues them per ordering id, starts each queue's head on the pool."""
 
-    def __init__(self, ctx: PartitionContext, tracker: pykka.ActorProxy) -> None:
+    def __init__(
+        self, ctx: PartitionContext, tracker: pykka.ActorProxy[TaskCompletionTracker]
+    ) -> None:
         super().__init__(ctx)
         self._tracker = tracker
         self.scheduler = PartitionScheduler(ctx, self.execute, self._fire_soon)
         self._unflushed = ctx.unflushed
-        self._controller: pykka.ActorProxy | None = None
+        self._controller: pykka.ActorProxy[TaskPersistence] | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
         self.finished: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
@@ -124,7 +132,7 @@ class PartitionExecutor(PartitionActor):
         self.outcomes: collections.deque[AttemptStarted | AttemptFinished] = collections.deque()
         self.outcomes_lock = threading.Lock()
         self.outcomes_signalled = False
-        self._me: pykka.ActorProxy | None = None
+        self._me: pykka.ActorProxy[PartitionExecutor] | None = None
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -143,7 +151,7 @@ class PartitionExecutor(PartitionActor):
         self._keep_successes()
         super().on_failure(exception_type, exception_value, traceback)
 
-    def attach_controller(self, controller: pykka.ActorProxy) -> None:
+    def attach_controller(self, controller: pykka.ActorProxy[TaskPersistence]) -> None:
         """`controller` (TaskPersistence, where the ThroughputController lives) is told `tick`
         when the tasks held drop to the level `notify_when_at_most` asked for."""
         self._controller = controller

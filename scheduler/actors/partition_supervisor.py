@@ -13,6 +13,8 @@ flush the status rows, then stop every actor.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pykka
 
 from scheduler.actors.base import ASK_TIMEOUT_S
@@ -37,7 +39,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
     def __init__(self, ctx: PartitionContext) -> None:
         super().__init__()
         self.ctx = ctx
-        self.refs: list[pykka.ActorRef] = []
+        self.refs: list[pykka.ActorRef[Any]] = []
 
     def on_start(self) -> None:
         ctx = self.ctx
@@ -52,7 +54,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         self.refs = [persistence_ref, executor_ref, tracker_ref]
         self._persistence.begin.defer()  # the first load, now that every actor is wired
 
-    def persistence_proxy(self) -> pykka.ActorProxy:
+    def persistence_proxy(self) -> pykka.ActorProxy[TaskPersistence]:
         return self._persistence
 
     def counts(self) -> PartitionCounts:
@@ -110,7 +112,8 @@ class PartitionSupervisor(pykka.ThreadingActor):
 
     def running_keys(self) -> list[TaskKey]:
         """The tasks whose attempts run now."""
-        return self._executor.running_keys().get(timeout=ASK_TIMEOUT_S)
+        keys: list[TaskKey] = self._executor.running_keys().get(timeout=ASK_TIMEOUT_S)
+        return keys
 
     def on_failure(self, *exc_info: object) -> None:
         for ref in self.refs:

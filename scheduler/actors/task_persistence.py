@@ -14,6 +14,7 @@ bounds memory.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 import pykka
 
@@ -26,6 +27,9 @@ from scheduler.codec import Command, Op
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores.abc import TaskStore
+
+if TYPE_CHECKING:
+    from scheduler.actors.partition_executor import PartitionExecutor
 
 
 def window_end(until_ms: int) -> ScheduleCursor:
@@ -68,7 +72,9 @@ def _live(row: StoredTask) -> bool:
 class TaskPersistence(PartitionActor):
     """Single writer of a partition's schedule rows."""
 
-    def __init__(self, ctx: PartitionContext, executor: pykka.ActorProxy) -> None:
+    def __init__(
+        self, ctx: PartitionContext, executor: pykka.ActorProxy[PartitionExecutor]
+    ) -> None:
         super().__init__(ctx)
         self._executor = executor
         """The PartitionExecutor (its PartitionScheduler holds what this actor hands on)."""
@@ -81,7 +87,7 @@ class TaskPersistence(PartitionActor):
             executor=executor,
             wake=self._tick_soon,
         )
-        self._me: pykka.ActorProxy | None = None
+        self._me: pykka.ActorProxy[TaskPersistence] | None = None
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()

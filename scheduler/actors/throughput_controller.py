@@ -13,6 +13,7 @@ decision needs no thread of its own, and a load needs no message between two act
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pykka
 
@@ -21,6 +22,9 @@ from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.messages import TasksLoaded
 from scheduler.engine.timers import TimerHandle
+
+if TYPE_CHECKING:
+    from scheduler.actors.partition_executor import PartitionExecutor
 
 MARK_INTERVAL_S = 5.0
 """How often the partition's reload mark is moved forward (the worker commits it when it
@@ -36,7 +40,7 @@ class ThroughputController:
         *,
         load: Callable[[int, int], TasksLoaded],
         advance_mark: Callable[[], None],
-        executor: pykka.ActorProxy,
+        executor: pykka.ActorProxy[PartitionExecutor],
         wake: Callable[[], None],
     ) -> None:
         self.ctx = ctx
