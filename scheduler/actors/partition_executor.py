@@ -339,9 +339,9 @@ class PartitionExecutor(PartitionActor):
         dropped: their tasks are still in the store and run again.
 
         From a pool thread that finds the actor dead, and from the actor's own `on_stop` and
-        `on_failure`: pykka drops the messages left in a stopping actor's mailbox, so outcomes
-        whose `attempts_finished` was sent just before the stop were never read, and their
-        tasks ran again on the next tree (a Cassandra restart under load, CI 2026-11-26)."""
+        `on_failure`: pykka drops the messages left in a stopping actor's mailbox, so the
+        outcomes whose `attempts_finished` was sent just before the stop are read here or not
+        at all, and unread, their tasks would run again on the next tree."""
         with self.outcomes_lock:
             batch = list(self.outcomes)
             self.outcomes.clear()
