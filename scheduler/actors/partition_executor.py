@@ -21,8 +21,8 @@ import pykka
 from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.actors.partition_scheduler import PartitionScheduler
+from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
 from scheduler.executors.abc import CANCELLED_BY_OPERATOR

@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import ScheduledTask
+from scheduler.engine.messages import ScheduledTask
 from scheduler.engine.timers import TimerHandle
 from scheduler.model import TaskKey
 

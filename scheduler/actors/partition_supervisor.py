@@ -19,11 +19,11 @@ import pykka
 
 from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_executor import PartitionExecutor
 from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.engine.deadline import StopDeadline
+from scheduler.engine.messages import PartitionCounts
 from scheduler.model import TaskKey
 from scheduler.wording import counted
 

@@ -21,9 +21,9 @@ import pykka
 from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import ScheduledTask, TasksLoaded
 from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.codec import Command, Op
+from scheduler.engine.messages import ScheduledTask, TasksLoaded
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores.abc import TaskStore

@@ -20,7 +20,7 @@ import pykka
 from scheduler import metrics
 from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import TasksLoaded
+from scheduler.engine.messages import TasksLoaded
 from scheduler.engine.timers import TimerHandle
 
 if TYPE_CHECKING:

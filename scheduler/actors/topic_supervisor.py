@@ -17,13 +17,13 @@ import pykka
 
 from scheduler import metrics
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_supervisor import PartitionSupervisor
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.messages import PartitionCounts
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings

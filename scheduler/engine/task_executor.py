@@ -10,9 +10,9 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
-from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.timers import TimerHandle, TimerService
 from scheduler.errors import TaskRejected, TaskTimeoutError
 from scheduler.executors.abc import TIMED_OUT, ExecutionContext, Executor

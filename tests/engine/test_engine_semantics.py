@@ -8,8 +8,8 @@ import time
 import pytest
 
 from scheduler import Task, TaskState
-from scheduler.actors.messages import ScheduledTask
 from scheduler.actors.partition_executor import PartitionExecutor
+from scheduler.engine.messages import ScheduledTask
 from scheduler.engine.settings import EngineSettings, RetryPolicy
 from scheduler.partitioning import partition_for
 from scheduler.testing import TEST_SETTINGS, embedded_engine

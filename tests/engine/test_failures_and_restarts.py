@@ -353,8 +353,8 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
     neither written nor kept, and the next tree ran the task again (a Cassandra restart under
     load, CI 2026-11-26)."""
     from scheduler.actors.context import PartitionContext
-    from scheduler.actors.messages import AttemptFinished
     from scheduler.actors.partition_executor import PartitionExecutor
+    from scheduler.engine.messages import AttemptFinished
     from scheduler.engine.timers import TimerService
 
     class Holdable(PartitionExecutor):

@@ -1,5 +1,7 @@
-"""What the partition actors pass to each other.
+"""What the partition actors and the engine's plain objects pass to each other.
 
+In `engine` rather than `actors`: the plain objects (TaskExecutor, OrderingExecutor) make and
+take them too, and `engine` imports nothing of `actors`, so the two packages form no cycle.
 Messages are immutable; events are named in the past tense. Proxies carry them as method
 arguments (pykka's typed-proxy style), so this module holds the payloads, not envelopes.
 """
