@@ -120,31 +120,38 @@ class TaskPersistence(PartitionActor):
     # -- writes ---------------------------------------------------------------------------------
 
     def persist(self, commands: Sequence[Command]) -> int:
-        """Apply a batch of log commands durably; returns when the store has them all."""
-        to_write: dict[object, Task] = {}
+        """Apply a batch of log commands durably; returns when the store has them all.
+
+        Rows written behind the checkpoint are pushed once the whole batch is applied, so their
+        status look-up sees what the batch's admin commands did: a task cancelled by a later
+        record of the same batch (a topic move puts a task and its cancel in one) is not handed
+        on, where it could start before the cancel reached the executor."""
+        to_write: dict[TaskKey, Task] = {}
+        behind: dict[TaskKey, Task] = {}
         for command in commands:
             if command.op is Op.SCHEDULE:
                 to_write[command.task.key] = command.task  # a later write of a key wins
             else:
                 if to_write:
-                    self._write(list(to_write.values()))
+                    behind.update(self._write(list(to_write.values())))
                     to_write = {}
                 self._apply_admin(command)
         if to_write:
-            self._write(list(to_write.values()))
+            behind.update(self._write(list(to_write.values())))
+        if behind:
+            self._push(list(behind.values()))
         metrics.PERSISTED.inc(len(commands))
         return len(commands)
 
-    def _write(self, tasks: list[Task]) -> None:
+    def _write(self, tasks: list[Task]) -> dict[TaskKey, Task]:
+        """Write these rows; returns those behind the checkpoint, which must be pushed."""
         # The mark first: a row it does not cover would be skipped by the partition's next owner.
         self.ctx.mark.cover(task.key for task in tasks)
         self.ctx.store.write_tasks(self.ctx.partition, tasks)
         checkpoint = self.checkpoint
         if checkpoint is None:
-            return
-        behind = [task for task in tasks if task.key.cursor <= checkpoint]
-        if behind:
-            self._push(behind)
+            return {}
+        return {task.key: task for task in tasks if task.key.cursor <= checkpoint}
 
     def _push(self, tasks: list[Task]) -> None:
         """Hand tasks behind the checkpoint to the scheduler, with their status rows read now.

@@ -9,6 +9,7 @@ import pytest
 
 from scheduler import Task, TaskState
 from scheduler.actors.partition_executor import PartitionExecutor
+from scheduler.codec import Command, Op
 from scheduler.engine.messages import ScheduledTask
 from scheduler.engine.settings import EngineSettings, RetryPolicy
 from scheduler.partitioning import partition_for
@@ -104,6 +105,29 @@ def test_enqueuing_a_pending_key_again_overwrites_its_data(data_dir):
         enqueue_all(engine, [Task("o", due, "k", {"version": 2})])
         engine.join()
     assert [data for _, _, data in recorder.calls] == [{"version": 2}]
+
+
+def test_a_due_task_cancelled_later_in_its_own_batch_never_starts(data_dir):
+    # A topic move re-produces a task and its cancel back to back: one batch, applied in order.
+    # The cancel's status write is slow, as a store's can be: time enough for a task handed on
+    # before it to start.
+    recorder = Recorder()
+    flaky, wrap = flaky_wrapper()
+
+    def slow_status_write(method, partition):
+        if method == "record_statuses":
+            time.sleep(0.3)
+        return False
+
+    with stepped_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
+        flaky[0].should_fail = slow_status_write
+        task = Task("o", engine.at(), "k")
+        tree = engine.worker.topic.trees.get()[partition_for(b"o", 4)]
+        batch = [Command(Op.SCHEDULE, task), Command(Op.CANCEL, Task.from_key(task.key, {}))]
+        tree.persistence.persist(batch).get(timeout=10)
+        engine.join()
+        assert status_of(engine, task.key).state is TaskState.CANCELLED
+    assert recorder.keys() == []
 
 
 def test_a_completed_key_never_runs_again(data_dir):
