@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scheduler.client import SchedulerClient
+from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.settings import EngineSettings
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import TaskLog
@@ -59,7 +60,10 @@ class EmbeddedScheduler:
         topic: str = "scheduler-tasks",
         grace_window_s: float = 10.0,
         wrap_store: Callable[[TaskStore], TaskStore] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """`clock` is the engine's time (`SteppedClock` in tests that step it); the client's
+        grace-window check reads the real clock."""
         self._temporary = data_dir is None
         self.data_dir = (
             Path(tempfile.mkdtemp(prefix="scheduler-")) if data_dir is None else Path(data_dir)
@@ -74,7 +78,9 @@ class EmbeddedScheduler:
             validate=getattr(executor, "validate", None),
         )
         worker_store = wrap_store(self.store) if wrap_store is not None else self.store
-        self.worker = Worker(log=self.log, store=worker_store, executor=executor, settings=settings)
+        self.worker = Worker(
+            log=self.log, store=worker_store, executor=executor, settings=settings, clock=clock
+        )
         self._running = False
 
     def start(self, wait_for_assignment_s: float = 30.0) -> EmbeddedScheduler:

@@ -20,10 +20,12 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from types import FrameType
+from typing import TypeVar
 
 import pykka
 
 from scheduler import metrics
+from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.partition_executor import PARTITION_LOST
 from scheduler.actors.partition_supervisor import describe_keys
 from scheduler.actors.topic_supervisor import (
@@ -33,6 +35,7 @@ from scheduler.actors.topic_supervisor import (
     restart_delay,
 )
 from scheduler.codec import Command, MalformedRecordError, decode
+from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
@@ -51,6 +54,10 @@ logger = logging.getLogger(__name__)
 
 #: How long one persist may take before the worker treats the partition as stuck.
 PERSIST_TIMEOUT_S = 120.0
+T = TypeVar("T")
+TOPIC_ASK_TIMEOUT_S = ASK_TIMEOUT_S
+"""The longest the worker waits for the TopicSupervisor's answer to a question (a revocation
+gets its deadline on top): past it, an actor is stuck, and the worker stops rather than hang."""
 MARK_COMMIT_INTERVAL_S = 5.0
 """How often reload marks that moved are committed on partitions without new records."""
 
@@ -68,8 +75,11 @@ class Worker:
         group_id: str = "scheduler-workers",
         client_id: str | None = None,
         rng: random.Random | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.log = log
+        self.clock = clock
+        """The one clock of the engine: its timers, due times and status stamps read it."""
         self.store = store
         self.executor = executor
         self.settings = settings
@@ -90,7 +100,7 @@ class Worker:
         self._rewinds: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._consumer: LogConsumer | None = None
-        self._topic: pykka.ActorProxy | None = None
+        self._topic: pykka.ActorProxy[TopicSupervisor] | None = None
         self._timers: TimerService | None = None
         self._service: TaskExecutorService | None = None
         # Per partition, the offset up to which records are in the store (where a rewind
@@ -146,7 +156,7 @@ class Worker:
             raise
         self._consumer = consumer
         self._guard.start()
-        self._timers = TimerService()
+        self._timers = TimerService(clock=self.clock)
         self._service = TaskExecutorService(self.settings.pool_size)
         self._topic = TopicSupervisor.start(
             store=self.store,
@@ -244,7 +254,7 @@ class Worker:
         )
 
     @property
-    def topic(self) -> pykka.ActorProxy:
+    def topic(self) -> pykka.ActorProxy[TopicSupervisor]:
         assert self._topic is not None, "worker not started"
         return self._topic
 
@@ -256,10 +266,10 @@ class Worker:
     def failures(self) -> list[PartitionFailure]:
         """The first partition failures since start, up to `KEPT_FAILURES` (each was followed by
         a restart of that partition; `scheduler_partition_restarts_total` counts them all)."""
-        return self.topic.failures_so_far().get()
+        return _answer(self.topic.failures_so_far(), TOPIC_ASK_TIMEOUT_S, "failures_so_far")
 
     def owned_partitions(self) -> list[int]:
-        return self.topic.owned().get()
+        return _answer(self.topic.owned(), TOPIC_ASK_TIMEOUT_S, "owned")
 
     def consumer_lag(self) -> dict[int, int]:
         """Per owned partition, the records past the group's committed offset: enqueued, not yet
@@ -327,7 +337,9 @@ class Worker:
         self._guard.check_assigned(self._consumer, partitions)
         committed = self._consumer.committed_with_metadata(partitions)
         marks = {p: ReloadMark.decode(metadata) for p, (_, metadata) in committed.items()}
-        self._marks.update(self.topic.assign(partitions, marks).get())
+        self._marks.update(
+            _answer(self.topic.assign(partitions, marks), TOPIC_ASK_TIMEOUT_S, "assign")
+        )
         for partition, (offset, _) in committed.items():
             if offset is not None:  # where a rewind resumes, and the mark's commits go
                 self._persisted[partition] = offset
@@ -347,12 +359,19 @@ class Worker:
         self._forget(partitions)
         if not self._trees_down:
             revoked = self._deadline or self.settings.shutdown_deadline_s
-            self.topic.revoke(partitions, revoked, "partition revoked").get()
+            self._revoke(partitions, revoked, "partition revoked")
 
     def on_lost(self, partitions: list[int]) -> None:
         logger.warning("lost partitions %s; cancelling their running tasks", partitions)
         self._forget(partitions)
-        self.topic.revoke(partitions, 0.0, PARTITION_LOST).get()
+        self._revoke(partitions, 0.0, PARTITION_LOST)
+
+    def _revoke(self, partitions: list[int], deadline: StopDeadline | float, reason: str) -> None:
+        """Have the TopicSupervisor take these partitions' trees down; wait for it, up to the
+        deadline and `TOPIC_ASK_TIMEOUT_S` more."""
+        grace = deadline.seconds if isinstance(deadline, StopDeadline) else deadline
+        future = self.topic.revoke(partitions, deadline, reason)
+        _answer(future, grace + TOPIC_ASK_TIMEOUT_S, "revoke")
 
     def _forget(self, partitions: list[int]) -> None:
         self._guard.forget(partitions)
@@ -417,7 +436,7 @@ class Worker:
         not_kept = self._keep_malformed(malformed)
         for partition in not_kept:
             batches.pop(partition, None)  # read again, with the malformed records, later
-        futures = self.topic.persist(dict(batches)).get()
+        futures = _answer(self.topic.persist(dict(batches)), TOPIC_ASK_TIMEOUT_S, "persist")
         commit: dict[int, int] = {}
         for partition, last in last_offsets.items():
             if partition in not_kept:
@@ -577,7 +596,7 @@ class Worker:
             key=record.key,
             value=record.value,
             timestamp_ms=record.timestamp_ms,
-            seen_ms=time.time_ns() // 1_000_000,
+            seen_ms=self.clock.now_ms(),
         )
 
     def _keep_malformed(self, records: list[MalformedRecord]) -> dict[int, Exception]:
@@ -596,8 +615,8 @@ class Worker:
         deadline = self._request_stop()
         try:
             if self._topic is not None:
-                owned = self._topic.owned().get()
-                self._topic.revoke(owned, deadline, "worker stopping").get()
+                owned = _answer(self._topic.owned(), TOPIC_ASK_TIMEOUT_S, "owned")
+                self._revoke(owned, deadline, "worker stopping")
                 self._trees_down = True
             consumer.close()
         except Exception:
@@ -612,3 +631,15 @@ class Worker:
             self._guard.close()
             self._stopped.set()
             logger.info("worker %s stopped", self.client_id)
+
+
+def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
+    """The answer of an ask to the TopicSupervisor, waited for `timeout` s at most."""
+    try:
+        return future.get(timeout=timeout)
+    except pykka.Timeout:
+        raise SchedulerError(
+            f"the worker's TopicSupervisor did not answer {question!r} within {timeout:g} s: one "
+            "of its actors is stuck (a store call that never returns?); the worker stops so that "
+            "its partitions go to another; a thread dump (py-spy dump) shows where it waits"
+        ) from None

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.actors.unflushed import UnflushedStatuses
+from scheduler.engine.clock import Clock
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.reload_mark import MarkHolder
 from scheduler.engine.settings import EngineSettings
@@ -52,7 +53,7 @@ class PartitionContext:
     executor_service: TaskExecutorService
     """The worker's bounded pool."""
     timers: TimerService
-    """The worker's timer thread."""
+    """The worker's timer thread, and through it the worker's clock (`clock`)."""
     settings: EngineSettings
     """Engine settings."""
     report_failure: Callable[[int, int, BaseException], None]
@@ -69,6 +70,11 @@ class PartitionContext:
     restarts (see `unflushed`)."""
     worker_id: str = ""
     """The worker running the tree (its client id), kept in each attempt's record."""
+
+    @property
+    def clock(self) -> Clock:
+        """The worker's one clock (its timer service's): every reading of time in the tree."""
+        return self.timers.clock
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

@@ -1,7 +1,8 @@
-"""PartitionExecutor: runs a partition's due tasks, one at a time per ordering id.
+"""PartitionExecutor: holds a partition's tasks until due, runs them one at a time per ordering id.
 
-It owns an OrderingExecutor (a plain queue object) per ordering id and a TaskExecutor (a plain
-object) per running attempt; only this actor's thread touches them. Attempts run on the worker's
+It owns the PartitionScheduler (the heap of tasks not yet due), an OrderingExecutor (a plain
+queue object) per ordering id and a TaskExecutor (a plain object) per running attempt; only this
+actor's thread touches them. Attempts run on the worker's
 bounded pool; their starts and outcomes come back through a deque, with one actor message per
 burst of events rather than one per task.
 """
@@ -13,14 +14,15 @@ import logging
 import threading
 from collections.abc import Iterable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import pykka
 
 from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
-from scheduler.engine.clock import monotonic_at, now_ms
+from scheduler.actors.partition_scheduler import PartitionScheduler
+from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
 from scheduler.executors.abc import CANCELLED_BY_OPERATOR
@@ -33,15 +35,19 @@ from scheduler.model import (
     from_epoch_ms,
 )
 
+if TYPE_CHECKING:
+    from scheduler.actors.task_completion_tracker import TaskCompletionTracker
+    from scheduler.actors.task_persistence import TaskPersistence
+
+
 #: The reason given to attempts cancelled because an operator cancelled their task.
 ADMIN_CANCEL = CANCELLED_BY_OPERATOR
 #: The reason given to attempts of a partition the group gave to another worker before this one
 #: let it go: its new owner may be running them already, so this one writes nothing of them.
 PARTITION_LOST = "partition lost"
 
-#: How long a finished key is remembered, to refuse a copy whose status was read before it
-#: finished (that read and the start are normally milliseconds apart), and how many at most.
-FINISHED_MEMORY_MS = 10_000
+#: Finished keys remembered at most (see `PartitionExecutor.finished`): a memory bound for a
+#: partition that finishes this many tasks while no new copy reaches its executor.
 FINISHED_MEMORY_MAX = 100_000
 
 
@@ -81,12 +87,12 @@ def _record_of(outcome: AttemptFinished, kind: AttemptOutcome, worker: str) -> A
     )
 
 
-def _succeeded(outcome: AttemptFinished, record: Attempt, now: int | None = None) -> TaskStatus:
+def _succeeded(outcome: AttemptFinished, record: Attempt, now: int) -> TaskStatus:
     return TaskStatus(
         outcome.key,
         TaskState.SUCCEEDED,
         outcome.attempt,
-        updated_ms=now_ms() if now is None else now,
+        updated_ms=now,
         data=outcome.data,
         attempt_log=(record,),
     )
@@ -102,16 +108,23 @@ def _iso(ms: int) -> str:
 
 
 class PartitionExecutor(PartitionActor):
-    """Queues due tasks per ordering id and starts each queue's head on the pool."""
+    """Holds tasks until due, queues them per ordering id, starts each queue's head on the pool."""
 
-    def __init__(self, ctx: PartitionContext, tracker: pykka.ActorProxy) -> None:
+    def __init__(
+        self, ctx: PartitionContext, tracker: pykka.ActorProxy[TaskCompletionTracker]
+    ) -> None:
         super().__init__(ctx)
         self._tracker = tracker
+        self.scheduler = PartitionScheduler(ctx, self.execute, self._fire_soon)
         self._unflushed = ctx.unflushed
-        self._controller: pykka.ActorProxy | None = None
+        self._controller: pykka.ActorProxy[TaskPersistence] | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
-        self.finished_at: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
+        self.finished: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
+        """Keys that reached a final state here, with the status version of that change, oldest
+        first; see `execute`."""
+        self.seen_checked = 0
+        """The latest `checked` version of the copies received (see `_forget_finished`)."""
         self.held = 0
         self.notify_below: int | None = None
         self.draining = False
@@ -119,12 +132,13 @@ class PartitionExecutor(PartitionActor):
         self.outcomes: collections.deque[AttemptStarted | AttemptFinished] = collections.deque()
         self.outcomes_lock = threading.Lock()
         self.outcomes_signalled = False
-        self._me: pykka.ActorProxy | None = None
+        self._me: pykka.ActorProxy[PartitionExecutor] | None = None
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
 
     def on_stop(self) -> None:
+        self.scheduler.stop_scheduling()
         self._left_running(self.running.values())
         self._keep_successes()
 
@@ -137,8 +151,34 @@ class PartitionExecutor(PartitionActor):
         self._keep_successes()
         super().on_failure(exception_type, exception_value, traceback)
 
-    def attach_controller(self, controller: pykka.ActorProxy) -> None:
+    def attach_controller(self, controller: pykka.ActorProxy[TaskPersistence]) -> None:
+        """`controller` (TaskPersistence, where the ThroughputController lives) is told `tick`
+        when the tasks held drop to the level `notify_when_at_most` asked for."""
         self._controller = controller
+
+    # -- tasks not yet due (the PartitionScheduler) ------------------------------------------
+
+    def schedule(self, items: list[ScheduledTask]) -> None:
+        """Hold these tasks until due; those due already are executed at once."""
+        self.scheduler.schedule(items)
+
+    def _fire_soon(self) -> None:
+        """Timer thread: the earliest held task fell due."""
+        me = self._me
+        if me is not None:
+            me.fire.defer()
+
+    def fire(self) -> None:
+        """Dispatch every held task due now."""
+        self.scheduler.fire()
+
+    def scheduled_counts(self) -> tuple[int, int]:
+        """(tasks held until due, of which already due)."""
+        return self.scheduler.counts()
+
+    def stop_scheduling(self) -> None:
+        """Revocation: dispatch no held task any more."""
+        self.scheduler.stop_scheduling()
 
     # -- incoming tasks -----------------------------------------------------------------------
 
@@ -146,14 +186,16 @@ class PartitionExecutor(PartitionActor):
         """Queue due tasks; start the head of every idle queue they touch.
 
         Their status rows were read when they were loaded or pushed (TaskPersistence), so
-        nothing is read here; only a finish since that read is caught (`checked_ms`)."""
+        nothing is read here; only a finish since that read is caught: "is it final?" is a
+        lookup of the key in `finished`, whose version says whether the copy's reader saw the
+        finish (`checked` at or past it) or not."""
         touched: dict[str, OrderingExecutor] = {}
         already_final: list[TaskKey] = []
         interrupted: list[TaskStatus] = []
-        finished_at = self.finished_at
+        finished = self.finished
         for item in items:
-            finished_ms = finished_at.get(item.key)
-            if finished_ms is not None and finished_ms >= item.checked_ms:
+            finished_version = finished.get(item.key)
+            if finished_version is not None and item.checked < finished_version:
                 already_final.append(item.key)  # finished after its status was read
                 continue
             queue = self.queues.get(item.task.ordering_id)
@@ -168,7 +210,7 @@ class PartitionExecutor(PartitionActor):
             if queued is not None and queued.attempts > item.attempts:
                 # Rewritten while waiting to retry: new data, same attempt count and backoff.
                 item = ScheduledTask(
-                    item.task, queued.attempts, queued.next_attempt_ms, item.checked_ms
+                    item.task, queued.attempts, queued.next_attempt_ms, item.checked
                 )
             if queue.offer(item):
                 self.held += 1
@@ -180,11 +222,12 @@ class PartitionExecutor(PartitionActor):
         for queue in touched.values():
             self._pump(queue)
         self.ctx.held.executing = self.held
+        self._forget_finished(max((item.checked for item in items), default=0))
 
     def _interrupted(self, item: ScheduledTask) -> TaskStatus:
         """The status that closes the open attempt of a task found RUNNING as interrupted."""
         metrics.INTERRUPTED.inc()
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         since = item.running_since_ms
         task_log.warning(
             "task %s attempt %d interrupted: it was running%s when its worker died or was "
@@ -206,10 +249,12 @@ class PartitionExecutor(PartitionActor):
         )
 
     def cancel(self, keys: Iterable[TaskKey]) -> None:
-        """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status): drop
-        the queued ones, cancel the running attempts (their job group or process is stopped)."""
+        """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status):
+        forget the held ones, drop the queued ones, cancel the running attempts (their job group
+        or process is stopped)."""
+        keys = self.scheduler.cancel(keys)
         cancelled = []
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         for key in keys:
             queue = self.queues.get(key.ordering_id)
             if queue is None:
@@ -243,16 +288,18 @@ class PartitionExecutor(PartitionActor):
         if item is None:
             del self.queues[queue.ordering_id]
             return
-        if item.next_attempt_ms is not None and item.next_attempt_ms > now_ms():
+        if item.next_attempt_ms is not None and item.next_attempt_ms > self.ctx.clock.now_ms():
             me, generation, ordering_id = self._me, self.ctx.generation, queue.ordering_id
             assert me is not None
-            queue.retry_timer = self.ctx.timers.call_at(
-                monotonic_at(item.next_attempt_ms),
+            queue.retry_timer = self.ctx.timers.call_at_ms(
+                item.next_attempt_ms,
                 lambda: me.retry_due.defer(ordering_id, generation),
             )
             return
         queue.pop()
-        attempt = TaskExecutor(item, partition=self.ctx.partition, report=self._report)
+        attempt = TaskExecutor(
+            item, partition=self.ctx.partition, report=self._report, clock=self.ctx.clock
+        )
         queue.running = attempt
         self.running[item.key] = attempt
         if self.idle.is_set():  # Event.clear takes its lock: not once per task
@@ -292,16 +339,16 @@ class PartitionExecutor(PartitionActor):
         dropped: their tasks are still in the store and run again.
 
         From a pool thread that finds the actor dead, and from the actor's own `on_stop` and
-        `on_failure`: pykka drops the messages left in a stopping actor's mailbox, so outcomes
-        whose `attempts_finished` was sent just before the stop were never read, and their
-        tasks ran again on the next tree (a Cassandra restart under load, CI 2026-11-26)."""
+        `on_failure`: pykka drops the messages left in a stopping actor's mailbox, so the
+        outcomes whose `attempts_finished` was sent just before the stop are read here or not
+        at all, and unread, their tasks would run again on the next tree."""
         with self.outcomes_lock:
             batch = list(self.outcomes)
             self.outcomes.clear()
             self.outcomes_signalled = False  # the next outcome comes here too
-        worker = self.ctx.worker_id
+        worker, now = self.ctx.worker_id, self.ctx.clock.now_ms()
         self._unflushed.put(
-            _succeeded(event, _record_of(event, AttemptOutcome.SUCCEEDED, worker))
+            _succeeded(event, _record_of(event, AttemptOutcome.SUCCEEDED, worker), now)
             for event in batch
             if isinstance(event, AttemptFinished) and event.error is None
         )
@@ -347,7 +394,7 @@ class PartitionExecutor(PartitionActor):
         attempt = self.running.pop(outcome.key)
         queue = self.queues[outcome.key.ordering_id]
         queue.running = None
-        item, key, now = attempt.item, outcome.key, now_ms()
+        item, key, now = attempt.item, outcome.key, self.ctx.clock.now_ms()
         kind = _outcome_of(outcome)
         record = _record_of(outcome, kind, self.ctx.worker_id)
         took = _seconds(record)
@@ -400,7 +447,7 @@ class PartitionExecutor(PartitionActor):
                 outcome.error,
                 extra=self._extra(record, key),
             )
-            queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, now))
+            queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, self._unflushed.version))
             status = TaskStatus(
                 key,
                 TaskState.RETRYING,
@@ -463,14 +510,13 @@ class PartitionExecutor(PartitionActor):
 
         Put into the shared buffer here, not in the tracker's mailbox, where a slow flush could
         keep them for a while: a rewrite of a finished key pushed meanwhile would find no final
-        status, and read after the finish, `checked_ms` would let it run again. The finish
-        times are taken after the put, so a push that read the buffer before it has a
-        `checked_ms` no later than the finish time, and `execute` refuses its copy."""
-        self._unflushed.put(statuses)
-        finished_ms = now_ms()
+        status and run again. The put's version is the finish's: a push that took the version
+        before the put may have missed the finish, and `execute` refuses its copy; one that
+        took it after saw the finish in the buffer (or, once flushed, in the store)."""
+        version = self._unflushed.put(statuses)
         for status in statuses:
             if status.state.is_final:
-                self._remember_finished(status.key, finished_ms)
+                self._remember_finished(status.key, version)
         try:
             self._tracker.changed.defer()
         except pykka.ActorDeadError:
@@ -479,15 +525,27 @@ class PartitionExecutor(PartitionActor):
             # outcomes of the attempts still running, and to cancel them.
             pass
 
-    def _remember_finished(self, key: TaskKey, now: int) -> None:
-        finished_at = self.finished_at
-        finished_at[key] = now
-        finished_at.move_to_end(key)  # oldest first
-        oldest_kept = now - FINISHED_MEMORY_MS
-        while len(finished_at) > FINISHED_MEMORY_MAX or (
-            finished_at and next(iter(finished_at.values())) < oldest_kept
-        ):
-            finished_at.popitem(last=False)
+    def _remember_finished(self, key: TaskKey, version: int) -> None:
+        finished = self.finished
+        finished[key] = version
+        finished.move_to_end(key)  # oldest first
+        while len(finished) > FINISHED_MEMORY_MAX:
+            finished.popitem(last=False)
+
+    def _forget_finished(self, checked: int) -> None:
+        """Drop the finishes no copy still on its way can have missed.
+
+        TaskPersistence takes a version before each read and hands its copies on in that order,
+        and the PartitionScheduler passes a copy of a due key straight on (only a due key can
+        have finished), so the copies of finished keys reach this actor in the order of their
+        versions. Once one checked at `checked` arrived, every later one was checked at or past
+        it: a finish of a version up to `checked` was seen by all of them."""
+        if checked <= self.seen_checked:
+            return
+        self.seen_checked = checked
+        finished = self.finished
+        while finished and next(iter(finished.values())) <= checked:
+            finished.popitem(last=False)
 
     # -- control ------------------------------------------------------------------------------
 
@@ -528,7 +586,7 @@ class PartitionExecutor(PartitionActor):
         within the grace): write them as if they had ended, each attempt closed - PENDING again
         (interrupted), or CANCELLED once more for an operator's cancel. One that ends later after
         all is run again by the next owner (at-least-once)."""
-        now = now_ms()
+        now = self.ctx.clock.now_ms()
         worker = self.ctx.worker_id or None
         statuses = []
         for attempt in attempts:

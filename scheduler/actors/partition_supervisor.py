@@ -1,9 +1,10 @@
 """PartitionSupervisor: builds one partition's actor tree and takes it down in order.
 
-Start order is leaves first, so every actor is given live proxies of those it talks to: the
-TaskCompletionTracker, the PartitionExecutor, the PartitionScheduler, TaskPersistence, and last
-the ThroughputController, whose first tick, once the tree is wired, loads the partition's
-incomplete tasks from the store.
+A tree is three actors, started leaves first so that each is given live proxies of those it
+talks to: the TaskCompletionTracker (writes status rows), the PartitionExecutor (with the
+PartitionScheduler in it: holds, queues and runs tasks), and TaskPersistence (with the
+ThroughputController in it: writes schedule rows, loads them), whose first tick, once the tree
+is wired, loads the partition's incomplete tasks from the store.
 
 Stopping is the seed's revocation choreography, per partition and under a deadline: stop loading
 and scheduling at once, let running attempts finish, cancel those that outlive the deadline,
@@ -12,18 +13,17 @@ flush the status rows, then stop every actor.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pykka
 
 from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_executor import PartitionExecutor
-from scheduler.actors.partition_scheduler import PartitionScheduler
 from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
-from scheduler.actors.throughput_controller import ThroughputController
-from scheduler.engine.clock import now_ms
 from scheduler.engine.deadline import StopDeadline
+from scheduler.engine.messages import PartitionCounts
 from scheduler.model import TaskKey
 from scheduler.wording import counted
 
@@ -39,7 +39,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
     def __init__(self, ctx: PartitionContext) -> None:
         super().__init__()
         self.ctx = ctx
-        self.refs: list[pykka.ActorRef] = []
+        self.refs: list[pykka.ActorRef[Any]] = []
 
     def on_start(self) -> None:
         ctx = self.ctx
@@ -47,24 +47,18 @@ class PartitionSupervisor(pykka.ThreadingActor):
         self._tracker = tracker_ref.proxy()
         executor_ref = PartitionExecutor.start(ctx, self._tracker)
         self._executor = executor_ref.proxy()
-        scheduler_ref = PartitionScheduler.start(ctx, self._executor)
-        self._scheduler = scheduler_ref.proxy()
-        persistence_ref = TaskPersistence.start(ctx, self._scheduler)
+        persistence_ref = TaskPersistence.start(ctx, self._executor)
         self._persistence = persistence_ref.proxy()
-        controller_ref = ThroughputController.start(
-            ctx, self._persistence, self._scheduler, self._executor
-        )
-        self._controller = controller_ref.proxy()
-        self._executor.attach_controller(self._controller).get(timeout=ASK_TIMEOUT_S)
-        # Stop order: the ones that feed work in first, the tracker (which flushes) last.
-        self.refs = [controller_ref, persistence_ref, scheduler_ref, executor_ref, tracker_ref]
-        self._controller.begin.defer()  # the first load, now that every actor is wired
+        self._executor.attach_controller(self._persistence).get(timeout=ASK_TIMEOUT_S)
+        # Stop order: the one that feeds work in first, the tracker (which flushes) last.
+        self.refs = [persistence_ref, executor_ref, tracker_ref]
+        self._persistence.begin.defer()  # the first load, now that every actor is wired
 
-    def persistence_proxy(self) -> pykka.ActorProxy:
+    def persistence_proxy(self) -> pykka.ActorProxy[TaskPersistence]:
         return self._persistence
 
     def counts(self) -> PartitionCounts:
-        scheduled, due_held = self._scheduler.counts().get(timeout=ASK_TIMEOUT_S)
+        scheduled, due_held = self._executor.scheduled_counts().get(timeout=ASK_TIMEOUT_S)
         executing, running = self._executor.counts().get(timeout=ASK_TIMEOUT_S)
         return PartitionCounts(
             scheduled,
@@ -81,7 +75,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         if counts.executing or counts.unflushed:
             return False
         if horizon_ms is None:
-            horizon_ms = now_ms()
+            horizon_ms = self.ctx.clock.now_ms()
             if counts.due_held:
                 return False
         elif counts.scheduled:
@@ -93,7 +87,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         (their tasks go back to pending for the partition's next owner, see PartitionExecutor)."""
         if not isinstance(deadline, StopDeadline):
             deadline = StopDeadline(deadline)
-        for stop in (self._controller.stop_loading, self._scheduler.stop_scheduling):
+        for stop in (self._persistence.stop_loading, self._executor.stop_scheduling):
             _quietly(lambda stop=stop: stop().get(timeout=10))
         try:
             idle = self._executor.begin_drain().get(timeout=10)
@@ -118,7 +112,8 @@ class PartitionSupervisor(pykka.ThreadingActor):
 
     def running_keys(self) -> list[TaskKey]:
         """The tasks whose attempts run now."""
-        return self._executor.running_keys().get(timeout=ASK_TIMEOUT_S)
+        keys: list[TaskKey] = self._executor.running_keys().get(timeout=ASK_TIMEOUT_S)
+        return keys
 
     def on_failure(self, *exc_info: object) -> None:
         for ref in self.refs:

@@ -33,7 +33,7 @@ class TaskCompletionTracker(PartitionActor):
         super().__init__(ctx)
         self.unflushed_statuses = ctx.unflushed
         self.timer: TimerHandle | None = None
-        self._me: pykka.ActorProxy | None = None
+        self._me: pykka.ActorProxy[TaskCompletionTracker] | None = None
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()

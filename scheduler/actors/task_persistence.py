@@ -1,27 +1,35 @@
 """TaskPersistence: reads and writes one partition's schedule rows, keeps the read checkpoint.
 
+It owns the partition's ThroughputController (a plain object): the loads the controller decides
+are this actor's own calls.
+
 The read checkpoint is the position in schedule order up to which every schedule row has been
-handed to the PartitionScheduler. Rows behind it that arrive later (a task due soon, enqueued
-after its time was loaded) cannot be found by a later load, so they are pushed to the scheduler
-directly ("push for tasks in the past, pull for tasks in the future"). Rows ahead of it wait in
-the store until the ThroughputController asks for them, which is what bounds memory.
+handed to the PartitionScheduler (in the PartitionExecutor). Rows behind it that arrive later (a
+task due soon, enqueued after its time was loaded) cannot be found by a later load, so they are
+pushed to the scheduler directly ("push for tasks in the past, pull for tasks in the future").
+Rows ahead of it wait in the store until the ThroughputController asks for them, which is what
+bounds memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 import pykka
 
 from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import ScheduledTask, TasksLoaded
+from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.codec import Command, Op
-from scheduler.engine.clock import now_ms
+from scheduler.engine.messages import ScheduledTask, TasksLoaded
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores.abc import TaskStore
+
+if TYPE_CHECKING:
+    from scheduler.actors.partition_executor import PartitionExecutor
 
 
 def window_end(until_ms: int) -> ScheduleCursor:
@@ -43,16 +51,16 @@ BEFORE_ALL: ScheduleCursor = (-(2**63), "", "")
 _RERUNNABLE = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
 
-def _scheduled(task: Task, status: TaskStatus | None, checked_ms: int) -> ScheduledTask:
+def _scheduled(task: Task, status: TaskStatus | None, checked: int) -> ScheduledTask:
     """A task on its way to the scheduler, with what its (non-final) status says of its past."""
     if status is None:
-        return ScheduledTask(task, checked_ms=checked_ms)
+        return ScheduledTask(task, checked=checked)
     running = status.state is TaskState.RUNNING
     return ScheduledTask(
         task,
         status.attempts,
         status.next_attempt_ms,
-        checked_ms,
+        checked,
         status.updated_ms if running else None,
     )
 
@@ -64,45 +72,93 @@ def _live(row: StoredTask) -> bool:
 class TaskPersistence(PartitionActor):
     """Single writer of a partition's schedule rows."""
 
-    def __init__(self, ctx: PartitionContext, scheduler: pykka.ActorProxy) -> None:
+    def __init__(
+        self, ctx: PartitionContext, executor: pykka.ActorProxy[PartitionExecutor]
+    ) -> None:
         super().__init__(ctx)
-        self._scheduler = scheduler
+        self._executor = executor
+        """The PartitionExecutor (its PartitionScheduler holds what this actor hands on)."""
         self._unflushed = ctx.unflushed
         self.checkpoint: ScheduleCursor | None = None
+        self.controller = ThroughputController(
+            ctx,
+            load=self.load,
+            advance_mark=self.advance_mark,
+            executor=executor,
+            wake=self._tick_soon,
+        )
+        self._me: pykka.ActorProxy[TaskPersistence] | None = None
+
+    def on_start(self) -> None:
+        self._me = self.actor_ref.proxy()
+
+    def on_stop(self) -> None:
+        self.controller.close()
+
+    # -- the ThroughputController's calls ---------------------------------------------------
+
+    def begin(self) -> None:
+        """Start loading and ticking, once the whole tree is up. Not from `on_start`: a store
+        that fails the first load at once would kill this actor before its supervisor had even
+        taken its proxy, and with it the supervisor's start."""
+        self.controller.tick()
+
+    def tick(self) -> None:
+        """Top the partition up if it has room (the controller decides)."""
+        self.controller.tick()
+
+    def _tick_soon(self) -> None:
+        """Timer thread: the controller's next top-up is due."""
+        me = self._me
+        if me is not None:
+            me.tick.defer()
+
+    def stop_loading(self) -> None:
+        """Revocation: load nothing more."""
+        self.controller.stop_loading()
+
+    # -- writes ---------------------------------------------------------------------------------
 
     def persist(self, commands: Sequence[Command]) -> int:
-        """Apply a batch of log commands durably; returns when the store has them all."""
-        to_write: dict[object, Task] = {}
+        """Apply a batch of log commands durably; returns when the store has them all.
+
+        Rows written behind the checkpoint are pushed once the whole batch is applied, so their
+        status look-up sees what the batch's admin commands did: a task cancelled by a later
+        record of the same batch (a topic move puts a task and its cancel in one) is not handed
+        on, where it could start before the cancel reached the executor."""
+        to_write: dict[TaskKey, Task] = {}
+        behind: dict[TaskKey, Task] = {}
         for command in commands:
             if command.op is Op.SCHEDULE:
                 to_write[command.task.key] = command.task  # a later write of a key wins
             else:
                 if to_write:
-                    self._write(list(to_write.values()))
+                    behind.update(self._write(list(to_write.values())))
                     to_write = {}
                 self._apply_admin(command)
         if to_write:
-            self._write(list(to_write.values()))
+            behind.update(self._write(list(to_write.values())))
+        if behind:
+            self._push(list(behind.values()))
         metrics.PERSISTED.inc(len(commands))
         return len(commands)
 
-    def _write(self, tasks: list[Task]) -> None:
+    def _write(self, tasks: list[Task]) -> dict[TaskKey, Task]:
+        """Write these rows; returns those behind the checkpoint, which must be pushed."""
         # The mark first: a row it does not cover would be skipped by the partition's next owner.
         self.ctx.mark.cover(task.key for task in tasks)
         self.ctx.store.write_tasks(self.ctx.partition, tasks)
         checkpoint = self.checkpoint
         if checkpoint is None:
-            return
-        behind = [task for task in tasks if task.key.cursor <= checkpoint]
-        if behind:
-            self._push(behind)
+            return {}
+        return {task.key: task for task in tasks if task.key.cursor <= checkpoint}
 
     def _push(self, tasks: list[Task]) -> None:
         """Hand tasks behind the checkpoint to the scheduler, with their status rows read now.
 
         Read here rather than when they fall due, so that a due task starts without a store
         read; the tracker's unflushed changes come first. A key that finishes between this read
-        and its start is caught by the executor (`checked_ms`)."""
+        and its start is caught by the executor (`checked`)."""
         if self.ctx.held.total + len(tasks) > self.ctx.settings.max_in_flight_per_partition:
             # Over the in-flight bound (a backlog arriving faster than it runs): leave them in
             # the store and move the checkpoint back before them, so that the controller loads
@@ -114,31 +170,32 @@ class TaskPersistence(PartitionActor):
             self.checkpoint = min(self.checkpoint, window_end(first_ms - 1))
             metrics.SPILLED.inc(len(tasks))
             return
-        checked_ms = now_ms()
+        checked = self._unflushed.version
         keys = [task.key for task in tasks]
         statuses = self._unflushed.lookup(self.ctx.store, self.ctx.partition, keys)
         handed, final = [], []
         for task in tasks:
             status = statuses.get(task.key)
             if status is None:
-                handed.append(ScheduledTask(task, checked_ms=checked_ms))
+                handed.append(ScheduledTask(task, checked=checked))
             elif status.state.is_final:
                 final.append(task.key)  # a completed key never runs again
             else:
-                handed.append(_scheduled(task, status, checked_ms))
+                handed.append(_scheduled(task, status, checked))
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
         if handed:
-            self._scheduler.schedule.defer(handed)
+            self._executor.schedule.defer(handed)
 
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
         if command.op is Op.CANCEL:
             store.record_statuses(
-                partition, [TaskStatus(key, TaskState.CANCELLED, updated_ms=now_ms())]
+                partition,
+                [TaskStatus(key, TaskState.CANCELLED, updated_ms=self.ctx.clock.now_ms())],
             )
             metrics.CANCELLED.inc()
-            self._scheduler.cancel.defer([key])
+            self._executor.cancel.defer([key])
         elif command.op is Op.RETRY:
             self._run_again(command, {TaskState.FAILED})
         elif command.op is Op.RERUN:
@@ -182,7 +239,7 @@ class TaskPersistence(PartitionActor):
             # the look into the buffer would be found finished in neither, and run again. Still
             # away, the store fails this load, and the tree is restarted later.
             self._unflushed.write(store, partition)
-        checked_ms = now_ms()
+        checked = self._unflushed.version
         stragglers = self._start_from_mark() if self.checkpoint is None else []
         rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)
         exhausted = len(rows) < limit
@@ -200,11 +257,11 @@ class TaskPersistence(PartitionActor):
                 # The crash window between a final status and the row's deletion: finish the job.
                 leftovers.append(row.task.key)
                 continue
-            handed.append(_scheduled(row.task, status, checked_ms))
+            handed.append(_scheduled(row.task, status, checked))
         if leftovers:
             store.delete_tasks(partition, leftovers)
         if handed:
-            self._scheduler.schedule.defer(handed)
+            self._executor.schedule.defer(handed)
         return TasksLoaded(len(handed), exhausted, self.checkpoint)
 
     def _start_from_mark(self) -> list[StoredTask]:
@@ -227,7 +284,7 @@ class TaskPersistence(PartitionActor):
         if self.checkpoint is None:
             return  # not loaded yet: the mark the tree started from stands
         mark = self.ctx.mark.mark or ReloadMark(BEFORE_ALL)
-        upper_ms = min(now_ms() - MARK_AGE_MS, self.checkpoint[0] - 1)
+        upper_ms = min(self.ctx.clock.now_ms() - MARK_AGE_MS, self.checkpoint[0] - 1)
         if mark.after <= window_end(upper_ms):
             self.ctx.mark.replace(advanced_mark(self.ctx.store, self.ctx.partition, mark, upper_ms))
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,12 +17,13 @@ import pykka
 
 from scheduler import metrics
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.messages import PartitionCounts
 from scheduler.actors.partition_supervisor import PartitionSupervisor
+from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.messages import PartitionCounts
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings
@@ -48,7 +48,9 @@ DYING_LOOK_S = 0.1
 KEPT_FAILURES = 20
 
 
-def _wait_down(ref: pykka.ActorRef, shut_down: pykka.Future, timeout: float) -> None:
+def _wait_down(
+    ref: pykka.ActorRef[PartitionSupervisor], shut_down: pykka.Future[None], timeout: float
+) -> None:
     """Wait for a tree's `shut_down`, then stop its supervisor. However the shutdown ended (done,
     timed out, the supervisor dead or failing in it), the tree is going down: raised here, it
     would stop the TopicSupervisor, and every partition of the worker with it."""
@@ -62,7 +64,7 @@ def _wait_down(ref: pykka.ActorRef, shut_down: pykka.Future, timeout: float) -> 
 def restart_delay(base_s: float, failures: int) -> float:
     """The wait after `failures` failures in a row of a partition that cannot make progress:
     `base_s`, doubled for each further failure, at most MAX_RESTART_BACKOFF_S."""
-    return min(MAX_RESTART_BACKOFF_S, base_s * 2 ** (failures - 1))
+    return min(MAX_RESTART_BACKOFF_S, base_s * 2.0 ** (failures - 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +81,8 @@ class PartitionFailure:
 
 @dataclass(slots=True)
 class _Tree:
-    supervisor: pykka.ActorRef
-    persistence: pykka.ActorProxy
+    supervisor: pykka.ActorRef[PartitionSupervisor]
+    persistence: pykka.ActorProxy[TaskPersistence]
     generation: int
 
 
@@ -132,7 +134,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.unflushed: dict[int, UnflushedStatuses] = {}
         """Per partition, the status changes its trees could not write yet: kept across a
         restart (a tree that died with the store away), dropped when the partition leaves."""
-        self.dying: dict[int, tuple[pykka.ActorRef, pykka.Future]] = {}
+        self.dying: dict[int, tuple[pykka.ActorRef[PartitionSupervisor], pykka.Future[None]]] = {}
         """Per partition, its failed tree going down (the supervisor, and its `shut_down`'s
         future). Nobody waits for it but the partition's next tree, which starts once it is
         down: waiting here would hold this actor, and the worker's poll loop that asks it for
@@ -201,9 +203,9 @@ class TopicSupervisor(pykka.ThreadingActor):
 
     # -- work ---------------------------------------------------------------------------------
 
-    def persist(self, batches: Mapping[int, Sequence[Command]]) -> dict[int, pykka.Future]:
+    def persist(self, batches: Mapping[int, Sequence[Command]]) -> dict[int, pykka.Future[int]]:
         """Hand each partition its commands; the futures resolve once they are in the store."""
-        futures: dict[int, pykka.Future] = {}
+        futures: dict[int, pykka.Future[int]] = {}
         for partition, commands in batches.items():
             tree = self.trees.get(partition)
             if tree is None:
@@ -248,7 +250,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.restarting.add(partition)
         # A partition that keeps failing (its store is down) backs off exponentially, up to
         # MAX_RESTART_BACKOFF_S; one that ran for a while starts from the base delay again.
-        if time.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
+        if self.timers.clock.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
             self.streaks[partition] = 0
         streak = self.streaks[partition] = self.streaks.get(partition, 0) + 1
         if streak == 1:
@@ -300,7 +302,7 @@ class TopicSupervisor(pykka.ThreadingActor):
     def _start(self, partition: int) -> bool:
         """Start a tree for `partition`; False if it died as it started (it is then restarted
         later, as a tree that died running)."""
-        self.started_at[partition] = time.monotonic()
+        self.started_at[partition] = self.timers.clock.monotonic()
         generation = self.generations.get(partition, 0) + 1
         self.generations[partition] = generation
         me = self._me

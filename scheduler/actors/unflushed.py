@@ -22,23 +22,37 @@ class UnflushedStatuses:
 
     Entries leave only after the store has them, so a reader that looks here first and in the
     store second never misses a change made before it looked.
+
+    Every `put` moves the buffer's `version` on by one. A reader that takes the version before
+    it looks knows which changes it saw: all those of a version up to its own. That is how the
+    PartitionExecutor tells a copy of a task read before the task finished (refused) from one
+    read after (whose reader saw the finish): by versions, not by times.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[TaskKey, TaskStatus] = {}
+        self._version = 0
 
-    def put(self, statuses: Iterable[TaskStatus]) -> None:
+    @property
+    def version(self) -> int:
+        """How many `put`s this buffer took so far."""
+        with self._lock:
+            return self._version
+
+    def put(self, statuses: Iterable[TaskStatus]) -> int:
         """Add changes (a later status of a key replaces an earlier, and takes over the attempt
         records the earlier one carried: a start and an end, or a retry's failure and the next
-        start, written in one flush are all kept)."""
+        start, written in one flush are all kept); returns the version they were given."""
         with self._lock:
+            self._version += 1
             pending = self._pending
             for status in statuses:
                 earlier = pending.get(status.key)
                 if earlier is not None and earlier.attempt_log:
                     status = status.with_attempts(earlier.attempt_log)
                 pending[status.key] = status
+            return self._version
 
     def waiting(self) -> list[TaskStatus]:
         with self._lock:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 
-from scheduler.actors.messages import ScheduledTask
+from scheduler.engine.messages import ScheduledTask
 from scheduler.engine.task_executor import TaskExecutor
 from scheduler.engine.timers import TimerHandle
 from scheduler.model import TaskKey

@@ -20,7 +20,7 @@ class RetryPolicy:
 
     def delay_s(self, failed_attempts: int, random_unit: float) -> float:
         """Delay after `failed_attempts` failures; `random_unit` is uniform in [0, 1)."""
-        delay = min(self.max_delay_s, self.base_delay_s * 2 ** (failed_attempts - 1))
+        delay = min(self.max_delay_s, self.base_delay_s * 2.0 ** (failed_attempts - 1))
         return delay * (1 - self.jitter + 2 * self.jitter * random_unit)
 
 

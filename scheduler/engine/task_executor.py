@@ -10,9 +10,9 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
-from scheduler.actors.messages import AttemptFinished, AttemptStarted, ScheduledTask
-from scheduler.engine.clock import now_ms
+from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.timers import TimerHandle, TimerService
 from scheduler.errors import TaskRejected, TaskTimeoutError
 from scheduler.executors.abc import TIMED_OUT, ExecutionContext, Executor
@@ -26,7 +26,7 @@ TIMEOUT = TIMED_OUT
 class TaskExecutor:
     """Runs one attempt and reports its start and its end through `report` (from a pool thread)."""
 
-    __slots__ = ("context", "item", "report", "timer")
+    __slots__ = ("clock", "context", "item", "report", "timer")
 
     def __init__(
         self,
@@ -34,7 +34,10 @@ class TaskExecutor:
         *,
         partition: int,
         report: Callable[[AttemptStarted | AttemptFinished], None],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
+        """Stamps the attempt's start and end."""
         self.item = item
         self.context = ExecutionContext(item.task, attempt=item.attempts + 1, partition=partition)
         self.report = report
@@ -61,7 +64,7 @@ class TaskExecutor:
         started_ms: int | None = None
         try:
             if not context.is_cancelled:
-                started_ms = now_ms()
+                started_ms = self.clock.now_ms()
                 self.report(AttemptStarted(context.key, context.attempt, started_ms))
                 executor(context.task, context)
         except BaseException as failure:  # an executor's failure is data here, whatever it is
@@ -87,7 +90,7 @@ class TaskExecutor:
                     reason,
                     permanent,
                     started_ms,
-                    now_ms(),
+                    self.clock.now_ms(),
                     context.exit_code,
                     context.log_path,
                     context.task.data,

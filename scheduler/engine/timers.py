@@ -5,6 +5,9 @@ is due, the next top-up of the schedule). A thread per timer, or a loop that wak
 milliseconds to look, would cost threads or CPU in proportion to the work; a single heap of
 deadlines behind a condition variable costs neither and wakes within a millisecond or so of the
 deadline. Callbacks run on the timer thread and must be cheap: they tell an actor, nothing more.
+
+Deadlines are read on the service's `Clock`: the real one in a worker, a `SteppedClock` in tests,
+where a timer fires when the test steps the clock past its deadline, not when real time passes.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import heapq
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable
+
+from scheduler.engine.clock import SYSTEM_CLOCK, Clock, monotonic_at
 
 logger = logging.getLogger(__name__)
 
@@ -34,18 +38,25 @@ class TimerHandle:
 
 
 class TimerService:
-    """Runs callbacks at monotonic-clock deadlines, in deadline order, on one daemon thread."""
+    """Runs callbacks at deadlines of its clock, in deadline order, on one daemon thread."""
 
-    def __init__(self, name: str = "scheduler-timers") -> None:
+    def __init__(self, name: str = "scheduler-timers", *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+        """The clock every deadline is read on (the worker's one clock)."""
         self._heap: list[tuple[float, int, TimerHandle]] = []
         self._sequence = itertools.count()
         self._condition = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+        clock.subscribe(self._wake)
+
+    def _wake(self) -> None:
+        with self._condition:
+            self._condition.notify()
 
     def call_at(self, deadline: float, callback: Callable[[], None]) -> TimerHandle:
-        """Run `callback` once `time.monotonic()` reaches `deadline`."""
+        """Run `callback` once `clock.monotonic()` reaches `deadline`."""
         handle = TimerHandle(deadline, callback)
         with self._condition:
             heapq.heappush(self._heap, (deadline, next(self._sequence), handle))
@@ -54,7 +65,12 @@ class TimerService:
         return handle
 
     def call_later(self, delay_s: float, callback: Callable[[], None]) -> TimerHandle:
-        return self.call_at(time.monotonic() + max(0.0, delay_s), callback)
+        """Run `callback` once `delay_s` seconds of the clock have passed."""
+        return self.call_at(self.clock.monotonic() + max(0.0, delay_s), callback)
+
+    def call_at_ms(self, epoch_ms: int, callback: Callable[[], None]) -> TimerHandle:
+        """Run `callback` once the clock reads `epoch_ms` (a task's due time, a retry's)."""
+        return self.call_at(monotonic_at(epoch_ms, self.clock), callback)
 
     def stop(self) -> None:
         with self._condition:
@@ -69,10 +85,10 @@ class TimerService:
                     if not self._heap:
                         self._condition.wait()
                         continue
-                    wait = self._heap[0][0] - time.monotonic()
+                    wait = self._heap[0][0] - self.clock.monotonic()
                     if wait <= 0:
                         break
-                    self._condition.wait(wait)
+                    self._condition.wait(self.clock.real_wait(wait))
                 if self._stopped:
                     return
                 _, _, handle = heapq.heappop(self._heap)

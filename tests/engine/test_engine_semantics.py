@@ -8,14 +8,14 @@ import time
 import pytest
 
 from scheduler import Task, TaskState
-from scheduler.actors.messages import ScheduledTask
 from scheduler.actors.partition_executor import PartitionExecutor
-from scheduler.engine.clock import now_ms
+from scheduler.codec import Command, Op
+from scheduler.engine.messages import ScheduledTask
 from scheduler.engine.settings import EngineSettings, RetryPolicy
 from scheduler.partitioning import partition_for
 from scheduler.testing import TEST_SETTINGS, embedded_engine
 from tests.engine.flaky import flaky_wrapper
-from tests.engine.helpers import Recorder, soon
+from tests.engine.helpers import Recorder, soon, stepped_engine
 
 
 def enqueue_all(engine, tasks):
@@ -37,8 +37,8 @@ def executor_of(engine, ordering_id):
 
 def test_tasks_of_one_ordering_id_run_in_key_order(data_dir):
     recorder = Recorder()
-    with embedded_engine(recorder, data_dir=data_dir) as engine:
-        tasks = [Task("account-1", soon(5 * i), f"step-{i:03d}") for i in range(60)]
+    with stepped_engine(recorder, data_dir=data_dir) as engine:
+        tasks = [Task("account-1", engine.at(5 * i), f"step-{i:03d}") for i in range(60)]
         enqueue_all(engine, tasks)
         engine.join()
     assert recorder.runs_of("account-1") == [task.key for task in tasks]
@@ -46,8 +46,8 @@ def test_tasks_of_one_ordering_id_run_in_key_order(data_dir):
 
 def test_tasks_due_at_the_same_millisecond_run_in_uniqueness_key_order(data_dir):
     recorder = Recorder()
-    due = soon(1500)
-    with embedded_engine(recorder, data_dir=data_dir) as engine:
+    with stepped_engine(recorder, data_dir=data_dir) as engine:
+        due = engine.at(1500)
         enqueue_all(engine, [Task("o", due, key) for key in ("c", "a", "b")])
         engine.join()
     assert [key.uniqueness_key for key in recorder.keys()] == ["a", "b", "c"]
@@ -87,24 +87,47 @@ def test_a_task_never_starts_before_its_scheduled_time(data_dir):
     starts = {}
 
     def executor(task, context):
-        starts[task.key] = soon()
+        starts[task.key] = engine.clock.now_ms()
 
-    with embedded_engine(executor, data_dir=data_dir) as engine:
-        tasks = [Task(f"o{i}", soon(200 + 100 * i), "k") for i in range(10)]
+    with stepped_engine(executor, data_dir=data_dir) as engine:
+        tasks = [Task(f"o{i}", engine.at(200 + 100 * i), "k") for i in range(10)]
         enqueue_all(engine, tasks)
         engine.join()
     for task in tasks:
-        assert starts[task.key] >= task.scheduled_time
+        assert starts[task.key] >= task.key.scheduled_ms
 
 
 def test_enqueuing_a_pending_key_again_overwrites_its_data(data_dir):
     recorder = Recorder()
-    due = soon(1500)
-    with embedded_engine(recorder, data_dir=data_dir) as engine:
+    with stepped_engine(recorder, data_dir=data_dir) as engine:
+        due = engine.at(1500)
         enqueue_all(engine, [Task("o", due, "k", {"version": 1})])
         enqueue_all(engine, [Task("o", due, "k", {"version": 2})])
         engine.join()
     assert [data for _, _, data in recorder.calls] == [{"version": 2}]
+
+
+def test_a_due_task_cancelled_later_in_its_own_batch_never_starts(data_dir):
+    # A topic move re-produces a task and its cancel back to back: one batch, applied in order.
+    # The cancel's status write is slow, as a store's can be: time enough for a task handed on
+    # before it to start.
+    recorder = Recorder()
+    flaky, wrap = flaky_wrapper()
+
+    def slow_status_write(method, partition):
+        if method == "record_statuses":
+            time.sleep(0.3)
+        return False
+
+    with stepped_engine(recorder, data_dir=data_dir, wrap_store=wrap) as engine:
+        flaky[0].should_fail = slow_status_write
+        task = Task("o", engine.at(), "k")
+        tree = engine.worker.topic.trees.get()[partition_for(b"o", 4)]
+        batch = [Command(Op.SCHEDULE, task), Command(Op.CANCEL, Task.from_key(task.key, {}))]
+        tree.persistence.persist(batch).get(timeout=10)
+        engine.join()
+        assert status_of(engine, task.key).state is TaskState.CANCELLED
+    assert recorder.keys() == []
 
 
 def test_a_completed_key_never_runs_again(data_dir):
@@ -122,27 +145,45 @@ def test_a_completed_key_never_runs_again(data_dir):
 def test_a_copy_whose_status_was_read_before_its_key_finished_does_not_run(data_dir):
     # The race the executor guards against: a rewrite of a key is pushed with a status read
     # (nothing final yet) and the key finishes before the copy reaches the executor.
+    # "Read before" and "read after" are the partition's status versions, not times.
     recorder = Recorder()
     with embedded_engine(recorder, data_dir=data_dir) as engine:
-        read_before = now_ms()
+        statuses = engine.worker.topic.unflushed.get()[partition_for(b"o", 4)]
+        read_before = statuses.version
         task = Task("o", soon(), "raced")
         enqueue_all(engine, [task])
         engine.join()
         executor = executor_of(engine, "o")
-        executor.execute([ScheduledTask(task, checked_ms=read_before)]).get()
+        executor.execute([ScheduledTask(task, checked=read_before)]).get()
         engine.join()
         assert recorder.keys() == [task.key]
         # Control: a copy read after the finish is not refused by that guard.
-        executor.execute([ScheduledTask(task, checked_ms=now_ms() + 1)]).get()
+        executor.execute([ScheduledTask(task, checked=statuses.version)]).get()
         engine.join()
     assert recorder.keys() == [task.key, task.key]
+
+
+def test_a_copy_read_before_its_key_finished_is_refused_however_late_it_arrives(data_dir):
+    # No time window: an hour after the finish, the stale copy is still known for one.
+    recorder = Recorder()
+    with stepped_engine(recorder, data_dir=data_dir) as engine:
+        statuses = engine.worker.topic.unflushed.get()[partition_for(b"o", 4)]
+        read_before = statuses.version
+        task = Task("o", engine.at(), "late")
+        enqueue_all(engine, [task])
+        engine.join()
+        engine.clock.advance(3600)
+        executor_of(engine, "o").execute([ScheduledTask(task, checked=read_before)]).get()
+        engine.join()
+        assert status_of(engine, task.key).state is TaskState.SUCCEEDED
+    assert recorder.keys() == [task.key]
 
 
 def test_failed_attempts_are_retried_with_backoff_then_marked_failed(data_dir):
     recorder = Recorder()
     recorder.fail = lambda task, ctx: task.uniqueness_key == "bad"
-    with embedded_engine(recorder, data_dir=data_dir) as engine:
-        bad, good = Task("o", soon(), "bad", {"x": 1}), Task("o", soon(1), "good")
+    with stepped_engine(recorder, data_dir=data_dir) as engine:
+        bad, good = Task("o", engine.at(), "bad", {"x": 1}), Task("o", engine.at(1), "good")
         enqueue_all(engine, [bad, good])
         engine.join(raise_failures=False)
         status = status_of(engine, bad.key)
@@ -157,8 +198,8 @@ def test_failed_attempts_are_retried_with_backoff_then_marked_failed(data_dir):
 def test_a_task_that_fails_once_succeeds_on_retry(data_dir):
     recorder = Recorder()
     recorder.fail = lambda task, ctx: ctx.attempt == 1
-    with embedded_engine(recorder, data_dir=data_dir) as engine:
-        task = Task("o", soon(), "flaky")
+    with stepped_engine(recorder, data_dir=data_dir) as engine:
+        task = Task("o", engine.at(), "flaky")
         enqueue_all(engine, [task])
         engine.join(raise_failures=False)
         assert status_of(engine, task.key).state is TaskState.SUCCEEDED

@@ -353,8 +353,9 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
     neither written nor kept, and the next tree ran the task again (a Cassandra restart under
     load, CI 2026-11-26)."""
     from scheduler.actors.context import PartitionContext
-    from scheduler.actors.messages import AttemptFinished
     from scheduler.actors.partition_executor import PartitionExecutor
+    from scheduler.engine.messages import AttemptFinished
+    from scheduler.engine.timers import TimerService
 
     class Holdable(PartitionExecutor):
         started: list[PartitionExecutor] = []
@@ -373,7 +374,7 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
         store=None,  # type: ignore[arg-type]
         executor=None,  # type: ignore[arg-type]
         executor_service=None,  # type: ignore[arg-type]
-        timers=None,  # type: ignore[arg-type]
+        timers=TimerService(),
         settings=TEST_SETTINGS,
         report_failure=lambda *failure: None,
     )
@@ -387,6 +388,7 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
     executor._report(AttemptFinished(key, 1, None, None))  # its report goes in behind the stop
     release.set()
     ref.actor_stopped.wait(10)
+    ctx.timers.stop()
     kept = ctx.unflushed.peek([key])
     assert kept and kept[key].state is TaskState.SUCCEEDED
 

@@ -88,6 +88,7 @@ def test_the_next_owner_reads_from_the_mark_and_still_runs_every_incomplete_task
             return mark if mark is not None and mark.after > latest else None
 
         mark = wait_for(moved_past_the_completed_tasks)
+        engine.stop(now=True)  # the stuck attempt is cancelled, not waited for
     assert mark.stragglers == (stuck.key,)
 
     # A second worker: starts at the mark, loads the straggler by key, runs it; then a task is
@@ -108,6 +109,7 @@ def test_the_next_owner_reads_from_the_mark_and_still_runs_every_incomplete_task
         enqueue_all(engine, [behind])
         second.started[behind.key].wait(10)
         wait_for(lambda: (m := committed_mark(engine)) is not None and behind.key in m.stragglers)
+        engine.stop(now=True)
     assert set(second.keys()) == {stuck.key, behind.key}
 
     # A third: the task written behind the mark is one of its stragglers, and runs.

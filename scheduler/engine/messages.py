@@ -1,5 +1,7 @@
-"""What the partition actors pass to each other.
+"""What the partition actors and the engine's plain objects pass to each other.
 
+In `engine` rather than `actors`: the plain objects (TaskExecutor, OrderingExecutor) make and
+take them too, and `engine` imports nothing of `actors`, so the two packages form no cycle.
 Messages are immutable; events are named in the past tense. Proxies carry them as method
 arguments (pykka's typed-proxy style), so this module holds the payloads, not envelopes.
 """
@@ -23,9 +25,10 @@ class ScheduledTask:
     """Attempts already started (from the status row after a reload)."""
     next_attempt_ms: int | None = None
     """A retry's earliest start; None for a first attempt."""
-    checked_ms: int = 0
-    """When its status row was read (it was not final then): a key that finished after that
-    must not run again."""
+    checked: int = 0
+    """The partition's status version (`UnflushedStatuses.version`) taken just before its status
+    was read (it was not final then): a key that finished at a later version must not run
+    again."""
     running_since_ms: int | None = None
     """Set when that status row said RUNNING: attempt `attempts` started then (on a worker that
     died or was stopped, or on this worker's tree before a restart) and never ended. Unless the
