@@ -299,7 +299,8 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
                 if route != "auto"
             }
             # A task with empty data names no work: it runs on noop (docs/cli.md, "auto").
-            return registry.RoutingExecutor(routes, default="spark", when_empty="noop")
+            routing: Executor = registry.RoutingExecutor(routes, default="spark", when_empty="noop")
+            return routing
         if name in ("spark", "spark-submit"):
             from scheduler.executors.spark import require_pyspark
 
@@ -307,7 +308,8 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
                 f"the {name} executor",
                 instead="or choose an executor that runs without it (auto, command, noop)",
             )
-        return registry.build_executor(name, **_executor_options(settings, name))
+        built: Executor = registry.build_executor(name, **_executor_options(settings, name))
+        return built
     except (ImportError, UnknownExecutorError) as error:
         raise ConfigurationError(f"{setting} cannot be built: {error}") from error
 

@@ -34,6 +34,7 @@ from scheduler.schedules.catchup import LATE_MS, fires_to_run
 from scheduler.schedules.constraints import ConstraintContext, FinishedRun
 from scheduler.schedules.events import Event, PartitionsAdded, RunEnded, TimeFired
 from scheduler.schedules.job import Effect, Job, JobState
+from scheduler.schedules.job_gauge import jobs_moved
 from scheduler.schedules.model import Concurrency, LastRun, RunStatus, Schedule
 from scheduler.schedules.tasks import SCHEDULES_EXECUTOR, check_task, fire_task, timeout_task
 
@@ -318,16 +319,6 @@ class ScheduleExecutor:
         waiting = any(j.state is JobState.PENDING_CONSTRAINT for j in self.store.jobs(record.name))
         if not waiting:
             self.store.remove_key(RUN_END_KEY + record.schedule.program, record.name)
-
-
-def jobs_moved(before: JobState | None, after: JobState | None) -> None:
-    """Keep the jobs-per-state gauge: a job written from `before` to `after` (None: not stored)."""
-    if before == after:
-        return
-    if before is not None:
-        metrics.SCHEDULE_JOBS.labels(str(before)).dec()
-    if after is not None:
-        metrics.SCHEDULE_JOBS.labels(str(after)).inc()
 
 
 def _finished(run: Any) -> FinishedRun:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.schedules import job as jobs
 from scheduler.schedules.abc import ScheduleRecord
-from scheduler.schedules.executor import jobs_moved
+from scheduler.schedules.job_gauge import jobs_moved
 from scheduler.schedules.model import Schedule
 from scheduler.schedules.tasks import fire_task
 
