@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.errors import BackendUnavailableError
 from tests.batch.helpers import seed_config, seed_job
 from tests.cli.helpers import wait_for
 
@@ -101,7 +102,14 @@ def deployment(
 
 
 def _listed(run) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
-    said = run("jobs", "list", "--json")
+    """The jobs by name; none while the worker has not loaded the file, or while a loaded
+    Cassandra node times the command's requests out (the next poll asks again)."""
+    from cassandra import OperationTimedOut
+
+    try:
+        said = run("jobs", "list", "--json")
+    except (OperationTimedOut, BackendUnavailableError):
+        return {}
     return {row["name"]: row for row in json.loads(said.output)} if said.exit_code == 0 else {}
 
 
