@@ -98,7 +98,27 @@ def deployment(
     monkeypatch.setenv("SCHEDULER_PROGRAMS_FILE", str(programs))
     monkeypatch.setenv("SCHEDULER_SPARK_JOB_MODULES", f"scheduler.examples,{SPARK_JOBS}")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    _make_deployment()
     return out
+
+
+def _make_deployment() -> None:
+    """The topic and every table first, as a deployment makes them: a worker and a command
+    creating the same Cassandra tables at once can leave the command holding a table id
+    Cassandra dropped ("Unknown CF")."""
+    from scheduler.batch.runtime import open_batch_store
+    from scheduler.config import load_settings
+    from scheduler.programs.runtime import open_run_store
+    from scheduler.runtime import connect, open_store
+
+    settings = load_settings()
+    connect(settings).close()
+    store = open_store(settings, create_schema=True)
+    try:
+        open_run_store(settings, store, create_schema=True).close()
+        open_batch_store(settings, store, create_schema=True).close()
+    finally:
+        store.close()
 
 
 def _listed(run) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
