@@ -8,22 +8,32 @@
 
 Reads go to the store directly; every change is a task in the configuration's queue
 (`batch:<name>`), applied by a worker in order with everything else the jobs do.
+
+Given the deployment's `file` (the setting `batch_file`), the reads show that file's jobs while
+the store holds no configuration yet (no worker has polled it): every partition as its time and
+dependencies make it, none run. Changes wait for the configuration to be in force.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 
 from scheduler.batch.config import Configuration, parse_configuration
 from scheduler.batch.decide import Summary, View, summary, views
-from scheduler.batch.errors import UnknownJobError
+from scheduler.batch.errors import BatchConfigError, UnknownJobError
 from scheduler.batch.launching import control_task
 from scheduler.batch.state import Status
 from scheduler.batch.store import DEFAULT_NAME, Attempt, BatchStore, StoredConfiguration
 from scheduler.client import SchedulerClient
 from scheduler.engine.clock import now_ms
+
+logger = logging.getLogger(__name__)
+NOT_APPLIED = " (not applied yet)"
+"""Ends the `source` of a configuration read from the file before any worker applied it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,29 +63,53 @@ class BatchJobs:
         name: str = DEFAULT_NAME,
         clock: Callable[[], int] = now_ms,
         timeout_s: float = 30.0,
+        file: Path | None = None,
     ) -> None:
         self.store = store
         self.client = client
         self.name = name
         self.clock = clock
         self.timeout_s = timeout_s
+        self.file = file
+        """The deployment's jobs file: read while the store holds no configuration."""
 
     # -- reads ------------------------------------------------------------------------------
 
     def stored(self) -> StoredConfiguration | None:
-        return self.store.configuration(self.name)
+        """The configuration in force, else the valid `file` not applied yet (its `source`
+        ends with `NOT_APPLIED`, its `loaded_ms` is the file's modification time)."""
+        return self.store.configuration(self.name) or self._from_file()
+
+    def _from_file(self) -> StoredConfiguration | None:
+        if self.file is None:
+            return None
+        try:
+            text = self.file.read_text(encoding="utf-8")
+            modified = int(self.file.stat().st_mtime * 1000)
+            parse_configuration(text)
+        except FileNotFoundError:
+            return None  # not written yet, or applied and renamed
+        except (OSError, UnicodeDecodeError, BatchConfigError) as error:
+            logger.warning("batch file %s is not shown: %s", self.file, error)
+            return None
+        return StoredConfiguration(text, modified, source=f"{self.file}{NOT_APPLIED}")
 
     def configuration(self) -> Configuration | None:
-        """The configuration in force, None before the first load."""
+        """The configuration in force (or the file's), None before the first load."""
         stored = self.stored()
         return None if stored is None else parse_configuration(stored.text)
 
-    def _config(self) -> tuple[Configuration, StoredConfiguration]:
+    def _config(self, *, in_force: bool = False) -> tuple[Configuration, StoredConfiguration]:
         stored = self.stored()
         if stored is None:
             raise UnknownJobError(
                 f"no batch configuration {self.name!r} is loaded; load one with "
                 "`scheduler jobs load FILE`"
+            )
+        if in_force and stored.source.endswith(NOT_APPLIED):
+            raise UnknownJobError(
+                f"batch configuration {self.name!r} is not in force yet: a worker with "
+                f"batch_file applies {self.file} at its next poll; try again then"
             )
         return parse_configuration(stored.text), stored
 
@@ -140,7 +174,7 @@ class BatchJobs:
     ) -> None:
         """Run `job`'s partitions in [first_ms, stop_ms) again, those that succeeded or were
         marked success included (and their dependants' if `with_dependants`)."""
-        config, _ = self._config()
+        config, _ = self._config(in_force=True)
         self._job(config, job)
         if stop_ms <= first_ms:
             raise ValueError("--to must be after --from (the range is [from, to))")
@@ -150,11 +184,11 @@ class BatchJobs:
 
     def pause(self, job: str) -> None:
         """Start no new partition of `job` (running ones go on) until `resume`."""
-        config, _ = self._config()
+        config, _ = self._config(in_force=True)
         self._job(config, job)
         self._send("pause", job=job)
 
     def resume(self, job: str) -> None:
-        config, _ = self._config()
+        config, _ = self._config(in_force=True)
         self._job(config, job)
         self._send("resume", job=job)

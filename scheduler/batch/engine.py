@@ -85,6 +85,10 @@ class _Session:
     changed: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
     config_changed: bool = False
+    imported: Path | None = None
+    """The polled file this task applied: renamed once the configuration is written, so a
+    crash before the write leaves the file to be read again, and a reader never finds the
+    file renamed and its configuration not yet stored."""
 
     def put(self, state: JobState) -> None:
         self.states[state.job] = state
@@ -142,6 +146,8 @@ class BatchExecutor:
             )
         self._decide(session)
         self._write(session)
+        if session.imported is not None:
+            os.replace(session.imported, f"{session.imported}{IMPORTED_SUFFIX}")
 
     def _read(self) -> _Session:
         stored = self.store.configuration(self.name)
@@ -216,7 +222,7 @@ class BatchExecutor:
                 )
             else:
                 self._load(session, text, str(self.file))
-                os.replace(self.file, f"{self.file}{IMPORTED_SUFFIX}")
+                session.imported = self.file
         self.schedule_poll(session.config)
 
     def schedule_poll(self, config: Configuration | None, *, period_ms: int | None = None) -> None:

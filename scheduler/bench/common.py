@@ -143,12 +143,14 @@ class Stopwatch:
 
 
 class RssSampler:
-    """Samples the resident memory of a process (with its children) on a daemon thread."""
+    """Samples the resident memory of a process (with its children, unless `children` is
+    False) on a daemon thread."""
 
-    def __init__(self, pid: int, interval_s: float = 0.1) -> None:
+    def __init__(self, pid: int, interval_s: float = 0.1, *, children: bool = True) -> None:
         import psutil
 
         self._process = psutil.Process(pid)
+        self._children = children
         self._interval_s = interval_s
         self._stop = threading.Event()
         self.samples: list[tuple[float, int]] = []
@@ -177,7 +179,9 @@ class RssSampler:
         while not self._stop.is_set():
             try:
                 rss = self._process.memory_info().rss
-                rss += sum(c.memory_info().rss for c in self._process.children(recursive=True))
+                if self._children:
+                    children = self._process.children(recursive=True)
+                    rss += sum(c.memory_info().rss for c in children)
             except psutil.Error:
                 return
             self.samples.append((time.monotonic() - self._started, rss))

@@ -90,8 +90,9 @@ def results(out: Path, scenarios: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @pytest.mark.timeout(120)
 def test_every_embedded_scenario_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    # schedules waits for a shared cron fire, api fills a store: each has a test of its own.
-    output = run_bench(out, "all", "--skip", "spark,pipeline,peer,schedules,api", timeout=110)
+    # schedules waits for a shared cron fire, api fills a store, jobs starts worker processes:
+    # each has a test of its own.
+    output = run_bench(out, "all", "--skip", "spark,pipeline,peer,schedules,api,jobs", timeout=110)
     documents = results(out, EMBEDDED_SCENARIOS)
     assert "needs --backends kafka-cassandra; skipped" in output
     assert documents["backlog"]["rows"][0]["rss_peak_mb"] > 0
@@ -158,6 +159,46 @@ def test_peer_runs_db_scheduler_and_quartz_on_a_private_postgresql(tmp_path: Pat
         assert row["c_storage_mb"] > 0  # the backlog lands in PostgreSQL
 
 
+def check_jobs(out: Path, backend: str) -> None:
+    """The jobs scenario ran its 5 jobs x 48 hours on `backend`, reload and chain included."""
+    document = json.loads((out / "jobs.json").read_text(encoding="utf-8"))
+    assert not [n for n in document["notes"] if " failed: " in n], document["notes"]
+    check_sane(document)
+    details = document["details"][backend]
+    backlog, steady = details["backlog"], details["steady"]
+    assert backlog["drained"] > 0 and backlog["first_launches"] > 0
+    assert backlog["running_untouched"] == backlog["running_before_reload"]
+    assert steady["runs"] == steady["count"] == 5  # the last hour ran down the chain
+    row = document["rows"][0]
+    assert row["rss_peak_mb"] > 0 and row["steady_hour_s"] > 0 and row["reload_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_jobs_scenario_runs_batch_jobs_on_a_worker_process(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    run_bench(out, "jobs", timeout=140)
+    check_jobs(out, "embedded")
+
+
+@pytest.mark.slow
+@pytest.mark.kafka
+@pytest.mark.cassandra
+@pytest.mark.timeout(400)
+def test_jobs_scenario_runs_batch_jobs_on_kafka_and_cassandra(tmp_path: Path) -> None:
+    from tests.servers import cassandra_contact, kafka_bootstrap
+
+    hosts, port = cassandra_contact()
+    env = {
+        "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
+        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
+        "SCHEDULER_CASSANDRA_PORT": str(port),
+    }
+    out = tmp_path / "results"
+    run_bench(out, "jobs", "--backends", "kafka-cassandra", env=env, timeout=390)
+    check_jobs(out, "kafka-cassandra")
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.timeout(150)
@@ -204,7 +245,7 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
         "--backends",
         "kafka-cassandra",
         "--skip",
-        "spark,pipeline,peer",
+        "spark,pipeline,peer,jobs",
         env=env,
         timeout=230,
     )

@@ -1,9 +1,11 @@
 """`/api/v1/batch`: the batch jobs of the deployment's configuration (`batch_name`), on
 `scheduler.batch.api.BatchJobs` as `scheduler jobs` uses it.
 
-Reads come from the batch store; a load, a re-run, a pause or a resume is a task of the
-configuration's queue that a worker applies in order with everything else the jobs do, so they
-answer 202 once sent.
+Reads come from the batch store, so an API served beside a fleet shows what its workers do;
+given the deployment's `batch_file`, they show that file's jobs until a worker applied it (the
+configuration's `source` then ends with "(not applied yet)"). A load, a re-run, a pause or a
+resume is a task of the configuration's queue that a worker applies in order with everything
+else the jobs do, so they answer 202 once sent.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from scheduler.api.schemas import (
     BatchRerunIn,
 )
 from scheduler.api.state import ApiState
-from scheduler.batch.api import JobRow, check
+from scheduler.batch.api import BatchJobs, JobRow, check
 from scheduler.batch.decide import View
 from scheduler.batch.durations import format_partition
 from scheduler.batch.state import Status
@@ -73,6 +75,13 @@ def _partition(view: View) -> BatchPartitionOut:
     )
 
 
+def _jobs(state: ApiState) -> BatchJobs:
+    """The deployment's batch jobs, its `batch_file` shown until a worker applied it."""
+    jobs = state.batch_jobs()
+    jobs.file = state.settings.batch_file
+    return jobs
+
+
 def _ms(value: Any) -> int:
     return int(value.timestamp() * 1000)
 
@@ -80,7 +89,7 @@ def _ms(value: Any) -> int:
 @router.get("/configuration", summary="The configuration in force", responses=_404)
 def configuration(state: State, _: Reader) -> BatchConfigurationOut:
     """Its text as loaded, when and from where, the paused jobs and each job's counts."""
-    jobs = state.batch_jobs()
+    jobs = _jobs(state)
     rows = jobs.jobs()  # 404 before the first load
     stored = jobs.stored()
     assert stored is not None
@@ -105,14 +114,14 @@ def check_configuration(body: BatchConfigIn, _: Admin) -> BatchCheckOut:
 def load_configuration(body: BatchConfigIn, state: State, caller: Admin) -> BatchAccepted:
     """Check it (400 listing every problem) and have the engine apply it as a diff of the one in
     force: new jobs start, changed ones keep the partitions that still fit."""
-    config = state.batch_jobs().load(body.text, source=f"api:{caller.name}")
+    config = _jobs(state).load(body.text, source=f"api:{caller.name}")
     return BatchAccepted(jobs=[job.name for job in config.jobs])
 
 
 @router.get("/jobs", summary="List batch jobs", responses=_404)
 def list_jobs(state: State, _: Reader) -> list[BatchJobOut]:
     """Every job of the configuration in force, its partitions counted by state."""
-    return [_job(row) for row in state.batch_jobs().jobs()]
+    return [_job(row) for row in _jobs(state).jobs()]
 
 
 @router.get("/jobs/{job}/partitions", summary="A job's partitions", responses=_404)
@@ -128,7 +137,7 @@ def partitions(
 ) -> list[BatchPartitionOut]:
     """The partitions from index `first`, each with its status, what it waits for (the
     dependency partitions not done yet) or why it never will run."""
-    views = state.batch_jobs().partitions(
+    views = _jobs(state).partitions(
         job, statuses=set(status) if status else None, first=first, limit=limit
     )
     return [_partition(view) for view in views]
@@ -140,7 +149,7 @@ def partitions(
 def rerun(job: str, body: BatchRerunIn, state: State, _: Operator) -> BatchAccepted:
     """Run the partitions in [from_time, to_time) again, those that succeeded included (and
     their dependants' with `with_dependants`)."""
-    state.batch_jobs().rerun(
+    _jobs(state).rerun(
         job, _ms(body.from_time), _ms(body.to_time), with_dependants=body.with_dependants
     )
     return BatchAccepted(jobs=[job])
@@ -149,12 +158,12 @@ def rerun(job: str, body: BatchRerunIn, state: State, _: Operator) -> BatchAccep
 @router.post("/jobs/{job}/pause", status_code=202, summary="Pause a job", responses=_404)
 def pause(job: str, state: State, _: Operator) -> BatchAccepted:
     """Start no new partition of the job (running ones go on) until it is resumed."""
-    state.batch_jobs().pause(job)
+    _jobs(state).pause(job)
     return BatchAccepted(jobs=[job])
 
 
 @router.post("/jobs/{job}/resume", status_code=202, summary="Resume a job", responses=_404)
 def resume(job: str, state: State, _: Operator) -> BatchAccepted:
     """Start its partitions again."""
-    state.batch_jobs().resume(job)
+    _jobs(state).resume(job)
     return BatchAccepted(jobs=[job])
