@@ -161,7 +161,7 @@ def test_the_runs_of_a_worker_with_the_file_show_in_the_api(
     configuration = as_role(Role.READ, "GET", "/api/v1/batch/configuration").json()
     assert configuration["source"] == str(fleet["file"])
     assert _statuses(as_role, "downstream") == ["SUCCEEDED", "SUCCEEDED"]
-    runs = as_role(Role.READ, "GET", "/api/v1/runs").json()
+    runs = as_role(Role.READ, "GET", "/api/v1/runs").json()["runs"]
     assert (
         sorted(r["started_by"] for r in runs)
         == ["batch-job:downstream"] * 2 + ["batch-job:upstream"] * 2
