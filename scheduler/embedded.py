@@ -15,6 +15,7 @@ from pathlib import Path
 
 from scheduler.client import SchedulerClient
 from scheduler.engine.clock import SYSTEM_CLOCK, Clock
+from scheduler.engine.lease import Lease
 from scheduler.engine.settings import EngineSettings
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import TaskLog
@@ -61,9 +62,11 @@ class EmbeddedScheduler:
         grace_window_s: float = 10.0,
         wrap_store: Callable[[TaskStore], TaskStore] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        lease: Lease | None = None,
     ) -> None:
         """`clock` is the engine's time (`SteppedClock` in tests that step it); the client's
-        grace-window check reads the real clock."""
+        grace-window check reads the real clock. `lease`: the worker's (see `engine.lease`;
+        an embedded log has no group sessions, so none by default)."""
         self._temporary = data_dir is None
         self.data_dir = (
             Path(tempfile.mkdtemp(prefix="scheduler-")) if data_dir is None else Path(data_dir)
@@ -79,7 +82,12 @@ class EmbeddedScheduler:
         )
         worker_store = wrap_store(self.store) if wrap_store is not None else self.store
         self.worker = Worker(
-            log=self.log, store=worker_store, executor=executor, settings=settings, clock=clock
+            log=self.log,
+            store=worker_store,
+            executor=executor,
+            settings=settings,
+            clock=clock,
+            lease=lease,
         )
         self._running = False
 

@@ -38,6 +38,7 @@ from scheduler.codec import Command, MalformedRecordError, decode
 from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.lease import ALWAYS_HELD, Lease, lease_term_s
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings
@@ -76,10 +77,15 @@ class Worker:
         client_id: str | None = None,
         rng: random.Random | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        lease: Lease | None = None,
     ) -> None:
         self.log = log
         self.clock = clock
         """The one clock of the engine: its timers, due times and status stamps read it."""
+        self.lease: Lease = lease or ALWAYS_HELD
+        """No attempt starts while it is not held; stamped after every poll (see
+        `engine.lease`). Unless given, made at `start` from the consumer's session timing."""
+        self._lease_given = lease is not None
         self.store = store
         self.executor = executor
         self.settings = settings
@@ -155,6 +161,8 @@ class Worker:
             self._stopped.set()
             raise
         self._consumer = consumer
+        if not self._lease_given:
+            self.lease = _lease_for(consumer, self.clock)
         self._guard.start()
         self._timers = TimerService(clock=self.clock)
         self._service = TaskExecutorService(self.settings.pool_size)
@@ -168,6 +176,7 @@ class Worker:
             rng=self.rng,
             restarting=self._restarting,
             worker_id=self.client_id,
+            lease=self.lease,
         ).proxy()
         logger.info("worker %s started in group %s", self.client_id, self.group_id)
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
@@ -394,6 +403,7 @@ class Worker:
                 self._last_turn = time.monotonic()
                 self._apply_rewinds(consumer)
                 records = consumer.poll(self.settings.poll_max_records, timeout=0.2)
+                self.lease.confirm()
                 if records:
                     self._process(consumer, records)
                 self._commit_marks(consumer)
@@ -643,3 +653,13 @@ def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
             "of its actors is stuck (a store call that never returns?); the worker stops so that "
             "its partitions go to another; a thread dump (py-spy dump) shows where it waits"
         ) from None
+
+
+def _lease_for(consumer: LogConsumer, clock: Clock) -> Lease:
+    """The lease of a worker whose consumer joins a group with this session timing: it lapses
+    two heartbeats before the session would, and settles for two heartbeats after a lapse."""
+    timing = consumer.session_timing()
+    if timing is None:
+        return ALWAYS_HELD
+    session_s, heartbeat_s = timing
+    return Lease(term_s=lease_term_s(session_s, heartbeat_s), settle_s=2 * heartbeat_s, clock=clock)

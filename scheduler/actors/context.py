@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.engine.clock import Clock
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.lease import ALWAYS_HELD, Lease
 from scheduler.engine.reload_mark import MarkHolder
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
@@ -70,6 +71,8 @@ class PartitionContext:
     restarts (see `unflushed`)."""
     worker_id: str = ""
     """The worker running the tree (its client id), kept in each attempt's record."""
+    lease: Lease = ALWAYS_HELD
+    """The worker's lease on its partitions: no attempt starts while it is not held."""
 
     @property
     def clock(self) -> Clock:

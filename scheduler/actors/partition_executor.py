@@ -133,6 +133,8 @@ class PartitionExecutor(PartitionActor):
         self.outcomes_lock = threading.Lock()
         self.outcomes_signalled = False
         self._me: pykka.ActorProxy[PartitionExecutor] | None = None
+        self.awaiting_lease = False
+        """Set while due tasks wait for the worker's lease to hold again (see `engine.lease`)."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -296,6 +298,9 @@ class PartitionExecutor(PartitionActor):
                 lambda: me.retry_due.defer(ordering_id, generation),
             )
             return
+        if not self.ctx.lease.held():
+            self._await_lease()
+            return
         queue.pop()
         attempt = TaskExecutor(
             item, partition=self.ctx.partition, report=self._report, clock=self.ctx.clock
@@ -308,6 +313,37 @@ class PartitionExecutor(PartitionActor):
         attempt.start(
             self.ctx.executor, self.ctx.executor_service, self.ctx.timers, settings.task_timeout_s
         )
+
+    def _await_lease(self) -> None:
+        """The lease lapsed (the worker was stopped or its poll loop stalled past the session
+        timeout's term): start nothing until the poll loop confirms it again, by which time a
+        revocation has reached this partition if the group moved it."""
+        if self.awaiting_lease:
+            return
+        self.awaiting_lease = True
+        self.ctx.log.warning(
+            "not starting due tasks: the worker's last poll was %.1f s ago (past the %g s "
+            "lease), so the group may have given this partition away; waiting for the poll "
+            "loop to hear from the group",
+            self.ctx.lease.age_s(),
+            self.ctx.lease.term_s,
+        )
+        me, generation = self._me, self.ctx.generation
+        assert me is not None
+
+        def wake() -> None:
+            try:
+                me.lease_held.defer(generation)
+            except pykka.ActorDeadError:
+                pass  # the partition left meanwhile
+
+        self.ctx.lease.when_held(wake)
+
+    def lease_held(self, generation: int) -> None:
+        """The poll loop confirmed the lease: start the heads of the queues that waited."""
+        self.awaiting_lease = False
+        for queue in list(self.queues.values()):
+            self._pump(queue)
 
     def retry_due(self, ordering_id: str, generation: int) -> None:
         """Timer callback: a retry backoff of this ordering id ended."""

@@ -23,6 +23,7 @@ from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.lease import ALWAYS_HELD, Lease
 from scheduler.engine.messages import PartitionCounts
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.repeats import RepeatedFailures
@@ -101,8 +102,11 @@ class TopicSupervisor(pykka.ThreadingActor):
         rng: random.Random | None = None,
         restarting: set[int] | None = None,
         worker_id: str = "",
+        lease: Lease = ALWAYS_HELD,
     ) -> None:
         super().__init__()
+        self.lease = lease
+        """The worker's lease on its partitions, handed to every tree (see `engine.lease`)."""
         self.worker_id = worker_id
         """The worker's id (its client id), kept in the records of the attempts it runs."""
         self.store = store
@@ -326,6 +330,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             mark=self.marks.setdefault(partition, MarkHolder()),
             unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
             worker_id=self.worker_id,
+            lease=self.lease,
         )
         ref = PartitionSupervisor.start(ctx)
         try:

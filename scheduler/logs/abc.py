@@ -141,6 +141,13 @@ class LogConsumer(ABC):
     def subscribe(self, listener: RebalanceListener) -> None:
         """Join the group; assignments arrive through `listener` during later `poll` calls."""
 
+    def session_timing(self) -> tuple[float, float] | None:
+        """(session timeout, heartbeat interval) in seconds of the group this consumer joins:
+        past the timeout without a heartbeat, the group gives its partitions to another
+        member. None (this default) for a log whose partitions never move away from a live but
+        silent process."""
+        return None
+
     @abstractmethod
     def poll(self, max_records: int, timeout: float) -> list[LogRecord]:
         """Return up to `max_records` records of assigned, unpaused partitions.

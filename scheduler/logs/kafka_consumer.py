@@ -180,6 +180,13 @@ class KafkaLogConsumer(LogConsumer):
 
     # -- reading -----------------------------------------------------------------------------
 
+    def session_timing(self) -> tuple[float, float] | None:
+        """From the configuration; under KIP-848's `consumer` protocol the broker times the
+        session (its default minimum is 45 s), and the classic defaults are a lower bound."""
+        session = float(self._config.get("session.timeout.ms", 10_000)) / 1000
+        heartbeat = float(self._config.get("heartbeat.interval.ms", 1_000)) / 1000
+        return session, heartbeat
+
     def poll(self, max_records: int, timeout: float) -> list[LogRecord]:
         # `consume(n, t)` waits the whole `t` unless n records arrive, which would add up to
         # `timeout` of latency to every small batch. So take what is buffered, and only if

@@ -393,3 +393,19 @@ def test_first_offsets_move_past_records_the_log_deleted(task_log: TaskLog) -> N
     poll_until([consumer], lambda got: len(got) >= 2, records=records)
     assert [(r.partition, r.offset) for r in records] == [(2, 4), (2, 5)]
     consumer.close()
+
+
+def test_a_consumer_names_the_session_timing_after_which_its_group_moves_its_partitions(
+    task_log: TaskLog,
+) -> None:
+    from scheduler.logs.kafka import KafkaTaskLog
+
+    consumer = task_log.consumer(group(), client_id="timing")
+    try:
+        timing = consumer.session_timing()
+    finally:
+        consumer.close()
+    if isinstance(task_log, KafkaTaskLog):
+        assert timing == (10.0, 1.0)  # session.timeout.ms and heartbeat.interval.ms
+    else:
+        assert timing is None  # one process owns an embedded log's partitions while it lives

@@ -36,8 +36,10 @@ class SteppedEngine(TestEngine):
 
     __test__ = False
 
-    def __init__(self, executor: Executor, **kwargs: object) -> None:
-        self.clock = SteppedClock()
+    def __init__(
+        self, executor: Executor, clock: SteppedClock | None = None, **kwargs: object
+    ) -> None:
+        self.clock = clock or SteppedClock()
         super().__init__(executor, clock=self.clock, **kwargs)
 
     def at(self, ms: int = 0) -> datetime:
