@@ -178,7 +178,14 @@ class TaskPersistence(PartitionActor):
             return
         checked = self._unflushed.version
         keys = [task.key for task in tasks]
-        statuses = self._unflushed.lookup(self.ctx.store, self.ctx.partition, keys)
+        # The executor holds back later tasks of these ordering ids until the push arrives: a
+        # slow look-up must not let a later task loaded before it start first.
+        self._executor.await_keys.defer(keys)
+        try:
+            statuses = self._unflushed.lookup(self.ctx.store, self.ctx.partition, keys)
+        except BaseException:
+            self._executor.schedule.defer([], keys)
+            raise
         handed, final = [], []
         for task in tasks:
             status = statuses.get(task.key)
@@ -188,10 +195,9 @@ class TaskPersistence(PartitionActor):
                 final.append(task.key)  # a completed key never runs again
             else:
                 handed.append(_scheduled(task, status, checked))
+        self._executor.schedule.defer(handed, keys)
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
-        if handed:
-            self._executor.schedule.defer(handed)
 
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
