@@ -548,8 +548,9 @@ class PartitionExecutor(PartitionActor):
         and the PartitionScheduler passes a copy of a due key straight on (only a due key can
         have finished), so the copies of finished keys reach this actor in the order of their
         versions; a due copy the scheduler keeps back (behind a push on its way) holds
-        `checked` down to its own until it is dispatched (see `execute`). Once one checked at `checked` arrived, every later one was checked at or past
-        it: a finish of a version up to `checked` was seen by all of them."""
+        `checked` down to its own until it is dispatched (see `execute`). Once one checked at
+        `checked` arrived, every later one was checked at or past it: a finish of a version up
+        to `checked` was seen by all of them."""
         if checked <= self.seen_checked:
             return
         self.seen_checked = checked
