@@ -9,7 +9,13 @@ import time
 from typing import Any
 
 from scheduler import Task
+from scheduler.actors.context import PartitionContext
+from scheduler.actors.partition_scheduler import PartitionScheduler
+from scheduler.engine.messages import ScheduledTask
+from scheduler.engine.timers import TimerService
+from scheduler.model import TaskKey
 from scheduler.stores.abc import TaskStore
+from scheduler.testing import TEST_SETTINGS
 from tests.engine.helpers import Recorder, stepped_engine
 from tests.engine.test_failures_and_restarts import enqueue_all, ids_on_partition
 
@@ -75,3 +81,59 @@ def test_a_loaded_task_does_not_start_before_an_earlier_one_whose_push_is_still_
         store.slow.clear()
         engine.join()
     assert recorder.runs_of(oid) == [earlier.key, later.key]
+
+
+def keep_back_scheduler(dispatched: list[TaskKey]) -> tuple[PartitionScheduler, TimerService]:
+    """A PartitionScheduler on the system clock, whose tasks (due at epoch ms 1 to 3) are due."""
+    timers = TimerService()
+    ctx = PartitionContext(
+        partition=0,
+        generation=1,
+        store=None,  # type: ignore[arg-type]
+        executor=None,  # type: ignore[arg-type]
+        executor_service=None,  # type: ignore[arg-type]
+        timers=timers,
+        settings=TEST_SETTINGS,
+        report_failure=lambda *failure: None,
+    )
+    scheduler = PartitionScheduler(
+        ctx, lambda items: dispatched.extend(item.key for item in items), lambda: None
+    )
+    return scheduler, timers
+
+
+def item(key: TaskKey) -> ScheduledTask:
+    return ScheduledTask(Task.from_key(key, {}))
+
+
+def test_a_due_task_behind_an_awaited_key_is_dispatched_with_it_and_after_it():
+    dispatched: list[TaskKey] = []
+    scheduler, timers = keep_back_scheduler(dispatched)
+    first, second = TaskKey.from_ms("o", 1, "a"), TaskKey.from_ms("o", 2, "b")
+    other, before = TaskKey.from_ms("p", 3, "c"), TaskKey.from_ms("o", 1, "0")
+    try:
+        scheduler.await_keys([first])
+        scheduler.schedule([item(second), item(other), item(before)])
+        assert set(dispatched) == {other, before}  # other ids, and earlier keys, are not held
+        assert scheduler.counts() == (1, 1)
+        scheduler.schedule([item(first)], [first])
+        assert dispatched[2:] == [first, second]
+        assert scheduler.counts() == (0, 0)
+    finally:
+        timers.stop()
+
+
+def test_a_push_that_hands_nothing_on_releases_the_tasks_kept_back_and_cancels_are_kept():
+    dispatched: list[TaskKey] = []
+    scheduler, timers = keep_back_scheduler(dispatched)
+    first = TaskKey.from_ms("o", 1, "a")
+    second, third = TaskKey.from_ms("o", 2, "b"), TaskKey.from_ms("o", 3, "c")
+    try:
+        scheduler.await_keys([first])
+        scheduler.schedule([item(second), item(third)])
+        assert scheduler.cancel([third]) == []  # held here, so forgotten here
+        scheduler.schedule([], [first])  # found final, or its look-up failed
+        assert dispatched == [second]
+        assert scheduler.counts() == (0, 0)
+    finally:
+        timers.stop()
