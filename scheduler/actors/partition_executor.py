@@ -160,9 +160,14 @@ class PartitionExecutor(PartitionActor):
 
     # -- tasks not yet due (the PartitionScheduler) ------------------------------------------
 
-    def schedule(self, items: list[ScheduledTask]) -> None:
-        """Hold these tasks until due; those due already are executed at once."""
-        self.scheduler.schedule(items)
+    def schedule(self, items: list[ScheduledTask], arrived: Iterable[TaskKey] = ()) -> None:
+        """Hold these tasks until due; those due already are executed at once. `arrived`: the
+        keys of an `await_keys` this settles."""
+        self.scheduler.schedule(items, arrived)
+
+    def await_keys(self, keys: list[TaskKey]) -> None:
+        """A push of these keys is on its way (see `PartitionScheduler.await_keys`)."""
+        self.scheduler.await_keys(keys)
 
     def _fire_soon(self) -> None:
         """Timer thread: the earliest held task fell due."""
@@ -224,7 +229,11 @@ class PartitionExecutor(PartitionActor):
         for queue in touched.values():
             self._pump(queue)
         self.ctx.held.executing = self.held
-        self._forget_finished(max((item.checked for item in items), default=0))
+        checked = max((item.checked for item in items), default=0)
+        kept_back = self.scheduler.oldest_kept_back()
+        if kept_back is not None:  # copies held back by the scheduler arrive later
+            checked = min(checked, kept_back)
+        self._forget_finished(checked)
 
     def _interrupted(self, item: ScheduledTask) -> TaskStatus:
         """The status that closes the open attempt of a task found RUNNING as interrupted."""
@@ -574,8 +583,10 @@ class PartitionExecutor(PartitionActor):
         TaskPersistence takes a version before each read and hands its copies on in that order,
         and the PartitionScheduler passes a copy of a due key straight on (only a due key can
         have finished), so the copies of finished keys reach this actor in the order of their
-        versions. Once one checked at `checked` arrived, every later one was checked at or past
-        it: a finish of a version up to `checked` was seen by all of them."""
+        versions; a due copy the scheduler keeps back (behind a push on its way) holds
+        `checked` down to its own until it is dispatched (see `execute`). Once one checked at
+        `checked` arrived, every later one was checked at or past it: a finish of a version up
+        to `checked` was seen by all of them."""
         if checked <= self.seen_checked:
             return
         self.seen_checked = checked

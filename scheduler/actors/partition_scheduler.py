@@ -39,9 +39,63 @@ class PartitionScheduler:
         self.timer: TimerHandle | None = None
         self.timer_due_ms: int | None = None
         self.stopped = False
+        self.awaited: dict[str, list[TaskKey]] = {}
+        """Per ordering id, keys being pushed (TaskPersistence is reading their statuses): a
+        due task of the ordering id after one of them waits for it (`kept_back`)."""
+        self.kept_back: set[TaskKey] = set()
+        """Due keys held (in `held`, not in the heap) behind an awaited earlier key."""
 
-    def schedule(self, items: Iterable[ScheduledTask]) -> None:
-        """Hold these tasks until due (dispatch at once those already due)."""
+    def await_keys(self, keys: Iterable[TaskKey]) -> None:
+        """These keys are on their way (a push reading their statuses): until `schedule` takes
+        them, no later task of their ordering ids is dispatched."""
+        for key in keys:
+            self.awaited.setdefault(key.ordering_id, []).append(key)
+
+    def oldest_kept_back(self) -> int | None:
+        """The lowest `checked` version of the kept-back tasks (None without any): the
+        executor must remember finishes past it until they are dispatched."""
+        held = self.held
+        return min((held[key].checked for key in self.kept_back if key in held), default=None)
+
+    def _blocked(self, key: TaskKey) -> bool:
+        awaited = self.awaited.get(key.ordering_id)
+        return awaited is not None and any(other < key for other in awaited)
+
+    def _arrived(self, keys: Iterable[TaskKey]) -> list[ScheduledTask]:
+        """Forget these awaited keys; returns the kept-back tasks no longer behind one."""
+        for key in keys:
+            awaited = self.awaited.get(key.ordering_id)
+            if awaited is not None and key in awaited:
+                awaited.remove(key)
+                if not awaited:
+                    del self.awaited[key.ordering_id]
+        released = []
+        for key in list(self.kept_back):
+            if key not in self.held:
+                self.kept_back.discard(key)  # cancelled meanwhile
+            elif not self._blocked(key):
+                self.kept_back.discard(key)
+                released.append(self.held.pop(key))
+        return released
+
+    def _hand_on(self, due: list[ScheduledTask]) -> None:
+        """Dispatch these due tasks, but hold those behind an awaited key of their ordering id."""
+        if self.awaited:
+            ready = []
+            for item in due:
+                if self._blocked(item.key):
+                    self.held[item.key] = item
+                    self.kept_back.add(item.key)
+                else:
+                    ready.append(item)
+            due = ready
+        self.ctx.held.scheduled = len(self.held)
+        if due:
+            self._dispatch(due)
+
+    def schedule(self, items: Iterable[ScheduledTask], arrived: Iterable[TaskKey] = ()) -> None:
+        """Hold these tasks until due (dispatch at once those already due). `arrived`: the
+        awaited keys this call settles (a push's, handed on here or dropped)."""
         if self.stopped:
             return
         now = self.ctx.clock.now_ms()
@@ -56,14 +110,16 @@ class PartitionScheduler:
             else:
                 self.held[key] = item
                 heapq.heappush(self.heap, (key.scheduled_ms, key))
-        self.ctx.held.scheduled = len(self.held)
-        if due:
-            self._dispatch(due)
+        if self.awaited:
+            due += self._arrived(arrived)
+            due.sort(key=lambda item: item.key)
+        self._hand_on(due)
         self._arm()
 
     def cancel(self, keys: Iterable[TaskKey]) -> list[TaskKey]:
         """Forget these tasks; returns those not held here (dispatched already, or unknown)."""
         dispatched = [key for key in keys if self.held.pop(key, None) is None]
+        self.kept_back.difference_update(keys)
         self.ctx.held.scheduled = len(self.held)
         return dispatched
 
@@ -81,9 +137,7 @@ class PartitionScheduler:
             item = held.pop(key, None)
             if item is not None:  # else cancelled, or dispatched early by an overwrite
                 due.append(item)
-        self.ctx.held.scheduled = len(self.held)
-        if due:
-            self._dispatch(due)
+        self._hand_on(due)
         self._arm()
 
     def _arm(self) -> None:
