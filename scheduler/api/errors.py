@@ -4,8 +4,10 @@
 A body, path or query that does not match the schema is a 400 naming each field (FastAPI's
 default would be a 422); the product's own refusals keep the messages the CLI shows: a rejected
 task or a bad filter is a 400, an unknown task a 404, a task in the wrong state a 409, an
-unreachable backend a 503. Anything else is a bug: a 500 whose body says only that, while the
-traceback goes to the log.
+unreachable backend a 503. A Cassandra request that fails for the cluster's state rather than for
+the request (`Unavailable`, a read or write timeout or failure, no host answering), even where a
+store lets the driver's exception through, is a 503 too, with `Retry-After`. Anything else is
+a bug: a 500 whose body says only that, while the traceback goes to the log.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from cassandra import OperationTimedOut, RequestExecutionException
+from cassandra.cluster import NoHostAvailable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -107,6 +111,27 @@ def _scheduler(request: Request, error: Exception) -> JSONResponse:
     return error_response(400, str(error))
 
 
+#: The driver's errors that say the cluster cannot answer now (not that the request is wrong):
+#: `RequestExecutionException` covers Unavailable, Read/WriteTimeout and Read/WriteFailure.
+CASSANDRA_UNAVAILABLE: tuple[type[Exception], ...] = (
+    RequestExecutionException,
+    OperationTimedOut,
+    NoHostAvailable,
+)
+
+RETRY_AFTER_S = 5
+
+
+def _cassandra(request: Request, error: Exception) -> JSONResponse:
+    _log.warning("Cassandra could not answer %s %s: %r", request.method, request.url.path, error)
+    message = (
+        f"the store is unavailable: Cassandra could not answer ({type(error).__name__}: "
+        f"{str(error)[:300]}); retry in a few seconds, and if it persists check the Cassandra "
+        "nodes (`nodetool status`) and their logs"
+    )
+    return error_response(503, message, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
 def _value(request: Request, error: Exception) -> JSONResponse:
     # Raised by the product's own checks (a partition that does not exist, a bad filter).
     return error_response(400, str(error))
@@ -125,6 +150,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(SchedulerError, _scheduler)
     app.add_exception_handler(ValueError, _value)
+    for kind in CASSANDRA_UNAVAILABLE:
+        app.add_exception_handler(kind, _cassandra)
     app.add_exception_handler(Exception, _unexpected)
 
 

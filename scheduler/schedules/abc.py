@@ -12,6 +12,9 @@ Contract (the suite in tests/contracts/test_schedule_store_contract.py holds eve
   time, and is safe to repeat: a task re-executed after a crash writes the same rows again.
 * `list_schedules` pages by name (ascending, strictly after `after`), optionally of one trigger
   type and/or one status, without reading other schedules' records: 100,000 schedules cost rows.
+  `list_listed` is the same page as `ListedSchedule`s: what a listing shows, read from the
+  `Schedule.to_json()` text stored beside each record (`LISTED_KEY`) instead of decoding and
+  re-checking the definition; a record stored without it is decoded.
 * `names_for_key` reads the reverse index: the names of the schedules an event key concerns,
   whatever their status (a disabled schedule's task drops the event). `add_key` and
   `remove_key` maintain extra keys a schedule listens to for a while (`run-end:<program>` while
@@ -24,9 +27,12 @@ Methods may raise `BackendUnavailableError` after the adapter's own retries are 
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import orjson
 
 from scheduler.schedules.job import Job
 from scheduler.schedules.model import Partition, ProgramStatus, Schedule, leaves
@@ -117,6 +123,82 @@ class ScheduleRecord:
         )
 
 
+LISTED_KEY = "schedule_text_v1"
+"""The key, in a stored record's JSON, of its `Schedule.to_json()` as text (text, so that the
+store's sorted-key dump keeps the definition's own key order, as the API shows it). Rename it
+(`_v2`) whenever `Schedule.to_json`'s output changes shape: records without the current key are
+decoded, so an old text is never shown as if current."""
+
+
+def stored_json(record: ScheduleRecord) -> dict[str, Any]:
+    """The JSON a store writes for `record`: `to_json()` and the definition's text beside it.
+
+    The text is what a read of the record shows: the definition decoded from the stores'
+    sorted-key JSON (free-form maps such as `properties` come back in sorted order), so that a
+    listing from the text and one from the decoded record are the same JSON, key order included.
+    """
+    as_read = Schedule.model_validate(
+        json.loads(json.dumps(record.schedule.to_json(), sort_keys=True))
+    )
+    text = json.dumps(as_read.to_json(), separators=(",", ":"), ensure_ascii=False)
+    return {**record.to_json(), LISTED_KEY: text}
+
+
+@dataclass(frozen=True, slots=True)
+class ListedSchedule:
+    """A schedule as a listing shows it: the record's state and its definition as JSON
+    (`Schedule.to_json()`), not a `Schedule` (whose decoding re-checks every cron)."""
+
+    name: str
+    status: str
+    trigger_type: str
+    program: str
+    revision: int
+    created_ms: int
+    updated_ms: int
+    disabled_ms: int | None
+    next_fires: dict[str, int]
+    source: str
+    schedule: dict[str, Any]
+
+    @classmethod
+    def of(cls, record: ScheduleRecord) -> ListedSchedule:
+        return cls(
+            name=record.name,
+            status=record.status,
+            trigger_type=record.trigger_type,
+            program=record.schedule.program,
+            revision=record.revision,
+            created_ms=record.created_ms,
+            updated_ms=record.updated_ms,
+            disabled_ms=record.disabled_ms,
+            next_fires=dict(record.next_fires),
+            source=record.source,
+            schedule=record.schedule.to_json(),
+        )
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> ListedSchedule:
+        """From a stored record's JSON: its definition's text if it has one, else decoded."""
+        text = data.get(LISTED_KEY)
+        if not isinstance(text, str):
+            return cls.of(ScheduleRecord.from_json(data))
+        schedule = orjson.loads(text)
+        return cls(
+            name=schedule["name"],
+            status=ENABLED if data["status"] == ENABLED else DISABLED,
+            trigger_type=schedule["trigger"]["type"],
+            program=schedule["program"]["programName"],
+            revision=int(data["revision"]),
+            created_ms=int(data.get("created_ms") or 0),
+            updated_ms=int(data.get("updated_ms") or 0),
+            disabled_ms=data.get("disabled_ms"),
+            next_fires={k: int(v) for k, v in (data.get("next_fires") or {}).items()},
+            source=str(data.get("source") or ""),
+            schedule=schedule,
+        )
+
+
 class ScheduleStore(ABC):
     """The schedules of one deployment, their jobs and their reverse index."""
 
@@ -151,6 +233,20 @@ class ScheduleStore(ABC):
         limit: int = 100,
     ) -> list[ScheduleRecord]:
         """At most `limit` schedules named after `after`, by name, of the type and status."""
+
+    def list_listed(
+        self,
+        *,
+        trigger_type: str | None = None,
+        status: str | None = None,
+        after: str = "",
+        limit: int = 100,
+    ) -> list[ListedSchedule]:
+        """`list_schedules`' page as `ListedSchedule`s; adapters read them without decoding."""
+        page = self.list_schedules(
+            trigger_type=trigger_type, status=status, after=after, limit=limit
+        )
+        return [ListedSchedule.of(record) for record in page]
 
     @abstractmethod
     def names_for_key(self, key: str) -> list[str]:

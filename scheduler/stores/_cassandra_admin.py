@@ -54,7 +54,9 @@ def views(
         spans = list(schema.slices(max((start, "", ""), lower), below, slice_ms))
         for first_span in range(0, len(spans), SPANS_AT_ONCE):
             chunk = spans[first_span : first_span + SPANS_AT_ONCE]
-            bounds = [(partition, bucket, span_ms, upper) for (span_ms, _, _), upper in chunk]
+            # Each span from its lower cursor: the first one of the cursor's bucket starts right
+            # after the cursor's row (a clustering-key restriction), the others at their start.
+            bounds = [(partition, bucket, *after_row, upper) for after_row, upper in chunk]
             yield from _joined(run, q, partition, bounds, lower)
 
 
@@ -68,7 +70,7 @@ def _joined(
     run: Runner,
     q: Mapping[str, Any],
     partition: int,
-    bounds: list[tuple[int, int, int, int]],
+    bounds: list[tuple[int, int, int, str, str, int]],
     lower: ScheduleCursor,
 ) -> Iterator[TaskView]:
     """The views of the rows and statuses within `bounds`, after `lower`, in schedule order."""

@@ -183,7 +183,9 @@ def statements(ks: str) -> dict[str, str]:
     Upper bounds are written `(scheduled_ms, ordering_id, uniqueness_key) < (hi, '', '')`, which
     is exactly `scheduled_ms < hi` because no key has an empty ordering id; lower bounds
     `> (lo, '', '')` likewise mean `scheduled_ms >= lo`. Range reads of a bucket carry both
-    bounds, one `slices` span at a time.
+    bounds, one `slices` span at a time; the listing scans (`scan`, `status_scan`) take a whole
+    cursor as their lower bound, so that a page resumes inside the bucket, after the last row
+    shown, rather than reading the cursor's millisecond again.
     """
     return {
         "write": f"INSERT INTO {ks}.schedule (partition, bucket, {_COLUMNS}, data)"
@@ -197,7 +199,7 @@ def statements(ks: str) -> dict[str, str]:
         "count_after": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY}"
         f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
         "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, '', '') AND ({_COLUMNS}) < (?, '', '')",
+        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
         "index": f"INSERT INTO {ks}.buckets (partition, bucket) VALUES (?, ?)",
         "unindex": f"DELETE FROM {ks}.buckets WHERE {_KEY}",
         "buckets": f"SELECT bucket FROM {ks}.buckets WHERE partition = ?"
@@ -213,7 +215,7 @@ def statements(ks: str) -> dict[str, str]:
         "status_range": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
         f" AND ({_COLUMNS}) >= (?, ?, ?) AND ({_COLUMNS}) <= (?, ?, ?) LIMIT ?",
         "status_scan": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, '', '') AND ({_COLUMNS}) < (?, '', '')",
+        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
         "attempt_write": f"INSERT INTO {ks}.task_attempts (partition, bucket, {_COLUMNS},"
         f" {_ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
         "attempts_read": f"SELECT {_ATTEMPT_COLUMNS} FROM {ks}.task_attempts WHERE {_ROW}",

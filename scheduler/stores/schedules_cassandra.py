@@ -21,16 +21,21 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Callable
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
+
+import orjson
 
 from scheduler.schedules.abc import (
     STATUSES,
     TRIGGER_TYPES,
+    ListedSchedule,
     ScheduleRecord,
     ScheduleStore,
     event_keys,
     job_order,
+    stored_json,
 )
 from scheduler.schedules.job import Job
 from scheduler.stores import _cassandra_session as driver
@@ -74,6 +79,9 @@ def _statements(ks: str) -> dict[str, str]:
     }
 
 
+_Listed = TypeVar("_Listed", ScheduleRecord, ListedSchedule)
+
+
 class CassandraScheduleStore(ScheduleStore):
     """Schedules in the keyspace of `tasks`, over its connection (open `tasks` first)."""
 
@@ -115,7 +123,7 @@ class CassandraScheduleStore(ScheduleStore):
             self._run("key_add", (key, name), what)
         self._run(
             "put",
-            (name, record.trigger_type, record.status, _dump(record.to_json())),
+            (name, record.trigger_type, record.status, _dump(stored_json(record))),
             what,
         )
 
@@ -138,6 +146,26 @@ class CassandraScheduleStore(ScheduleStore):
         after: str = "",
         limit: int = 100,
     ) -> list[ScheduleRecord]:
+        return self._page(ScheduleRecord.from_json, trigger_type, status, after, limit)
+
+    def list_listed(
+        self,
+        *,
+        trigger_type: str | None = None,
+        status: str | None = None,
+        after: str = "",
+        limit: int = 100,
+    ) -> list[ListedSchedule]:
+        return self._page(ListedSchedule.from_stored, trigger_type, status, after, limit)
+
+    def _page(
+        self,
+        decode: Callable[[dict[str, Any]], _Listed],
+        trigger_type: str | None,
+        status: str | None,
+        after: str,
+        limit: int,
+    ) -> list[_Listed]:
         kinds = [trigger_type] if trigger_type is not None else list(TRIGGER_TYPES)
         statuses = [status] if status is not None else list(STATUSES)
         pages = [
@@ -146,7 +174,7 @@ class CassandraScheduleStore(ScheduleStore):
             for s in statuses
         ]
         names = heapq.merge(*pages)
-        found: list[ScheduleRecord] = []
+        found: list[_Listed] = []
         while len(found) < limit:
             # The page's records read concurrently: a page of 100 is not 100 round trips.
             batch = list(islice(names, limit - len(found)))
@@ -158,7 +186,7 @@ class CassandraScheduleStore(ScheduleStore):
             for row in rows:
                 if not row or row[0][0] is None:
                     continue
-                record = ScheduleRecord.from_json(json.loads(row[0][0]))
+                record = decode(orjson.loads(row[0][0]))
                 # A crash between an index write and the record's leaves a row the record does
                 # not explain (yet): the record is the truth.
                 if (trigger_type or record.trigger_type) != record.trigger_type:

@@ -6,7 +6,16 @@ import json
 import sqlite3
 from typing import Any
 
-from scheduler.schedules.abc import ScheduleRecord, ScheduleStore, event_keys, job_order
+import orjson
+
+from scheduler.schedules.abc import (
+    ListedSchedule,
+    ScheduleRecord,
+    ScheduleStore,
+    event_keys,
+    job_order,
+    stored_json,
+)
 from scheduler.schedules.job import Job
 from scheduler.stores._sqlite_file import SqliteFile
 
@@ -48,7 +57,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         with self._lock, self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO schedules VALUES (?, ?, ?, ?)",
-                (record.name, record.trigger_type, record.status, _dump(record.to_json())),
+                (record.name, record.trigger_type, record.status, _dump(stored_json(record))),
             )
             for key in stale:
                 db.execute(
@@ -71,6 +80,23 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         after: str = "",
         limit: int = 100,
     ) -> list[ScheduleRecord]:
+        rows = self._page(trigger_type, status, after, limit)
+        return [ScheduleRecord.from_json(json.loads(row[0])) for row in rows]
+
+    def list_listed(
+        self,
+        *,
+        trigger_type: str | None = None,
+        status: str | None = None,
+        after: str = "",
+        limit: int = 100,
+    ) -> list[ListedSchedule]:
+        rows = self._page(trigger_type, status, after, limit)
+        return [ListedSchedule.from_stored(orjson.loads(row[0])) for row in rows]
+
+    def _page(
+        self, trigger_type: str | None, status: str | None, after: str, limit: int
+    ) -> list[Any]:
         where, params = ["name > ?"], [after]
         if trigger_type is not None:
             where.append("trigger_type = ?")
@@ -78,11 +104,10 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         if status is not None:
             where.append("status = ?")
             params.append(status)
-        rows = self._read(
+        return self._read(
             f"SELECT record FROM schedules WHERE {' AND '.join(where)} ORDER BY name LIMIT ?",
             (*params, limit),
         )
-        return [ScheduleRecord.from_json(json.loads(row[0])) for row in rows]
 
     def names_for_key(self, key: str) -> list[str]:
         rows = self._read(

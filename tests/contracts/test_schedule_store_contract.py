@@ -3,6 +3,9 @@ fixture)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import astuple
+
 from scheduler.schedules import (
     Partition,
     PartitionsAdded,
@@ -13,7 +16,7 @@ from scheduler.schedules import (
     add_event,
     new_job,
 )
-from scheduler.schedules.abc import ScheduleRecord, ScheduleStore
+from scheduler.schedules.abc import ListedSchedule, ScheduleRecord, ScheduleStore, stored_json
 
 
 def cron(name: str) -> Schedule:
@@ -65,6 +68,47 @@ def test_lists_page_by_name_and_filter_by_trigger_type_and_status(
         "c1",
         "c3",
     ]
+
+
+def test_the_listed_form_is_the_decoded_records_to_the_key_order_without_decoding(
+    schedule_store: ScheduleStore,
+) -> None:
+    nightly = Schedule(
+        name="nightly",
+        description="at night",
+        program="clean",
+        properties={"b": "2", "a": "1"},
+        trigger=Time(cron="5 2 * * *"),
+        time_zone="Europe/Paris",
+    )
+    records = [
+        ScheduleRecord(nightly, 3, enabled=True, created_ms=5, next_fires={"0": 9_000}),
+        ScheduleRecord(on_data("d0"), 1, disabled_ms=7, source="apply:x"),
+        ScheduleRecord(on_program("p0"), 2, enabled=True),
+    ]
+    for record in records:
+        schedule_store.put(record)
+    for status in (None, "ENABLED", "DISABLED"):
+        decoded = schedule_store.list_schedules(status=status)
+        listed = schedule_store.list_listed(status=status)
+        assert [astuple(one) for one in listed] == [
+            astuple(ListedSchedule.of(record)) for record in decoded
+        ]
+        # The same JSON text, key order included, as the API shows it.
+        assert [json.dumps(one.schedule) for one in listed] == [
+            json.dumps(record.schedule.to_json()) for record in decoded
+        ]
+    assert [one.name for one in schedule_store.list_listed(after="d0", limit=1)] == ["nightly"]
+    assert [one.name for one in schedule_store.list_listed(trigger_type="PARTITION")] == ["d0"]
+
+
+def test_a_record_stored_without_its_listed_text_is_listed_by_decoding_it() -> None:
+    record = ScheduleRecord(on_program("p0"), 2, enabled=True, next_fires={"0": 1})
+    old = record.to_json()  # as records were stored before the text beside them
+    assert ListedSchedule.from_stored(old) == ListedSchedule.of(record)
+    assert ListedSchedule.from_stored(json.loads(json.dumps(stored_json(record)))) == (
+        ListedSchedule.of(record)
+    )
 
 
 def test_a_status_change_moves_the_schedule_between_filters(

@@ -487,6 +487,30 @@ def test_list_tasks_pages_after_a_cursor_within_a_time_range(task_store: TaskSto
     ]
 
 
+def test_a_page_resumes_inside_the_cursors_millisecond_and_bucket(task_store: TaskStore) -> None:
+    """Many tasks of one millisecond (rows and final statuses without rows), paged by three: the
+    cursor resumes right after the last row shown, inside its bucket, and no row is shown twice
+    or skipped."""
+    same_ms = [task(f"o{n % 4}", BASE_MS + 5, f"u{n:02}", n=n) for n in range(10)]
+    later = [task("o9", BASE_MS + 6 + n, f"v{n}", n=n) for n in range(3)]
+    everything = same_ms + later
+    task_store.write_tasks(5, everything)
+    gone = same_ms[2::3]  # final statuses whose rows are removed: the status side of the join
+    task_store.record_statuses(
+        5, [TaskStatus(t.key, TaskState.FAILED, 1, data=t.data) for t in gone]
+    )
+    task_store.delete_tasks(5, [t.key for t in gone])
+    shown: list[TaskKey] = []
+    after = None
+    while page := task_store.list_tasks(5, limit=3, after=after):
+        assert len(page) <= 3
+        shown += [view.task.key for view in page]
+        after = page[-1].task.key.cursor
+    assert shown == sorted(t.key for t in everything)
+    resumed = task_store.list_tasks(5, limit=2, after=sorted(t.key for t in same_ms)[4].cursor)
+    assert [v.task.key for v in resumed] == sorted(t.key for t in same_ms)[5:7]
+
+
 def test_claim_meta_keeps_the_first_value(task_store: TaskStore) -> None:
     assert task_store.read_meta("partition_count") is None
     assert task_store.claim_meta("partition_count", "16") == "16"

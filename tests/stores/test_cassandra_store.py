@@ -667,3 +667,41 @@ def test_schema_apply_adds_the_attempts_table_to_a_keyspace_made_before_it(
         assert upgraded.attempts(0, task.key) == [Attempt(2, 5)]
     finally:
         upgraded.close()  # the fixture connects again to drop the keyspace
+
+
+class _RecordingRunner:
+    """Stands in for the session's runner: answers each bucket index read with one bucket and
+    every scan with no rows, and keeps the scans' bound values."""
+
+    def __init__(self, bucket: int) -> None:
+        self.bucket = bucket
+        self.scans: list[tuple[str, tuple[Any, ...]]] = []
+
+    def one(self, statement: Any, params: Any, what: str) -> list[tuple[int]]:
+        return [(self.bucket,)] if statement == "buckets" else []
+
+    def many(self, items: list[tuple[Any, Any]], what: str) -> list[list[Any]]:
+        self.scans += [(statement, tuple(params)) for statement, params in items]
+        return [[] for _ in items]
+
+
+def test_a_listing_resumes_inside_the_cursors_bucket_right_after_its_row() -> None:
+    # No node needed: the scans' bounds are what is checked.
+    from scheduler.stores import _cassandra_admin as admin
+
+    bucket_ms, slice_ms = 60_000, 10_000
+    cursor = (7 * bucket_ms + 25_000, "orders-3", "u17")
+    run = _RecordingRunner(bucket=7)
+    q = {name: name for name in ("buckets", "status_buckets", "scan", "status_scan")}
+    views = admin.views(run, q, 2, bucket_ms, slice_ms, after=cursor)  # type: ignore[arg-type]
+    assert list(views) == []
+    first_span = 7 * bucket_ms + 30_000  # the cursor's span ends at the next slice boundary
+    assert run.scans[:2] == [
+        ("scan", (2, 7, *cursor, first_span)),
+        ("status_scan", (2, 7, *cursor, first_span)),
+    ]
+    # The bucket's earlier spans are not read; the later ones from their own start.
+    assert [params[2:6] for _, params in run.scans[2::2]] == [
+        (first_span + n * slice_ms, "", "", first_span + (n + 1) * slice_ms) for n in range(3)
+    ]
+    assert first_span + 3 * slice_ms == 8 * bucket_ms

@@ -32,7 +32,7 @@ from scheduler.api.schemas import (
 )
 from scheduler.api.state import ApiState
 from scheduler.api.waiting import waiting_on
-from scheduler.schedules.abc import ScheduleRecord
+from scheduler.schedules.abc import ListedSchedule, ScheduleRecord
 from scheduler.schedules.errors import ScheduleError
 from scheduler.schedules.parse import parse_schedule
 
@@ -68,18 +68,22 @@ ScheduleBody = Annotated[
 
 
 def _out(record: ScheduleRecord) -> ScheduleOut:
+    return _listed_out(ListedSchedule.of(record))
+
+
+def _listed_out(listed: ListedSchedule) -> ScheduleOut:
     return ScheduleOut(
-        name=record.name,
-        status=record.status,
-        trigger_type=record.trigger_type,
-        program=record.schedule.program,
-        revision=record.revision,
-        created_time=iso(record.created_ms) if record.created_ms else None,
-        updated_time=iso(record.updated_ms) if record.updated_ms else None,
-        disabled_time=None if record.disabled_ms is None else iso(record.disabled_ms),
-        next_fire_times=sorted(iso(ms) for ms in record.next_fires.values()),
-        source=record.source,
-        schedule=record.schedule.to_json(),
+        name=listed.name,
+        status=listed.status,
+        trigger_type=listed.trigger_type,
+        program=listed.program,
+        revision=listed.revision,
+        created_time=iso(listed.created_ms) if listed.created_ms else None,
+        updated_time=iso(listed.updated_ms) if listed.updated_ms else None,
+        disabled_time=None if listed.disabled_ms is None else iso(listed.disabled_ms),
+        next_fire_times=sorted(iso(ms) for ms in listed.next_fires.values()),
+        source=listed.source,
+        schedule=listed.schedule,
     )
 
 
@@ -100,13 +104,14 @@ def list_schedules(
     """Schedules by name, a page at a time, filtered in the store."""
     if status is not None and status.upper() not in ("ENABLED", "DISABLED"):
         raise ScheduleError(f"status {status!r} is not a schedule status: use ENABLED or DISABLED")
-    records = state.schedules().list_schedules(
+    # Read as the stored JSON (`ListedSchedule`), not decoded and re-checked: a page is cheap.
+    listed = state.schedules().store.list_listed(
         trigger_type=None if trigger_type is None else trigger_type.upper(),
         status=None if status is None else status.upper(),
         after=after,
         limit=limit,
     )
-    return [_out(record) for record in records]
+    return [_listed_out(one) for one in listed]
 
 
 @router.post(
