@@ -107,10 +107,8 @@ class ExpectedTombstoneWarnings(logging.Filter):
 REPORTED_ACTORS = frozenset(
     {
         "PartitionExecutor",
-        "PartitionScheduler",
         "TaskCompletionTracker",
         "TaskPersistence",
-        "ThroughputController",
     }
 )
 """The partition actors (`scheduler.actors.base.PartitionActor`'s subclasses): the TopicSupervisor
