@@ -322,20 +322,6 @@ def test_enqueue_compares_records_of_the_size_asked_for(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_the_jobs_scenario_runs_a_chain_and_a_reload_leaves_running_partitions(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "results"
-    run_bench(out, "jobs", timeout=110)
-    document = results(out, ("jobs",))["jobs"]
-    details = document["details"]
-    assert details["chain_launches"] == details["jobs"] + 1  # every job's hour, and the new job
-    assert details["running_after_reload"] >= details["running_before_reload"] > 0
-    assert document["rows"][0]["materialise_s"] > 0
-    assert not any("must not" in note for note in document["notes"])
-
-
-@pytest.mark.timeout(120)
 def test_the_schedules_scenario_starts_every_fired_and_triggered_run_beside_apscheduler(
     tmp_path: Path,
 ) -> None:
