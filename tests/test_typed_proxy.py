@@ -113,8 +113,11 @@ def test_mypy_reports_a_wrong_call_through_a_typed_proxy(tmp_path: Path) -> None
     config = tmp_path / "mypy.ini"
     # Only pykka and the helper are analysed: following `scheduler`'s own imports would check
     # the whole package, which the CI step does.
+    # mypy_path names the checkout: an editable install is an import hook mypy cannot follow,
+    # and the process's working directory is whatever earlier tests left it.
+    root = Path(__file__).resolve().parents[1]
     config.write_text(
-        "[mypy]\nstrict = True\nfollow_imports = skip\nincremental = False\n"
+        f"[mypy]\nmypy_path = {root}\nstrict = True\nfollow_imports = skip\nincremental = False\n"
         "[mypy-pykka,pykka.*,scheduler.actors.typed_proxy]\nfollow_imports = normal\n"
     )
     out, _, status = mypy_api.run(["--config-file", str(config), str(module)])

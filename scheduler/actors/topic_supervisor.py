@@ -20,7 +20,6 @@ from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_supervisor import PartitionSupervisor
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.unflushed import UnflushedStatuses
-from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
@@ -137,7 +136,6 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.started_at: dict[int, float] = {}
         self.marks: dict[int, MarkHolder] = {}
         self.unflushed: dict[int, UnflushedStatuses] = {}
-        self.unwritten: dict[int, UnwrittenRows] = {}
         """Per partition, the status changes its trees could not write yet: kept across a
         restart (a tree that died with the store away), dropped when the partition leaves."""
         self.dying: dict[int, tuple[pykka.ActorRef[PartitionSupervisor], pykka.Future[None]]] = {}
@@ -183,7 +181,6 @@ class TopicSupervisor(pykka.ThreadingActor):
             tree = self.trees.pop(partition, None)
             self.marks.pop(partition, None)
             self.unflushed.pop(partition, None)
-            self.unwritten.pop(partition, None)
             if tree is not None:
                 stopping.append(
                     (tree.supervisor, tree.supervisor.proxy().shut_down(deadline, reason))
@@ -332,7 +329,6 @@ class TopicSupervisor(pykka.ThreadingActor):
             rng=random.Random(self.rng.random()),
             mark=self.marks.setdefault(partition, MarkHolder()),
             unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
-            unwritten=self.unwritten.setdefault(partition, UnwrittenRows()),
             worker_id=self.worker_id,
             lease=self.lease,
         )
