@@ -9,6 +9,7 @@ stop, the proxies close, the topic is deleted and the keyspace dropped.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ from scheduler.engine.clock import now_ms
 from scheduler.fleet import RECORD_ENV, LoadGenerator, WorkerProcess, read_history
 from scheduler.services import cluster
 from scheduler.services.base import HOST
+
+logger = logging.getLogger(__name__)
 
 PARTITIONS = 8
 START_TIMEOUT_S = 180.0
@@ -113,7 +116,22 @@ class ChaosRun:
             self.worker(f"w{n}", through_proxies=n <= proxied) for n in range(1, workers + 1)
         ]
         for process in started:
-            process.wait_until_owning(START_TIMEOUT_S)
+            try:
+                process.wait_until_owning(START_TIMEOUT_S)
+            except RuntimeError:
+                # A worker killed by a signal before it owned anything (SIGSEGV with an empty
+                # log, seen twice on the loaded machine; an open bug, docs/reliability.md) held
+                # no task yet: start it once more, say so, and let a second crash fail the run.
+                if process.returncode is None or process.returncode >= 0:
+                    raise
+                logger.warning(
+                    "worker %s died with signal %d before owning partitions; starting it again",
+                    process.name,
+                    -process.returncode,
+                )
+                self.workers.remove(process)
+                again = self.worker(process.name, through_proxies=process in started[:proxied])
+                again.wait_until_owning(START_TIMEOUT_S)
 
     def start_load(self, duration_s: float, rate_per_s: float = 100) -> LoadGenerator:
         self.load = LoadGenerator(
