@@ -657,8 +657,8 @@ def _prepare_settled(
     while True:
         try:
             return run.session.prepare(text)
-        except ServerError as error:
-            if _TABLE_OPENING not in str(error):
+        except (ServerError, NoHostAvailable) as error:
+            if not _table_opening(error):
                 raise
             if clock() >= deadline:
                 raise BackendUnavailableError(
@@ -670,6 +670,18 @@ def _prepare_settled(
         run.session.cluster.control_connection.wait_for_schema_agreement(wait_time=pause * 20)
         sleep(pause)
         pause = min(pause * 2, 1.0)
+
+
+def _table_opening(error: BaseException) -> bool:
+    """Whether a PREPARE failed only because its table is still opening: the server's own
+    error, or the same error from every node the driver tried (it wraps a prepare that failed
+    on each host it asked in `NoHostAvailable`)."""
+    if isinstance(error, ServerError):
+        return _TABLE_OPENING in str(error)
+    causes = per_node(error).values()
+    return bool(causes) and all(
+        isinstance(cause, ServerError) and _TABLE_OPENING in str(cause) for cause in causes
+    )
 
 
 def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:

@@ -209,17 +209,25 @@ def test_a_refused_request_tried_again_later_launches_its_one_run(tmp_path: Path
         assert p.workflow.launch(waiting) is None
         assert p.workflow.launch(waiting) is None  # re-executed: the same answer, once
         wait_for(lambda: p.replies.tasks)
-        p.engine.client.cancel_task(run_task(first.run_id, first.created_ms).key).result(10)
+        stop_when_running(p, first)
         ended(p, first.run_id)
         later = replace(waiting, requested_at=waiting.requested_at + timedelta(seconds=1))
         assert later.task().key != waiting.task().key
         launched = p.workflow.launch(later)
         assert launched is not None and launched.run_id == waiting.run_id
         assert p.workflow.launch(later) == launched
-        p.engine.client.cancel_task(run_task(launched.run_id, launched.created_ms).key).result(10)
+        stop_when_running(p, launched)
         ended(p, launched.run_id)
         p.engine.join()
         assert len(p.replies.tasks) == 1
+
+
+def stop_when_running(p: Programs, run: Run) -> None:
+    """Cancel the run's task once it runs. A task cancelled before it starts never runs, and its
+    run stays PENDING: ending such a run KILLED is `scheduler runs kill`'s part (operator.kill),
+    which this raw cancel is not (CI cancelled the second run before it started, once)."""
+    wait_for(lambda: (r := p.runs.get(run.run_id)) is not None and r.status is RunStatus.RUNNING)
+    p.engine.client.cancel_task(run_task(run.run_id, run.created_ms).key).result(10)
 
 
 def pending_run(p: Programs, key: str) -> tuple[Run, Task]:

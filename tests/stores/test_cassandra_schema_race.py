@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from cassandra.cluster import NoHostAvailable
 from cassandra.protocol import ServerError
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
@@ -104,6 +105,32 @@ def test_a_statement_on_a_table_still_opening_is_prepared_again_after_schema_agr
     assert session.prepared == ["SELECT a FROM ks.t WHERE k = ?", "INSERT INTO ks.t ..."]
     assert clock.slept == [0.05, 0.1]
     assert session.cluster.control_connection.agreements == 2
+
+
+def test_the_same_error_from_every_node_the_driver_tried_is_prepared_again() -> None:
+    # The driver wraps a PREPARE that failed on each host it asked in NoHostAvailable: CI met
+    # this form on one node, with the command's PREPARE beside two creators.
+    wrapped = NoHostAvailable(
+        "Unable to complete the operation", {"127.0.0.1:9042": server_error(OPENING)}
+    )
+    session = StandInSession([wrapped])
+    clock = SteppedClock()
+
+    prepared = prepare_with(session, clock)
+
+    assert sorted(prepared) == ["get", "put"]
+    assert clock.slept == [0.05]
+
+
+def test_a_node_down_beside_a_table_still_opening_is_not_taken_for_it() -> None:
+    down = NoHostAvailable(
+        "Unable to complete the operation",
+        {"127.0.0.1:9042": server_error(OPENING), "127.0.0.2:9042": ConnectionRefusedError()},
+    )
+    session = StandInSession([down])
+
+    with pytest.raises(NoHostAvailable):
+        prepare_with(session, SteppedClock())
 
 
 def test_a_table_that_never_opens_fails_after_the_settle_time_naming_the_statement() -> None:
