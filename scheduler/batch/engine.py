@@ -52,6 +52,7 @@ from scheduler.batch.store import (
     Attempt,
     AttemptStatus,
     BatchStore,
+    Changes,
     StoredConfiguration,
 )
 from scheduler.client import SchedulerClient
@@ -84,6 +85,8 @@ class _Session:
     states: dict[str, JobState]
     changed: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
+    attempts: list[Attempt] = field(default_factory=list)
+    """Attempts started or ended, written with the states at the task's end."""
     config_changed: bool = False
     imported: Path | None = None
     """The polled file this task applied: renamed once the configuration is written, so a
@@ -118,6 +121,9 @@ class BatchExecutor:
         """What the decisions read as now (epoch ms); tests step it."""
         self.timeout_s = timeout_s
         self._parsed: tuple[str, Configuration] | None = None
+        self._seen: tuple[int, int, int] | None = None
+        """The (mtime ns, size, inode) of the file as last read: a task looks at the file
+        again only once it changed."""
 
     # -- tasks ----------------------------------------------------------------------------
 
@@ -125,6 +131,10 @@ class BatchExecutor:
         data = task.data
         op = data.get("op")
         session = self._read()
+        if op != "poll" and self._file_changed():
+            # A new file is applied by whatever task of the queue runs next, not by the poll
+            # queued behind the runs' ends: a busy queue reloads within one task.
+            self._poll_file(session)
         if op == "load":
             self._load(session, str(data["text"]), str(data.get("source") or "api"))
         elif op == "poll":
@@ -150,9 +160,9 @@ class BatchExecutor:
             os.replace(session.imported, f"{session.imported}{IMPORTED_SUFFIX}")
 
     def _read(self) -> _Session:
-        stored = self.store.configuration(self.name)
+        stored, states = self.store.read(self.name)
         config = None if stored is None else self._parse(stored.text)
-        return _Session(stored, config, self.store.states(self.name))
+        return _Session(stored, config, states)
 
     def _parse(self, text: str) -> Configuration:
         # Every task reads the configuration in force: parse a text once, not per task.
@@ -166,12 +176,12 @@ class BatchExecutor:
             for job in session.changed
             if job in session.states and job not in session.removed
         }
-        if changed or session.removed:
-            self.store.save_states(changed, self.name, removed=session.removed)
+        configuration = session.stored if session.config_changed else None
+        changes = Changes(changed, frozenset(session.removed), session.attempts, configuration)
+        if changes:
+            self.store.write(changes, self.name)
         for job in session.removed:
             self.store.delete_job(job, self.name)
-        if session.config_changed and session.stored is not None:
-            self.store.save_configuration(session.stored, self.name)
         if session.config is not None:
             every = session.config_changed and not session.changed
             batch_metrics.observe(
@@ -208,6 +218,27 @@ class BatchExecutor:
         session.config_changed = True
 
     def _poll(self, session: _Session) -> None:
+        self._file_changed()
+        self._poll_file(session)
+        self.schedule_poll(session.config)
+
+    def _file_changed(self) -> bool:
+        """Whether the file differs from the one last read (a stat, no read)."""
+        if self.file is None:
+            return False
+        try:
+            seen = self.file.stat()
+        except OSError:
+            self._seen = None
+            return False
+        signature = (seen.st_mtime_ns, seen.st_size, seen.st_ino)
+        if signature == self._seen:
+            return False
+        self._seen = signature
+        return True
+
+    def _poll_file(self, session: _Session) -> None:
+        """Apply the file if it is there and valid (renamed once written); log it if not."""
         if self.file is not None and self.file.is_file():
             text = self.file.read_text(encoding="utf-8")
             try:
@@ -223,7 +254,6 @@ class BatchExecutor:
             else:
                 self._load(session, text, str(self.file))
                 session.imported = self.file
-        self.schedule_poll(session.config)
 
     def schedule_poll(self, config: Configuration | None, *, period_ms: int | None = None) -> None:
         """The next `poll` task at the next multiple of the polling time (the configuration's
@@ -269,12 +299,11 @@ class BatchExecutor:
         session.put(state)
         if session.config is not None and job not in session.config.by_name and not state.running:
             session.removed.add(job)  # removed by a reload: its last run has ended
-        self.store.record_attempt(
+        session.attempts.append(
             Attempt(
                 job, partition, attempt, str(data["run_id"]), _OUTCOME_STATUS[outcome],
                 running.started_ms, now, reason or None,
-            ),
-            self.name,
+            )
         )  # fmt: skip
 
     def _recover(self, session: _Session) -> None:
@@ -345,9 +374,15 @@ class BatchExecutor:
         )
         futures: list[Future[int]] = []
         attempts: list[Attempt] = []
-        for chosen in runnable(effective, session.states, now):
+        chosen_all = runnable(effective, session.states, now)
+        wanted: dict[str, list[int]] = {}
+        for chosen in chosen_all:
+            wanted.setdefault(chosen.job, []).append(chosen.partition)
+        last = self.store.last_attempts(wanted, self.name) if wanted else {}
+        for chosen in chosen_all:
             job = config.job(chosen.job)
-            state = self._start(session.states[chosen.job], job, chosen.partition, now)
+            state = start(session.states[chosen.job], job, chosen.partition, now)
+            state = _numbered(state, chosen.partition, last.get((chosen.job, chosen.partition)))
             number = state.running[chosen.partition].attempt
             request = launch_request(chosen, number, self.name, self._engine_ms(now))
             futures.append(self.client.schedule_task(request.task()))
@@ -360,24 +395,12 @@ class BatchExecutor:
             )  # fmt: skip
         for future in futures:  # durable before the states say RUNNING
             future.result(self.timeout_s)
-        for made in attempts:
-            self.store.record_attempt(made, self.name)
+        session.attempts.extend(attempts)
         wake = _next_wake(effective, session.states, now)
         if wake is not None and wake != session.stored.wake_ms:
             self._enqueue(control_task(self.name, "wake", self._engine_ms(wake), "wake"))
             session.stored = replace(session.stored, wake_ms=wake)
             session.config_changed = True
-
-    def _start(self, state: JobState, job: Job, partition: int, now: int) -> JobState:
-        """`start`, numbered after every attempt in the history: a rerun partition's next run
-        is a new attempt (a new request key), never one the engine has completed."""
-        state = start(state, job, partition, now)
-        history = self.store.attempts(job.name, self.name, partition=partition, limit=1)
-        run = state.running[partition]
-        if history and history[0].attempt >= run.attempt:
-            run = replace(run, attempt=history[0].attempt + 1)
-            state = replace(state, running=MappingProxyType({**state.running, partition: run}))
-        return state
 
     def _engine_ms(self, at: int) -> int:
         """The engine's time of an instant of `clock` (the same with the wall clock)."""
@@ -385,6 +408,17 @@ class BatchExecutor:
 
     def _enqueue(self, task: Task) -> None:
         self.client.schedule_task(task).result(self.timeout_s)
+
+
+def _numbered(state: JobState, partition: int, last: int | None) -> JobState:
+    """The started `partition` numbered after every attempt in its history (`last`, the
+    highest): a rerun partition's next run is a new attempt (a new request key), never one the
+    engine has completed."""
+    run = state.running[partition]
+    if last is None or last < run.attempt:
+        return state
+    run = replace(run, attempt=last + 1)
+    return replace(state, running=MappingProxyType({**state.running, partition: run}))
 
 
 def _next_wake(config: Configuration, states: Mapping[str, JobState], now: int) -> int | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scheduler.batch.engine import IMPORTED_SUFFIX, BatchExecutor
 from scheduler.batch.launching import control_task
-from scheduler.batch.store import StoredConfiguration
+from scheduler.batch.store import Changes
 from scheduler.model import Task
 from scheduler.stores.batch_sqlite import SqliteBatchStore
 from tests.batch.helpers import P, seed_config, seed_job
@@ -34,13 +34,14 @@ def test_a_polled_file_is_renamed_only_once_its_configuration_is_stored(tmp_path
     store = SqliteBatchStore(path=str(tmp_path / "batch.db"))
     store.open()
     file_there_when_saved: list[bool] = []
-    save = store.save_configuration
+    write = store.write
 
-    def saving(record: StoredConfiguration, name: str = "default") -> None:
-        file_there_when_saved.append(file.exists())
-        save(record, name)
+    def writing(changes: Changes, name: str = "default") -> None:
+        if changes.configuration is not None:
+            file_there_when_saved.append(file.exists())
+        write(changes, name)
 
-    store.save_configuration = saving  # type: ignore[method-assign]
+    store.write = writing  # type: ignore[method-assign]
     executor = BatchExecutor(
         store=store,
         runs=_NoRuns(),  # type: ignore[arg-type]
