@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -130,7 +131,9 @@ class BatchExecutor:
     def __call__(self, task: Task, context: ExecutionContext) -> None:
         data = task.data
         op = data.get("op")
+        began = time.perf_counter()
         session = self._read()
+        read = time.perf_counter()
         if op != "poll" and self._file_changed():
             # A new file is applied by whatever task of the queue runs next, not by the poll
             # queued behind the runs' ends: a busy queue reloads within one task.
@@ -154,10 +157,20 @@ class BatchExecutor:
                 f"task {task.key} asks the batch executor for op {op!r}; use load, poll, wake, "
                 "ended, rerun, pause, resume, recover or decide"
             )
+        applied = time.perf_counter()
         self._decide(session)
+        decided = time.perf_counter()
         self._write(session)
         if session.imported is not None:
             os.replace(session.imported, f"{session.imported}{IMPORTED_SUFFIX}")
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "batch task %s (%s): read %.1f ms, %s %.1f ms, decide and launch %.1f ms, "
+                "write %.1f ms (%d attempts, %d states)",
+                task.key, op, (read - began) * 1e3, op, (applied - read) * 1e3,
+                (decided - applied) * 1e3, (time.perf_counter() - decided) * 1e3,
+                len(session.attempts), len(session.changed),
+            )  # fmt: skip
 
     def _read(self) -> _Session:
         stored, states = self.store.read(self.name)

@@ -6,6 +6,8 @@ import json
 from concurrent.futures import Future
 from pathlib import Path
 
+import pytest
+
 from scheduler.batch.engine import IMPORTED_SUFFIX, BatchExecutor
 from scheduler.batch.launching import control_task
 from scheduler.batch.store import Changes
@@ -59,3 +61,55 @@ def test_a_polled_file_is_renamed_only_once_its_configuration_is_stored(tmp_path
     assert file_there_when_saved[0] is True
     assert stored is not None and stored.source == str(file)
     assert not file.exists() and Path(f"{file}{IMPORTED_SUFFIX}").exists()
+
+
+def _executor(tmp_path: Path, file: Path) -> tuple[BatchExecutor, SqliteBatchStore]:
+    store = SqliteBatchStore(path=str(tmp_path / "batch.db"))
+    store.open()
+    executor = BatchExecutor(
+        store=store,
+        runs=_NoRuns(),  # type: ignore[arg-type]
+        client=_Client(),  # type: ignore[arg-type]
+        file=file,
+        clock=lambda: P("2000-01-01 00:00:00"),
+    )
+    return executor, store
+
+
+def test_a_changed_file_is_applied_by_the_next_task_of_the_queue_whatever_its_op(
+    tmp_path: Path,
+) -> None:
+    # A busy queue (runs' ends) reloads at its next task, not behind them at the next poll.
+    file = tmp_path / "jobs.json"
+    executor, store = _executor(tmp_path, file)
+    try:
+        executor(control_task("default", "decide", 0, "d1"), None)  # type: ignore[arg-type]
+        assert store.configuration() is None
+        text = json.dumps(seed_config(seed_job("a")))
+        file.write_text(text)
+        executor(control_task("default", "decide", 0, "d2"), None)  # type: ignore[arg-type]
+        stored = store.configuration()
+    finally:
+        store.close()
+    assert stored is not None and stored.text == text and stored.source == str(file)
+    assert not file.exists() and Path(f"{file}{IMPORTED_SUFFIX}").read_text() == text
+
+
+def test_an_invalid_file_is_logged_once_by_other_tasks_and_at_every_poll(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = tmp_path / "jobs.json"
+    file.write_text('{"max_parallelism": 1}')
+    executor, store = _executor(tmp_path, file)
+    try:
+        for key in ("d1", "d2", "d3"):
+            executor(control_task("default", "decide", 0, key), None)  # type: ignore[arg-type]
+        by_others = caplog.text.count("the last good one stays in force")
+        executor(control_task("default", "poll", 0, "p1"), None)  # type: ignore[arg-type]
+        executor(control_task("default", "poll", 0, "p2"), None)  # type: ignore[arg-type]
+        stored = store.configuration()
+    finally:
+        store.close()
+    assert by_others == 1
+    assert caplog.text.count("the last good one stays in force") == 3
+    assert stored is None and file.exists()
