@@ -112,6 +112,7 @@ class BatchExecutor:
         file: str | Path | None = None,
         clock: Callable[[], int] = now_ms,
         timeout_s: float = 60.0,
+        poll_ms: int = 120_000,
     ) -> None:
         self.store = store
         self.runs = runs
@@ -121,6 +122,9 @@ class BatchExecutor:
         self.clock = clock
         """What the decisions read as now (epoch ms); tests step it."""
         self.timeout_s = timeout_s
+        self.poll_ms = poll_ms
+        """How often the file is polled while no configuration is in force (the setting
+        `batch_poll_s`)."""
         self._parsed: tuple[str, Configuration] | None = None
         self._seen: tuple[int, int, int] | None = None
         """The (mtime ns, size, inode) of the file as last read: a task looks at the file
@@ -270,10 +274,10 @@ class BatchExecutor:
 
     def schedule_poll(self, config: Configuration | None, *, period_ms: int | None = None) -> None:
         """The next `poll` task at the next multiple of the polling time (the configuration's
-        `new_configuration_polling_time`, or `period_ms` before there is one)."""
+        `new_configuration_polling_time`, or `period_ms` or `poll_ms` before there is one)."""
         if self.file is None:
             return
-        period = period_ms or 120_000
+        period = period_ms or self.poll_ms
         if config is not None:
             now = self.clock()
             period = max(add(now, config.new_configuration_polling_time) - now, 1)

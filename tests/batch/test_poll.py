@@ -11,6 +11,7 @@ import pytest
 from scheduler.batch.engine import IMPORTED_SUFFIX, BatchExecutor
 from scheduler.batch.launching import control_task
 from scheduler.batch.store import Changes
+from scheduler.engine.clock import now_ms
 from scheduler.model import Task
 from scheduler.stores.batch_sqlite import SqliteBatchStore
 from tests.batch.helpers import P, seed_config, seed_job
@@ -113,3 +114,38 @@ def test_an_invalid_file_is_logged_once_by_other_tasks_and_at_every_poll(
     assert by_others == 1
     assert caplog.text.count("the last good one stays in force") == 3
     assert stored is None and file.exists()
+
+
+class _Keeping(_Client):
+    def __init__(self) -> None:
+        self.tasks: list[Task] = []
+
+    def schedule_task(self, task: Task) -> Future[int]:
+        self.tasks.append(task)
+        return super().schedule_task(task)
+
+
+def test_a_poll_that_finds_no_file_polls_again_at_the_setting_until_a_configuration_is_in_force(
+    tmp_path: Path,
+) -> None:
+    # Not at the seed's 2 minutes: a file written just after a worker's first poll is read
+    # within the setting's period.
+    store = SqliteBatchStore(path=str(tmp_path / "batch.db"))
+    store.open()
+    client = _Keeping()
+    executor = BatchExecutor(
+        store=store,
+        runs=_NoRuns(),  # type: ignore[arg-type]
+        client=client,  # type: ignore[arg-type]
+        file=tmp_path / "jobs.json",
+        clock=lambda: 10_500,
+        poll_ms=1000,
+    )
+    try:
+        executor(control_task("default", "poll", 0, "poll"), None)  # type: ignore[arg-type]
+    finally:
+        store.close()
+    polls = [t for t in client.tasks if t.data["op"] == "poll"]
+    assert len(polls) == 1
+    assert polls[0].key.uniqueness_key == "poll"
+    assert polls[0].key.scheduled_ms - now_ms() <= 1000  # 500 ms to the next whole second
