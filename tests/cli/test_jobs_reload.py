@@ -1,6 +1,7 @@
 """Hot reload of the batch file under a worker, on the embedded backend and on Kafka +
 Cassandra: a valid file is applied while a run is in progress and leaves it running; an invalid
-one is logged and left in place, the last good configuration staying in force."""
+one is logged and left in place, the last good configuration staying in force, and a worker
+restarted without the file runs from the stored one."""
 
 from __future__ import annotations
 
@@ -63,7 +64,20 @@ def test_a_reload_leaves_the_run_in_progress_running_and_an_invalid_file_keeps_t
     assert "is not valid; the last good one stays in force" in err
     assert "broken" in file.read_text()  # left in place for the operator to fix
     assert sorted(listed(run)) == ["extra", "slow"]
-    history = json.loads(run("jobs", "partitions", "slow", "--history", "--json").output)
-    assert [(a["attempt"], a["status"]) for a in history["history"]] == [(1, "SUCCEEDED")]
+    assert attempts(run) == [(1, "SUCCEEDED")]  # the reload did not restart it
     runs = json.loads(run("runs", "list", "--json").output)
     assert sorted(r["started_by"] for r in runs) == ["batch-job:extra", "batch-job:slow"]
+
+    # A restart needs no file: the last good configuration is the store's.
+    file.unlink()
+    worker()
+    said = run("jobs", "rerun", "slow", "--from", "2000-01-01 00:00:00", "--to",
+               "2000-01-01 01:00:00")  # fmt: skip
+    assert said.exit_code == 0, said.output
+    assert wait_for(lambda: attempts(run) == [(2, "SUCCEEDED"), (1, "SUCCEEDED")], timeout=120)
+    assert sorted(listed(run)) == ["extra", "slow"]
+
+
+def attempts(run: Callable[..., Any]) -> list[tuple[int, str]]:
+    history = json.loads(run("jobs", "partitions", "slow", "--history", "--json").output)
+    return [(a["attempt"], a["status"]) for a in history["history"]]
