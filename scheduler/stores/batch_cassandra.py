@@ -10,9 +10,9 @@ Tables, designed from the queries:
 
 One writer per name (the `batch:<name>` queue) makes every write a plain upsert. The queue's
 task reads the configuration and the states in one concurrent round, looks up the attempts of
-the partitions it starts in one query per job, and writes in one concurrent round: its changed
-states and the configuration (one partition, `name`: unlogged batches) beside its attempts
-(batched by job).
+the partitions it starts in one query per job (concurrently), and writes its attempts (batched
+by job), then its changed states (one partition, `name`: unlogged batches), then the
+configuration if it changed: a round each.
 """
 
 from __future__ import annotations
@@ -126,19 +126,25 @@ class CassandraBatchStore(BatchStore):
         return record, {job: read_state(state) for job, state in states}
 
     def write(self, changes: Changes, name: str = DEFAULT_NAME) -> None:
+        # In the port's order, a round each: a task that failed half-way and runs again finds
+        # the states as they were whenever its attempts are not all written (it writes them
+        # again), and the configuration last.
         self._check_open()
-        q = self._q
-        on_name: list[tuple[Any, tuple[Any, ...]]] = [
+        q, run = self._q, self.tasks.runner()
+        attempts = [(q["put_attempt"], _attempt_row(a, name)) for a in changes.attempts]
+        states: list[tuple[Any, tuple[Any, ...]]] = [
             (q["put_state"], (name, job, dumps(encode_state(state))))
             for job, state in changes.states.items()
         ]
-        on_name += [(q["drop_state"], (name, job)) for job in changes.removed]
+        states += [(q["drop_state"], (name, job)) for job in changes.removed]
+        for what, items in (
+            ("attempts", driver.statement_batches(attempts)),
+            ("states", driver.statement_batches(states, key_columns=1)),
+        ):
+            if items:
+                run.many(items, f"write the batch {what} of {name}")
         if changes.configuration is not None:
-            on_name.append((q["put_config"], (name, dumps(changes.configuration.to_json()))))
-        attempts = [(q["put_attempt"], _attempt_row(a, name)) for a in changes.attempts]
-        items = driver.statement_batches(on_name, key_columns=1)
-        items += driver.statement_batches(attempts)
-        self.tasks.runner().many(items, f"write the changes of batch {name}")
+            self.save_configuration(changes.configuration, name)
 
     def last_attempts(
         self, wanted: Mapping[str, Collection[int]], name: str = DEFAULT_NAME
