@@ -7,6 +7,8 @@ Every change is a task of that queue, so the configuration and the job states ha
 * `poll` re-reads the configuration file: a valid one is loaded and renamed `<file>_IMPORTED`,
   an invalid one is logged with its reasons and left in place; the next poll is a task at the
   next multiple of the polling time (workers starting at different times join one chain).
+  Every other task first looks at the file (a stat) and applies it if it changed: a poll waits
+  behind the runs' ends queued before its instant, the next task does not.
 * `wake` is due when a partition's time comes or a retry is due: retention, then a decision.
 * `ended` records the end of a partition's run (from its program-status event).
 * `rerun`, `pause`, `resume` are an operator's.
