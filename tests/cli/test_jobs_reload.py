@@ -78,6 +78,33 @@ def test_a_reload_leaves_the_run_in_progress_running_and_an_invalid_file_keeps_t
     assert sorted(listed(run)) == ["extra", "slow"]
 
 
-def attempts(run: Callable[..., Any]) -> list[tuple[int, str]]:
-    history = json.loads(run("jobs", "partitions", "slow", "--history", "--json").output)
+def attempts(run: Callable[..., Any], job: str = "slow") -> list[tuple[int, str]]:
+    history = json.loads(run("jobs", "partitions", job, "--history", "--json").output)
     return [(a["attempt"], a["status"]) for a in history["history"]]
+
+
+def test_a_command_that_cannot_start_fails_its_partition_with_the_reason_in_its_stderr_file(
+    file: Path, run: Callable[..., Any], worker: Callable[[], Any], tmp_path: Path
+) -> None:
+    err = tmp_path / "out" / "err [[partition]].txt"
+    missing = seed_job(
+        "missing",
+        command=[str(tmp_path / "no-such-program"), "[[partition]]"],
+        retry_delay="1 days",
+        stdout_path=str(tmp_path / "out" / "out.txt"),
+        stderr_path=str(err),
+        **ONE_HOUR,
+    )
+    write(file, missing)
+    worker()
+
+    def failed() -> list[dict[str, Any]]:
+        said = run("jobs", "partitions", "missing", "--status", "FAILED", "--json")
+        return json.loads(said.output)["partitions"] if said.exit_code == 0 else []
+
+    partitions = wait_for(failed, timeout=120)
+    assert partitions, "the partition did not fail"
+    written = (tmp_path / "out" / "err 2000-01-01 00:00:00.txt").read_text()
+    assert "cannot start" in written and "no-such-program" in written
+    assert "cannot start" in partitions[0]["reason"]
+    assert attempts(run, "missing") == [(1, "FAILED")]
