@@ -170,3 +170,77 @@ class PartitionOutages:
 
 def _said(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
+
+
+_TREE_REPEATS = RepeatedFailures(
+    logging.getLogger("scheduler.partition"),
+    "the store refused partitions {partitions} {count} more times in the last {seconds:.0f} s "
+    "(the latest: {error}); each stays in OUTAGE, starting nothing, and probes the store every "
+    f"{MAX_BACKOFF_S:g} s at most",
+)
+
+
+class StoreProbe:
+    """Whether the store refuses one kind of a partition's calls (its status writes, its
+    loads), and when to try again: the OUTAGE state of a part of the partition's tree, kept by
+    the actor that makes those calls, whose next call is the probe."""
+
+    def __init__(
+        self, what: str, partition: int, backoff: Backoff, clock: Clock, log: logging.Logger
+    ) -> None:
+        self.what = what
+        """What the store refuses, as said in the log ("status rows")."""
+        self._partition = partition
+        self._backoff = backoff
+        self._clock = clock
+        self._log = log
+        self.failures = 0
+        """Refusals in a row; 0 while the store answers."""
+        self._since = 0.0
+        self._probe_at = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self.failures > 0
+
+    def due(self) -> bool:
+        """Whether the next probe may be made now (always, while the store answers)."""
+        return self._clock.monotonic() >= self._probe_at
+
+    def refused(self, error: BaseException) -> float:
+        """The store refused a call: returns the wait before the next probe. Logs the first
+        refusal of an outage; its repeats are said once a minute."""
+        self.failures += 1
+        now = self._clock.monotonic()
+        delay = self._backoff.delay(self.failures)
+        self._probe_at = now + delay
+        if self.failures == 1:
+            self._since = now
+            self._log.error(
+                "partition %d is in OUTAGE: the store refuses its %s (%s); no attempt starts, "
+                "what it holds stays, and the store is probed again in %.1f s, and again, later "
+                "and later, while it refuses",
+                self._partition,
+                self.what,
+                _said(error),
+                delay,
+                extra={"partition": self._partition},
+            )
+        else:
+            _TREE_REPEATS.failed_again(self._partition, error)
+        return delay
+
+    def answered(self) -> bool:
+        """The store took a call: True if that ends an outage (said in the log)."""
+        if not self.failures:
+            return False
+        self._log.warning(
+            "partition %d: the store takes its %s again after %s in %.1f s; the partition resumes",
+            self._partition,
+            self.what,
+            counted(self.failures, "refusal"),
+            self._clock.monotonic() - self._since,
+            extra={"partition": self._partition},
+        )
+        self.failures = 0
+        return True
