@@ -4,7 +4,8 @@ One thread polls the log (the seed's single-threaded poll loop). Rebalance callb
 `poll`, on that thread, so a revocation can block until the partition's running tasks are done
 or cancelled before Kafka moves the partition elsewhere. Each polled batch goes to the
 TopicSupervisor; the batch's offsets are committed only after its partitions' TaskPersistence
-actors report the tasks durably stored.
+actors report the tasks durably stored. A partition whose batch the store refuses is in OUTAGE:
+paused, holding the batch, which it writes again as the store's probe (`engine.outage`).
 """
 
 from __future__ import annotations
@@ -426,9 +427,9 @@ class Worker:
             else:
                 running[partition] = batch
         stored, refused = self._store(running)
-        for partition, error in refused.items():
+        for partition, refusal in refused.items():
             metrics.PERSIST_FAILURES.inc()
-            self._outages.enter(partition, running[partition], error)
+            self._outages.enter(partition, running[partition], refusal)
             consumer.pause([partition])
         self._stored(consumer, stored)
 
