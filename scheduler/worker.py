@@ -71,6 +71,7 @@ class Worker:
         rng: random.Random | None = None,
         clock: Clock = SYSTEM_CLOCK,
         lease: Lease | None = None,
+        poll_clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.log = log
         self.clock = clock
@@ -107,8 +108,11 @@ class Worker:
         # again).
         self._persisted: dict[int, int] = {}
         self._to_commit: dict[int, int] = {}
-        self._outages = PartitionOutages(clock, Backoff(settings.restart_backoff_s))
-        """Partitions whose store refused their batch: paused, holding it (`engine.outage`)."""
+        self._outages = PartitionOutages(poll_clock, Backoff(settings.restart_backoff_s))
+        """Partitions whose store refused their batch: paused, holding it (`engine.outage`).
+        Their probes wait on `poll_clock`, the poll loop's: real time unless a test steps it,
+        even when `clock` is stepped (a stepped engine holds its clock until every record sent
+        is stored, which a probe waiting for that clock would never let happen)."""
         # Partitions whose tree failed and waits for its restart: the TopicSupervisor's own set.
         self._restarting: set[int] = set()
         # Per partition, its reload mark (where its next owner starts reading the store; see

@@ -106,7 +106,7 @@ def worker_with(topic: FakeTopic, clock: SteppedClock) -> Worker:
     # The store is asked only whether its file is still there: an unopened one has none.
     store = SqliteTaskStore(path=":memory:")
     settings = replace(TEST_SETTINGS, restart_backoff_s=0.5)
-    worker = Worker(log=None, store=store, executor=None, settings=settings, clock=clock)  # type: ignore[arg-type]
+    worker = Worker(log=None, store=store, executor=None, settings=settings, poll_clock=clock)  # type: ignore[arg-type]
     worker._topic = topic  # type: ignore[assignment]
     return worker
 
