@@ -366,6 +366,14 @@ class Worker:
 
     def _forget(self, partitions: list[int]) -> None:
         self._guard.forget(partitions)
+        paused = [p for p in partitions if p in self._outages]
+        if paused and self._consumer is not None:
+            # Leaving paused, a partition could come back paused (a client may keep the flag
+            # across an unassignment), with no outage of ours to resume it.
+            try:
+                self._consumer.resume(paused)
+            except Exception as error:  # leaving anyway: a log that refuses says why elsewhere
+                logger.debug("could not resume partitions %s as they left: %s", paused, error)
         self._outages.forget(partitions)
         for partition in partitions:
             self._persisted.pop(partition, None)

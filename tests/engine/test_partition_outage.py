@@ -85,6 +85,12 @@ class FakeConsumer:
     def seek(self, partition: int, offset: int) -> None:
         self.seeks.append((partition, offset))
 
+    def has_joined(self) -> bool:
+        return True
+
+    def problem(self) -> str | None:
+        return None
+
 
 def records(offsets: Iterable[int], partition: int = PARTITION) -> list[LogRecord]:
     def value(offset: int) -> bytes:
@@ -210,7 +216,9 @@ def test_a_partition_revoked_in_outage_leaves_its_held_batch_to_the_next_owner(c
     worker = worker_with(topic, clock)
     topic.down.add(PARTITION)
     worker._process(consumer, records(range(0, 5)))
+    worker._consumer = consumer  # type: ignore[assignment]
     worker._forget([PARTITION])
+    assert consumer.paused == set()  # not left paused for its next assignment
     topic.down.clear()
     clock.advance(10)
     worker._probe_outages(consumer)
