@@ -19,8 +19,8 @@ first failure, its repeats once a minute (`RepeatedFailures`), and its end.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from scheduler.codec import Command
 from scheduler.engine.clock import Clock
@@ -80,8 +80,6 @@ class Outage:
     """When (the clock's `monotonic`) the next probe is due."""
     since: float
     """When it began."""
-    errors: list[str] = field(default_factory=list)
-    """The latest error, said when the outage ends."""
 
 
 class PartitionOutages:
@@ -102,15 +100,6 @@ class PartitionOutages:
     def __contains__(self, partition: object) -> bool:
         return partition in self._outages
 
-    def __iter__(self) -> Iterator[int]:
-        return iter(sorted(self._outages))
-
-    def __len__(self) -> int:
-        return len(self._outages)
-
-    def get(self, partition: int) -> Outage | None:
-        return self._outages.get(partition)
-
     def failures(self) -> dict[int, int]:
         """Per partition in OUTAGE, its failed attempts in a row; from any thread (a copy,
         taken under the GIL, of a dict the poll loop changes)."""
@@ -121,7 +110,7 @@ class PartitionOutages:
         pauses the partition's consumption."""
         now = self._clock.monotonic()
         delay = self.backoff.delay(1)
-        self._outages[partition] = Outage(batch, 1, now + delay, now, [_said(error)])
+        self._outages[partition] = Outage(batch, 1, now + delay, now)
         logger.error(
             "could not persist a batch of partition %d (%s); the partition is paused, holding "
             "its %s, and the store is probed again in %.1f s, and again, later and later, while "
@@ -146,7 +135,6 @@ class PartitionOutages:
         """A probe failed: wait longer before the next."""
         outage = self._outages[partition]
         outage.failures += 1
-        outage.errors[:] = [_said(error)]
         outage.probe_at = self._clock.monotonic() + self.backoff.delay(outage.failures)
         self._repeats.failed_again(partition, error)
 
