@@ -394,7 +394,7 @@ class PartitionExecutor(PartitionActor):
             self._keep_successes()
 
     def _keep_successes(self) -> None:
-        """Called once this actor is gone (its tree was stopped, or died with the store away):
+        """Called once this actor is gone (its tree was stopped, or died on a bug):
         keep the successes among the outcomes no one will read, for the tree that follows on
         this worker, which writes them instead of running those tasks again. Other outcomes are
         dropped: their tasks are still in the store and run again.

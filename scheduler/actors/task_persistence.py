@@ -240,10 +240,10 @@ class TaskPersistence(PartitionActor):
         """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
         store, partition = self.ctx.store, self.ctx.partition
         if self.checkpoint is None:
-            # A restarted tree's first load: write first what the tree before it could not (the
-            # store was away). Read first, a row whose finish was written between the read and
-            # the look into the buffer would be found finished in neither, and run again. Still
-            # away, the store fails this load, and the controller probes it with a later one.
+            # A restarted tree's first load: write first what the tree before it could not.
+            # Read first, a row whose finish was written between the read and the look into
+            # the buffer would be found finished in neither, and run again. A store that
+            # refuses fails this load, and the controller probes it with a later one.
             self._unflushed.write(store, partition)
         checked = self._unflushed.version
         # Nothing changes before every read succeeded: a load the store refuses is made again.

@@ -139,7 +139,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.marks: dict[int, MarkHolder] = {}
         self.unflushed: dict[int, UnflushedStatuses] = {}
         """Per partition, the status changes its trees could not write yet: kept across a
-        restart (a tree that died with the store away), dropped when the partition leaves."""
+        restart (a tree that died on a bug), dropped when the partition leaves."""
         self.dying: dict[int, tuple[pykka.ActorRef[PartitionSupervisor], pykka.Future[None]]] = {}
         """Per partition, its failed tree going down (the supervisor, and its `shut_down`'s
         future). Nobody waits for it but the partition's next tree, which starts once it is
