@@ -296,7 +296,6 @@ class Worker:
             state=state,
             last_poll_s=round(silent_s, 3),
             partitions=sorted(consumer.assignment()) if consumer is not None else [],
-            # A copy first: the poll thread changes the dict while this runs.
             persist_failing=self._outages.failures(),
             restarting=sorted(self._restarting.copy()),
             problem=problem,
