@@ -135,6 +135,9 @@ class PartitionExecutor(PartitionActor):
         self._me: pykka.ActorProxy[PartitionExecutor] | None = None
         self.awaiting_lease = False
         """Set while due tasks wait for the worker's lease to hold again (see `engine.lease`)."""
+        self.store_down: set[str] = set()
+        """What of the tree the store refuses now ("status rows", "schedule reads"): while
+        anything is, no attempt starts (the partition is in OUTAGE; see `engine.outage`)."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -310,6 +313,8 @@ class PartitionExecutor(PartitionActor):
         if not self.ctx.lease.held():
             self._await_lease()
             return
+        if self.store_down:
+            return  # started again by `store_outage` once the store answers
         queue.pop()
         attempt = TaskExecutor(
             item, partition=self.ctx.partition, report=self._report, clock=self.ctx.clock
@@ -348,6 +353,17 @@ class PartitionExecutor(PartitionActor):
 
         self.ctx.lease.when_held(wake)
 
+    def store_outage(self, what: str, down: bool) -> None:
+        """The store refused `what` (`down`), or took it again: starts are held while anything
+        is refused, then the heads of the queues that waited start."""
+        if down:
+            self.store_down.add(what)
+            return
+        self.store_down.discard(what)
+        if not self.store_down:
+            for queue in list(self.queues.values()):
+                self._pump(queue)
+
     def lease_held(self, generation: int) -> None:
         """The poll loop confirmed the lease: start the heads of the queues that waited."""
         self.awaiting_lease = False
@@ -378,7 +394,7 @@ class PartitionExecutor(PartitionActor):
             self._keep_successes()
 
     def _keep_successes(self) -> None:
-        """Called once this actor is gone (its tree was stopped, or died with the store away):
+        """Called once this actor is gone (its tree was stopped, or died on a bug):
         keep the successes among the outcomes no one will read, for the tree that follows on
         this worker, which writes them instead of running those tasks again. Other outcomes are
         dropped: their tasks are still in the store and run again.

@@ -240,19 +240,21 @@ class TaskPersistence(PartitionActor):
         """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
         store, partition = self.ctx.store, self.ctx.partition
         if self.checkpoint is None:
-            # A restarted tree's first load: write first what the tree before it could not (the
-            # store was away). Read first, a row whose finish was written between the read and
-            # the look into the buffer would be found finished in neither, and run again. Still
-            # away, the store fails this load, and the tree is restarted later.
+            # A restarted tree's first load: write first what the tree before it could not.
+            # Read first, a row whose finish was written between the read and the look into
+            # the buffer would be found finished in neither, and run again. A store that
+            # refuses fails this load, and the controller probes it with a later one.
             self._unflushed.write(store, partition)
         checked = self._unflushed.version
-        stragglers = self._start_from_mark() if self.checkpoint is None else []
-        rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)
+        # Nothing changes before every read succeeded: a load the store refuses is made again.
+        start, stragglers = self._start_from_mark() if self.checkpoint is None else (None, [])
+        start = self.checkpoint or start
+        rows = store.load_tasks(partition, start, until_ms, limit)
         exhausted = len(rows) < limit
         if rows and not exhausted:
             self.checkpoint = rows[-1].task.key.cursor
         else:
-            self.checkpoint = max(self.checkpoint or window_end(until_ms), window_end(until_ms))
+            self.checkpoint = max(start or window_end(until_ms), window_end(until_ms))
         rows = stragglers + rows
         handed: list[ScheduledTask] = []
         leftovers = []
@@ -264,20 +266,19 @@ class TaskPersistence(PartitionActor):
                 leftovers.append(row.task.key)
                 continue
             handed.append(_scheduled(row.task, status, checked))
-        if leftovers:
-            store.delete_tasks(partition, leftovers)
         if handed:
             self._executor.schedule.defer(handed)
+        if leftovers:  # refused, they stay: final rows are skipped by every load
+            store.delete_tasks(partition, leftovers)
         return TasksLoaded(len(handed), exhausted, self.checkpoint)
 
-    def _start_from_mark(self) -> list[StoredTask]:
-        """A new tree's first load: the reload mark's stragglers, and the checkpoint moved to its
-        `after`, so that the rows of tasks completed before it (tombstones) are not read."""
+    def _start_from_mark(self) -> tuple[ScheduleCursor | None, list[StoredTask]]:
+        """A new tree's first load: where to read from (the reload mark's `after`, so that the
+        rows of tasks completed before it, tombstones, are not read), and its stragglers."""
         mark = self.ctx.mark.mark
         if mark is None:
-            return []  # no mark committed yet: read from the first row
-        self.checkpoint = mark.after
-        return self.ctx.store.load_keys(self.ctx.partition, mark.stragglers)
+            return None, []  # no mark committed yet: read from the first row
+        return mark.after, self.ctx.store.load_keys(self.ctx.partition, mark.stragglers)
 
     def advance_mark(self) -> None:
         """Move the reload mark forward over what the store shows completed: up to rows
