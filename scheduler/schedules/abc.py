@@ -155,6 +155,16 @@ def stored_json(record: ScheduleRecord) -> dict[str, Any]:
     return {**record.to_json(), LISTED_KEY: text}
 
 
+def with_fire_state(text: str, record: ScheduleRecord) -> dict[str, Any]:
+    """The stored JSON `text` with `record`'s fire state (`last_fires`, `next_fires`) instead of
+    its own: what `stored_json(record)` gives when only the fire state changed, without
+    decoding and re-dumping the definition."""
+    stored = orjson.loads(text)
+    stored["last_fires"] = dict(record.last_fires)
+    stored["next_fires"] = dict(record.next_fires)
+    return stored
+
+
 @dataclass(frozen=True, slots=True)
 class ListedSchedule:
     """A schedule as a listing shows it: the record's state and its definition as JSON

@@ -128,6 +128,7 @@ def tick(executor: ScheduleExecutor, task: Task) -> None:
     late: list[Task] = []
     due: list[_Due] = []
     seen: set[str] = set()
+    after: dict[tuple[str, str], int] = {}
     for row in rows:
         found = stored.get(row.name)
         if found is None:
@@ -143,7 +144,11 @@ def tick(executor: ScheduleExecutor, task: Task) -> None:
             or row.cron >= len(crons)
         ):
             continue  # stale: disabled, updated, deleted or handled since the row was written
-        following = crons[row.cron].next_after(fire_ms)
+        cron = crons[row.cron]
+        key = (cron.expression, cron.time_zone)
+        if key not in after:  # schedules sharing an instant mostly share their crons too
+            after[key] = cron.next_after(fire_ms)
+        following = after[key]
         late_fire = now - fire_ms > LATE_MS or following <= now
         # Two crons of one record at one instant: one compare-and-set per record and tick.
         if not indexed(record.schedule) or late_fire or row.name in seen:

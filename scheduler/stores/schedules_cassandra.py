@@ -36,6 +36,7 @@ from scheduler.schedules.abc import (
     event_keys,
     job_order,
     stored_json,
+    with_fire_state,
 )
 from scheduler.schedules.fires import FireRow
 from scheduler.schedules.job import Job
@@ -267,7 +268,7 @@ class CassandraScheduleStore(ScheduleStore):
         return found
 
     def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
-        texts = [_dump(stored_json(record)) for _, record in changes]
+        texts = [_dump(with_fire_state(old, record)) for old, record in changes]
         items = [
             ("replace", (new, record.name, old))
             for (old, record), new in zip(changes, texts, strict=True)

@@ -16,6 +16,7 @@ from scheduler.schedules.abc import (
     event_keys,
     job_order,
     stored_json,
+    with_fire_state,
 )
 from scheduler.schedules.fires import FireRow
 from scheduler.schedules.job import Job
@@ -190,7 +191,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
             for text, record in changes:
                 cursor = db.execute(
                     "UPDATE schedules SET record = ? WHERE name = ? AND record = ?",
-                    (_dump(stored_json(record)), record.name, text),
+                    (_dump(with_fire_state(text, record)), record.name, text),
                 )
                 if cursor.rowcount:
                     written.add(record.name)
