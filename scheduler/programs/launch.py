@@ -115,7 +115,8 @@ def launch_batches(requests: Sequence[LaunchRequest], key: str) -> list[Task]:
                     "op": "launch-many",
                     "program": first.program,
                     "requests": [
-                        {**r.task().data, "requested_ms": r.task().scheduled_ms} for r in batch
+                        {**t.data, "requested_ms": t.scheduled_ms}
+                        for t in (r.task() for r in batch)
                     ],
                 },
             )

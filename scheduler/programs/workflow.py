@@ -35,7 +35,7 @@ from scheduler.executors.abc import (
     ExecutionContext,
     Executor,
 )
-from scheduler.model import Task
+from scheduler.model import Task, to_epoch_ms
 from scheduler.programs.abc import RunStore
 from scheduler.programs.catalog import ProgramCatalog
 from scheduler.programs.events import EventPublisher, ProgramStatusEvent, publishing_with
@@ -128,6 +128,7 @@ class WorkflowExecutor:
         one call. A request with a concurrency limit is launched alone (`launch`), after them."""
         made: list[Run] = []
         limited: list[LaunchRequest] = []
+        now = self.clock()
         for request in requests:
             if request.concurrency is not None:
                 limited.append(request)
@@ -140,8 +141,8 @@ class WorkflowExecutor:
                     started_by=request.started_by,
                     arguments=request.arguments(program.properties),
                     status=RunStatus.PENDING,
-                    created_ms=self.clock(),
-                    requested_ms=request.task().scheduled_ms,
+                    created_ms=now,
+                    requested_ms=to_epoch_ms(request.requested_at),
                     request_key=request.request_key,
                 )
             )

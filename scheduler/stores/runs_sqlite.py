@@ -69,10 +69,13 @@ class SqliteRunStore(SqliteFile, RunStore):
                 db.execute(
                     "DELETE FROM runs WHERE run_id = ? AND expires_ms <= ?", (run.run_id, now)
                 )
-                db.execute(
+                inserted = db.execute(
                     "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
                     (*_columns(run), self._expiry(now), _record(run)),
-                )
+                ).rowcount
+                if inserted:
+                    stored.append(run)
+                    continue
                 row = db.execute(
                     "SELECT record FROM runs WHERE run_id = ?", (run.run_id,)
                 ).fetchone()
