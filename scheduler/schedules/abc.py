@@ -159,7 +159,7 @@ def with_fire_state(text: str, record: ScheduleRecord) -> dict[str, Any]:
     """The stored JSON `text` with `record`'s fire state (`last_fires`, `next_fires`) instead of
     its own: what `stored_json(record)` gives when only the fire state changed, without
     decoding and re-dumping the definition."""
-    stored = orjson.loads(text)
+    stored: dict[str, Any] = orjson.loads(text)
     stored["last_fires"] = dict(record.last_fires)
     stored["next_fires"] = dict(record.next_fires)
     return stored

@@ -236,7 +236,7 @@ class CassandraScheduleStore(ScheduleStore):
         return self.tasks.runner().many([(self._q[name], p) for name, p in items], what)
 
     def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
-        items = [
+        items: list[tuple[str, tuple[Any, ...]]] = [
             (
                 "job_put",
                 (j.schedule.name, j.revision, j.generation, j.model_dump_json(by_alias=True)),

@@ -11,6 +11,7 @@ import pytest
 
 from scheduler.model import from_epoch_ms
 from scheduler.schedules import Concurrency, Or, Schedule, Time
+from scheduler.schedules.abc import ScheduleRecord
 from scheduler.schedules.fires import ENROLL_MARGIN_MS, FIRE_SHARDS, indexed, shard_of
 from tests.schedules.harness import T0, Harness
 
@@ -115,7 +116,7 @@ def test_a_change_racing_a_tick_wins_and_leaves_no_stale_fire(
     harness.create_enabled(hourly())
     store, real = harness.store, harness.store.replace_many
 
-    def raced(changes: list) -> set[str]:
+    def raced(changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
         # The schedule's own queue applies the change between the tick's read and its write.
         store.replace_many = real  # type: ignore[method-assign]
         harness.change("hourly", action, hourly(program="clean2") if action == "update" else None)
