@@ -9,6 +9,7 @@ finds the run it made. The `workflow` executor route runs it (see `workflow.py`)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -98,18 +99,20 @@ LAUNCH_BATCH = 200
 
 def launch_batches(requests: Sequence[LaunchRequest], key: str) -> list[Task]:
     """`launch-many` tasks for `requests` (all of one program, one requested time): one per
-    `LAUNCH_BATCH` in the order given, keyed `<key>:<batch number>`. The same requests in the
-    same order make the same tasks, so a requester re-executed after a crash sends them again
-    harmlessly."""
+    `LAUNCH_BATCH` in the order given, keyed `<key>:<digest of the batch's request keys>`. The
+    same batch makes the same task, so a requester re-executed after a crash sends it again
+    harmlessly; a batch of other requests (the requester decided differently on its second try)
+    is another task, never an overwrite that would drop a pending batch's requests."""
     tasks: list[Task] = []
-    for number, start in enumerate(range(0, len(requests), LAUNCH_BATCH)):
+    for start in range(0, len(requests), LAUNCH_BATCH):
         batch = requests[start : start + LAUNCH_BATCH]
         first = batch[0]
+        digest = hashlib.sha1("\n".join(r.request_key for r in batch).encode()).hexdigest()
         tasks.append(
             Task(
                 PROGRAM_QUEUE + first.program,
                 first.requested_at,
-                f"{key}:{number}",
+                f"{key}:{digest[:20]}",
                 {
                     "executor": WORKFLOW_EXECUTOR,
                     "op": "launch-many",

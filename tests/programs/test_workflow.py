@@ -376,9 +376,12 @@ def test_a_launch_batch_request_with_a_limit_is_decided_alone_at_the_limit(
         p.engine.join()
 
 
-def test_launch_batches_split_at_the_batch_size_with_stable_keys() -> None:
+def test_launch_batches_split_at_the_batch_size_keyed_by_their_requests() -> None:
     launches = [request("ok", f"schedule:s{i}:1:0") for i in range(LAUNCH_BATCH + 1)]
     batches = launch_batches(launches, "tick:3")
     assert [len(b.data["requests"]) for b in batches] == [LAUNCH_BATCH, 1]
     assert [b.key for b in batches] == [b.key for b in launch_batches(launches, "tick:3")]
     assert [r.request_key for r in requests_of(batches[1])] == [launches[-1].request_key]
+    # Other requests make other tasks: a pending batch is never overwritten by a smaller one.
+    fewer = launch_batches(launches[1:], "tick:3")
+    assert not {b.key for b in fewer} & {b.key for b in batches}
