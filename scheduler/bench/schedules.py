@@ -338,8 +338,8 @@ def _prepare_held(data_dir: str, count: int) -> None:
     its instant and shard a pending engine task persisted by the worker), then stopped. Written
     directly rather than through 2 x `count` change tasks: the state is the same, made in
     seconds rather than many minutes."""
-    from scheduler.schedules.abc import ScheduleRecord
-    from scheduler.schedules.fires import FireRow, shard_of, tick_task
+    from scheduler.schedules.abc import FireRow, ScheduleRecord
+    from scheduler.schedules.fires import shard_of, tick_task
     from scheduler.schedules.model import Schedule, Time
 
     with ExitStack() as stack:

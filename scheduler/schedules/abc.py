@@ -44,7 +44,6 @@ from typing import Any
 
 import orjson
 
-from scheduler.schedules.fires import FireRow
 from scheduler.schedules.job import Job
 from scheduler.schedules.model import Partition, ProgramStatus, Schedule, leaves
 
@@ -52,6 +51,22 @@ ENABLED = "ENABLED"
 DISABLED = "DISABLED"
 STATUSES = (ENABLED, DISABLED)
 TRIGGER_TYPES = ("TIME", "PARTITION", "PROGRAM_STATUS", "AND", "OR")
+
+
+@dataclass(frozen=True, slots=True)
+class FireRow:
+    """One fire of the index: cron `cron` of schedule `name` (at `revision`) at `fire_ms`."""
+
+    fire_ms: int
+    """The fire's instant (epoch ms): with `shard`, the partition the tick reads."""
+    shard: int
+    """`shard_of(name)`."""
+    name: str
+    """The schedule's name."""
+    cron: int
+    """The index of the cron in `Schedule.crons()`."""
+    revision: int
+    """The schedule's revision that indexed it; another revision's tick skips the row."""
 
 
 def event_keys(schedule: Schedule) -> set[str]:

@@ -41,8 +41,6 @@ from scheduler.schedules.tasks import SCHEDULES_EXECUTOR, check_task, timeout_ta
 
 logger = logging.getLogger(__name__)
 
-KEEP_ENDED_JOBS = 5
-"""Ended jobs kept per schedule for `schedules jobs` (older ones are deleted)."""
 RUN_END_KEY = "run-end:"
 _ENDED = (ProgramRunStatus.COMPLETED, ProgramRunStatus.FAILED, ProgramRunStatus.KILLED)
 
@@ -312,7 +310,7 @@ class ScheduleExecutor:
         self.store.put_job(job)
         jobs_moved(before, job.state)
         ended = [j for j in stored if j.state not in jobs.OPEN_STATES and j.key != job.key]
-        for old in ended[:-KEEP_ENDED_JOBS]:
+        for old in ended[: -jobs.KEEP_ENDED_JOBS]:
             self.store.delete_job(job.schedule.name, old.key)
             jobs_moved(old.state, None)
 

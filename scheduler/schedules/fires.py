@@ -42,6 +42,7 @@ from scheduler import metrics
 from scheduler.model import Task, from_epoch_ms
 from scheduler.programs.launch import LaunchRequest, launch_batches
 from scheduler.schedules import job as jobs
+from scheduler.schedules.abc import FireRow
 from scheduler.schedules.catchup import LATE_MS
 from scheduler.schedules.events import TimeFired
 from scheduler.schedules.job_gauge import jobs_moved
@@ -59,22 +60,6 @@ FIRE_SHARDS = 8
 ENROLL_MARGIN_MS = 5_000
 """A fire nearer than this to the writer's clock gets its own fire task instead of a row."""
 TICK_QUEUE = "fires:"
-
-
-@dataclass(frozen=True, slots=True)
-class FireRow:
-    """One fire of the index: cron `cron` of schedule `name` (at `revision`) at `fire_ms`."""
-
-    fire_ms: int
-    """The fire's instant (epoch ms): with `shard`, the partition the tick reads."""
-    shard: int
-    """`shard_of(name)`."""
-    name: str
-    """The schedule's name."""
-    cron: int
-    """The index of the cron in `Schedule.crons()`."""
-    revision: int
-    """The schedule's revision that indexed it; another revision's tick skips the row."""
 
 
 def shard_of(name: str) -> int:
@@ -225,13 +210,11 @@ def _launch(
     ]
     if batches:
         executor.client.schedule_tasks(batches).result(executor.timeout_s)
-    from scheduler.schedules.executor import KEEP_ENDED_JOBS
-
     gone: list[tuple[str, str]] = []
     for job, history in written:
         jobs_moved(None, job.state)
         ended = [j for j in history if j.state not in jobs.OPEN_STATES and j.key != job.key]
-        for old in ended[:-KEEP_ENDED_JOBS]:
+        for old in ended[: -jobs.KEEP_ENDED_JOBS]:
             gone.append((old.schedule.name, old.key))
             jobs_moved(old.state, None)
     if written:

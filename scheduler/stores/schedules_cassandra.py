@@ -30,6 +30,7 @@ import orjson
 from scheduler.schedules.abc import (
     STATUSES,
     TRIGGER_TYPES,
+    FireRow,
     ListedSchedule,
     ScheduleRecord,
     ScheduleStore,
@@ -38,7 +39,6 @@ from scheduler.schedules.abc import (
     stored_json,
     with_fire_state,
 )
-from scheduler.schedules.fires import FireRow
 from scheduler.schedules.job import Job
 from scheduler.stores import _cassandra_session as driver
 from scheduler.stores.cassandra import CassandraTaskStore

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from scheduler.schedules.abc import (
+    FireRow,
     ListedSchedule,
     ScheduleRecord,
     ScheduleStore,
@@ -18,7 +19,6 @@ from scheduler.schedules.abc import (
     stored_json,
     with_fire_state,
 )
-from scheduler.schedules.fires import FireRow
 from scheduler.schedules.job import Job
 from scheduler.stores._sqlite_file import SqliteFile
 

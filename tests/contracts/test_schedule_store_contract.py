@@ -16,8 +16,13 @@ from scheduler.schedules import (
     add_event,
     new_job,
 )
-from scheduler.schedules.abc import ListedSchedule, ScheduleRecord, ScheduleStore, stored_json
-from scheduler.schedules.fires import FireRow
+from scheduler.schedules.abc import (
+    FireRow,
+    ListedSchedule,
+    ScheduleRecord,
+    ScheduleStore,
+    stored_json,
+)
 
 
 def cron(name: str) -> Schedule:
