@@ -9,9 +9,11 @@ time and continue with the opaque `next_cursor`.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
+from concurrent.futures import Future
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -99,16 +101,23 @@ async def schedule_many(request: Request, state: State, _: Operator) -> Schedule
     """`schedule_tasks`: every task is checked before any is written, so a refusal schedules
     none of them."""
     raw = await request.body()
-    return await run_in_threadpool(_schedule_many, raw, request.headers.get("content-type"), state)
+    content_type = request.headers.get("content-type")
+    # One thread hand-off a request for the CPU part (the body's parse, the records' encoding);
+    # the log's acknowledgement is awaited on the loop, so no thread waits for it.
+    sent, keys = await run_in_threadpool(_send_many, raw, content_type, state)
+    count = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(sent)), ACK_TIMEOUT_S)
+    return Scheduled(count=count, keys=keys)
 
 
-def _schedule_many(raw: bytes, content_type: str | None, state: ApiState) -> Scheduled:
+def _send_many(
+    raw: bytes, content_type: str | None, state: ApiState
+) -> tuple[Future[int], list[TaskKeyOut]]:
     # The body is `TasksIn` (the OpenAPI document says so), read by `parse_tasks`: orjson and a
     # check by hand per task, not a pydantic model per task (see scheduler/api/bodies.py).
     tasks = parse_tasks(raw, content_type)
-    count = state.client.schedule_tasks(tasks).result(timeout=ACK_TIMEOUT_S)
+    sent = state.client.schedule_tasks(tasks)
     keys = [_key_out(task.key, state.settings.partitions) for task in tasks[:100]]
-    return Scheduled(count=count, keys=keys)
+    return sent, keys
 
 
 @router.get("", summary="List tasks")
