@@ -49,7 +49,7 @@ from scheduler.api.schemas import (
 from scheduler.api.state import ApiState
 from scheduler.attempts import attempt_dict
 from scheduler.bulk import BulkOperation, BulkResult, TaskFilter
-from scheduler.errors import TaskNotFoundError, TaskStateError
+from scheduler.errors import BackendUnavailableError, TaskNotFoundError, TaskStateError
 from scheduler.model import ScheduleCursor, Task, TaskKey, TaskState
 
 ACK_TIMEOUT_S = 60.0
@@ -82,7 +82,10 @@ def schedule_one(body: TaskIn, state: State, _: Operator) -> Scheduled:
     """Have a task run at its scheduled time: checked as `schedule_task` checks it (a time
     too far in the past, data too large or not JSON are a 400), answered once the log has it."""
     task = Task(body.ordering_id, body.scheduled_time, body.uniqueness_key, body.data)
-    state.client.schedule_task(task).result(timeout=ACK_TIMEOUT_S)
+    try:
+        state.client.schedule_task(task).result(timeout=ACK_TIMEOUT_S)
+    except TimeoutError:
+        raise _not_acknowledged(1) from None
     return Scheduled(count=1, keys=[_key_out(task.key, state.settings.partitions)])
 
 
@@ -105,8 +108,20 @@ async def schedule_many(request: Request, state: State, _: Operator) -> Schedule
     # One thread hand-off a request for the CPU part (the body's parse, the records' encoding);
     # the log's acknowledgement is awaited on the loop, so no thread waits for it.
     sent, keys = await run_in_threadpool(_send_many, raw, content_type, state)
-    count = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(sent)), ACK_TIMEOUT_S)
+    try:
+        count = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(sent)), ACK_TIMEOUT_S)
+    except TimeoutError:
+        raise _not_acknowledged(len(keys)) from None
     return Scheduled(count=count, keys=keys)
+
+
+def _not_acknowledged(count: int) -> BackendUnavailableError:
+    what = "the task" if count == 1 else "the tasks"
+    return BackendUnavailableError(
+        f"the log did not acknowledge {what} within {ACK_TIMEOUT_S:g} s (is Kafka reachable? "
+        "`scheduler status` says); they may or may not be scheduled: send the same request "
+        "again, which is safe since a task's key overwrites itself"
+    )
 
 
 def _send_many(
