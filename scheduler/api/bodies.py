@@ -85,7 +85,7 @@ def _fast(value: Any) -> list[Task] | None:
     items = value.get("tasks")
     if type(items) is not list or not 1 <= len(items) <= MAX_TASKS:
         return None
-    tasks = []
+    tasks: list[Task] = []
     append, key_from_ms, task_from_key = tasks.append, TaskKey.from_ms, Task.from_key
     match_time, parse_time, epoch = _TIME.fullmatch, datetime.fromisoformat, _EPOCH
     for item in items:
