@@ -164,6 +164,7 @@ class PartitionExecutor(PartitionActor):
         """Hold these tasks until due; those due already are executed at once. `arrived`: the
         keys of an `await_keys` this settles."""
         self.scheduler.schedule(items, arrived)
+        self.ctx.held.taken += len(items)  # after: `held` counts them by now
 
     def await_keys(self, keys: list[TaskKey]) -> None:
         """A push of these keys is on its way (see `PartitionScheduler.await_keys`)."""
