@@ -189,9 +189,17 @@ class TaskPersistence(PartitionActor):
                 final.append(task.key)  # a completed key never runs again
             else:
                 handed.append(_scheduled(task, status, checked))
-        self._executor.schedule.defer(handed, keys)
+        self._hand(handed, keys)
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
+
+    def _hand(self, items: list[ScheduledTask], arrived: list[TaskKey] | None = None) -> None:
+        """Send tasks to the PartitionExecutor, counted as on their way (`HeldCounts`)."""
+        self.ctx.held.handed += len(items)
+        if arrived is None:
+            self._executor.schedule.defer(items)
+        else:
+            self._executor.schedule.defer(items, arrived)
 
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
@@ -267,7 +275,7 @@ class TaskPersistence(PartitionActor):
                 continue
             handed.append(_scheduled(row.task, status, checked))
         if handed:
-            self._executor.schedule.defer(handed)
+            self._hand(handed)
         if leftovers:  # refused, they stay: final rows are skipped by every load
             store.delete_tasks(partition, leftovers)
         return TasksLoaded(len(handed), exhausted, self.checkpoint)

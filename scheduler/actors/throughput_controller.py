@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
 from scheduler.engine.messages import TasksLoaded
 from scheduler.engine.outage import Backoff, StoreProbe
@@ -51,7 +50,7 @@ class ThroughputController:
         """Loads (until_ms, limit) rows: TaskPersistence.load, on the same thread."""
         self._advance_mark = advance_mark
         self._executor = executor
-        """The PartitionExecutor, asked what it holds (it never asks back)."""
+        """The PartitionExecutor, told to notify when it drained (`notify_when_at_most`)."""
         self._wake = wake
         """Called on the timer thread when the next top-up is due: has the owner call `tick`."""
         self.timer: TimerHandle | None = None
@@ -88,9 +87,8 @@ class ThroughputController:
     def _top_up(self) -> None:
         settings = self.ctx.settings
         bound = settings.max_in_flight_per_partition
-        held, _ = self._executor.scheduled_counts().get(timeout=ASK_TIMEOUT_S)
-        executing, _ = self._executor.counts().get(timeout=ASK_TIMEOUT_S)
-        in_flight = held + executing
+        # Read from the published counts, not asked: see `HeldCounts`.
+        in_flight = self.ctx.held.total
         room = bound - in_flight
         # Small top-ups while a backlog drains would mean a store query per handful of tasks.
         if room > 0 and (not self.backlogged or room >= bound // 2):
