@@ -5,6 +5,13 @@ failed connection attempt) but never that they are back. Its statistics do: ever
 `statistics.interval.ms` it reports each broker connection's state, and a connection that
 answers is `UP`. So a worker's probes can say "no broker answers" exactly while it lasts, as they
 say "no Cassandra node answers" for the store.
+
+They also show a client that knows no broker at all, which is worse than brokers being down: a
+metadata answer listing no broker (a KRaft broker sends one while it shuts down) makes librdkafka
+drop every broker it knew, the bootstrap ones included, and stop its re-bootstrap timer
+(librdkafka issue 5301, open in 2.16). Such a client never connects again by itself, so its
+consumer never rejoins its group. `known_none_for` says how long that has lasted; the consumer
+replaces its client once it is clearly so (`kafka_consumer`).
 """
 
 from __future__ import annotations
@@ -18,6 +25,11 @@ from scheduler.logs.kafka_config import logger
 SAY_AFTER_S = 3.0
 """How long no broker must have answered before the worker logs it: a broker that restarts in
 a second or two is not worth two WARNING lines."""
+
+
+_NOT_BROKERS = frozenset({"logical", "internal"})
+"""Sources of the entries of librdkafka's broker list that are no connection to a broker: the
+group coordinator's alias, and the client's internal pseudo-broker."""
 
 
 class BrokerWatch:
@@ -43,14 +55,21 @@ class BrokerWatch:
         self._down_since: float | None = None
         self._said = False
         """Whether the outage going on was logged (so its end is logged too)."""
+        self._none_known_since: float | None = None
+        """Since when the reports list no broker at all (only the logical GroupCoordinator)."""
 
     def __call__(self, stats: str) -> None:
         try:
             brokers = json.loads(stats)["brokers"]
             up = any(broker.get("state") == "UP" for broker in brokers.values())
+            known = any(broker.get("source") not in _NOT_BROKERS for broker in brokers.values())
         except (ValueError, KeyError, TypeError, AttributeError):
             return  # a report we cannot read says nothing either way
         now = self._clock()
+        if known:
+            self._none_known_since = None
+        elif self._none_known_since is None:
+            self._none_known_since = now
         if up:
             since, said = self._down_since, self._said
             self._down_since, self._said = None, False
@@ -73,6 +92,16 @@ class BrokerWatch:
                 self._bootstrap,
                 now - self._down_since,
             )
+
+    def known_none_for(self) -> float:
+        """For how many seconds the reports have listed no broker at all (0 while they list
+        one): the client has none left to connect to (librdkafka issue 5301)."""
+        since = self._none_known_since
+        return 0.0 if since is None else self._clock() - since
+
+    def renewed(self) -> None:
+        """The consumer replaced its client: the reports of the old one say nothing more."""
+        self._none_known_since = None
 
     def problem(self) -> str | None:
         """What the probes say while no broker answers; None while one does."""

@@ -23,6 +23,7 @@ rebalance.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -79,6 +80,9 @@ dropped) are final."""
 _NOT_SUPPORTED = ("API version not supported", "Required feature not supported")
 """librdkafka's words for a request the broker does not know (UNSUPPORTED_VERSION,
 _UNSUPPORTED_FEATURE)."""
+RENEW_AFTER_S = 5.0
+"""How long a consumer's client may know no broker at all before it is replaced (see
+`KafkaLogConsumer._renew_if_stranded`); statistics come every second, so this is five reports."""
 _WAKE_TIMEOUT_S = 0.5
 """How long `_wake_fetchers` waits for the leaders' answers: past a second librdkafka's broker
 threads wake by themselves, and the request goes on waking them when it is answered."""
@@ -94,6 +98,7 @@ class KafkaLogConsumer(LogConsumer):
         topic: str,
         request_timeout_s: float,
         topic_id: Callable[[], str | None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._topic = topic
         self._read_topic_id = topic_id
@@ -119,13 +124,11 @@ class KafkaLogConsumer(LogConsumer):
             self._bootstrap,
             client=f"consumer of topic {topic!r}",
             excused=lambda: self._refusals.recent() is not None,
+            clock=clock,
         )
-        try:
-            self._consumer = Consumer(
-                {**config, "error_cb": self._refusals, "stats_cb": self._brokers}
-            )
-        except KafkaException as exc:
-            raise config_refused("consumer", exc, "consumer_config") from None
+        self._consumer = self._new_client()
+        self._closing: list[Consumer] = []
+        """Clients replaced by `_renew_if_stranded` whose close has not returned yet."""
         self._listener: RebalanceListener | None = None
         self._assigned: set[int] = set()
         self._arriving: set[int] = set()
@@ -149,12 +152,70 @@ class KafkaLogConsumer(LogConsumer):
         if self._listener is not None:
             raise RuntimeError(f"the consumer of topic {self._topic!r} is already subscribed")
         self._listener = listener
+        self._subscribe_client()
+
+    def _new_client(self) -> Consumer:
+        try:
+            return Consumer({**self._config, "error_cb": self._refusals, "stats_cb": self._brokers})
+        except KafkaException as exc:
+            raise config_refused("consumer", exc, "consumer_config") from None
+
+    def _subscribe_client(self) -> None:
         self._consumer.subscribe(
             [self._topic],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+
+    def _renew_if_stranded(self) -> None:
+        """Replace the librdkafka client once it has known no broker for `RENEW_AFTER_S` (and,
+        while it owns partitions, for a whole session timeout, after which the group has
+        dropped it anyway): it would never connect again (librdkafka issue 5301, see
+        `kafka_brokers`). Its partitions are lost to the listener, as a session timeout loses
+        them; the new client joins the group, which assigns it partitions again."""
+        stranded_s = self._brokers.known_none_for()
+        if self._listener is None or self._closed or stranded_s < RENEW_AFTER_S:
+            return
+        owned = sorted(self._assigned)
+        session = self.session_timing()
+        if owned and session is not None and stranded_s < session[0]:
+            return
+        logger.warning(
+            "consumer of topic %r: librdkafka has known no Kafka broker for %.0f s (a metadata "
+            "answer listed none, as a broker sends while it shuts down, and it dropped every "
+            "broker it knew: librdkafka issue 5301), so it would never reconnect; starting a new "
+            "consumer, which rejoins the group%s",
+            self._topic,
+            stranded_s,
+            f" (partitions {owned} are given up as lost)" if owned else "",
+        )
+        old = self._consumer
+        try:
+            if owned:
+                self._listener.on_lost(owned)
+        finally:
+            self._assigned.difference_update(owned)
+            self._brokers.renewed()
+            self._consumer = self._new_client()
+            self._subscribe_client()
+            # Closed aside: with no broker to leave the group through, its close may wait.
+            self._closing.append(old)
+            threading.Thread(
+                target=self._close_retired, args=(old,), name="kafka-consumer-close", daemon=True
+            ).start()
+
+    def _retired(self, client: Consumer) -> bool:
+        """Whether `client` is one this consumer replaced (its callbacks come from its close)."""
+        return any(client is old for old in self._closing)
+
+    def _close_retired(self, client: Consumer) -> None:
+        try:
+            client.close()
+        except Exception as error:  # replaced because it was stranded: its close says nothing new
+            logger.debug("closing a replaced consumer: %s", error)
+        finally:
+            self._closing.remove(client)
 
     def assignment(self) -> set[int]:
         return set(self._assigned)
@@ -191,6 +252,7 @@ class KafkaLogConsumer(LogConsumer):
         # `consume(n, t)` waits the whole `t` unless n records arrive, which would add up to
         # `timeout` of latency to every small batch. So take what is buffered, and only if
         # nothing is, wait for the first record and then take what arrived with it.
+        self._renew_if_stranded()
         deadline = time.monotonic() + timeout
         while True:
             messages = self._consumer.consume(max_records, 0)
@@ -346,6 +408,8 @@ class KafkaLogConsumer(LogConsumer):
     # -- rebalance callbacks (run inside consume/poll/close) ---------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._retired(consumer):
+            return  # a replaced client, closing: confluent-kafka assigns for it
         self._joined = True
         numbers = sorted(tp.partition for tp in partitions)
         self._assigned.update(numbers)
@@ -375,6 +439,8 @@ class KafkaLogConsumer(LogConsumer):
         self._leave(consumer, partitions, lost=True)
 
     def _leave(self, consumer: Consumer, partitions: list[TopicPartition], *, lost: bool) -> None:
+        if self._retired(consumer):
+            return  # a replaced client, closing: its partitions were given up already
         numbers = sorted(tp.partition for tp in partitions)
         try:
             if numbers and self._listener is not None:

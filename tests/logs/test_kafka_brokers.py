@@ -8,14 +8,17 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 
 import pytest
 
+from scheduler.logs.kafka import KafkaTaskLog
 from scheduler.logs.kafka_brokers import SAY_AFTER_S, BrokerWatch
 from scheduler.logs.kafka_config import CONSUMER_DEFAULTS
-from scheduler.logs.kafka_consumer import KafkaLogConsumer
+from scheduler.logs.kafka_consumer import RENEW_AFTER_S, KafkaLogConsumer
 from tests.http import free_port
-from tests.logs.test_kafka_log import Recorder
+from tests.logs.test_kafka_log import Recorder, key_for, poll_until
+from tests.servers import kafka_bootstrap
 
 BOOTSTRAP = "broker-1:9092,broker-2:9092"
 
@@ -25,6 +28,16 @@ def stats(**states: str) -> str:
     return json.dumps(
         {"name": "rdkafka#consumer-1", "brokers": {n: {"state": s} for n, s in states.items()}}
     )
+
+
+NO_BROKER_LEFT = json.dumps(
+    {
+        "name": "rdkafka#consumer-1",
+        "brokers": {"GroupCoordinator": {"state": "INIT", "source": "logical", "nodeid": -1}},
+    }
+)
+"""The statistics of a client that dropped every broker it knew (librdkafka issue 5301): only
+the group coordinator's logical alias is listed."""
 
 
 class Clock:
@@ -124,3 +137,69 @@ def test_a_real_consumer_with_no_broker_there_says_so_within_seconds() -> None:
         assert problem.startswith(f"no Kafka broker at {address} has answered for"), problem
     finally:
         consumer.close()
+
+
+def test_a_client_that_dropped_every_broker_it_knew_is_told_apart_from_brokers_down() -> None:
+    clock = Clock()
+    watch = BrokerWatch(BOOTSTRAP, client="c", clock=clock)
+    watch(stats(**{"broker-1:9092/bootstrap": "TRY_CONNECT"}))  # down, but still known
+    clock.now += 30
+    assert watch.known_none_for() == 0.0 and watch.problem() is not None
+
+    watch(NO_BROKER_LEFT)
+    clock.now += 4
+    watch(NO_BROKER_LEFT)
+    assert watch.known_none_for() == 4.0
+    watch(json.dumps({"brokers": {"b:9092/1": {"state": "INIT", "source": "learned"}}}))
+    assert watch.known_none_for() == 0.0
+
+    watch(NO_BROKER_LEFT)
+    clock.now += 2
+    watch.renewed()  # a new client's reports start afresh
+    assert watch.known_none_for() == 0.0
+
+
+@pytest.mark.kafka
+def test_a_consumer_whose_client_knows_no_broker_any_more_loses_its_partitions_and_rejoins(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """librdkafka issue 5301: a metadata answer that lists no broker, as a restarting broker
+    sends while it shuts down, leaves the client with no broker to connect to, for good. The
+    consumer replaces its client, which joins the group again and reads on from the commits."""
+    caplog.set_level(logging.WARNING, logger="scheduler.logs.kafka")
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")
+    log.ensure_topic(2)
+    clock = Clock()
+    config = log.consumer_settings(f"g-{uuid.uuid4().hex}", client_id="stranded")
+    consumer = KafkaLogConsumer(config=config, topic=log.topic, request_timeout_s=10, clock=clock)
+    listener = Recorder()
+    try:
+        producer = log.producer()
+        for i in range(4):
+            producer.send(key_for(1, 2), f'{{"i":{i}}}'.encode())
+        assert producer.flush(10) == 0
+        producer.close()
+        consumer.subscribe(listener)
+        first = poll_until(consumer, lambda rs: len(rs) >= 4)
+        consumer.commit({1: first[1].offset + 1})  # two of the four done
+        assert consumer.assignment() == {0, 1}
+
+        consumer._brokers(NO_BROKER_LEFT)  # what the stranded client's statistics say
+        clock.now += RENEW_AFTER_S
+        assert consumer.poll(100, 0.1) == []  # owning partitions: waits out the session
+        assert listener.partitions("lost") == set()
+        consumer._brokers(NO_BROKER_LEFT)  # again: a real report may have come in that poll
+        clock.now += 10 + RENEW_AFTER_S  # past session.timeout.ms
+        again = poll_until(consumer, lambda rs: len(rs) >= 2)
+
+        kinds = [kind for kind, _, _ in listener.events]
+        assert kinds[:2] == ["assigned", "lost"] and kinds[-1] == "assigned", kinds
+        assert listener.partitions("lost") == {0, 1}
+        assert consumer.assignment() == {0, 1}
+        assert [r.offset for r in again if r.partition == 1] == [2, 3]  # from the commit on
+        said = [r.getMessage() for r in caplog.records if "issue 5301" in r.getMessage()]
+        assert len(said) == 1 and "partitions [0, 1] are given up as lost" in said[0], said
+    finally:
+        consumer.close()
+        log.delete_topic()
+        log.close()
