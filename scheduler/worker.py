@@ -52,6 +52,9 @@ T = TypeVar("T")
 TOPIC_ASK_TIMEOUT_S = ASK_TIMEOUT_S
 """The longest the worker waits for the TopicSupervisor's answer to a question (a revocation
 gets its deadline on top): past it, an actor is stuck, and the worker stops rather than hang."""
+REVOKE_SAY_AFTER_S = 15.0
+"""How long past its deadline a revocation may take before the worker says what it waits on:
+a tree's stop steps each wait 10 s at most (`partition_supervisor.STEP_TIMEOUT_S`)."""
 MARK_COMMIT_INTERVAL_S = 5.0
 """How often reload marks that moved are committed on partitions without new records."""
 
@@ -353,15 +356,40 @@ class Worker:
 
     def on_lost(self, partitions: list[int]) -> None:
         logger.warning("lost partitions %s; cancelling their running tasks", partitions)
+        began = time.monotonic()
         self._forget(partitions)
         self._revoke(partitions, 0.0, PARTITION_LOST)
+        # Said, so that a worker never assigned again shows that it is not the one waiting.
+        logger.info(
+            "lost partitions %s are down here after %.1f s; waiting for the group to assign "
+            "partitions again (the consumer rejoins by itself)",
+            partitions,
+            time.monotonic() - began,
+        )
 
     def _revoke(self, partitions: list[int], deadline: StopDeadline | float, reason: str) -> None:
         """Have the TopicSupervisor take these partitions' trees down; wait for it, up to the
-        deadline and `TOPIC_ASK_TIMEOUT_S` more."""
+        deadline and `TOPIC_ASK_TIMEOUT_S` more. Past the deadline and REVOKE_SAY_AFTER_S, say
+        what the poll loop waits on (the trees' own lines name the actors that hold them)."""
         grace = deadline.seconds if isinstance(deadline, StopDeadline) else deadline
         future = self.topic.revoke(partitions, deadline, reason)
-        _answer(future, grace + TOPIC_ASK_TIMEOUT_S, "revoke")
+        first = grace + REVOKE_SAY_AFTER_S
+        try:
+            future.get(timeout=first)
+            return
+        except pykka.Timeout:
+            pass
+        logger.warning(
+            "%s: the actor trees of partitions %s are not down %g s past their deadline of "
+            "%g s; the poll loop waits for them up to %g s more (see the lines of those "
+            "partitions for the actor that does not answer)",
+            reason,
+            partitions,
+            REVOKE_SAY_AFTER_S,
+            grace,
+            TOPIC_ASK_TIMEOUT_S - REVOKE_SAY_AFTER_S,
+        )
+        _answer(future, TOPIC_ASK_TIMEOUT_S - REVOKE_SAY_AFTER_S, "revoke")
 
     def _forget(self, partitions: list[int]) -> None:
         self._guard.forget(partitions)

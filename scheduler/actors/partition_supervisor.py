@@ -29,6 +29,8 @@ from scheduler.wording import counted
 
 #: After cancelling, how long attempts get to notice before the partition is let go regardless.
 CANCEL_GRACE_S = 5.0
+#: How long each step of a stop waits for an actor's answer before naming it and going on.
+STEP_TIMEOUT_S = 10.0
 #: Keys named in a log line, at most; the rest are counted.
 KEYS_SHOWN = 5
 
@@ -88,12 +90,15 @@ class PartitionSupervisor(pykka.ThreadingActor):
         (their tasks go back to pending for the partition's next owner, see PartitionExecutor)."""
         if not isinstance(deadline, StopDeadline):
             deadline = StopDeadline(deadline)
-        for stop in (self._persistence.stop_loading, self._executor.stop_scheduling):
-            _quietly(lambda stop=stop: stop().get(timeout=10))
+        for name, stop in (
+            ("TaskPersistence (stop loading)", self._persistence.stop_loading),
+            ("PartitionExecutor (stop scheduling)", self._executor.stop_scheduling),
+        ):
+            self._step(name, reason, lambda stop=stop: stop().get(timeout=STEP_TIMEOUT_S))
         try:
-            idle = self._executor.begin_drain().get(timeout=10)
+            idle = self._executor.begin_drain().get(timeout=STEP_TIMEOUT_S)
             if not deadline.wait_for(idle):
-                keys = self._executor.cancel_running(reason).get(timeout=10)
+                keys = self._executor.cancel_running(reason).get(timeout=STEP_TIMEOUT_S)
                 if keys:
                     self.ctx.log.warning(
                         "%s: cancelled %s (%s); their tasks run again on the "
@@ -108,8 +113,30 @@ class PartitionSupervisor(pykka.ThreadingActor):
                 idle.wait(CANCEL_GRACE_S)
         except pykka.ActorDeadError:
             pass
+        except pykka.Timeout:
+            self._said_stuck("PartitionExecutor (drain)", reason)
         for ref in self.refs:
-            _quietly(lambda ref=ref: ref.stop(timeout=10))
+            name = ref.actor_class.__name__
+            self._step(name, reason, lambda ref=ref: ref.stop(timeout=STEP_TIMEOUT_S))
+
+    def _step(self, name: str, reason: str, action: Any) -> None:
+        """One stop step; an actor that does not answer within STEP_TIMEOUT_S is named in the
+        log (what a stop that takes long waits on), and the stop goes on without it."""
+        try:
+            action()
+        except pykka.Timeout:
+            self._said_stuck(name, reason)
+        except Exception:  # an actor that already died: its failure is reported
+            pass
+
+    def _said_stuck(self, name: str, reason: str) -> None:
+        self.ctx.log.warning(
+            "stopping (%s): %s did not answer within %g s (a store call that hangs?); the "
+            "stop goes on without waiting for it",
+            reason,
+            name,
+            STEP_TIMEOUT_S,
+        )
 
     def running_keys(self) -> list[TaskKey]:
         """The tasks whose attempts run now."""
