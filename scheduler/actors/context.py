@@ -11,6 +11,7 @@ from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.engine.clock import Clock
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.lease import ALWAYS_HELD, Lease
+from scheduler.engine.outage import Backoff, StoreProbe
 from scheduler.engine.reload_mark import MarkHolder
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
@@ -87,6 +88,19 @@ class PartitionContext:
     def clock(self) -> Clock:
         """The worker's one clock (its timer service's): every reading of time in the tree."""
         return self.timers.clock
+
+    def store_probe(self, what: str, on_change: Callable[[str, bool], object]) -> StoreProbe:
+        """The OUTAGE state of one kind of this partition's store calls (`engine.outage`), on
+        the worker's clock and the restart backoff; `on_change` is told each refusal and the
+        outage's end."""
+        return StoreProbe(
+            what,
+            self.partition,
+            Backoff(self.settings.restart_backoff_s),
+            self.clock,
+            logging.getLogger("scheduler.partition"),
+            on_change=on_change,
+        )
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

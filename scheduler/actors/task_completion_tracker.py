@@ -13,7 +13,6 @@ tracker's mailbox behind a flush, so a push sees every finish made before it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,6 @@ import pykka
 
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
-from scheduler.engine.outage import Backoff, StoreProbe
 from scheduler.engine.timers import TimerHandle
 from scheduler.errors import BackendUnavailableError
 from scheduler.model import TaskKey
@@ -42,13 +40,7 @@ class TaskCompletionTracker(PartitionActor):
         self.timer: TimerHandle | None = None
         self._me: pykka.ActorProxy[TaskCompletionTracker] | None = None
         self._executor: pykka.ActorProxy[PartitionExecutor] | None = None
-        self.outage = StoreProbe(
-            "status rows",
-            ctx.partition,
-            Backoff(ctx.settings.restart_backoff_s),
-            ctx.clock,
-            logging.getLogger("scheduler.partition"),
-        )
+        self.outage = ctx.store_probe("status rows", self._tell_executor)
         """Whether the store refuses the partition's status rows; while it does, the flush
         timer is the store's probe and the PartitionExecutor starts nothing."""
 
@@ -58,6 +50,10 @@ class TaskCompletionTracker(PartitionActor):
     def attach_executor(self, executor: pykka.ActorProxy[PartitionExecutor]) -> None:
         """The PartitionExecutor, told when the store refuses status rows and takes them again."""
         self._executor = executor
+
+    def _tell_executor(self, what: str, down: bool) -> None:
+        if self._executor is not None:
+            self._executor.store_outage.defer(what, down)
 
     def changed(self) -> None:
         """Status changes were put in the buffer: flush now if many wait, else arm the timer
@@ -81,14 +77,11 @@ class TaskCompletionTracker(PartitionActor):
         except BackendUnavailableError as error:
             # The changes stay in the buffer, where look-ups see them; the next flush probes.
             delay = self.outage.refused(error)
-            if self._executor is not None:
-                self._executor.store_outage.defer(self.outage.what, True)
             me = self._me
             if me is not None:
                 self.timer = self.ctx.timers.call_later(delay, lambda: me.flush.defer())
             return
-        if self.outage.answered() and self._executor is not None:
-            self._executor.store_outage.defer(self.outage.what, False)
+        self.outage.answered()
 
     def discard(self, keys: Collection[TaskKey]) -> None:
         """Remove schedule rows of keys that are already final (a completed key enqueued again)."""

@@ -12,7 +12,6 @@ decision needs no thread of its own, and a load needs no message between two act
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,6 @@ import pykka
 from scheduler import metrics
 from scheduler.actors.context import PartitionContext
 from scheduler.engine.messages import TasksLoaded
-from scheduler.engine.outage import Backoff, StoreProbe
 from scheduler.engine.timers import TimerHandle
 from scheduler.errors import BackendUnavailableError
 
@@ -58,15 +56,12 @@ class ThroughputController:
         self.reported_in_flight = 0
         self.stopped = False
         self._mark_due = ctx.clock.monotonic() + MARK_INTERVAL_S
-        self.outage = StoreProbe(
-            "schedule reads",
-            ctx.partition,
-            Backoff(ctx.settings.restart_backoff_s),
-            ctx.clock,
-            logging.getLogger("scheduler.partition"),
-        )
+        self.outage = ctx.store_probe("schedule reads", self._tell_executor)
         """Whether the store refuses the partition's loads; while it does, the next tick is the
         store's probe and the PartitionExecutor starts nothing."""
+
+    def _tell_executor(self, what: str, down: bool) -> None:
+        self._executor.store_outage.defer(what, down)
 
     def tick(self) -> None:
         """Top the partition up if it has room, then re-arm the periodic timer; a store that
@@ -76,12 +71,9 @@ class ThroughputController:
         try:
             self._top_up()
         except BackendUnavailableError as error:
-            delay = self.outage.refused(error)
-            self._executor.store_outage.defer(self.outage.what, True)
-            self._arm(delay)
+            self._arm(self.outage.refused(error))
             return
-        if self.outage.answered():
-            self._executor.store_outage.defer(self.outage.what, False)
+        self.outage.answered()
         self._arm()
 
     def _top_up(self) -> None:

@@ -19,7 +19,7 @@ first failure, its repeats once a minute (`RepeatedFailures`), and its end.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from scheduler.codec import Command
@@ -174,7 +174,14 @@ class StoreProbe:
     the actor that makes those calls, whose next call is the probe."""
 
     def __init__(
-        self, what: str, partition: int, backoff: Backoff, clock: Clock, log: logging.Logger
+        self,
+        what: str,
+        partition: int,
+        backoff: Backoff,
+        clock: Clock,
+        log: logging.Logger,
+        *,
+        on_change: Callable[[str, bool], object] | None = None,
     ) -> None:
         self.what = what
         """What the store refuses, as said in the log ("status rows")."""
@@ -182,6 +189,9 @@ class StoreProbe:
         self._backoff = backoff
         self._clock = clock
         self._log = log
+        self._on_change = on_change
+        """Told (`what`, True) at each refusal and (`what`, False) when the outage ends: the
+        PartitionExecutor, which starts nothing while a part of its tree is in OUTAGE."""
         self.failures = 0
         """Refusals in a row; 0 while the store answers."""
         self._since = 0.0
@@ -216,10 +226,12 @@ class StoreProbe:
             )
         else:
             _TREE_REPEATS.failed_again(self._partition, error)
+        if self._on_change is not None:
+            self._on_change(self.what, True)
         return delay
 
     def answered(self) -> bool:
-        """The store took a call: True if that ends an outage (said in the log)."""
+        """The store took a call: True if that ends an outage (said in the log, and told)."""
         if not self.failures:
             return False
         self._log.warning(
@@ -231,4 +243,6 @@ class StoreProbe:
             extra={"partition": self._partition},
         )
         self.failures = 0
+        if self._on_change is not None:
+            self._on_change(self.what, False)
         return True
