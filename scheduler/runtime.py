@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from scheduler.errors import (
     ConfigurationError,
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from scheduler.logs.abc import TaskLog
     from scheduler.model import Task
     from scheduler.stores.abc import TaskStore
+    from scheduler.stores.cassandra import CassandraTaskStore
 
 EMBEDDED_LOG_FILE = "log.db"
 """The embedded task log's file inside `data_dir`."""
@@ -156,6 +157,39 @@ def open_store(settings: Settings, *, create_schema: bool | None = None) -> Task
     store = build_store(settings)
     store.open(create_schema=settings.create_schema if create_schema is None else create_schema)
     return store
+
+
+class _Opens(Protocol):
+    def open(self, *, create_schema: bool = ...) -> None: ...
+
+
+BesideStore = TypeVar("BesideStore", bound=_Opens)
+
+
+def open_beside(
+    settings: Settings,
+    store: TaskStore,
+    *,
+    cassandra: Callable[[CassandraTaskStore], BesideStore],
+    sqlite: Callable[[str], BesideStore],
+    create_schema: bool | None = None,
+) -> BesideStore:
+    """A store that keeps its tables beside the opened task store `store` (SQLite: made by
+    `sqlite` on the same file; Cassandra: by `cassandra` on the same keyspace and connection),
+    opened; its tables are created if `create_schema` (default: the setting on Cassandra, always
+    on SQLite)."""
+    beside: BesideStore
+    if settings.store == "cassandra":
+        from scheduler.stores.cassandra import CassandraTaskStore
+
+        assert isinstance(store, CassandraTaskStore)
+        beside = cassandra(store)
+    else:
+        beside = sqlite(str(data_dir(settings) / EMBEDDED_STORE_FILE))
+    if create_schema is None:
+        create_schema = settings.create_schema or settings.store == "sqlite"
+    beside.open(create_schema=create_schema)
+    return beside
 
 
 def open_existing(settings: Settings) -> tuple[TaskLog, TaskStore]:

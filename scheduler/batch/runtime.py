@@ -19,29 +19,28 @@ if TYPE_CHECKING:
     from scheduler.programs.runtime import WorkerPrograms
     from scheduler.settings import Settings
     from scheduler.stores.abc import TaskStore
+    from scheduler.stores.cassandra import CassandraTaskStore
 
 
 def open_batch_store(
     settings: Settings, store: TaskStore, *, create_schema: bool | None = None
 ) -> BatchStore:
-    """The batch store beside the opened task store `store` (SQLite: the same file;
-    Cassandra: the same keyspace and connection)."""
-    batch: BatchStore
-    if settings.store == "cassandra":
-        from scheduler.stores.batch_cassandra import CassandraBatchStore
-        from scheduler.stores.cassandra import CassandraTaskStore
+    """The batch store beside the opened task store `store` (see `runtime.open_beside`)."""
+    from scheduler.runtime import open_beside
 
-        assert isinstance(store, CassandraTaskStore)
-        batch = CassandraBatchStore(tasks=store)
-    else:
-        from scheduler.runtime import EMBEDDED_STORE_FILE, data_dir
+    def cassandra(tasks: CassandraTaskStore) -> BatchStore:
+        from scheduler.stores.batch_cassandra import CassandraBatchStore
+
+        return CassandraBatchStore(tasks=tasks)
+
+    def sqlite(path: str) -> BatchStore:
         from scheduler.stores.batch_sqlite import SqliteBatchStore
 
-        batch = SqliteBatchStore(path=str(data_dir(settings) / EMBEDDED_STORE_FILE))
-    if create_schema is None:
-        create_schema = settings.create_schema or settings.store == "sqlite"
-    batch.open(create_schema=create_schema)
-    return batch
+        return SqliteBatchStore(path=path)
+
+    return open_beside(
+        settings, store, cassandra=cassandra, sqlite=sqlite, create_schema=create_schema
+    )
 
 
 @dataclass
