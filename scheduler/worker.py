@@ -634,7 +634,7 @@ class Worker:
             logger.exception("error while stopping the worker")
         finally:
             if self._topic is not None:
-                self._topic.actor_ref.stop()
+                self._stop_topic(deadline)
             if self._service is not None:
                 self._service.shutdown(wait=False)
             if self._timers is not None:
@@ -642,6 +642,20 @@ class Worker:
             self._guard.close()
             self._stopped.set()
             logger.info("worker %s stopped", self.client_id)
+
+    def _stop_topic(self, deadline: StopDeadline) -> None:
+        """Stop the TopicSupervisor (it takes down trees still up, each within its deadline and
+        30 s more); past that and `TOPIC_ASK_TIMEOUT_S`, say so and stop without it."""
+        assert self._topic is not None
+        timeout = deadline.seconds + 30 + TOPIC_ASK_TIMEOUT_S
+        try:
+            self._topic.actor_ref.stop(timeout=timeout)
+        except pykka.Timeout:
+            logger.error(
+                "the worker's TopicSupervisor did not stop within %g s: one of its actors is "
+                "stuck (a store call that never returns?); the worker stops without it",
+                timeout,
+            )
 
 
 def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
