@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Collection, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ class LosingConsumer:
         self.lost: list[list[int]] = []
         """The partitions of each loss, once the worker's `on_lost` returned."""
         self.reassigned = threading.Event()
+        self.lose_on_close = False
+        """Lose the partitions inside `close`, as a session that timed out while the worker
+        stopped does, instead of having them revoked."""
 
     def subscribe(self, listener: RebalanceListener) -> None:
         self._listener = listener
@@ -62,6 +66,13 @@ class LosingConsumer:
             self._listener.on_assigned(owned)
             self.reassigned.set()
         return self._inner.poll(max_records, timeout)
+
+    def close(self) -> None:
+        if self.lose_on_close and self._listener is not None:
+            owned = sorted(self._inner.assignment())
+            self._listener.on_lost(owned)
+            self.lost.append(owned)
+        self._inner.close()
 
     def pause(self, partitions: Collection[int]) -> None:
         self._inner.pause(partitions)
@@ -222,3 +233,37 @@ def test_a_stop_that_an_actor_holds_names_that_actor_and_goes_on_without_it(
         release.set()
         client.close()
         worker.stop(60)
+
+
+def test_a_worker_whose_partitions_are_lost_while_it_stops_stops_and_leaves_their_tasks_pending(
+    log: EmbeddedTaskLog, store: SqliteTaskStore
+) -> None:
+    recorder, losing = Recorder(), LosingLog(log)
+    tasks = tasks_on(PARTITION, 2)
+    recorder.block = lambda task: task.key == tasks[0].key  # until cancelled
+    settings = replace(TEST_SETTINGS, shutdown_deadline_s=0.5)
+    worker = Worker(log=losing, store=store, executor=recorder, settings=settings)  # type: ignore[arg-type]
+    client = SchedulerClient(log=log)
+    worker.start()
+    try:
+        assert worker.wait_until_assigned(60)
+        send(client, tasks)
+        assert recorder.started[tasks[0].key].wait(30)
+        losing.consumers[0].lose_on_close = True
+        worker.stop(60)
+        assert worker.health().state == "stopped" and worker.fatal_error is None
+        assert losing.consumers[0].lost and PARTITION in losing.consumers[0].lost[0]
+    finally:
+        client.close()
+        worker.stop(60)
+    assert recorder.keys() == [tasks[0].key]  # cancelled at the deadline, nothing after it
+
+    # Nothing was lost: the next worker runs the cancelled task and the one behind it.
+    recorder.block = lambda task: False
+    again = Worker(log=log, store=store, executor=recorder, settings=TEST_SETTINGS)
+    again.start()
+    try:
+        until(lambda: len(recorder.keys()) >= 3)
+    finally:
+        again.stop(60)
+    assert recorder.keys() == [tasks[0].key, tasks[0].key, tasks[1].key]
