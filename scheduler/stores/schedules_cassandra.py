@@ -178,10 +178,14 @@ class CassandraScheduleStore(ScheduleStore):
     ) -> list[_Listed]:
         kinds = [trigger_type] if trigger_type is not None else list(TRIGGER_TYPES)
         statuses = [status] if status is not None else list(STATUSES)
+        if not self._q:
+            raise RuntimeError("the schedule store is not open; call open()")
+        # One index partition per (trigger type, status), each read from `after` with the
+        # page's LIMIT, all in one concurrent round (ten partitions unfiltered): the merge of
+        # their names, in order, is the page's.
+        indexes = [(self._q["list_page"], (k, s, after, limit)) for k in kinds for s in statuses]
         pages = [
-            [row[0] for row in self._run("list_page", (k, s, after, limit), "list schedules")]
-            for k in kinds
-            for s in statuses
+            [row[0] for row in rows] for rows in self.tasks.runner().many(indexes, "list schedules")
         ]
         names = heapq.merge(*pages)
         found: list[_Listed] = []
