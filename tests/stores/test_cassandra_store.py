@@ -352,6 +352,20 @@ def test_a_paged_listing_reads_a_bucket_a_few_spans_at_a_time_and_misses_nothing
             0, from_ms=tasks[20].scheduled_ms, until_ms=tasks[90].scheduled_ms, limit=1000
         )
         assert [view.task.key for view in window] == [task.key for task in tasks[20:90]]
+        # Filtered walks cross the same spans: by ordering id (filtered in the node), and by
+        # state (filtered after the join, the LIMIT growing while rows are refused).
+        others = [Task("other", t.scheduled_time, "x", {}) for t in tasks[5::10]]
+        store.write_tasks(0, others)
+        for filters, expected in [
+            ({"ordering_id": "other"}, [t.key for t in others]),
+            ({"ordering_id": "oid", "states": [TaskState.FAILED]}, [t.key for t in tasks[::3]]),
+            ({"states": [TaskState.FAILED]}, [t.key for t in tasks[::3]]),
+        ]:
+            found, after = [], None
+            while page := store.list_tasks(0, limit=4, after=after, **filters):  # type: ignore[arg-type]
+                found += [view.task.key for view in page]
+                after = page[-1].task.key.cursor
+            assert found == expected, filters
     finally:
         store.drop_keyspace()
         store.close()
