@@ -153,6 +153,10 @@ _STATUS_COLUMNS = f"{_COLUMNS}, state, attempts, last_error, next_attempt_ms, up
 _KEY = "partition = ? AND bucket = ?"
 _ROW = f"{_KEY} AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
 _ATTEMPT_COLUMNS = "attempt, started_ms, ended_ms, outcome, exit_code, error, worker, log_path"
+#: Filtering on `ordering_id` inside one Cassandra partition and one span of scheduled time: the
+#: node reads the span's rows and sends only the ordering id's (at most the LIMIT), never the
+#: whole table (every such statement restricts the partition key).
+_FILTERING = "ALLOW FILTERING"
 #: Stored for an absent next_attempt_ms; an empty string stands for an absent last_error or data.
 NO_TIME = -1
 
@@ -185,7 +189,10 @@ def statements(ks: str) -> dict[str, str]:
     `> (lo, '', '')` likewise mean `scheduled_ms >= lo`. Range reads of a bucket carry both
     bounds, one `slices` span at a time; the listing scans (`scan`, `status_scan`) take a whole
     cursor as their lower bound, so that a page resumes inside the bucket, after the last row
-    shown, rather than reading the cursor's millisecond again.
+    shown, rather than reading the cursor's millisecond again, and a LIMIT, so that a page reads
+    about the rows it shows. A listing of one ordering id cannot restrict `ordering_id` beside a
+    tuple bound (Cassandra refuses an equality and an inequality on one column), so it reads the
+    rest of the cursor's millisecond by key (`*_at`) and the span after it filtered (`*_of`).
     """
     return {
         "write": f"INSERT INTO {ks}.schedule (partition, bucket, {_COLUMNS}, data)"
@@ -199,7 +206,11 @@ def statements(ks: str) -> dict[str, str]:
         "count_after": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY}"
         f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
         "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
+        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
+        "scan_of": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
+        f" AND scheduled_ms >= ? AND scheduled_ms < ? AND ordering_id = ? LIMIT ? {_FILTERING}",
+        "scan_at": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
+        " AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key > ? LIMIT ?",
         "index": f"INSERT INTO {ks}.buckets (partition, bucket) VALUES (?, ?)",
         "unindex": f"DELETE FROM {ks}.buckets WHERE {_KEY}",
         "buckets": f"SELECT bucket FROM {ks}.buckets WHERE partition = ?"
@@ -215,7 +226,11 @@ def statements(ks: str) -> dict[str, str]:
         "status_range": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
         f" AND ({_COLUMNS}) >= (?, ?, ?) AND ({_COLUMNS}) <= (?, ?, ?) LIMIT ?",
         "status_scan": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
+        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
+        "status_scan_of": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
+        f" AND scheduled_ms >= ? AND scheduled_ms < ? AND ordering_id = ? LIMIT ? {_FILTERING}",
+        "status_scan_at": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
+        " AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key > ? LIMIT ?",
         "attempt_write": f"INSERT INTO {ks}.task_attempts (partition, bucket, {_COLUMNS},"
         f" {_ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
         "attempts_read": f"SELECT {_ATTEMPT_COLUMNS} FROM {ks}.task_attempts WHERE {_ROW}",

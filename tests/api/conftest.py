@@ -74,6 +74,20 @@ def server(deployment: Path) -> Iterator[ApiServer]:
 
 
 @pytest.fixture(scope="module")
+def idle_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """An API server over an embedded deployment with its topic but no worker, one per module:
+    for routes that need no task to run (tokens, a store made to fail). A module whose tests
+    take `server` overrides that fixture with one that returns this."""
+    data_dir = tmp_path_factory.mktemp("idle") / "data"
+    connect(embedded_settings(data_dir)).close()  # the topic, as a producer makes it
+    api = ApiServer(embedded_settings(data_dir), data_dir.parent / "tokens.json").start()
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+@pytest.fixture(scope="module")
 def tokens(server: ApiServer) -> dict[Role, str]:
     return {role: server.token(role) for role in Role}
 

@@ -24,8 +24,6 @@ from cassandra.cluster import NoHostAvailable
 
 from scheduler.api.auth import Role
 from scheduler.api.routers import tasks as tasks_router
-from scheduler.runtime import connect
-from tests.api.conftest import embedded_settings
 from tests.api.server import ApiServer
 
 ONE = ConsistencyLevel.ONE
@@ -48,14 +46,8 @@ class FailingStore:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    data_dir = tmp_path_factory.mktemp("unavailable") / "data"
-    connect(embedded_settings(data_dir)).close()
-    api = ApiServer(embedded_settings(data_dir), data_dir.parent / "tokens.json").start()
-    try:
-        yield api
-    finally:
-        api.stop()
+def server(idle_server: ApiServer) -> ApiServer:
+    return idle_server  # no worker: these routes run no task
 
 
 @pytest.fixture

@@ -76,6 +76,51 @@ def test_lists_page_by_name_and_filter_by_trigger_type_and_status(
     ]
 
 
+def test_a_walk_by_pages_shows_every_matching_schedule_once_in_name_order(
+    schedule_store: ScheduleStore,
+) -> None:
+    """Schedules of three trigger types, enabled and disabled, their names interleaved across
+    the store's per-kind indexes; one moved from disabled to enabled after it was written:
+    walked a page at a time with `after`, unfiltered and filtered, both listing forms show each
+    matching schedule once, in name order, and end with a short or empty page."""
+    makers = (cron, on_data, on_program)
+    enabled = {}
+    for i in range(17):
+        name = f"s{i:02}"
+        enabled[name] = i % 3 == 0
+        schedule_store.put(ScheduleRecord(makers[i % 3](name), 1, enabled=enabled[name]))
+    schedule_store.put(ScheduleRecord(on_data("s04"), 2, enabled=True))  # was disabled
+    enabled["s04"] = True
+    kinds = {f"s{i:02}": ("TIME", "PARTITION", "PROGRAM_STATUS")[i % 3] for i in range(17)}
+
+    def walk(limit: int, **filters: str) -> list[list[str]]:
+        pages: list[list[str]] = []
+        after = ""
+        while True:
+            page = schedule_store.list_listed(after=after, limit=limit, **filters)  # type: ignore[arg-type]
+            assert [r.name for r in page] == [
+                r.name
+                for r in schedule_store.list_schedules(after=after, limit=limit, **filters)  # type: ignore[arg-type]
+            ]
+            pages.append([record.name for record in page])
+            if len(page) < limit:
+                return pages
+            after = page[-1].name
+
+    for limit in (1, 4, 17, 100):
+        pages = walk(limit)
+        assert [name for page in pages for name in page] == sorted(enabled)
+        assert all(len(page) == limit for page in pages[:-1]) and len(pages[-1]) < limit
+    on = walk(2, status="ENABLED")
+    assert [name for page in on for name in page] == sorted(n for n, e in enabled.items() if e)
+    data = walk(3, trigger_type="PARTITION", status="DISABLED")
+    assert [name for page in data for name in page] == sorted(
+        n for n, e in enabled.items() if kinds[n] == "PARTITION" and not e
+    )
+    assert schedule_store.list_listed(after="s16") == []
+    assert schedule_store.list_listed(trigger_type="AND") == []
+
+
 def test_the_listed_form_is_the_decoded_records_to_the_key_order_without_decoding(
     schedule_store: ScheduleStore,
 ) -> None:

@@ -511,6 +511,83 @@ def test_a_page_resumes_inside_the_cursors_millisecond_and_bucket(task_store: Ta
     assert [v.task.key for v in resumed] == sorted(t.key for t in same_ms)[5:7]
 
 
+def _paged(store: TaskStore, partition: int, limit: int, **filters: object) -> list[list[TaskKey]]:
+    """Every page of a listing walked with the cursor of each page's last task, until a page
+    shorter than `limit` (the last one, possibly empty)."""
+    pages: list[list[TaskKey]] = []
+    after = None
+    while True:
+        page = store.list_tasks(partition, limit=limit, after=after, **filters)  # type: ignore[arg-type]
+        pages.append([view.task.key for view in page])
+        if len(page) < limit:
+            return pages
+        after = page[-1].task.key.cursor
+
+
+def test_pages_of_any_size_show_every_matching_task_once_across_buckets(
+    task_store: TaskStore,
+) -> None:
+    """Three buckets, each with a crowd of one millisecond larger than a page, pending rows,
+    running ones (row and status) and failed and succeeded ones without rows (status only),
+    interleaved: walked with the cursor a page at a time, unfiltered, by ordering id, by state
+    and by both, every page holds what the whole listing holds there, in schedule order, and
+    the walk ends with a short (or empty) last page."""
+    partition = 3
+    rows: list[_Task] = []
+    for bucket in range(3):
+        start = BASE_MS + 2 * bucket * BUCKET_MS  # buckets 0, 2 and 4: gaps between them
+        rows += [task(f"o{n % 4}", start + 7, f"c{n:02}", n=n) for n in range(23)]
+        rows += [task(f"o{n % 3}", start + 1_000 * (n + 1), f"s{n}", n=n) for n in range(9)]
+    task_store.write_tasks(partition, rows)
+    states = {}
+    for n, row in enumerate(rows):
+        state = [None, TaskState.RUNNING, TaskState.FAILED, None, TaskState.SUCCEEDED][n % 5]
+        if state is not None:
+            states[row.key] = state
+    task_store.record_statuses(
+        partition, [TaskStatus(key, state, 1, data={}) for key, state in states.items()]
+    )
+    finished = [key for key, state in states.items() if state.is_final]
+    task_store.delete_tasks(partition, finished)  # succeeded and failed: status rows only
+    expected = sorted((row.key, states.get(row.key, TaskState.PENDING)) for row in rows)
+
+    def keys(ordering_id: str | None = None, wanted: set[TaskState] | None = None) -> list:
+        return [
+            key
+            for key, state in expected
+            if (ordering_id is None or key.ordering_id == ordering_id)
+            and (wanted is None or state in wanted)
+        ]
+
+    assert [v.task.key for v in task_store.list_tasks(partition, limit=1000)] == keys()
+    for limit in (1, 4, 7, 30, 96):
+        pages = _paged(task_store, partition, limit)
+        assert [key for page in pages for key in page] == keys(), limit
+        assert all(len(page) == limit for page in pages[:-1]) and len(pages[-1]) < limit
+    for ordering_id in ("o0", "o3"):
+        pages = _paged(task_store, partition, 5, ordering_id=ordering_id)
+        assert [key for page in pages for key in page] == keys(ordering_id)
+    for wanted in ({TaskState.FAILED}, {TaskState.PENDING, TaskState.RUNNING}):
+        pages = _paged(task_store, partition, 3, states=wanted)
+        assert [key for page in pages for key in page] == keys(wanted=wanted)
+    both = _paged(task_store, partition, 2, ordering_id="o1", states={TaskState.SUCCEEDED})
+    assert [key for page in both for key in page] == keys("o1", {TaskState.SUCCEEDED})
+
+    # A cursor on a bucket's last task resumes at the next bucket's first, over the gap.
+    last_of_first = max(key for key, _ in expected if key.scheduled_ms < BASE_MS + BUCKET_MS)
+    (next_view,) = task_store.list_tasks(partition, limit=1, after=last_of_first.cursor)
+    assert next_view.task.key == min(
+        key for key, _ in expected if key.scheduled_ms >= BASE_MS + BUCKET_MS
+    )
+    # Empty pages: after the last task, of an ordering id or a state with none, of an empty
+    # partition.
+    assert task_store.list_tasks(partition, after=expected[-1][0].cursor) == []
+    assert task_store.list_tasks(partition, ordering_id="nobody") == []
+    assert task_store.list_tasks(partition, states=[TaskState.CANCELLED]) == []
+    assert task_store.list_tasks(partition, states=[]) == []
+    assert task_store.list_tasks(partition + 1) == []
+
+
 def test_claim_meta_keeps_the_first_value(task_store: TaskStore) -> None:
     assert task_store.read_meta("partition_count") is None
     assert task_store.claim_meta("partition_count", "16") == "16"

@@ -352,6 +352,20 @@ def test_a_paged_listing_reads_a_bucket_a_few_spans_at_a_time_and_misses_nothing
             0, from_ms=tasks[20].scheduled_ms, until_ms=tasks[90].scheduled_ms, limit=1000
         )
         assert [view.task.key for view in window] == [task.key for task in tasks[20:90]]
+        # Filtered walks cross the same spans: by ordering id (filtered in the node), and by
+        # state (filtered after the join, the LIMIT growing while rows are refused).
+        others = [Task("other", t.scheduled_time, "x", {}) for t in tasks[5::10]]
+        store.write_tasks(0, others)
+        for filters, expected in [
+            ({"ordering_id": "other"}, [t.key for t in others]),
+            ({"ordering_id": "oid", "states": [TaskState.FAILED]}, [t.key for t in tasks[::3]]),
+            ({"states": [TaskState.FAILED]}, [t.key for t in tasks[::3]]),
+        ]:
+            found, after = [], None
+            while page := store.list_tasks(0, limit=4, after=after, **filters):  # type: ignore[arg-type]
+                found += [view.task.key for view in page]
+                after = page[-1].task.key.cursor
+            assert found == expected, filters
     finally:
         store.drop_keyspace()
         store.close()
@@ -670,19 +684,26 @@ def test_schema_apply_adds_the_attempts_table_to_a_keyspace_made_before_it(
 
 
 class _RecordingRunner:
-    """Stands in for the session's runner: answers each bucket index read with one bucket and
-    every scan with no rows, and keeps the scans' bound values."""
+    """Stands in for the session's runner: answers the bucket index reads with one bucket and
+    every scan with no rows, and keeps the scans' bound values and each round's size."""
 
     def __init__(self, bucket: int) -> None:
         self.bucket = bucket
         self.scans: list[tuple[str, tuple[Any, ...]]] = []
-
-    def one(self, statement: Any, params: Any, what: str) -> list[tuple[int]]:
-        return [(self.bucket,)] if statement == "buckets" else []
+        self.rounds: list[int] = []
 
     def many(self, items: list[tuple[Any, Any]], what: str) -> list[list[Any]]:
-        self.scans += [(statement, tuple(params)) for statement, params in items]
-        return [[] for _ in items]
+        self.rounds.append(len(items))
+        answers: list[list[Any]] = []
+        for statement, params in items:
+            if statement == "buckets":
+                answers.append([(self.bucket,)])
+            elif statement == "status_buckets":
+                answers.append([])
+            else:
+                self.scans.append((statement, tuple(params)))
+                answers.append([])
+        return answers
 
 
 def test_a_listing_resumes_inside_the_cursors_bucket_right_after_its_row() -> None:
@@ -693,15 +714,43 @@ def test_a_listing_resumes_inside_the_cursors_bucket_right_after_its_row() -> No
     cursor = (7 * bucket_ms + 25_000, "orders-3", "u17")
     run = _RecordingRunner(bucket=7)
     q = {name: name for name in ("buckets", "status_buckets", "scan", "status_scan")}
-    views = admin.views(run, q, 2, bucket_ms, slice_ms, after=cursor)  # type: ignore[arg-type]
-    assert list(views) == []
+    views = admin.page(run, q, 2, bucket_ms, slice_ms, limit=101, after=cursor)  # type: ignore[arg-type]
+    assert views == []
     first_span = 7 * bucket_ms + 30_000  # the cursor's span ends at the next slice boundary
+    # Each scan is limited to the rows the page still wants.
     assert run.scans[:2] == [
-        ("scan", (2, 7, *cursor, first_span)),
-        ("status_scan", (2, 7, *cursor, first_span)),
+        ("scan", (2, 7, *cursor, first_span, 101)),
+        ("status_scan", (2, 7, *cursor, first_span, 101)),
     ]
     # The bucket's earlier spans are not read; the later ones from their own start.
     assert [params[2:6] for _, params in run.scans[2::2]] == [
         (first_span + n * slice_ms, "", "", first_span + (n + 1) * slice_ms) for n in range(3)
     ]
     assert first_span + 3 * slice_ms == 8 * bucket_ms
+    # The two bucket indexes in one round; then empty spans widen the rounds: 1, 2, then the
+    # one span left (two queries a span).
+    assert run.rounds == [2, 2, 4, 2]
+
+
+def test_a_listing_of_one_ordering_id_reads_the_rest_of_the_cursors_millisecond_by_key() -> None:
+    # Cassandra refuses an equality on ordering_id beside a tuple bound on the clustering key,
+    # so the cursor's millisecond is read by key and the later ones filtered.
+    from scheduler.stores import _cassandra_admin as admin
+
+    bucket_ms = slice_ms = 60_000
+    cursor = (7 * bucket_ms + 25_000, "orders-3", "u17")
+    names = ("buckets", "status_buckets", "scan_at", "scan_of", "status_scan_at", "status_scan_of")
+    q = {name: name for name in names}
+    end = 8 * bucket_ms
+    for ordering_id, expected in [
+        ("orders-3", [("scan_at", (2, 7, cursor[0], "orders-3", "u17", 10))]),
+        ("orders-4", [("scan_at", (2, 7, cursor[0], "orders-4", "", 10))]),
+        ("orders-2", []),  # sorts before the cursor's id: nothing more in its millisecond
+    ]:
+        run = _RecordingRunner(bucket=7)
+        views = admin.page(  # type: ignore[arg-type]
+            run, q, 2, bucket_ms, slice_ms, limit=10, after=cursor, ordering_id=ordering_id
+        )
+        assert views == []
+        later = ("scan_of", (2, 7, cursor[0] + 1, end, ordering_id, 10))
+        assert [scan for scan in run.scans if scan[0].startswith("scan")] == [*expected, later]
