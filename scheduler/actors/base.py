@@ -7,7 +7,9 @@ failure escalates and the whole partition is rebuilt from the store, which holds
 
 from __future__ import annotations
 
+import queue
 from types import TracebackType
+from typing import Any
 
 import pykka
 
@@ -24,6 +26,14 @@ class PartitionActor(pykka.ThreadingActor):
     def __init__(self, ctx: PartitionContext) -> None:
         super().__init__()
         self.ctx = ctx
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        """A `SimpleQueue` instead of pykka's `queue.Queue`: its put and get are C, without the
+        Python `Condition` whose notify and wait held the interpreter in about a quarter of a
+        loaded worker's samples (py-spy --gil, docs/benchmark-history.md). pykka uses only
+        `put`, `get` and `empty`, which both have; nothing here bounds or joins an inbox."""
+        return queue.SimpleQueue()
 
     def on_failure(
         self,
