@@ -446,7 +446,8 @@ class Worker:
         not_kept = self._keep_malformed(malformed)
         for partition in not_kept:
             batches.pop(partition, None)  # read again, with the malformed records, later
-        futures = _answer(self.topic.persist(dict(batches)), TOPIC_ASK_TIMEOUT_S, "persist")
+        persisting = self.topic.persist(dict(batches), dict(last_offsets))
+        futures = _answer(persisting, TOPIC_ASK_TIMEOUT_S, "persist")
         commit: dict[int, int] = {}
         for partition, last in last_offsets.items():
             if partition in not_kept:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.actors.unflushed import UnflushedStatuses
+from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.engine.clock import Clock
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.lease import ALWAYS_HELD, Lease
@@ -69,6 +70,9 @@ class PartitionContext:
     unflushed: UnflushedStatuses = field(default_factory=UnflushedStatuses)
     """Status changes not yet in the store, shared by the tree's actors and kept across its
     restarts (see `unflushed`)."""
+    unwritten: UnwrittenRows = field(default_factory=UnwrittenRows)
+    """Batches whose schedule rows are not all in the store yet, kept across the tree's
+    restarts: loads stop before their earliest row (see `unwritten`)."""
     worker_id: str = ""
     """The worker running the tree (its client id), kept in each attempt's record."""
     lease: Lease = ALWAYS_HELD

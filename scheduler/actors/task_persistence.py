@@ -119,13 +119,20 @@ class TaskPersistence(PartitionActor):
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def persist(self, commands: Sequence[Command]) -> int:
-        """Apply a batch of log commands durably; returns when the store has them all.
+    def persist(self, commands: Sequence[Command], last_offset: int | None = None) -> int:
+        """Apply a batch of log commands, read up to `last_offset`, durably; returns when the
+        store has them all.
 
         Rows written behind the checkpoint are pushed once the whole batch is applied, so their
         status look-up sees what the batch's admin commands did: a task cancelled by a later
         record of the same batch (a topic move puts a task and its cancel in one) is not handed
         on, where it could start before the cancel reached the executor."""
+        # Noted before anything is written, forgotten once all is (or once a later batch is):
+        # loads stop before the earliest row noted, so no row of this batch that the store
+        # refuses lands behind the checkpoint after later rows were loaded (see `unwritten`).
+        note = self.ctx.unwritten.writing(
+            (c.task.key for c in commands if c.op is Op.SCHEDULE), last_offset
+        )
         to_write: dict[TaskKey, Task] = {}
         behind: dict[TaskKey, Task] = {}
         for command in commands:
@@ -138,6 +145,7 @@ class TaskPersistence(PartitionActor):
                 self._apply_admin(command)
         if to_write:
             behind.update(self._write(list(to_write.values())))
+        self.ctx.unwritten.written(note)
         if behind:
             self._push(list(behind.values()))
         metrics.PERSISTED.inc(len(commands))
@@ -245,6 +253,15 @@ class TaskPersistence(PartitionActor):
             # the look into the buffer would be found finished in neither, and run again. Still
             # away, the store fails this load, and the tree is restarted later.
             self._unflushed.write(store, partition)
+        unwritten = self.ctx.unwritten.earliest()
+        if unwritten is not None:
+            if self.checkpoint is None:
+                # A batch read from the log is not all in the store yet (the store refused it
+                # part-way; the worker writes it again): its later rows may be, its earlier ones
+                # not. Nothing is loaded until the retry lands - the mark's stragglers, read
+                # once, may lie past its first row - or, with a checkpoint, nothing past it.
+                return TasksLoaded(0, True, BEFORE_ALL)
+            until_ms = min(until_ms, unwritten[0] - 1)
         checked = self._unflushed.version
         stragglers = self._start_from_mark() if self.checkpoint is None else []
         rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)

@@ -20,6 +20,7 @@ from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_supervisor import PartitionSupervisor
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.unflushed import UnflushedStatuses
+from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
@@ -138,6 +139,9 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.unflushed: dict[int, UnflushedStatuses] = {}
         """Per partition, the status changes its trees could not write yet: kept across a
         restart (a tree that died with the store away), dropped when the partition leaves."""
+        self.unwritten: dict[int, UnwrittenRows] = {}
+        """Per partition, the batches its trees could not write in full yet, kept and dropped
+        as `unflushed` is."""
         self.dying: dict[int, tuple[pykka.ActorRef[PartitionSupervisor], pykka.Future[None]]] = {}
         """Per partition, its failed tree going down (the supervisor, and its `shut_down`'s
         future). Nobody waits for it but the partition's next tree, which starts once it is
@@ -181,6 +185,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             tree = self.trees.pop(partition, None)
             self.marks.pop(partition, None)
             self.unflushed.pop(partition, None)
+            self.unwritten.pop(partition, None)
             if tree is not None:
                 stopping.append(
                     (tree.supervisor, tree.supervisor.proxy().shut_down(deadline, reason))
@@ -207,14 +212,20 @@ class TopicSupervisor(pykka.ThreadingActor):
 
     # -- work ---------------------------------------------------------------------------------
 
-    def persist(self, batches: Mapping[int, Sequence[Command]]) -> dict[int, pykka.Future[int]]:
-        """Hand each partition its commands; the futures resolve once they are in the store."""
+    def persist(
+        self,
+        batches: Mapping[int, Sequence[Command]],
+        last_offsets: Mapping[int, int] | None = None,
+    ) -> dict[int, pykka.Future[int]]:
+        """Hand each partition its commands, read up to its offset in `last_offsets`; the
+        futures resolve once they are in the store."""
         futures: dict[int, pykka.Future[int]] = {}
         for partition, commands in batches.items():
             tree = self.trees.get(partition)
             if tree is None:
                 continue  # revoked in the meantime; the next owner re-reads it from the log
-            futures[partition] = tree.persistence.persist(commands)
+            last = last_offsets.get(partition) if last_offsets is not None else None
+            futures[partition] = tree.persistence.persist(commands, last)
         return futures
 
     def counts(self) -> dict[int, PartitionCounts]:
@@ -329,6 +340,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             rng=random.Random(self.rng.random()),
             mark=self.marks.setdefault(partition, MarkHolder()),
             unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
+            unwritten=self.unwritten.setdefault(partition, UnwrittenRows()),
             worker_id=self.worker_id,
             lease=self.lease,
         )

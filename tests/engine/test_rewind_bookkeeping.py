@@ -32,7 +32,7 @@ class FakeTopic:
         self.has_tree = True
         self.stored: list[int] = []
 
-    def persist(self, batches: Mapping[int, Sequence[object]]) -> Done:
+    def persist(self, batches: Mapping[int, Sequence[object]], last_offsets: object = None) -> Done:
         if not self.has_tree:
             return Done({})
         for partition, commands in batches.items():
