@@ -31,8 +31,12 @@ class FakeTopic:
     def __init__(self) -> None:
         self.has_tree = True
         self.stored: list[int] = []
+        self.last_offsets: list[dict[int, int]] = []
 
-    def persist(self, batches: Mapping[int, Sequence[object]], last_offsets: object = None) -> Done:
+    def persist(
+        self, batches: Mapping[int, Sequence[object]], last_offsets: Mapping[int, int]
+    ) -> Done:
+        self.last_offsets.append(dict(last_offsets))
         if not self.has_tree:
             return Done({})
         for partition, commands in batches.items():
@@ -119,3 +123,13 @@ def test_a_partition_that_fails_before_its_first_commit_is_read_again_from_its_f
     worker._process(consumer, records(range(0, 5)))
     assert consumer.commits[-1] == {PARTITION: 5}
     assert len(topic.stored) == 5
+
+
+def test_each_partitions_batch_is_persisted_with_the_offset_of_its_last_record() -> None:
+    # TaskPersistence ties its notes of a batch the store refused to that offset: a later batch
+    # stored up to it means the refused records were stored again or deleted by retention.
+    topic, consumer = FakeTopic(), FakeConsumer()
+    worker = worker_with(topic)
+    worker._process(consumer, records(range(3, 9)))
+    worker._process(consumer, records(range(9, 10)))
+    assert topic.last_offsets == [{PARTITION: 8}, {PARTITION: 9}]
