@@ -190,7 +190,8 @@ PARTITION_RESTARTS = Counter(
 )
 PERSIST_FAILURES = Counter(
     "scheduler_persist_failures_total",
-    "Batches of log records the store refused or failed to write (read again after a backoff).",
+    "Batches of log records the store refused or failed to write (held, their partition paused, "
+    "and written again after a backoff).",
 )
 CONSUMER_LAG = LagCollector()
 FIRING_LAG = Histogram(

@@ -430,11 +430,16 @@ class TaskStatus:
         what replaces an unwritten status of the same key, so no attempt's record is lost."""
         if not earlier:
             return self
-        merged = {attempt.number: attempt for attempt in earlier}
-        for attempt in self.attempt_log:
-            before = merged.get(attempt.number)
-            merged[attempt.number] = attempt if before is None else attempt.merged_over(before)
-        log = tuple(merged[number] for number in sorted(merged))
+        mine = self.attempt_log
+        log: tuple[Attempt, ...]
+        if len(earlier) == 1 and len(mine) == 1 and earlier[0].number == mine[0].number:
+            log = (mine[0].merged_over(earlier[0]),)  # an attempt's end over its start: no sort
+        else:
+            merged = {attempt.number: attempt for attempt in earlier}
+            for attempt in mine:
+                before = merged.get(attempt.number)
+                merged[attempt.number] = attempt if before is None else attempt.merged_over(before)
+            log = tuple(merged[number] for number in sorted(merged))
         return TaskStatus(
             self.key,
             self.state,

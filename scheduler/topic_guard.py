@@ -75,7 +75,7 @@ class TopicGuard:
         self._missing_once = False
         self._reported: dict[int, int] = {}
         """Per partition, the offset up to which deleted records were reported: a partition read
-        again from before them (a rewind, another assignment) must not count them twice."""
+        again from before them (another assignment) must not count them twice."""
 
     def start(self) -> None:
         try:
@@ -174,10 +174,6 @@ class TopicGuard:
             if expected is not None and first > expected:
                 self._check_skipped(partition, expected, first)
             self._expected[partition] = lasts[partition] + 1
-
-    def seeked(self, partition: int, offset: int) -> None:
-        """The worker made `partition`'s next read start at `offset` (a rewind)."""
-        self._expected[partition] = offset
 
     def forget(self, partitions: Collection[int]) -> None:
         """`partitions` are not this worker's any more."""

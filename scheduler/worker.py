@@ -4,20 +4,19 @@ One thread polls the log (the seed's single-threaded poll loop). Rebalance callb
 `poll`, on that thread, so a revocation can block until the partition's running tasks are done
 or cancelled before Kafka moves the partition elsewhere. Each polled batch goes to the
 TopicSupervisor; the batch's offsets are committed only after its partitions' TaskPersistence
-actors report the tasks durably stored.
+actors report the tasks durably stored. A partition whose batch the store refuses is in OUTAGE:
+paused, holding the batch, which it writes again as the store's probe (`engine.outage`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import random
 import signal
 import socket
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from types import FrameType
 from typing import TypeVar
@@ -28,19 +27,14 @@ from scheduler import metrics
 from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.partition_executor import PARTITION_LOST
 from scheduler.actors.partition_supervisor import describe_keys
-from scheduler.actors.topic_supervisor import (
-    MAX_RESTART_BACKOFF_S,
-    PartitionFailure,
-    TopicSupervisor,
-    restart_delay,
-)
-from scheduler.codec import Command, MalformedRecordError, decode
+from scheduler.actors.topic_supervisor import PartitionFailure, TopicSupervisor
+from scheduler.codec import MalformedRecordError, decode
 from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.lease import ALWAYS_HELD, Lease, lease_term_s
+from scheduler.engine.outage import Backoff, HeldBatch, PartitionOutages
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
-from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 from scheduler.errors import SchedulerError, StoreReplacedError
@@ -49,7 +43,6 @@ from scheduler.health import DEFAULT_STALL_S, Health, State, stall_problem
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
 from scheduler.stores.abc import MalformedRecord, TaskStore
 from scheduler.topic_guard import TopicGuard
-from scheduler.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +71,7 @@ class Worker:
         rng: random.Random | None = None,
         clock: Clock = SYSTEM_CLOCK,
         lease: Lease | None = None,
+        poll_clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.log = log
         self.clock = clock
@@ -103,35 +97,24 @@ class Worker:
         loop then does not log it too (the CLI printed it twice)."""
         self._stopped = threading.Event()
         self._started = threading.Event()
-        self._rewinds: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._consumer: LogConsumer | None = None
         self._topic: pykka.ActorProxy[TopicSupervisor] | None = None
         self._timers: TimerService | None = None
         self._service: TaskExecutorService | None = None
-        # Per partition, the offset up to which records are in the store (where a rewind
-        # resumes), and the offsets stored but not yet committed (a commit can fail during a
-        # rebalance; it is retried with the next batch, and at worst records are read again).
+        # Per partition, the offset up to which records are in the store (the reload mark's
+        # commits go there), and the offsets stored but not yet committed (a commit can fail
+        # during a rebalance; it is retried with the next batch, and at worst records are read
+        # again).
         self._persisted: dict[int, int] = {}
         self._to_commit: dict[int, int] = {}
-        # Partitions some of whose records past `_persisted` were dropped (no tree to take them,
-        # or a failed persist): nothing later of theirs may be stored or committed, or the rewind
-        # would resume after the dropped records and lose them. Cleared by the rewind's seek.
-        self._gaps: set[int] = set()
-        # Per partition, failed persists in a row and when the next attempt's rewind is due. A
-        # batch the store keeps refusing (a permission revoked, a table dropped by hand) is read
-        # again after a growing delay, not at the pace of the poll loop with two log lines a turn.
-        self._persist_failures: dict[int, int] = {}
-        self._retry_at: dict[int, float] = {}
+        self._outages = PartitionOutages(poll_clock, Backoff(settings.restart_backoff_s))
+        """Partitions whose store refused their batch: paused, holding it (`engine.outage`).
+        Their probes wait on `poll_clock`, the poll loop's: real time unless a test steps it,
+        even when `clock` is stepped (a stepped engine holds its clock until every record sent
+        is stored, which a probe waiting for that clock would never let happen)."""
         # Partitions whose tree failed and waits for its restart: the TopicSupervisor's own set.
         self._restarting: set[int] = set()
-        self._persist_repeats = RepeatedFailures(
-            logger,
-            "could not persist batches of partitions {partitions} {count} more times in the last "
-            "{seconds:.0f} s (the latest: {error}); each is read again every "
-            f"{MAX_RESTART_BACKOFF_S:g} s at most while the store refuses, and its records wait "
-            "in the log meanwhile",
-        )
         # Per partition, its reload mark (where its next owner starts reading the store; see
         # `engine.reload_mark`), kept true by its tree and committed with its offset, and the
         # version of it last committed.
@@ -172,7 +155,6 @@ class Worker:
             executor_service=self._service,
             timers=self._timers,
             settings=self.settings,
-            request_rewind=self._rewinds.put,
             rng=self.rng,
             restarting=self._restarting,
             worker_id=self.client_id,
@@ -314,8 +296,7 @@ class Worker:
             state=state,
             last_poll_s=round(silent_s, 3),
             partitions=sorted(consumer.assignment()) if consumer is not None else [],
-            # A copy first: the poll thread changes the dict while this runs.
-            persist_failing=dict(sorted(self._persist_failures.copy().items())),
+            persist_failing=self._outages.failures(),
             restarting=sorted(self._restarting.copy()),
             problem=problem,
         )
@@ -350,7 +331,7 @@ class Worker:
             _answer(self.topic.assign(partitions, marks), TOPIC_ASK_TIMEOUT_S, "assign")
         )
         for partition, (offset, _) in committed.items():
-            if offset is not None:  # where a rewind resumes, and the mark's commits go
+            if offset is not None:  # where the mark's commits go
                 self._persisted[partition] = offset
         self._started.set()
 
@@ -384,12 +365,18 @@ class Worker:
 
     def _forget(self, partitions: list[int]) -> None:
         self._guard.forget(partitions)
+        paused = [p for p in partitions if p in self._outages]
+        if paused and self._consumer is not None:
+            # Leaving paused, a partition could come back paused (a client may keep the flag
+            # across an unassignment), with no outage of ours to resume it.
+            try:
+                self._consumer.resume(paused)
+            except Exception as error:  # leaving anyway: a log that refuses says why elsewhere
+                logger.debug("could not resume partitions %s as they left: %s", paused, error)
+        self._outages.forget(partitions)
         for partition in partitions:
             self._persisted.pop(partition, None)
             self._to_commit.pop(partition, None)
-            self._gaps.discard(partition)
-            self._retry_at.pop(partition, None)
-            self._persist_failures.pop(partition, None)
             self._marks.pop(partition, None)
             self._marks_committed.pop(partition, None)
 
@@ -401,7 +388,7 @@ class Worker:
         try:
             while not self._stop.is_set():
                 self._last_turn = time.monotonic()
-                self._apply_rewinds(consumer)
+                self._probe_outages(consumer)
                 records = consumer.poll(self.settings.poll_max_records, timeout=0.2)
                 self.lease.confirm()
                 if records:
@@ -425,80 +412,93 @@ class Worker:
             self._shutdown(consumer)
 
     def _process(self, consumer: LogConsumer, records: list[LogRecord]) -> None:
-        batches: dict[int, list[Command]] = defaultdict(list)
+        batches: dict[int, HeldBatch] = {}
         first_offsets: dict[int, int] = {}
-        last_offsets: dict[int, int] = {}
-        malformed: list[MalformedRecord] = []
         for record in records:
-            if record.partition in self._gaps:
-                continue  # re-read from `_persisted` once the rewind is applied
-            if record.partition not in last_offsets:
+            batch = batches.get(record.partition)
+            if batch is None:
+                batch = batches[record.partition] = HeldBatch([], [], record.offset + 1)
                 first_offsets[record.partition] = record.offset
-            last_offsets[record.partition] = record.offset
+            batch.next_offset = record.offset + 1
             try:
                 command = decode(record.value)
             except MalformedRecordError as error:
-                malformed.append(self._set_aside(record, error))
+                batch.malformed.append(self._set_aside(record, error))
                 continue
             self._guard.check_record(record, command)  # may raise: nothing of the batch stored
-            batches[record.partition].append(command)
-        self._guard.check_read(first_offsets, last_offsets)
-        not_kept = self._keep_malformed(malformed)
-        for partition in not_kept:
-            batches.pop(partition, None)  # read again, with the malformed records, later
-        persisting = self.topic.persist(dict(batches), dict(last_offsets))
-        futures = _answer(persisting, TOPIC_ASK_TIMEOUT_S, "persist")
-        commit: dict[int, int] = {}
-        for partition, last in last_offsets.items():
-            if partition in not_kept:
-                self._persist_failed(partition, not_kept[partition])
-                continue
-            future = futures.get(partition)
-            if partition in batches and future is None:
-                # Not ours any more, or restarting: the restart asks for a rewind, and until it
-                # is applied no later record of the partition may pass these.
-                self._gaps.add(partition)
-                continue
-            try:
-                if future is not None:
-                    future.get(timeout=PERSIST_TIMEOUT_S)
-                commit[partition] = last + 1
-            except Exception as error:
-                self._persist_failed(partition, error)
-                continue
-            failures = self._persist_failures.pop(partition, 0)
-            if failures:
-                logger.warning(
-                    "partition %d is persisting again after %s",
-                    partition,
-                    counted(failures, "failed attempt"),
-                    extra={"partition": partition},
-                )
-        self._persisted.update(commit)
-        self._to_commit.update(commit)
-        self._commit(consumer)
+            batch.commands.append(command)
+        self._guard.check_read(
+            first_offsets, {p: batch.next_offset - 1 for p, batch in batches.items()}
+        )
+        running: dict[int, HeldBatch] = {}
+        for partition, batch in batches.items():
+            if partition in self._outages:  # read before its pause took hold: held behind
+                self._outages.hold_more(partition, batch)
+                consumer.pause([partition])
+            else:
+                running[partition] = batch
+        stored, refused = self._store(running)
+        for partition, refusal in refused.items():
+            metrics.PERSIST_FAILURES.inc()
+            self._outages.enter(partition, running[partition], refusal)
+            consumer.pause([partition])
+        self._stored(consumer, stored)
 
-    def _persist_failed(self, partition: int, error: Exception) -> None:
-        """Read the partition again from its last stored record, after a delay that doubles with
-        each failure in a row, as a failed partition's restart waits (`restart_delay`): a
-        partition resumes within 5 s of the store's return."""
-        metrics.PERSIST_FAILURES.inc()
-        failures = self._persist_failures[partition] = self._persist_failures.get(partition, 0) + 1
-        delay = restart_delay(self.settings.restart_backoff_s, failures)
-        if failures == 1:
-            logger.error(
-                "could not persist a batch of partition %d (%s: %s); reading it again in %.1f s, "
-                "and again, later and later, while the store refuses",
-                partition,
-                type(error).__name__,
-                error,
-                delay,
-                extra={"partition": partition},
-            )
-        else:
-            self._persist_repeats.failed_again(partition, error)
-        self._gaps.add(partition)  # nothing later of it may pass until the rewind
-        self._retry_at[partition] = time.monotonic() + delay
+    def _probe_outages(self, consumer: LogConsumer) -> None:
+        """Write again the batches of the partitions in OUTAGE whose probe is due; resume those
+        the store took (see `engine.outage`)."""
+        due = dict(self._outages.due())
+        if not due:
+            return
+        stored, refused = self._store(due)
+        for partition, error in refused.items():
+            metrics.PERSIST_FAILURES.inc()
+            self._outages.failed_again(partition, error)
+        for partition in stored:
+            self._outages.ended(partition)
+        consumer.resume(list(stored))
+        self._stored(consumer, stored)
+
+    def _store(
+        self, batches: dict[int, HeldBatch]
+    ) -> tuple[dict[int, int], dict[int, BaseException]]:
+        """Have each partition's batch stored: its malformed records here, its commands by its
+        tree. Returns the offsets to commit of the partitions stored, and the error of each
+        partition the store (or a tree restarting after a failure) refused."""
+        refused: dict[int, BaseException] = self._keep_malformed(
+            [record for batch in batches.values() for record in batch.malformed]
+        )
+        commands = {
+            p: batch.commands for p, batch in batches.items() if p not in refused and batch.commands
+        }
+        last_offsets = {p: batches[p].next_offset - 1 for p in commands}
+        persisting = self.topic.persist(commands, last_offsets)
+        futures = _answer(persisting, TOPIC_ASK_TIMEOUT_S, "persist")
+        stored: dict[int, int] = {}
+        for partition, batch in batches.items():
+            if partition in refused:
+                continue
+            if partition in commands:
+                future = futures.get(partition)
+                if future is None:
+                    refused[partition] = SchedulerError(
+                        f"partition {partition} has no actor tree: it is restarting after a "
+                        "failure (see the line that said why)"
+                    )
+                    continue
+                try:
+                    future.get(timeout=PERSIST_TIMEOUT_S)
+                except Exception as error:
+                    refused[partition] = error
+                    continue
+            stored[partition] = batch.next_offset
+        return stored, refused
+
+    def _stored(self, consumer: LogConsumer, offsets: dict[int, int]) -> None:
+        """These partitions' records up to `offsets` are in the store: commit them."""
+        self._persisted.update(offsets)
+        self._to_commit.update(offsets)
+        self._commit(consumer)
 
     def _commit(self, consumer: LogConsumer, only: list[int] | None = None) -> None:
         """Commit stored offsets; a failure is logged and retried with the next batch."""
@@ -555,36 +555,10 @@ class Worker:
             if (
                 holder.version != self._marks_committed.get(partition)
                 and partition in self._persisted
-                and partition not in self._gaps
+                and partition not in self._outages
             ):
                 self._to_commit.setdefault(partition, self._persisted[partition])
         self._commit(consumer)
-
-    def _apply_rewinds(self, consumer: LogConsumer) -> None:
-        partitions = set()
-        while True:
-            try:
-                partitions.add(self._rewinds.get_nowait())
-            except queue.Empty:
-                break
-        now = time.monotonic()
-        for partition, due in list(self._retry_at.items()):
-            if due <= now:
-                del self._retry_at[partition]
-                partitions.add(partition)
-        owned = consumer.assignment()
-        self._gaps -= partitions
-        for partition in partitions & owned:
-            offset = self._persisted.get(partition)
-            if offset is None:
-                offset = consumer.committed([partition]).get(partition)
-            if offset is None:  # nothing committed: from the first record left, whichever it is
-                consumer.seek(partition, 0)
-                self._guard.forget([partition])
-            else:
-                consumer.seek(partition, offset)
-                self._guard.seeked(partition, offset)
-            time.sleep(0)  # yield: the rewound partition's tree may still be loading
 
     def _set_aside(self, record: LogRecord, error: Exception) -> MalformedRecord:
         """A record nobody can run: log it and count it; the caller keeps it in the store,
@@ -610,9 +584,9 @@ class Worker:
             seen_ms=self.clock.now_ms(),
         )
 
-    def _keep_malformed(self, records: list[MalformedRecord]) -> dict[int, Exception]:
+    def _keep_malformed(self, records: list[MalformedRecord]) -> dict[int, BaseException]:
         """Store the batch's malformed records before their offsets are committed; the
-        partitions whose records the store refused, with its error (they are read again)."""
+        partitions whose records the store refused, with its error (they enter OUTAGE)."""
         if not records:
             return {}
         try:

@@ -50,7 +50,7 @@ bash scripts/bench-peers.sh
 .venv/bin/mypy
 .venv/bin/lint-imports --no-logo
 # A -m among the arguments replaces this one (pytest keeps the last).
-.venv/bin/python -m pytest -q -rfEsxX --strict-markers -m "not containers" "$@"
+.venv/bin/python -m pytest -q -rfEsxX --strict-markers --durations=30 -m "not containers" "$@"
 
 # The short chaos round (issue 45, docs/reliability.md) on the replicated cluster, which is up
 # for it alone: three brokers and three Cassandra nodes beside the servers above. About 7 min

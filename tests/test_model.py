@@ -14,9 +14,12 @@ from scheduler.model import (
     EARLIEST_MS,
     LATEST_MS,
     MAX_KEY_BYTES,
+    Attempt,
+    AttemptOutcome,
     Task,
     TaskKey,
     TaskState,
+    TaskStatus,
     encode_data,
     from_epoch_ms,
     to_epoch_ms,
@@ -145,3 +148,25 @@ def test_a_scheduled_time_that_is_not_an_aware_instant_is_a_clear_rejection(
 ) -> None:
     with pytest.raises(error, match=re.escape(says)):
         Task("u", value, "k")  # type: ignore[arg-type]
+
+
+def test_an_attempts_end_written_over_its_unwritten_start_keeps_the_fields_of_both():
+    key = TaskKey.from_ms("o", 1_000, "u")
+    start = Attempt(1, 1_500, worker="w1")
+    end = Attempt(1, None, 1_700, AttemptOutcome.SUCCEEDED, exit_code=0)
+    running = TaskStatus(key, TaskState.RUNNING, 1, updated_ms=1_500, attempt_log=(start,))
+    done = TaskStatus(key, TaskState.SUCCEEDED, 1, updated_ms=1_700, attempt_log=(end,))
+    merged = done.with_attempts(running.attempt_log)
+    assert merged.state is TaskState.SUCCEEDED
+    assert merged.attempt_log == (
+        Attempt(1, 1_500, 1_700, AttemptOutcome.SUCCEEDED, exit_code=0, worker="w1"),
+    )
+
+
+def test_a_retrys_start_written_over_an_unwritten_failure_keeps_both_attempts_in_order():
+    key = TaskKey.from_ms("o", 1_000, "u")
+    failed = Attempt(1, 1_500, 1_600, AttemptOutcome.FAILED, error="boom")
+    second = Attempt(2, 2_000, worker="w1")
+    retrying = TaskStatus(key, TaskState.RETRYING, 1, updated_ms=1_600, attempt_log=(failed,))
+    running = TaskStatus(key, TaskState.RUNNING, 2, updated_ms=2_000, attempt_log=(second,))
+    assert running.with_attempts(retrying.attempt_log).attempt_log == (failed, second)

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.actors.unflushed import UnflushedStatuses
-from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.engine.clock import Clock
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.lease import ALWAYS_HELD, Lease
@@ -20,24 +19,33 @@ from scheduler.stores.abc import TaskStore
 
 
 class HeldCounts:
-    """The tasks a partition's PartitionScheduler and PartitionExecutor hold, as last published.
+    """The tasks a partition's PartitionScheduler and PartitionExecutor hold, as last published,
+    and those on their way to them.
 
-    TaskPersistence reads it to keep pushed tasks under the in-flight bound without asking the
-    two actors (an ask per persisted batch delayed the poll loop). Each field has one writer
-    and is a plain int, so a reader sees a recent value, never a torn one.
+    TaskPersistence (and the ThroughputController it owns) reads it to keep the partition under
+    the in-flight bound without asking the PartitionExecutor: an ask blocks TaskPersistence
+    until the executor's thread has run, and the poll loop waits for every partition's persist,
+    so an ask per top-up delayed every partition's next batch. Each field has one writer and is
+    a plain int, so a reader sees a recent value, never a torn one.
     """
 
-    __slots__ = ("executing", "scheduled")
+    __slots__ = ("executing", "handed", "scheduled", "taken")
 
     def __init__(self) -> None:
         self.scheduled = 0
         """Held by the PartitionScheduler (not yet due)."""
         self.executing = 0
         """Held by the PartitionExecutor (queued, running or waiting to retry)."""
+        self.handed = 0
+        """Tasks TaskPersistence has sent the PartitionExecutor so far (its writer)."""
+        self.taken = 0
+        """Of those, how many the PartitionExecutor has taken in (its writer): it adds them
+        once `scheduled` and `executing` count them, so `total` never misses one in between."""
 
     @property
     def total(self) -> int:
-        return self.scheduled + self.executing
+        """Held, plus sent and not yet taken in (the executor's mailbox)."""
+        return self.scheduled + self.executing + self.handed - self.taken
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,9 +78,6 @@ class PartitionContext:
     unflushed: UnflushedStatuses = field(default_factory=UnflushedStatuses)
     """Status changes not yet in the store, shared by the tree's actors and kept across its
     restarts (see `unflushed`)."""
-    unwritten: UnwrittenRows = field(default_factory=UnwrittenRows)
-    """Batches whose schedule rows are not all in the store yet, kept across the tree's
-    restarts: loads stop before their earliest row (see `unwritten`)."""
     worker_id: str = ""
     """The worker running the tree (its client id), kept in each attempt's record."""
     lease: Lease = ALWAYS_HELD

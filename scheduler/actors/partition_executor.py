@@ -98,6 +98,20 @@ def _succeeded(outcome: AttemptFinished, record: Attempt, now: int) -> TaskStatu
     )
 
 
+def _drain(
+    events: collections.deque[AttemptStarted | AttemptFinished],
+) -> list[AttemptStarted | AttemptFinished]:
+    """Take every event in the deque, oldest first (atomically one by one: pool threads may
+    append meanwhile)."""
+    batch = []
+    take = events.popleft
+    try:
+        while True:
+            batch.append(take())
+    except IndexError:
+        return batch
+
+
 def _seconds(record: Attempt) -> float:
     took = record.duration_ms
     return 0.0 if took is None else took / 1000
@@ -130,11 +144,16 @@ class PartitionExecutor(PartitionActor):
         self.draining = False
         self.idle = threading.Event()
         self.outcomes: collections.deque[AttemptStarted | AttemptFinished] = collections.deque()
-        self.outcomes_lock = threading.Lock()
+        """Starts and ends reported by pool threads, not read yet (see `_report`)."""
         self.outcomes_signalled = False
+        """Set by the pool thread that sent `attempts_finished`, cleared by the actor before it
+        reads `outcomes`."""
         self._me: pykka.ActorProxy[PartitionExecutor] | None = None
         self.awaiting_lease = False
         """Set while due tasks wait for the worker's lease to hold again (see `engine.lease`)."""
+        self.store_down: set[str] = set()
+        """What of the tree the store refuses now ("status rows", "schedule reads"): while
+        anything is, no attempt starts (the partition is in OUTAGE; see `engine.outage`)."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -164,6 +183,7 @@ class PartitionExecutor(PartitionActor):
         """Hold these tasks until due; those due already are executed at once. `arrived`: the
         keys of an `await_keys` this settles."""
         self.scheduler.schedule(items, arrived)
+        self.ctx.held.taken += len(items)  # after: `held` counts them by now
 
     def await_keys(self, keys: list[TaskKey]) -> None:
         """A push of these keys is on its way (see `PartitionScheduler.await_keys`)."""
@@ -310,6 +330,8 @@ class PartitionExecutor(PartitionActor):
         if not self.ctx.lease.held():
             self._await_lease()
             return
+        if self.store_down:
+            return  # started again by `store_outage` once the store answers
         queue.pop()
         attempt = TaskExecutor(
             item, partition=self.ctx.partition, report=self._report, clock=self.ctx.clock
@@ -348,6 +370,17 @@ class PartitionExecutor(PartitionActor):
 
         self.ctx.lease.when_held(wake)
 
+    def store_outage(self, what: str, down: bool) -> None:
+        """The store refused `what` (`down`), or took it again: starts are held while anything
+        is refused, then the heads of the queues that waited start."""
+        if down:
+            self.store_down.add(what)
+            return
+        self.store_down.discard(what)
+        if not self.store_down:
+            for queue in list(self.queues.values()):
+                self._pump(queue)
+
     def lease_held(self, generation: int) -> None:
         """The poll loop confirmed the lease: start the heads of the queues that waited."""
         self.awaiting_lease = False
@@ -364,12 +397,16 @@ class PartitionExecutor(PartitionActor):
     # -- outcomes ---------------------------------------------------------------------------
 
     def _report(self, outcome: AttemptStarted | AttemptFinished) -> None:
-        """Called on a pool thread: hand the event to the actor, one message per burst."""
-        with self.outcomes_lock:
-            self.outcomes.append(outcome)
-            if self.outcomes_signalled:
-                return
-            self.outcomes_signalled = True
+        """Called on a pool thread: hand the event to the actor, one message per burst.
+
+        No lock (eight pool threads queued on one cost more than the rest of a report): a
+        deque's `append` and `popleft` are atomic, and the actor clears the flag before it
+        reads, so an event appended after its read finds the flag clear and sends a message of
+        its own. Two threads may both find it clear and send two; the second reads nothing."""
+        self.outcomes.append(outcome)
+        if self.outcomes_signalled:
+            return
+        self.outcomes_signalled = True
         me = self._me
         assert me is not None
         try:
@@ -378,7 +415,7 @@ class PartitionExecutor(PartitionActor):
             self._keep_successes()
 
     def _keep_successes(self) -> None:
-        """Called once this actor is gone (its tree was stopped, or died with the store away):
+        """Called once this actor is gone (its tree was stopped, or died on a bug):
         keep the successes among the outcomes no one will read, for the tree that follows on
         this worker, which writes them instead of running those tasks again. Other outcomes are
         dropped: their tasks are still in the store and run again.
@@ -387,10 +424,8 @@ class PartitionExecutor(PartitionActor):
         `on_failure`: pykka drops the messages left in a stopping actor's mailbox, so the
         outcomes whose `attempts_finished` was sent just before the stop are read here or not
         at all, and unread, their tasks would run again on the next tree."""
-        with self.outcomes_lock:
-            batch = list(self.outcomes)
-            self.outcomes.clear()
-            self.outcomes_signalled = False  # the next outcome comes here too
+        self.outcomes_signalled = False  # the next outcome comes here too
+        batch = _drain(self.outcomes)
         worker, now = self.ctx.worker_id, self.ctx.clock.now_ms()
         self._unflushed.put(
             _succeeded(event, _record_of(event, AttemptOutcome.SUCCEEDED, worker), now)
@@ -399,20 +434,23 @@ class PartitionExecutor(PartitionActor):
         )
 
     def attempts_finished(self) -> None:
-        with self.outcomes_lock:
-            self.outcomes_signalled = False
-            batch = list(self.outcomes)
-            self.outcomes.clear()
+        self.outcomes_signalled = False  # first: see `_report`
+        batch = _drain(self.outcomes)
+        # An attempt that started and ended within one burst needs no RUNNING status: the
+        # finish replaces it in the same `put`, and its record carries the start.
+        ended = {(e.key, e.attempt) for e in batch if isinstance(e, AttemptFinished)}
         statuses = []
         for event in batch:
             if isinstance(event, AttemptStarted):
-                attempt = self.running.get(event.key)
-                if attempt is not None and attempt.context.reason == ADMIN_CANCEL:
-                    continue  # cancelled before its start was read: CANCELLED stands
                 if event.attempt == 1:
                     metrics.FIRING_LAG.observe(
                         max(0, event.started_ms - event.key.scheduled_ms) / 1000
                     )
+                if (event.key, event.attempt) in ended:
+                    continue
+                attempt = self.running.get(event.key)
+                if attempt is not None and attempt.context.reason == ADMIN_CANCEL:
+                    continue  # cancelled before its start was read: CANCELLED stands
                 record = Attempt(event.attempt, event.started_ms, worker=self.ctx.worker_id)
                 statuses.append(
                     TaskStatus(

@@ -47,6 +47,7 @@ class PartitionSupervisor(pykka.ThreadingActor):
         self._tracker = tracker_ref.proxy()
         executor_ref = PartitionExecutor.start(ctx, self._tracker)
         self._executor = executor_ref.proxy()
+        self._tracker.attach_executor(self._executor).get(timeout=ASK_TIMEOUT_S)
         persistence_ref = TaskPersistence.start(ctx, self._executor)
         self._persistence = persistence_ref.proxy()
         self._executor.attach_controller(self._persistence).get(timeout=ASK_TIMEOUT_S)

@@ -13,14 +13,21 @@ tracker's mailbox behind a flush, so a push sees every finish made before it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 import pykka
 
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
+from scheduler.engine.outage import Backoff, StoreProbe
 from scheduler.engine.timers import TimerHandle
+from scheduler.errors import BackendUnavailableError
 from scheduler.model import TaskKey
+
+if TYPE_CHECKING:
+    from scheduler.actors.partition_executor import PartitionExecutor
 
 #: Flush at once when this many status changes are waiting, whatever the timer says.
 FLUSH_AT = 2000
@@ -34,13 +41,28 @@ class TaskCompletionTracker(PartitionActor):
         self.unflushed_statuses = ctx.unflushed
         self.timer: TimerHandle | None = None
         self._me: pykka.ActorProxy[TaskCompletionTracker] | None = None
+        self._executor: pykka.ActorProxy[PartitionExecutor] | None = None
+        self.outage = StoreProbe(
+            "status rows",
+            ctx.partition,
+            Backoff(ctx.settings.restart_backoff_s),
+            ctx.clock,
+            logging.getLogger("scheduler.partition"),
+        )
+        """Whether the store refuses the partition's status rows; while it does, the flush
+        timer is the store's probe and the PartitionExecutor starts nothing."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
 
+    def attach_executor(self, executor: pykka.ActorProxy[PartitionExecutor]) -> None:
+        """The PartitionExecutor, told when the store refuses status rows and takes them again."""
+        self._executor = executor
+
     def changed(self) -> None:
-        """Status changes were put in the buffer: flush now if many wait, else arm the timer."""
-        if len(self.unflushed_statuses) >= FLUSH_AT:
+        """Status changes were put in the buffer: flush now if many wait, else arm the timer
+        (in an outage, the probe's timer is armed already)."""
+        if len(self.unflushed_statuses) >= FLUSH_AT and not self.outage.down:
             self.flush()
         elif self.timer is None:
             me = self._me
@@ -54,7 +76,19 @@ class TaskCompletionTracker(PartitionActor):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        self.unflushed_statuses.write(self.ctx.store, self.ctx.partition)
+        try:
+            self.unflushed_statuses.write(self.ctx.store, self.ctx.partition)
+        except BackendUnavailableError as error:
+            # The changes stay in the buffer, where look-ups see them; the next flush probes.
+            delay = self.outage.refused(error)
+            if self._executor is not None:
+                self._executor.store_outage.defer(self.outage.what, True)
+            me = self._me
+            if me is not None:
+                self.timer = self.ctx.timers.call_later(delay, lambda: me.flush.defer())
+            return
+        if self.outage.answered() and self._executor is not None:
+            self._executor.store_outage.defer(self.outage.what, False)
 
     def discard(self, keys: Collection[TaskKey]) -> None:
         """Remove schedule rows of keys that are already final (a completed key enqueued again)."""
@@ -64,4 +98,4 @@ class TaskCompletionTracker(PartitionActor):
         return len(self.unflushed_statuses)
 
     def on_stop(self) -> None:
-        self.flush()
+        self.flush()  # in an outage, the changes left are lost: the next owner runs them again

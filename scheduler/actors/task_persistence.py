@@ -22,6 +22,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.throughput_controller import ThroughputController
+from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command, Op
 from scheduler.engine.messages import ScheduledTask, TasksLoaded
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
@@ -79,6 +80,8 @@ class TaskPersistence(PartitionActor):
         self._executor = executor
         """The PartitionExecutor (its PartitionScheduler holds what this actor hands on)."""
         self._unflushed = ctx.unflushed
+        self._unwritten = UnwrittenRows()
+        """Batches the store refused part-way: loads stop before their earliest row."""
         self.checkpoint: ScheduleCursor | None = None
         self.controller = ThroughputController(
             ctx,
@@ -119,7 +122,7 @@ class TaskPersistence(PartitionActor):
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def persist(self, commands: Sequence[Command], last_offset: int | None = None) -> int:
+    def persist(self, commands: Sequence[Command], last_offset: int) -> int:
         """Apply a batch of log commands, read up to `last_offset`, durably; returns when the
         store has them all.
 
@@ -127,25 +130,28 @@ class TaskPersistence(PartitionActor):
         status look-up sees what the batch's admin commands did: a task cancelled by a later
         record of the same batch (a topic move puts a task and its cancel in one) is not handed
         on, where it could start before the cancel reached the executor."""
-        # Noted before anything is written, forgotten once all is (or once a later batch is):
-        # loads stop before the earliest row noted, so no row of this batch that the store
-        # refuses lands behind the checkpoint after later rows were loaded (see `unwritten`).
-        note = self.ctx.unwritten.writing(
-            (c.task.key for c in commands if c.op is Op.SCHEDULE), last_offset
-        )
         to_write: dict[TaskKey, Task] = {}
         behind: dict[TaskKey, Task] = {}
-        for command in commands:
-            if command.op is Op.SCHEDULE:
-                to_write[command.task.key] = command.task  # a later write of a key wins
-            else:
-                if to_write:
-                    behind.update(self._write(list(to_write.values())))
-                    to_write = {}
-                self._apply_admin(command)
-        if to_write:
-            behind.update(self._write(list(to_write.values())))
-        self.ctx.unwritten.written(note)
+        try:
+            for command in commands:
+                if command.op is Op.SCHEDULE:
+                    to_write[command.task.key] = command.task  # a later write of a key wins
+                else:
+                    if to_write:
+                        behind.update(self._write(list(to_write.values())))
+                        to_write = {}
+                    self._apply_admin(command)
+            if to_write:
+                behind.update(self._write(list(to_write.values())))
+        except BaseException:
+            # Some rows may be in the store and earlier ones not: loads stop before the
+            # earliest until a batch reaching `last_offset` is stored (see `unwritten`).
+            self._unwritten.refused(
+                (c.task.key for c in commands if c.op is Op.SCHEDULE), last_offset
+            )
+            raise
+        if self._unwritten:
+            self._unwritten.stored(last_offset)
         if behind:
             self._push(list(behind.values()))
         metrics.PERSISTED.inc(len(commands))
@@ -197,9 +203,17 @@ class TaskPersistence(PartitionActor):
                 final.append(task.key)  # a completed key never runs again
             else:
                 handed.append(_scheduled(task, status, checked))
-        self._executor.schedule.defer(handed, keys)
+        self._hand(handed, keys)
         if final:
             self.ctx.store.delete_tasks(self.ctx.partition, final)
+
+    def _hand(self, items: list[ScheduledTask], arrived: list[TaskKey] | None = None) -> None:
+        """Send tasks to the PartitionExecutor, counted as on their way (`HeldCounts`)."""
+        self.ctx.held.handed += len(items)
+        if arrived is None:
+            self._executor.schedule.defer(items)
+        else:
+            self._executor.schedule.defer(items, arrived)
 
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
@@ -248,28 +262,30 @@ class TaskPersistence(PartitionActor):
         """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
         store, partition = self.ctx.store, self.ctx.partition
         if self.checkpoint is None:
-            # A restarted tree's first load: write first what the tree before it could not (the
-            # store was away). Read first, a row whose finish was written between the read and
-            # the look into the buffer would be found finished in neither, and run again. Still
-            # away, the store fails this load, and the tree is restarted later.
+            # A restarted tree's first load: write first what the tree before it could not.
+            # Read first, a row whose finish was written between the read and the look into
+            # the buffer would be found finished in neither, and run again. A store that
+            # refuses fails this load, and the controller probes it with a later one.
             self._unflushed.write(store, partition)
-        unwritten = self.ctx.unwritten.earliest()
+        unwritten = self._unwritten.earliest()
         if unwritten is not None:
+            # The store refused a batch part-way: its later rows may be in, its earlier ones
+            # not, until the worker's retry lands (see `unwritten`). Nothing past its earliest
+            # row is loaded meanwhile; and no first load, whose reload-mark stragglers, read
+            # only once, may lie past it.
             if self.checkpoint is None:
-                # A batch read from the log is not all in the store yet (the store refused it
-                # part-way; the worker writes it again): its later rows may be, its earlier ones
-                # not. Nothing is loaded until the retry lands - the mark's stragglers, read
-                # once, may lie past its first row - or, with a checkpoint, nothing past it.
                 return TasksLoaded(0, True, BEFORE_ALL)
             until_ms = min(until_ms, unwritten[0] - 1)
         checked = self._unflushed.version
-        stragglers = self._start_from_mark() if self.checkpoint is None else []
-        rows = store.load_tasks(partition, self.checkpoint, until_ms, limit)
+        # Nothing changes before every read succeeded: a load the store refuses is made again.
+        start, stragglers = self._start_from_mark() if self.checkpoint is None else (None, [])
+        start = self.checkpoint or start
+        rows = store.load_tasks(partition, start, until_ms, limit)
         exhausted = len(rows) < limit
         if rows and not exhausted:
             self.checkpoint = rows[-1].task.key.cursor
         else:
-            self.checkpoint = max(self.checkpoint or window_end(until_ms), window_end(until_ms))
+            self.checkpoint = max(start or window_end(until_ms), window_end(until_ms))
         rows = stragglers + rows
         handed: list[ScheduledTask] = []
         leftovers = []
@@ -281,20 +297,19 @@ class TaskPersistence(PartitionActor):
                 leftovers.append(row.task.key)
                 continue
             handed.append(_scheduled(row.task, status, checked))
-        if leftovers:
-            store.delete_tasks(partition, leftovers)
         if handed:
-            self._executor.schedule.defer(handed)
+            self._hand(handed)
+        if leftovers:  # refused, they stay: final rows are skipped by every load
+            store.delete_tasks(partition, leftovers)
         return TasksLoaded(len(handed), exhausted, self.checkpoint)
 
-    def _start_from_mark(self) -> list[StoredTask]:
-        """A new tree's first load: the reload mark's stragglers, and the checkpoint moved to its
-        `after`, so that the rows of tasks completed before it (tombstones) are not read."""
+    def _start_from_mark(self) -> tuple[ScheduleCursor | None, list[StoredTask]]:
+        """A new tree's first load: where to read from (the reload mark's `after`, so that the
+        rows of tasks completed before it, tombstones, are not read), and its stragglers."""
         mark = self.ctx.mark.mark
         if mark is None:
-            return []  # no mark committed yet: read from the first row
-        self.checkpoint = mark.after
-        return self.ctx.store.load_keys(self.ctx.partition, mark.stragglers)
+            return None, []  # no mark committed yet: read from the first row
+        return mark.after, self.ctx.store.load_keys(self.ctx.partition, mark.stragglers)
 
     def advance_mark(self) -> None:
         """Move the reload mark forward over what the store shows completed: up to rows

@@ -12,16 +12,18 @@ decision needs no thread of its own, and a load needs no message between two act
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pykka
 
 from scheduler import metrics
-from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
 from scheduler.engine.messages import TasksLoaded
+from scheduler.engine.outage import Backoff, StoreProbe
 from scheduler.engine.timers import TimerHandle
+from scheduler.errors import BackendUnavailableError
 
 if TYPE_CHECKING:
     from scheduler.actors.partition_executor import PartitionExecutor
@@ -48,7 +50,7 @@ class ThroughputController:
         """Loads (until_ms, limit) rows: TaskPersistence.load, on the same thread."""
         self._advance_mark = advance_mark
         self._executor = executor
-        """The PartitionExecutor, asked what it holds (it never asks back)."""
+        """The PartitionExecutor, told to notify when it drained (`notify_when_at_most`)."""
         self._wake = wake
         """Called on the timer thread when the next top-up is due: has the owner call `tick`."""
         self.timer: TimerHandle | None = None
@@ -56,16 +58,37 @@ class ThroughputController:
         self.reported_in_flight = 0
         self.stopped = False
         self._mark_due = ctx.clock.monotonic() + MARK_INTERVAL_S
+        self.outage = StoreProbe(
+            "schedule reads",
+            ctx.partition,
+            Backoff(ctx.settings.restart_backoff_s),
+            ctx.clock,
+            logging.getLogger("scheduler.partition"),
+        )
+        """Whether the store refuses the partition's loads; while it does, the next tick is the
+        store's probe and the PartitionExecutor starts nothing."""
 
     def tick(self) -> None:
-        """Top the partition up if it has room, then re-arm the periodic timer."""
-        if self.stopped:
+        """Top the partition up if it has room, then re-arm the periodic timer; a store that
+        refuses the load puts the partition in OUTAGE until a later tick's load succeeds."""
+        if self.stopped or not self.outage.due():
+            return  # in an outage, only the probe's timer ticks
+        try:
+            self._top_up()
+        except BackendUnavailableError as error:
+            delay = self.outage.refused(error)
+            self._executor.store_outage.defer(self.outage.what, True)
+            self._arm(delay)
             return
+        if self.outage.answered():
+            self._executor.store_outage.defer(self.outage.what, False)
+        self._arm()
+
+    def _top_up(self) -> None:
         settings = self.ctx.settings
         bound = settings.max_in_flight_per_partition
-        held, _ = self._executor.scheduled_counts().get(timeout=ASK_TIMEOUT_S)
-        executing, _ = self._executor.counts().get(timeout=ASK_TIMEOUT_S)
-        in_flight = held + executing
+        # Read from the published counts, not asked: see `HeldCounts`.
+        in_flight = self.ctx.held.total
         room = bound - in_flight
         # Small top-ups while a backlog drains would mean a store query per handful of tasks.
         if room > 0 and (not self.backlogged or room >= bound // 2):
@@ -79,14 +102,13 @@ class ThroughputController:
             self._advance_mark()
         metrics.IN_FLIGHT.inc(in_flight - self.reported_in_flight)
         self.reported_in_flight = in_flight
-        self._arm()
 
-    def _arm(self) -> None:
+    def _arm(self, delay_s: float | None = None) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        self.timer = self.ctx.timers.call_later(
-            self.ctx.settings.load_interval_ms / 1000, self._wake
-        )
+        if delay_s is None:
+            delay_s = self.ctx.settings.load_interval_ms / 1000
+        self.timer = self.ctx.timers.call_later(delay_s, self._wake)
 
     def stop_loading(self) -> None:
         self.stopped = True

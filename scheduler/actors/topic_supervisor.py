@@ -2,15 +2,17 @@
 
 It starts and stops partition trees as the worker's consumer gains and loses partitions, routes
 each polled batch to the partitions' TaskPersistence actors, and restarts a partition whose tree
-failed. A restart rebuilds the tree from the store and asks the worker to re-read the partition
-from its committed offset, so that nothing that sat only in a dead actor's mailbox is lost.
+failed (a bug: a store that is down is an OUTAGE of the partition, `engine.outage`, and its tree
+stays up). A restart rebuilds the tree from the store, which has every task persisted; a batch
+whose persist the dead tree did not finish failed its future, and the worker holds it until the
+new tree takes it, so nothing that sat only in a dead actor's mailbox is lost.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pykka
@@ -20,12 +22,12 @@ from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_supervisor import PartitionSupervisor
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.unflushed import UnflushedStatuses
-from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.lease import ALWAYS_HELD, Lease
 from scheduler.engine.messages import PartitionCounts
+from scheduler.engine.outage import MAX_BACKOFF_S, Backoff
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.repeats import RepeatedFailures
 from scheduler.engine.settings import EngineSettings
@@ -39,7 +41,7 @@ logger = logging.getLogger(__name__)
 #: Upper bound of the delay before restarting a partition that keeps failing. It is also how
 #: long a partition may sit idle after its store comes back, so it stays short; a failed restart
 #: costs a few log lines, not work.
-MAX_RESTART_BACKOFF_S = 5.0
+MAX_RESTART_BACKOFF_S = MAX_BACKOFF_S
 #: A partition that ran this long without failing is restarted after the base delay again.
 STABLE_AFTER_S = 60.0
 #: How often a partition due to restart looks whether its failed tree is down yet.
@@ -65,8 +67,9 @@ def _wait_down(
 
 def restart_delay(base_s: float, failures: int) -> float:
     """The wait after `failures` failures in a row of a partition that cannot make progress:
-    `base_s`, doubled for each further failure, at most MAX_RESTART_BACKOFF_S."""
-    return min(MAX_RESTART_BACKOFF_S, base_s * 2.0 ** (failures - 1))
+    `base_s`, doubled for each further failure, at most MAX_RESTART_BACKOFF_S (the outages'
+    policy: `engine.outage.Backoff`)."""
+    return Backoff(base_s, MAX_RESTART_BACKOFF_S).delay(failures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +102,6 @@ class TopicSupervisor(pykka.ThreadingActor):
         executor_service: TaskExecutorService,
         timers: TimerService,
         settings: EngineSettings,
-        request_rewind: Callable[[int], None],
         rng: random.Random | None = None,
         restarting: set[int] | None = None,
         worker_id: str = "",
@@ -115,7 +117,6 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.executor_service = executor_service
         self.timers = timers
         self.settings = settings
-        self.request_rewind = request_rewind
         self.rng = rng or random.Random()
         self.trees: dict[int, _Tree] = {}
         self.generations: dict[int, int] = {}
@@ -138,10 +139,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.marks: dict[int, MarkHolder] = {}
         self.unflushed: dict[int, UnflushedStatuses] = {}
         """Per partition, the status changes its trees could not write yet: kept across a
-        restart (a tree that died with the store away), dropped when the partition leaves."""
-        self.unwritten: dict[int, UnwrittenRows] = {}
-        """Per partition, the batches its trees could not write in full yet, kept and dropped
-        as `unflushed` is."""
+        restart (a tree that died on a bug), dropped when the partition leaves."""
         self.dying: dict[int, tuple[pykka.ActorRef[PartitionSupervisor], pykka.Future[None]]] = {}
         """Per partition, its failed tree going down (the supervisor, and its `shut_down`'s
         future). Nobody waits for it but the partition's next tree, which starts once it is
@@ -185,7 +183,6 @@ class TopicSupervisor(pykka.ThreadingActor):
             tree = self.trees.pop(partition, None)
             self.marks.pop(partition, None)
             self.unflushed.pop(partition, None)
-            self.unwritten.pop(partition, None)
             if tree is not None:
                 stopping.append(
                     (tree.supervisor, tree.supervisor.proxy().shut_down(deadline, reason))
@@ -213,9 +210,7 @@ class TopicSupervisor(pykka.ThreadingActor):
     # -- work ---------------------------------------------------------------------------------
 
     def persist(
-        self,
-        batches: Mapping[int, Sequence[Command]],
-        last_offsets: Mapping[int, int] | None = None,
+        self, batches: Mapping[int, Sequence[Command]], last_offsets: Mapping[int, int]
     ) -> dict[int, pykka.Future[int]]:
         """Hand each partition its commands, read up to its offset in `last_offsets`; the
         futures resolve once they are in the store."""
@@ -224,8 +219,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             tree = self.trees.get(partition)
             if tree is None:
                 continue  # revoked in the meantime; the next owner re-reads it from the log
-            last = last_offsets.get(partition) if last_offsets is not None else None
-            futures[partition] = tree.persistence.persist(commands, last)
+            futures[partition] = tree.persistence.persist(commands, last_offsets[partition])
         return futures
 
     def counts(self) -> dict[int, PartitionCounts]:
@@ -292,8 +286,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             )
             return
         self.restarting.discard(partition)
-        if self._start(partition):
-            self.request_rewind(partition)
+        self._start(partition)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
 
     def _down(self, partition: int) -> bool:
@@ -340,7 +333,6 @@ class TopicSupervisor(pykka.ThreadingActor):
             rng=random.Random(self.rng.random()),
             mark=self.marks.setdefault(partition, MarkHolder()),
             unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
-            unwritten=self.unwritten.setdefault(partition, UnwrittenRows()),
             worker_id=self.worker_id,
             lease=self.lease,
         )

@@ -1,11 +1,13 @@
 """UnflushedStatuses: a partition's status changes recorded but not yet in the store.
 
-Kept by the TopicSupervisor across the restarts of the partition's tree (in its
-`PartitionContext`), like the reload mark: a tree that dies because the store is away cannot
-write its last changes, and a fresh tree that forgot them would run again every task that
-finished during the outage. The new tree writes them first, and its loads skip what they show
-finished. When the partition leaves the worker they are dropped: its next owner reruns those
-tasks (at-least-once), as after a crash.
+While the store refuses status writes (an OUTAGE of the partition, `engine.outage`) the changes
+wait here, where every look-up sees them, and the flush that ends the outage writes them. The
+TopicSupervisor keeps the buffer across the restarts of the partition's tree (in its
+`PartitionContext`), like the reload mark: a tree that dies on a bug cannot write its last
+changes, and a fresh tree that forgot them would run again every task that finished just
+before. The new tree writes them first, and its loads skip what they show finished. When the
+partition leaves the worker they are dropped: its next owner reruns those tasks
+(at-least-once), as after a crash.
 """
 
 from __future__ import annotations

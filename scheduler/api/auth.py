@@ -38,7 +38,8 @@ class Role(enum.StrEnum):
     OPERATE = "operate"
     """Also schedule, cancel, retry and rerun tasks."""
     ADMIN = "admin"
-    """Also drop tasks (delete their status rows)."""
+    """Also drop tasks (delete their status rows), change schedules and batch configurations,
+    and manage tokens."""
 
     @property
     def rank(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import email.message
 import json
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -23,11 +23,11 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from scheduler.api.schemas import TasksIn
-from scheduler.model import Task
+from scheduler.model import MAX_KEY_BYTES, Task, TaskKey
 
 MAX_TASKS = 10_000
-_REQUIRED = frozenset(("ordering_id", "scheduled_time", "uniqueness_key"))
-_ALLOWED = _REQUIRED | {"data"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SHORT = MAX_KEY_BYTES // 4  # no str this long is longer in UTF-8
 _TIME = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})", re.ASCII
 )
@@ -74,33 +74,52 @@ def _decode(raw: bytes, content_type: str | None) -> tuple[Any, bool]:
 
 
 def _fast(value: Any) -> list[Task] | None:
-    """The tasks of `value` if every one is certainly valid, else None."""
+    """The tasks of `value` if every one is certainly valid, else None.
+
+    The checks are `Task`'s and `TaskKey`'s, inlined, and the tasks are built from their checked
+    parts (`TaskKey.from_ms`, `Task.from_key`): at 1,000 tasks a request the calls of the checked
+    constructors cost more than the JSON parse. A part the inline checks doubt (a NUL, a blank,
+    a long key) sends the body the slow way, whose errors name the field."""
     if type(value) is not dict or len(value) != 1:
         return None
     items = value.get("tasks")
     if type(items) is not list or not 1 <= len(items) <= MAX_TASKS:
         return None
-    tasks = []
+    tasks: list[Task] = []
+    append, key_from_ms, task_from_key = tasks.append, TaskKey.from_ms, Task.from_key
+    match_time, parse_time, epoch = _TIME.fullmatch, datetime.fromisoformat, _EPOCH
     for item in items:
-        if type(item) is not dict or not _REQUIRED <= item.keys() <= _ALLOWED:
+        # Three keys that are the required ones, or four that are all of them: nothing else.
+        if type(item) is not dict or not 3 <= len(item) <= 4:
             return None
-        ordering_id, when, key = item["ordering_id"], item["scheduled_time"], item["uniqueness_key"]
-        data = item.get("data", {})
+        try:
+            ordering_id, when = item["ordering_id"], item["scheduled_time"]
+            key, data = item["uniqueness_key"], item["data"] if len(item) == 4 else {}
+        except KeyError:
+            return None
         if type(ordering_id) is not str or type(key) is not str or type(data) is not dict:
             return None
-        if type(when) is not str or _TIME.fullmatch(when) is None:
+        if not _plain(ordering_id) or not _plain(key):
+            return None
+        if type(when) is not str or match_time(when) is None:
             return None
         try:
-            at = datetime.fromisoformat(when)
-        except ValueError:
+            delta = parse_time(when) - epoch
+        except (ValueError, TypeError):  # TypeError: no zone after all
             return None
-        if at.tzinfo is None:
-            return None
-        try:
-            tasks.append(Task(ordering_id, at, key, data))
-        except Exception:  # refused by `Task`: the slow path refuses it in the old order
-            return None
+        ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+        append(task_from_key(key_from_ms(ordering_id, ms, key), data))
     return tasks
+
+
+def _plain(part: str) -> bool:
+    """Whether `check_key_part` certainly takes `part` (a str)."""
+    return (
+        "\x00" not in part
+        and (len(part) <= _SHORT or len(part.encode("utf-8")) <= MAX_KEY_BYTES)
+        and not part.isspace()
+        and part != ""
+    )
 
 
 def parse_tasks(raw: bytes, content_type: str | None) -> list[Task]:

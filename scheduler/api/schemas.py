@@ -165,6 +165,34 @@ class WhoAmI(BaseModel):
     role: str
 
 
+class TokenIn(BaseModel):
+    """A token to make."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]*$",
+        description="Who or what holds it; unique. Letters, digits and . _ @ -.",
+    )
+    role: Literal["read", "operate", "admin"]
+
+
+class TokenOut(BaseModel):
+    """A token as the API shows it: never the token itself, nor its hash."""
+
+    name: str
+    role: str
+    created: str = Field(description="When it was made, ISO 8601 UTC.")
+
+
+class TokenCreated(TokenOut):
+    """A token just made."""
+
+    token: str = Field(description="The bearer token: shown this once, keep it secret.")
+
+
 Scheduled.model_rebuild()
 
 

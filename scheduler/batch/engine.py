@@ -7,6 +7,8 @@ Every change is a task of that queue, so the configuration and the job states ha
 * `poll` re-reads the configuration file: a valid one is loaded and renamed `<file>_IMPORTED`,
   an invalid one is logged with its reasons and left in place; the next poll is a task at the
   next multiple of the polling time (workers starting at different times join one chain).
+  Every other task first looks at the file (a stat) and applies it if it changed: a poll waits
+  behind the runs' ends queued before its instant, the next task does not.
 * `wake` is due when a partition's time comes or a retry is due: retention, then a decision.
 * `ended` records the end of a partition's run (from its program-status event).
 * `rerun`, `pause`, `resume` are an operator's.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -52,6 +55,7 @@ from scheduler.batch.store import (
     Attempt,
     AttemptStatus,
     BatchStore,
+    Changes,
     StoredConfiguration,
 )
 from scheduler.client import SchedulerClient
@@ -84,6 +88,8 @@ class _Session:
     states: dict[str, JobState]
     changed: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
+    attempts: list[Attempt] = field(default_factory=list)
+    """Attempts started or ended, written with the states at the task's end."""
     config_changed: bool = False
     imported: Path | None = None
     """The polled file this task applied: renamed once the configuration is written, so a
@@ -108,6 +114,7 @@ class BatchExecutor:
         file: str | Path | None = None,
         clock: Callable[[], int] = now_ms,
         timeout_s: float = 60.0,
+        poll_ms: int = 120_000,
     ) -> None:
         self.store = store
         self.runs = runs
@@ -117,14 +124,26 @@ class BatchExecutor:
         self.clock = clock
         """What the decisions read as now (epoch ms); tests step it."""
         self.timeout_s = timeout_s
+        self.poll_ms = poll_ms
+        """How often the file is polled while no configuration is in force (the setting
+        `batch_poll_s`)."""
         self._parsed: tuple[str, Configuration] | None = None
+        self._seen: tuple[int, int, int] | None = None
+        """The (mtime ns, size, inode) of the file as last read: a task looks at the file
+        again only once it changed."""
 
     # -- tasks ----------------------------------------------------------------------------
 
     def __call__(self, task: Task, context: ExecutionContext) -> None:
         data = task.data
         op = data.get("op")
+        began = time.perf_counter()
         session = self._read()
+        read = time.perf_counter()
+        if op != "poll" and self._file_changed():
+            # A new file is applied by whatever task of the queue runs next, not by the poll
+            # queued behind the runs' ends: a busy queue reloads within one task.
+            self._poll_file(session)
         if op == "load":
             self._load(session, str(data["text"]), str(data.get("source") or "api"))
         elif op == "poll":
@@ -144,15 +163,25 @@ class BatchExecutor:
                 f"task {task.key} asks the batch executor for op {op!r}; use load, poll, wake, "
                 "ended, rerun, pause, resume, recover or decide"
             )
+        applied = time.perf_counter()
         self._decide(session)
+        decided = time.perf_counter()
         self._write(session)
         if session.imported is not None:
             os.replace(session.imported, f"{session.imported}{IMPORTED_SUFFIX}")
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "batch task %s (%s): read %.1f ms, %s %.1f ms, decide and launch %.1f ms, "
+                "write %.1f ms (%d attempts, %d states)",
+                task.key, op, (read - began) * 1e3, op, (applied - read) * 1e3,
+                (decided - applied) * 1e3, (time.perf_counter() - decided) * 1e3,
+                len(session.attempts), len(session.changed),
+            )  # fmt: skip
 
     def _read(self) -> _Session:
-        stored = self.store.configuration(self.name)
+        stored, states = self.store.read(self.name)
         config = None if stored is None else self._parse(stored.text)
-        return _Session(stored, config, self.store.states(self.name))
+        return _Session(stored, config, states)
 
     def _parse(self, text: str) -> Configuration:
         # Every task reads the configuration in force: parse a text once, not per task.
@@ -166,12 +195,12 @@ class BatchExecutor:
             for job in session.changed
             if job in session.states and job not in session.removed
         }
-        if changed or session.removed:
-            self.store.save_states(changed, self.name, removed=session.removed)
+        configuration = session.stored if session.config_changed else None
+        changes = Changes(changed, frozenset(session.removed), session.attempts, configuration)
+        if changes:
+            self.store.write(changes, self.name)
         for job in session.removed:
             self.store.delete_job(job, self.name)
-        if session.config_changed and session.stored is not None:
-            self.store.save_configuration(session.stored, self.name)
         if session.config is not None:
             every = session.config_changed and not session.changed
             batch_metrics.observe(
@@ -208,6 +237,27 @@ class BatchExecutor:
         session.config_changed = True
 
     def _poll(self, session: _Session) -> None:
+        self._file_changed()
+        self._poll_file(session)
+        self.schedule_poll(session.config)
+
+    def _file_changed(self) -> bool:
+        """Whether the file differs from the one last read (a stat, no read)."""
+        if self.file is None:
+            return False
+        try:
+            seen = self.file.stat()
+        except OSError:
+            self._seen = None
+            return False
+        signature = (seen.st_mtime_ns, seen.st_size, seen.st_ino)
+        if signature == self._seen:
+            return False
+        self._seen = signature
+        return True
+
+    def _poll_file(self, session: _Session) -> None:
+        """Apply the file if it is there and valid (renamed once written); log it if not."""
         if self.file is not None and self.file.is_file():
             text = self.file.read_text(encoding="utf-8")
             try:
@@ -223,14 +273,13 @@ class BatchExecutor:
             else:
                 self._load(session, text, str(self.file))
                 session.imported = self.file
-        self.schedule_poll(session.config)
 
     def schedule_poll(self, config: Configuration | None, *, period_ms: int | None = None) -> None:
         """The next `poll` task at the next multiple of the polling time (the configuration's
-        `new_configuration_polling_time`, or `period_ms` before there is one)."""
+        `new_configuration_polling_time`, or `period_ms` or `poll_ms` before there is one)."""
         if self.file is None:
             return
-        period = period_ms or 120_000
+        period = period_ms or self.poll_ms
         if config is not None:
             now = self.clock()
             period = max(add(now, config.new_configuration_polling_time) - now, 1)
@@ -269,12 +318,11 @@ class BatchExecutor:
         session.put(state)
         if session.config is not None and job not in session.config.by_name and not state.running:
             session.removed.add(job)  # removed by a reload: its last run has ended
-        self.store.record_attempt(
+        session.attempts.append(
             Attempt(
                 job, partition, attempt, str(data["run_id"]), _OUTCOME_STATUS[outcome],
                 running.started_ms, now, reason or None,
-            ),
-            self.name,
+            )
         )  # fmt: skip
 
     def _recover(self, session: _Session) -> None:
@@ -345,9 +393,15 @@ class BatchExecutor:
         )
         futures: list[Future[int]] = []
         attempts: list[Attempt] = []
-        for chosen in runnable(effective, session.states, now):
+        chosen_all = runnable(effective, session.states, now)
+        wanted: dict[str, list[int]] = {}
+        for chosen in chosen_all:
+            wanted.setdefault(chosen.job, []).append(chosen.partition)
+        last = self.store.last_attempts(wanted, self.name) if wanted else {}
+        for chosen in chosen_all:
             job = config.job(chosen.job)
-            state = self._start(session.states[chosen.job], job, chosen.partition, now)
+            state = start(session.states[chosen.job], job, chosen.partition, now)
+            state = _numbered(state, chosen.partition, last.get((chosen.job, chosen.partition)))
             number = state.running[chosen.partition].attempt
             request = launch_request(chosen, number, self.name, self._engine_ms(now))
             futures.append(self.client.schedule_task(request.task()))
@@ -360,24 +414,12 @@ class BatchExecutor:
             )  # fmt: skip
         for future in futures:  # durable before the states say RUNNING
             future.result(self.timeout_s)
-        for made in attempts:
-            self.store.record_attempt(made, self.name)
+        session.attempts.extend(attempts)
         wake = _next_wake(effective, session.states, now)
         if wake is not None and wake != session.stored.wake_ms:
             self._enqueue(control_task(self.name, "wake", self._engine_ms(wake), "wake"))
             session.stored = replace(session.stored, wake_ms=wake)
             session.config_changed = True
-
-    def _start(self, state: JobState, job: Job, partition: int, now: int) -> JobState:
-        """`start`, numbered after every attempt in the history: a rerun partition's next run
-        is a new attempt (a new request key), never one the engine has completed."""
-        state = start(state, job, partition, now)
-        history = self.store.attempts(job.name, self.name, partition=partition, limit=1)
-        run = state.running[partition]
-        if history and history[0].attempt >= run.attempt:
-            run = replace(run, attempt=history[0].attempt + 1)
-            state = replace(state, running=MappingProxyType({**state.running, partition: run}))
-        return state
 
     def _engine_ms(self, at: int) -> int:
         """The engine's time of an instant of `clock` (the same with the wall clock)."""
@@ -385,6 +427,17 @@ class BatchExecutor:
 
     def _enqueue(self, task: Task) -> None:
         self.client.schedule_task(task).result(self.timeout_s)
+
+
+def _numbered(state: JobState, partition: int, last: int | None) -> JobState:
+    """The started `partition` numbered after every attempt in its history (`last`, the
+    highest): a rerun partition's next run is a new attempt (a new request key), never one the
+    engine has completed."""
+    run = state.running[partition]
+    if last is None or last < run.attempt:
+        return state
+    run = replace(run, attempt=last + 1)
+    return replace(state, running=MappingProxyType({**state.running, partition: run}))
 
 
 def _next_wake(config: Configuration, states: Mapping[str, JobState], now: int) -> int | None:

@@ -63,7 +63,7 @@ class BatchRuntime:
         ).result(executor.timeout_s)
         stored = self.store.configuration(executor.name)
         if stored is None:
-            executor.schedule_poll(None, period_ms=self.poll_ms)
+            executor.schedule_poll(None)
         else:
             from scheduler.batch.config import parse_configuration
 
@@ -88,7 +88,13 @@ def attach(
     its subscriber the handler of runs' ends). Call `start` once the engine runs."""
     register_programs(programs.executor.catalog)
     executor = BatchExecutor(
-        store=store, runs=programs.runs, client=programs.client, name=name, file=file, clock=clock
+        store=store,
+        runs=programs.runs,
+        client=programs.client,
+        name=name,
+        file=file,
+        clock=clock,
+        poll_ms=int(poll_s * 1000),
     )
     router.routes[BATCH_EXECUTOR] = executor
     if programs.subscriber is not None:

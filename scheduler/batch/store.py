@@ -14,6 +14,11 @@ Contract (the suite in tests/contracts/test_batch_store_contract.py holds every 
   (job, partition, attempt): the start writes it RUNNING, the end writes it again finished.
 * `attempts` lists a job's attempts newest partition first, then newest attempt first; of one
   partition, or of partitions in [first_ms, stop_ms).
+* `read` returns `configuration` and `states` together; `write` writes what one task changed
+  (`Changes`: attempts, states, removed states, the configuration) as if by `record_attempt`,
+  `save_states` and `save_configuration`; `last_attempts` returns the highest attempt number
+  recorded of each partition asked for (partitions without a record are left out). Adapters
+  override them to save round trips: the batch queue calls each once per task.
 * `delete_attempts_before` deletes the history of a job's partitions before `cutoff_ms`
   (retention); `delete_job` deletes everything of a job (it was removed and its runs ended).
 
@@ -26,7 +31,7 @@ import enum
 import functools
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +142,23 @@ def read_state(text: str) -> JobState:
     return decode_state(json.loads(text))
 
 
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What one task of the batch queue writes back."""
+
+    states: Mapping[str, JobState] = field(default_factory=dict)
+    """The states that changed, by job."""
+    removed: Collection[str] = ()
+    """Jobs whose state goes (removed by a reload, their last run ended)."""
+    attempts: Sequence[Attempt] = ()
+    """Attempts started or ended (each replaces the record of its (job, partition, attempt))."""
+    configuration: StoredConfiguration | None = None
+    """The configuration in force, if it changed."""
+
+    def __bool__(self) -> bool:
+        return bool(self.states or self.removed or self.attempts or self.configuration)
+
+
 class BatchStore(ABC):
     """The batch jobs of one deployment (see the module docstring for the contract)."""
 
@@ -195,3 +217,31 @@ class BatchStore(ABC):
     @abstractmethod
     def delete_job(self, job: str, name: str = DEFAULT_NAME) -> None:
         """Delete the state and every attempt of `job`."""
+
+    def read(
+        self, name: str = DEFAULT_NAME
+    ) -> tuple[StoredConfiguration | None, dict[str, JobState]]:
+        """`configuration` and `states` of `name`, read together."""
+        return self.configuration(name), self.states(name)
+
+    def write(self, changes: Changes, name: str = DEFAULT_NAME) -> None:
+        """Write what one task changed: its attempts, then its states, then the configuration."""
+        for attempt in changes.attempts:
+            self.record_attempt(attempt, name)
+        if changes.states or changes.removed:
+            self.save_states(changes.states, name, removed=changes.removed)
+        if changes.configuration is not None:
+            self.save_configuration(changes.configuration, name)
+
+    def last_attempts(
+        self, wanted: Mapping[str, Collection[int]], name: str = DEFAULT_NAME
+    ) -> dict[tuple[str, int], int]:
+        """The highest attempt recorded of each (job, partition) of `wanted` (job -> its
+        partitions); partitions never attempted are not in the result."""
+        found: dict[tuple[str, int], int] = {}
+        for job, partitions in wanted.items():
+            for partition in partitions:
+                history = self.attempts(job, name, partition=partition, limit=1)
+                if history:
+                    found[job, partition] = history[0].attempt
+        return found

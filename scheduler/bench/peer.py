@@ -74,7 +74,7 @@ class Sizes:
     def of(cls, options: BenchOptions) -> Sizes:
         burst = options.pick(1_000, 60)
         if options.smoke:
-            return cls(burst, (0.5,), 1.5, 11.0, options.backlog or 200, 30, 4.0)
+            return cls(burst, (0.5,), 1.5, 11.0, options.backlog or 200, 30, 15.0)
         return cls(burst, (0.25, 0.5, 0.9), 10.0, 40.0, options.backlog or 5_000, 300, 30.0)
 
 

@@ -334,12 +334,13 @@ HELD_CRON = "0 0 1 1 *"
 
 def _prepare_held(data_dir: str, count: int) -> None:
     """In a process of its own: `count` enabled schedules in a deployment's stores, as their
-    enables leave them (the record enabled, its next fire a pending engine task persisted by the
-    worker), then stopped. Written directly rather than through 2 x `count` change tasks: the
-    state is the same, made in seconds rather than many minutes."""
-    from scheduler.schedules.abc import ScheduleRecord
+    enables leave them (the record enabled, its next fire a row of the fire index and the tick of
+    its instant and shard a pending engine task persisted by the worker), then stopped. Written
+    directly rather than through 2 x `count` change tasks: the state is the same, made in
+    seconds rather than many minutes."""
+    from scheduler.schedules.abc import FireRow, ScheduleRecord
+    from scheduler.schedules.fires import shard_of, tick_task
     from scheduler.schedules.model import Schedule, Time
-    from scheduler.schedules.tasks import fire_task
 
     with ExitStack() as stack:
         deployment = _Deployment(Path(data_dir))
@@ -347,7 +348,7 @@ def _prepare_held(data_dir: str, count: int) -> None:
         store = deployment.schedules.store
         at = now_ms()
         for first in range(0, count, 1000):
-            fires = []
+            rows = []
             for i in range(first, min(first + 1000, count)):
                 schedule = Schedule(
                     name=f"held-{i:07d}",
@@ -361,8 +362,10 @@ def _prepare_held(data_dir: str, count: int) -> None:
                         change_id=f"bench-{i}", last_fires={"0": at}, next_fires={"0": fire},
                     )
                 )  # fmt: skip
-                fires.append(fire_task(schedule.name, at, 0, fire))
-            client.client.schedule_tasks(fires).result(60)
+                rows.append(FireRow(fire, shard_of(schedule.name), schedule.name, 0, at))
+            store.put_fires(rows)
+            ticks = {(row.shard, row.fire_ms) for row in rows}
+            client.client.schedule_tasks([tick_task(*tick) for tick in sorted(ticks)]).result(60)
         worker = deployment.scheduler.worker
         deadline = time.monotonic() + 600
         while any(lag.lag for lag in worker.log.describe_group(worker.group_id)):

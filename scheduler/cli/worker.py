@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from scheduler.cli.context import CliState, pass_state
+from scheduler.engine.collector import pace_for_a_worker
 
 if TYPE_CHECKING:
     from scheduler.batch.runtime import BatchRuntime
@@ -159,6 +160,7 @@ def worker(
             programs.subscriber.start()
         if batch is not None:
             batch.start()
+        pace_for_a_worker()  # start-up is done: what it made stays
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
 

@@ -4,19 +4,22 @@ In `engine` rather than `actors`: the plain objects (TaskExecutor, OrderingExecu
 take them too, and `engine` imports nothing of `actors`, so the two packages form no cycle.
 Messages are immutable; events are named in the past tense. Proxies carry them as method
 arguments (pykka's typed-proxy style), so this module holds the payloads, not envelopes.
+
+The ones made once or more per task (`ScheduledTask`, `AttemptStarted`, `AttemptFinished`) are
+NamedTuples: a frozen dataclass's `__init__` sets each field through `object.__setattr__`,
+which made `AttemptFinished` alone the worker's costliest constructor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.model import ScheduleCursor, Task, TaskKey
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduledTask:
+class ScheduledTask(NamedTuple):
     """A task on its way through a partition's actors, with what is known of its past."""
 
     task: Task
@@ -39,8 +42,7 @@ class ScheduledTask:
         return self.task.key
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptStarted:
+class AttemptStarted(NamedTuple):
     """A pool thread began an executor call (it may have waited in the pool's queue)."""
 
     key: TaskKey
@@ -51,8 +53,7 @@ class AttemptStarted:
     """When the call began."""
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptFinished:
+class AttemptFinished(NamedTuple):
     """An executor call returned or raised."""
 
     key: TaskKey

@@ -25,7 +25,7 @@ Methods may raise `BackendUnavailableError` after the adapter's own retries are 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from scheduler.programs.model import Run, RunStatus
 
@@ -61,6 +61,10 @@ class RunStore(ABC):
     @abstractmethod
     def create(self, run: Run) -> Run:
         """Store `run` unless a run of its id exists; return the stored run (durable)."""
+
+    def create_many(self, runs: Sequence[Run]) -> list[Run]:
+        """`create` for each run, in order; adapters batch it."""
+        return [self.create(run) for run in runs]
 
     @abstractmethod
     def get(self, run_id: str) -> Run | None:

@@ -9,7 +9,8 @@ finds the run it made. The `workflow` executor route runs it (see `workflow.py`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -90,6 +91,55 @@ class LaunchRequest:
             reply_to=data.get("reply_to"),
             reply_executor=data.get("reply_executor") or WORKFLOW_EXECUTOR,
         )
+
+
+LAUNCH_BATCH = 200
+"""Requests per `launch-many` task (a log record stays far below a Kafka message's 1 MB)."""
+
+
+def launch_batches(requests: Sequence[LaunchRequest], key: str) -> list[Task]:
+    """`launch-many` tasks for `requests` (all of one program, one requested time): one per
+    `LAUNCH_BATCH` in the order given, keyed `<key>:<digest of the batch's request keys>`. The
+    same batch makes the same task, so a requester re-executed after a crash sends it again
+    harmlessly; a batch of other requests (the requester decided differently on its second try)
+    is another task, never an overwrite that would drop a pending batch's requests."""
+    tasks: list[Task] = []
+    for start in range(0, len(requests), LAUNCH_BATCH):
+        batch = requests[start : start + LAUNCH_BATCH]
+        first = batch[0]
+        digest = hashlib.sha1("\n".join(r.request_key for r in batch).encode()).hexdigest()
+        tasks.append(
+            Task(
+                PROGRAM_QUEUE + first.program,
+                first.requested_at,
+                f"{key}:{digest[:20]}",
+                {
+                    "executor": WORKFLOW_EXECUTOR,
+                    "op": "launch-many",
+                    "program": first.program,
+                    "requests": [
+                        {**t.data, "requested_ms": t.scheduled_ms}
+                        for t in (r.task() for r in batch)
+                    ],
+                },
+            )
+        )
+    return tasks
+
+
+def requests_of(task: Task) -> list[LaunchRequest]:
+    """The requests of a `launch-many` task."""
+    return [
+        LaunchRequest.from_task(
+            Task(
+                task.ordering_id,
+                from_epoch_ms(int(data["requested_ms"])),
+                data["request_key"],
+                data,
+            )
+        )
+        for data in task.data["requests"]
+    ]
 
 
 def operator_request(

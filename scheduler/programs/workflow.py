@@ -22,7 +22,7 @@ that consumers may see twice (same `event_id`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scheduler import metrics
@@ -35,11 +35,11 @@ from scheduler.executors.abc import (
     ExecutionContext,
     Executor,
 )
-from scheduler.model import Task
+from scheduler.model import Task, to_epoch_ms
 from scheduler.programs.abc import RunStore
 from scheduler.programs.catalog import ProgramCatalog
 from scheduler.programs.events import EventPublisher, ProgramStatusEvent, publishing_with
-from scheduler.programs.launch import LaunchRequest, run_task
+from scheduler.programs.launch import LaunchRequest, requests_of, run_task
 from scheduler.programs.model import ACTIVE, Run, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -74,13 +74,15 @@ class WorkflowExecutor:
 
     def validate(self, task: Task) -> None:
         """Enqueue-time check: a launch names a known program."""
-        if task.data.get("op") == "launch":
+        if task.data.get("op") in ("launch", "launch-many"):
             self.catalog.get(str(task.data.get("program")))
 
     def __call__(self, task: Task, context: ExecutionContext) -> None:
         op = task.data.get("op")
         if op == "launch":
             self.launch(LaunchRequest.from_task(task))
+        elif op == "launch-many":
+            self.launch_many(requests_of(task))
         elif op == "run":
             self.run(str(task.data["run_id"]), task, context)
         elif op == "launch-refused":
@@ -88,7 +90,7 @@ class WorkflowExecutor:
         else:
             raise TaskDataError(
                 f"task {task.key} asks the workflow executor for op {op!r}; "
-                "use launch, run or launch-refused"
+                "use launch, launch-many, run or launch-refused"
             )
 
     # -- launch -----------------------------------------------------------------------------
@@ -119,6 +121,40 @@ class WorkflowExecutor:
             metrics.RUNS_LAUNCHED.inc()
         self.client.schedule_task(run_task(stored.run_id, stored.created_ms)).result(self.timeout_s)
         return stored
+
+    def launch_many(self, requests: Sequence[LaunchRequest]) -> None:
+        """`launch` for requests of one program in its queue, batched: runs written PENDING
+        in one `RunStore.create_many` (conditional, as `create`) and their run tasks sent in
+        one call. A request with a concurrency limit is launched alone (`launch`), after them."""
+        made: list[Run] = []
+        limited: list[LaunchRequest] = []
+        now = self.clock()
+        for request in requests:
+            if request.concurrency is not None:
+                limited.append(request)
+                continue
+            program = self.catalog.get(request.program)
+            made.append(
+                Run(
+                    run_id=request.run_id,
+                    program=request.program,
+                    started_by=request.started_by,
+                    arguments=request.arguments(program.properties),
+                    status=RunStatus.PENDING,
+                    created_ms=now,
+                    requested_ms=to_epoch_ms(request.requested_at),
+                    request_key=request.request_key,
+                )
+            )
+        stored = self.runs.create_many(made)
+        metrics.RUNS_LAUNCHED.inc(
+            sum(1 for run, kept in zip(made, stored, strict=True) if run == kept)
+        )
+        if stored:
+            tasks = [run_task(run.run_id, run.created_ms) for run in stored]
+            self.client.schedule_tasks(tasks).result(self.timeout_s)
+        for request in limited:  # after the batch: its runs count against their limits
+            self.launch(request)
 
     def _refuse(self, request: LaunchRequest, active: int) -> None:
         metrics.LAUNCHES_REFUSED.inc()

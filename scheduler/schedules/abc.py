@@ -20,7 +20,16 @@ Contract (the suite in tests/contracts/test_schedule_store_contract.py holds eve
   `remove_key` maintain extra keys a schedule listens to for a while (`run-end:<program>` while
   a job waits for a run of its program to end).
 * Jobs are keyed by (schedule, job key); `put_job` replaces one, `jobs` lists a schedule's jobs
-  oldest first (revision, then generation), `delete_job` removes one.
+  oldest first (revision, then generation), `delete_job` removes one; `put_jobs` writes many and
+  deletes some in one batch.
+* The fire index (`scheduler.schedules.fires`): rows keyed by (instant, shard, name, cron);
+  `put_fires` writes rows (the same row again is one row), `fires` reads one instant and shard's
+  rows, `delete_fires` removes them all. Rows are hints checked against the record, so a
+  schedule's delete leaves its rows to the tick that skips them. These rows and the records'
+  fire state are also written by the tick of a shard's queue (`fires:<shard>`), not the
+  schedule's own: `get_versioned` reads records with their stored text, and `replace_many`
+  writes a record only if its stored text is still the one read (a compare-and-set: whatever the
+  schedule's own queue wrote meanwhile wins).
 
 Methods may raise `BackendUnavailableError` after the adapter's own retries are exhausted.
 """
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,6 +51,22 @@ ENABLED = "ENABLED"
 DISABLED = "DISABLED"
 STATUSES = (ENABLED, DISABLED)
 TRIGGER_TYPES = ("TIME", "PARTITION", "PROGRAM_STATUS", "AND", "OR")
+
+
+@dataclass(frozen=True, slots=True)
+class FireRow:
+    """One fire of the index: cron `cron` of schedule `name` (at `revision`) at `fire_ms`."""
+
+    fire_ms: int
+    """The fire's instant (epoch ms): with `shard`, the partition the tick reads."""
+    shard: int
+    """`shard_of(name)`."""
+    name: str
+    """The schedule's name."""
+    cron: int
+    """The index of the cron in `Schedule.crons()`."""
+    revision: int
+    """The schedule's revision that indexed it; another revision's tick skips the row."""
 
 
 def event_keys(schedule: Schedule) -> set[str]:
@@ -142,6 +168,16 @@ def stored_json(record: ScheduleRecord) -> dict[str, Any]:
     )
     text = json.dumps(as_read.to_json(), separators=(",", ":"), ensure_ascii=False)
     return {**record.to_json(), LISTED_KEY: text}
+
+
+def with_fire_state(text: str, record: ScheduleRecord) -> dict[str, Any]:
+    """The stored JSON `text` with `record`'s fire state (`last_fires`, `next_fires`) instead of
+    its own: what `stored_json(record)` gives when only the fire state changed, without
+    decoding and re-dumping the definition."""
+    stored: dict[str, Any] = orjson.loads(text)
+    stored["last_fires"] = dict(record.last_fires)
+    stored["next_fires"] = dict(record.next_fires)
+    return stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +307,36 @@ class ScheduleStore(ABC):
     @abstractmethod
     def delete_job(self, name: str, job_key: str) -> None:
         """Remove one job (nothing if it does not exist)."""
+
+    def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
+        """Write `jobs` and delete the (schedule name, job key) pairs of `delete`; adapters
+        batch them."""
+        for job in jobs:
+            self.put_job(job)
+        for name, job_key in delete:
+            self.delete_job(name, job_key)
+
+    @abstractmethod
+    def put_fires(self, rows: list[FireRow]) -> None:
+        """Write rows of the fire index (a row written again stays one row)."""
+
+    @abstractmethod
+    def fires(self, fire_ms: int, shard: int) -> list[FireRow]:
+        """The index rows of instant `fire_ms` and `shard`, by name then cron."""
+
+    @abstractmethod
+    def delete_fires(self, fire_ms: int, shard: int) -> None:
+        """Remove every row of instant `fire_ms` and `shard`."""
+
+    @abstractmethod
+    def get_versioned(self, names: list[str]) -> dict[str, tuple[ScheduleRecord, str]]:
+        """The records of `names` that exist, each with its stored text (for `replace_many`)."""
+
+    @abstractmethod
+    def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
+        """For each (text read, new record): write the record if its stored text is still the
+        text read. The new record keeps the trigger type and status (only its fire state
+        changes). Returns the names written."""
 
 
 def job_order(job: Job) -> tuple[int, int]:

@@ -33,15 +33,14 @@ from scheduler.schedules.abc import ScheduleRecord, ScheduleStore
 from scheduler.schedules.catchup import LATE_MS, fires_to_run
 from scheduler.schedules.constraints import ConstraintContext, FinishedRun
 from scheduler.schedules.events import Event, PartitionsAdded, RunEnded, TimeFired
+from scheduler.schedules.fires import send_fire, tick
 from scheduler.schedules.job import Effect, Job, JobState
 from scheduler.schedules.job_gauge import jobs_moved
 from scheduler.schedules.model import Concurrency, LastRun, RunStatus, Schedule
-from scheduler.schedules.tasks import SCHEDULES_EXECUTOR, check_task, fire_task, timeout_task
+from scheduler.schedules.tasks import SCHEDULES_EXECUTOR, check_task, timeout_task
 
 logger = logging.getLogger(__name__)
 
-KEEP_ENDED_JOBS = 5
-"""Ended jobs kept per schedule for `schedules jobs` (older ones are deleted)."""
 RUN_END_KEY = "run-end:"
 _ENDED = (ProgramRunStatus.COMPLETED, ProgramRunStatus.FAILED, ProgramRunStatus.KILLED)
 
@@ -77,6 +76,8 @@ class ScheduleExecutor:
             apply_change(self, name, task)
         elif op == "fire":
             self.fire(name, task)
+        elif op == "tick":
+            tick(self, task)
         elif op == "event":
             self.event(name, task)
         elif op in ("check", "timeout"):
@@ -86,7 +87,7 @@ class ScheduleExecutor:
         else:
             raise TaskDataError(
                 f"task {task.key} asks the schedules executor for op {op!r}; "
-                "use change, fire, event, check, timeout or launch-refused"
+                "use change, fire, tick, event, check, timeout or launch-refused"
             )
 
     # -- reading state -------------------------------------------------------------------------
@@ -150,9 +151,7 @@ class ScheduleExecutor:
         following = after_fire if after_fire > now else cron.next_after(now)
         # The next fire is sent now and awaited before the record that names it is written; in
         # between, the launch's own send and wait overlap its commit.
-        next_sent = self.client.schedule_task(
-            fire_task(name, record.revision, int(index), following)
-        )
+        next_sent = send_fire(self, record, int(index), following)
         job = self.latest_job(record)
         for fire in fires:
             metrics.SCHEDULE_FIRES.inc()
@@ -311,7 +310,7 @@ class ScheduleExecutor:
         self.store.put_job(job)
         jobs_moved(before, job.state)
         ended = [j for j in stored if j.state not in jobs.OPEN_STATES and j.key != job.key]
-        for old in ended[:-KEEP_ENDED_JOBS]:
+        for old in ended[: -jobs.KEEP_ENDED_JOBS]:
             self.store.delete_job(job.schedule.name, old.key)
             jobs_moved(old.state, None)
 

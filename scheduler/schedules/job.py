@@ -60,6 +60,9 @@ class JobState(enum.StrEnum):
 
 OPEN_STATES = frozenset({JobState.PENDING_TRIGGER, JobState.PENDING_CONSTRAINT})
 
+KEEP_ENDED_JOBS = 5
+"""Ended jobs kept per schedule for `schedules jobs` (older ones are deleted)."""
+
 
 class Job(_Frozen):
     """One pending job of a schedule; serialisable as JSON (`model_dump_json`)."""

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from scheduler.schedules import job as jobs
 from scheduler.schedules.abc import ScheduleRecord
+from scheduler.schedules.fires import send_fire
 from scheduler.schedules.job_gauge import jobs_moved
 from scheduler.schedules.model import Schedule
-from scheduler.schedules.tasks import fire_task
 
 if TYPE_CHECKING:
     from scheduler.model import Task
@@ -105,9 +105,7 @@ def _start_fires(executor: ScheduleExecutor, record: ScheduleRecord, now: int) -
     following: dict[str, int] = {}
     for index, cron in enumerate(record.schedule.crons()):
         fire = cron.next_after(now)
-        executor.client.schedule_task(fire_task(record.name, record.revision, index, fire)).result(
-            executor.timeout_s
-        )
+        send_fire(executor, record, index, fire).result(executor.timeout_s)
         last[str(index)] = now
         following[str(index)] = fire
     return record.changed(last_fires=last, next_fires=following)

@@ -359,14 +359,17 @@ def partition_batches(statement: PreparedStatement, rows: Sequence[Params]) -> l
     return statement_batches([(statement, row) for row in rows])
 
 
-def statement_batches(writes: Sequence[tuple[PreparedStatement, Params]]) -> list[Item]:
+def statement_batches(
+    writes: Sequence[tuple[PreparedStatement, Params]], *, key_columns: int = 2
+) -> list[Item]:
     """`partition_batches` over writes of several statements: rows of different tables with the
     same (partition, bucket) key share batches (a status row and its attempt row: one request,
-    one mutation on the replicas, instead of one batch per table)."""
-    groups: dict[tuple[Any, Any], list[tuple[PreparedStatement, Params]]] = {}
+    one mutation on the replicas, instead of one batch per table). `key_columns`: how many
+    leading values of each row are its partition key."""
+    groups: dict[tuple[Any, ...], list[tuple[PreparedStatement, Params]]] = {}
     for write in writes:
         row = write[1]
-        groups.setdefault((row[0], row[1]), []).append(write)
+        groups.setdefault(tuple(row[:key_columns]), []).append(write)
     chunks: list[list[tuple[PreparedStatement, Params]]] = []
     for group in groups.values():
         size = _BATCH_BYTES + 1  # start a chunk at the first row

@@ -8,7 +8,11 @@ Tables, designed from the queries:
 * `batch_attempts` ((name, job), partition_ms DESC, attempt DESC): the history of a job's
   partitions, newest first; retention is a range delete on the clustering key.
 
-One writer per name (the `batch:<name>` queue) makes every write a plain upsert.
+One writer per name (the `batch:<name>` queue) makes every write a plain upsert. The queue's
+task reads the configuration and the states in one concurrent round, looks up the attempts of
+the partitions it starts in one query per job (concurrently), and writes its attempts (batched
+by job), then its changed states (one partition, `name`: unlogged batches), then the
+configuration if it changed: a round each.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from scheduler.batch.store import (
     DEFAULT_NAME,
     Attempt,
     BatchStore,
+    Changes,
     StoredConfiguration,
     dumps,
     read_state,
@@ -56,6 +61,8 @@ def _statements(ks: str) -> dict[str, str]:
         "record) VALUES (?, ?, ?, ?, ?)",
         "attempts": attempts + " LIMIT ?",
         "attempts_of": attempts + " AND partition_ms = ? LIMIT ?",
+        "last_attempts": f"SELECT partition_ms, attempt FROM {ks}.batch_attempts WHERE name = ? "
+        "AND job = ? AND partition_ms IN ?",
         "attempts_between": attempts + " AND partition_ms >= ? AND partition_ms < ? LIMIT ?",
         "forget_before": f"DELETE FROM {ks}.batch_attempts WHERE name = ? AND job = ? "
         "AND partition_ms < ?",
@@ -82,9 +89,12 @@ class CassandraBatchStore(BatchStore):
     def close(self) -> None:
         self._q = {}  # the connection is the task store's to close
 
-    def _one(self, name: str, params: tuple[Any, ...], what: str) -> list[tuple[Any, ...]]:
+    def _check_open(self) -> None:
         if not self._q:
             raise RuntimeError("the batch store is not open; call open()")
+
+    def _one(self, name: str, params: tuple[Any, ...], what: str) -> list[tuple[Any, ...]]:
+        self._check_open()
         return self.tasks.runner().one(self._q[name], params, what)
 
     def configuration(self, name: str = DEFAULT_NAME) -> StoredConfiguration | None:
@@ -102,6 +112,56 @@ class CassandraBatchStore(BatchStore):
         rows = self._one("states", (name,), f"read batch states of {name}")
         return {job: read_state(state) for job, state in rows}
 
+    def read(
+        self, name: str = DEFAULT_NAME
+    ) -> tuple[StoredConfiguration | None, dict[str, JobState]]:
+        self._check_open()
+        config, states = self.tasks.runner().many(
+            [(self._q["get_config"], (name,)), (self._q["states"], (name,))],
+            f"read batch configuration and states of {name}",
+        )
+        record = None
+        if config and config[0][0] is not None:
+            record = StoredConfiguration.from_json(json.loads(config[0][0]))
+        return record, {job: read_state(state) for job, state in states}
+
+    def write(self, changes: Changes, name: str = DEFAULT_NAME) -> None:
+        # In the port's order, a round each: a task that failed half-way and runs again finds
+        # the states as they were whenever its attempts are not all written (it writes them
+        # again), and the configuration last.
+        self._check_open()
+        q, run = self._q, self.tasks.runner()
+        attempts = [(q["put_attempt"], _attempt_row(a, name)) for a in changes.attempts]
+        states: list[tuple[Any, tuple[Any, ...]]] = [
+            (q["put_state"], (name, job, dumps(encode_state(state))))
+            for job, state in changes.states.items()
+        ]
+        states += [(q["drop_state"], (name, job)) for job in changes.removed]
+        for what, items in (
+            ("attempts", driver.statement_batches(attempts)),
+            ("states", driver.statement_batches(states, key_columns=1)),
+        ):
+            if items:
+                run.many(items, f"write the batch {what} of {name}")
+        if changes.configuration is not None:
+            self.save_configuration(changes.configuration, name)
+
+    def last_attempts(
+        self, wanted: Mapping[str, Collection[int]], name: str = DEFAULT_NAME
+    ) -> dict[tuple[str, int], int]:
+        self._check_open()
+        jobs = [(job, sorted(set(partitions))) for job, partitions in wanted.items() if partitions]
+        rows = self.tasks.runner().many(
+            [(self._q["last_attempts"], (name, job, partitions)) for job, partitions in jobs],
+            f"read the last attempts of batch {name}",
+        )
+        found: dict[tuple[str, int], int] = {}
+        for (job, _), listed in zip(jobs, rows, strict=True):
+            for partition, attempt in listed:
+                key = (job, int(partition))
+                found[key] = max(found.get(key, 0), int(attempt))
+        return found
+
     def save_states(
         self,
         states: Mapping[str, JobState],
@@ -109,17 +169,12 @@ class CassandraBatchStore(BatchStore):
         *,
         removed: Collection[str] = (),
     ) -> None:
-        for job, state in states.items():
-            self._one(
-                "put_state", (name, job, dumps(encode_state(state))), f"write batch state {job}"
-            )
-        for job in removed:
-            self._one("drop_state", (name, job), f"delete batch state {job}")
+        self.write(Changes(states=states, removed=removed), name)
 
     def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
         self._one(
             "put_attempt",
-            (name, attempt.job, attempt.partition, attempt.attempt, dumps(attempt.to_json())),
+            _attempt_row(attempt, name),
             f"write attempt {attempt.attempt} of {attempt.job}",
         )
 
@@ -156,3 +211,7 @@ class CassandraBatchStore(BatchStore):
 def _within(row: tuple[Any, ...], first_ms: int | None, stop_ms: int | None) -> bool:
     partition = int(json.loads(row[0])["partition"])
     return (first_ms is None or partition >= first_ms) and (stop_ms is None or partition < stop_ms)
+
+
+def _attempt_row(attempt: Attempt, name: str) -> tuple[Any, ...]:
+    return (name, attempt.job, attempt.partition, attempt.attempt, dumps(attempt.to_json()))

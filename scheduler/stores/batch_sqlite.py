@@ -14,6 +14,7 @@ from scheduler.batch.store import (
     DEFAULT_NAME,
     Attempt,
     BatchStore,
+    Changes,
     StoredConfiguration,
     dumps,
     read_state,
@@ -43,18 +44,37 @@ class SqliteBatchStore(SqliteFile, BatchStore):
         return StoredConfiguration.from_json(json.loads(rows[0][0])) if rows else None
 
     def save_configuration(self, record: StoredConfiguration, name: str = DEFAULT_NAME) -> None:
-        self._write(
-            [
-                (
-                    "INSERT OR REPLACE INTO batch_configurations VALUES (?, ?)",
-                    (name, dumps(record.to_json())),
-                )
-            ]
-        )
+        self._write([_configuration_row(record, name)])
 
     def states(self, name: str = DEFAULT_NAME) -> dict[str, JobState]:
         rows = self._read("SELECT job, state FROM batch_states WHERE name = ?", (name,))
         return {job: read_state(state) for job, state in rows}
+
+    def write(self, changes: Changes, name: str = DEFAULT_NAME) -> None:
+        # One transaction: one commit (one fsync) per task of the batch queue.
+        writes = [_attempt_row(a, name) for a in changes.attempts]
+        writes += _state_rows(changes.states, changes.removed, name)
+        if changes.configuration is not None:
+            writes.append(_configuration_row(changes.configuration, name))
+        if writes:
+            self._write(writes)
+
+    def last_attempts(
+        self, wanted: Mapping[str, Collection[int]], name: str = DEFAULT_NAME
+    ) -> dict[tuple[str, int], int]:
+        found: dict[tuple[str, int], int] = {}
+        for job, partitions in wanted.items():
+            listed = sorted(set(partitions))
+            if not listed:
+                continue
+            rows = self._read(
+                "SELECT partition_ms, MAX(attempt) FROM batch_attempts WHERE name = ? AND "
+                f"job = ? AND partition_ms IN ({', '.join('?' * len(listed))}) "
+                "GROUP BY partition_ms",
+                (name, job, *listed),
+            )
+            found.update(((job, int(p)), int(a)) for p, a in rows)
+        return found
 
     def save_states(
         self,
@@ -63,33 +83,10 @@ class SqliteBatchStore(SqliteFile, BatchStore):
         *,
         removed: Collection[str] = (),
     ) -> None:
-        writes: list[tuple[str, tuple[Any, ...]]] = [
-            (
-                "INSERT OR REPLACE INTO batch_states VALUES (?, ?, ?)",
-                (name, job, dumps(encode_state(state))),
-            )
-            for job, state in states.items()
-        ]
-        writes += [
-            ("DELETE FROM batch_states WHERE name = ? AND job = ?", (name, job)) for job in removed
-        ]
-        self._write(writes)
+        self._write(_state_rows(states, removed, name))
 
     def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
-        self._write(
-            [
-                (
-                    "INSERT OR REPLACE INTO batch_attempts VALUES (?, ?, ?, ?, ?)",
-                    (
-                        name,
-                        attempt.job,
-                        attempt.partition,
-                        attempt.attempt,
-                        dumps(attempt.to_json()),
-                    ),
-                )
-            ]
-        )
+        self._write([_attempt_row(attempt, name)])
 
     def attempts(
         self,
@@ -154,3 +151,36 @@ class SqliteBatchStore(SqliteFile, BatchStore):
             except sqlite3.Error as error:
                 rollback(db)
                 raise self._unavailable(error) from error
+
+
+_Write = tuple[str, tuple[Any, ...]]
+
+
+def _configuration_row(record: StoredConfiguration, name: str) -> _Write:
+    return (
+        "INSERT OR REPLACE INTO batch_configurations VALUES (?, ?)",
+        (name, dumps(record.to_json())),
+    )
+
+
+def _state_rows(
+    states: Mapping[str, JobState], removed: Collection[str], name: str
+) -> list[_Write]:
+    writes: list[_Write] = [
+        (
+            "INSERT OR REPLACE INTO batch_states VALUES (?, ?, ?)",
+            (name, job, dumps(encode_state(state))),
+        )
+        for job, state in states.items()
+    ]
+    writes += [
+        ("DELETE FROM batch_states WHERE name = ? AND job = ?", (name, job)) for job in removed
+    ]
+    return writes
+
+
+def _attempt_row(attempt: Attempt, name: str) -> _Write:
+    return (
+        "INSERT OR REPLACE INTO batch_attempts VALUES (?, ?, ?, ?, ?)",
+        (name, attempt.job, attempt.partition, attempt.attempt, dumps(attempt.to_json())),
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from scheduler.programs.abc import RunCursor, RunStore
@@ -54,6 +54,33 @@ class SqliteRunStore(SqliteFile, RunStore):
             )
             row = db.execute("SELECT record FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
         return _run(row[0])
+
+    def create_many(self, runs: Sequence[Run]) -> list[Run]:
+        """`create` for each run in one transaction."""
+        now = _now_ms()
+        stored: list[Run] = []
+        with self._lock, self._transaction() as db:
+            db.execute(
+                "DELETE FROM runs WHERE rowid IN "
+                "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
+                (now, _PURGE_PER_CREATE),
+            )
+            for run in runs:
+                db.execute(
+                    "DELETE FROM runs WHERE run_id = ? AND expires_ms <= ?", (run.run_id, now)
+                )
+                inserted = db.execute(
+                    "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
+                    (*_columns(run), self._expiry(now), _record(run)),
+                ).rowcount
+                if inserted:
+                    stored.append(run)
+                    continue
+                row = db.execute(
+                    "SELECT record FROM runs WHERE run_id = ?", (run.run_id,)
+                ).fetchone()
+                stored.append(_run(row[0]))
+        return stored
 
     def get(self, run_id: str) -> Run | None:
         with self._lock:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -30,12 +30,14 @@ import orjson
 from scheduler.schedules.abc import (
     STATUSES,
     TRIGGER_TYPES,
+    FireRow,
     ListedSchedule,
     ScheduleRecord,
     ScheduleStore,
     event_keys,
     job_order,
     stored_json,
+    with_fire_state,
 )
 from scheduler.schedules.job import Job
 from scheduler.stores import _cassandra_session as driver
@@ -52,6 +54,8 @@ def _ddl(ks: str) -> list[str]:
         "PRIMARY KEY ((event_key), name))",
         f"CREATE TABLE IF NOT EXISTS {ks}.schedule_jobs (name text, revision bigint, "
         "generation int, record text, PRIMARY KEY ((name), revision, generation))",
+        f"CREATE TABLE IF NOT EXISTS {ks}.schedule_fires (fire_ms bigint, shard int, name text, "
+        "cron int, revision bigint, PRIMARY KEY ((fire_ms, shard), name, cron))",
     ]
 
 
@@ -76,6 +80,12 @@ def _statements(ks: str) -> dict[str, str]:
         "job_delete": f"DELETE FROM {ks}.schedule_jobs WHERE name = ? AND revision = ? "
         "AND generation = ?",
         "jobs_delete": f"DELETE FROM {ks}.schedule_jobs WHERE name = ?",
+        "fire_put": f"INSERT INTO {ks}.schedule_fires (fire_ms, shard, name, cron, revision) "
+        "VALUES (?, ?, ?, ?, ?)",
+        "fires": f"SELECT fire_ms, shard, name, cron, revision FROM {ks}.schedule_fires "
+        "WHERE fire_ms = ? AND shard = ?",
+        "fires_delete": f"DELETE FROM {ks}.schedule_fires WHERE fire_ms = ? AND shard = ?",
+        "replace": f"UPDATE {ks}.schedules SET record = ? WHERE name = ? IF record = ?",
     }
 
 
@@ -219,6 +229,58 @@ class CassandraScheduleStore(ScheduleStore):
     def delete_job(self, name: str, job_key: str) -> None:
         revision, generation = job_key.rsplit(":", 2)[1:]
         self._run("job_delete", (name, int(revision), int(generation)), f"delete job {job_key}")
+
+    def _many(self, items: list[tuple[str, tuple[Any, ...]]], what: str) -> list[list[Any]]:
+        if not self._q:
+            raise RuntimeError("the schedule store is not open; call open()")
+        return self.tasks.runner().many([(self._q[name], p) for name, p in items], what)
+
+    def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
+        items: list[tuple[str, tuple[Any, ...]]] = [
+            (
+                "job_put",
+                (j.schedule.name, j.revision, j.generation, j.model_dump_json(by_alias=True)),
+            )
+            for j in jobs
+        ]
+        for name, job_key in delete:
+            revision, generation = job_key.rsplit(":", 2)[1:]
+            items.append(("job_delete", (name, int(revision), int(generation))))
+        self._many(items, f"write {len(jobs)} jobs")
+
+    def put_fires(self, rows: list[FireRow]) -> None:
+        items = [("fire_put", (r.fire_ms, r.shard, r.name, r.cron, r.revision)) for r in rows]
+        self._many(items, f"write {len(rows)} fire index rows")
+
+    def fires(self, fire_ms: int, shard: int) -> list[FireRow]:
+        rows = self._run("fires", (fire_ms, shard), f"read the fires of {fire_ms}/{shard}")
+        return [FireRow(*row) for row in rows]
+
+    def delete_fires(self, fire_ms: int, shard: int) -> None:
+        self._run("fires_delete", (fire_ms, shard), f"delete the fires of {fire_ms}/{shard}")
+
+    def get_versioned(self, names: list[str]) -> dict[str, tuple[ScheduleRecord, str]]:
+        answers = self._many([("get", (name,)) for name in names], "read schedules")
+        found: dict[str, tuple[ScheduleRecord, str]] = {}
+        for name, rows in zip(names, answers, strict=True):
+            if rows and rows[0][0] is not None:
+                found[name] = (ScheduleRecord.from_json(json.loads(rows[0][0])), rows[0][0])
+        return found
+
+    def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
+        texts = [_dump(with_fire_state(old, record)) for old, record in changes]
+        items = [
+            ("replace", (new, record.name, old))
+            for (old, record), new in zip(changes, texts, strict=True)
+        ]
+        answers = self._many(items, f"advance {len(changes)} schedules' fires")
+        written: set[str] = set()
+        for (_, record), new, rows in zip(changes, texts, answers, strict=True):
+            if rows and rows[0][0]:
+                written.add(record.name)
+            elif rows and len(rows[0]) > 1 and rows[0][1] == new:
+                written.add(record.name)  # a retried write that had applied: ours is stored
+        return written
 
 
 def _dump(value: Any) -> str:

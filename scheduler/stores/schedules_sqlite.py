@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from scheduler.schedules.abc import (
+    FireRow,
     ListedSchedule,
     ScheduleRecord,
     ScheduleStore,
     event_keys,
     job_order,
     stored_json,
+    with_fire_state,
 )
 from scheduler.schedules.job import Job
 from scheduler.stores._sqlite_file import SqliteFile
@@ -31,6 +34,9 @@ CREATE INDEX IF NOT EXISTS schedule_keys_by_name ON schedule_keys (name);
 CREATE TABLE IF NOT EXISTS schedule_jobs (
     name TEXT NOT NULL, job_key TEXT NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (name, job_key));
+CREATE TABLE IF NOT EXISTS schedule_fires (
+    fire_ms INTEGER NOT NULL, shard INTEGER NOT NULL, name TEXT NOT NULL, cron INTEGER NOT NULL,
+    revision INTEGER NOT NULL, PRIMARY KEY (fire_ms, shard, name, cron));
 """
 
 
@@ -137,6 +143,63 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
     def delete_job(self, name: str, job_key: str) -> None:
         with self._lock, self._transaction() as db:
             db.execute("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", (name, job_key))
+
+    def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
+        with self._lock, self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
+                [(j.schedule.name, j.key, j.model_dump_json(by_alias=True)) for j in jobs],
+            )
+            db.executemany("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", delete)
+
+    def put_fires(self, rows: list[FireRow]) -> None:
+        with self._lock, self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO schedule_fires VALUES (?, ?, ?, ?, ?)",
+                [(r.fire_ms, r.shard, r.name, r.cron, r.revision) for r in rows],
+            )
+
+    def fires(self, fire_ms: int, shard: int) -> list[FireRow]:
+        rows = self._read(
+            "SELECT fire_ms, shard, name, cron, revision FROM schedule_fires "
+            "WHERE fire_ms = ? AND shard = ? ORDER BY name, cron",
+            (fire_ms, shard),
+        )
+        return [FireRow(*row) for row in rows]
+
+    def delete_fires(self, fire_ms: int, shard: int) -> None:
+        with self._lock, self._transaction() as db:
+            db.execute(
+                "DELETE FROM schedule_fires WHERE fire_ms = ? AND shard = ?", (fire_ms, shard)
+            )
+
+    def get_versioned(self, names: list[str]) -> dict[str, tuple[ScheduleRecord, str]]:
+        found: dict[str, tuple[ScheduleRecord, str]] = {}
+        for start in range(0, len(names), _IN_LIMIT):
+            chunk = names[start : start + _IN_LIMIT]
+            marks = ",".join("?" * len(chunk))
+            rows = self._read(
+                f"SELECT name, record FROM schedules WHERE name IN ({marks})", tuple(chunk)
+            )
+            for name, text in rows:
+                found[name] = (ScheduleRecord.from_json(orjson.loads(text)), text)
+        return found
+
+    def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
+        written: set[str] = set()
+        with self._lock, self._transaction() as db:
+            for text, record in changes:
+                cursor = db.execute(
+                    "UPDATE schedules SET record = ? WHERE name = ? AND record = ?",
+                    (_dump(with_fire_state(text, record)), record.name, text),
+                )
+                if cursor.rowcount:
+                    written.add(record.name)
+        return written
+
+
+_IN_LIMIT = 500
+"""Names per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
 
 
 def _dump(value: Any) -> str:

@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 
 from scheduler.api.bodies import parse_tasks
 from scheduler.api.schemas import TasksIn
+from scheduler.errors import InvalidTaskKeyError
 from scheduler.model import Task
 
 JSON = "application/json"
@@ -103,3 +104,31 @@ def test_bad_json_an_empty_body_and_another_content_type_are_400s_as_fastapi_say
     assert _problems(_body(_task()), "text/plain")[0]["loc"] == ("body",)
     assert _problems(_body(_task()), None)[0]["loc"] == ("body",)
     assert parse_tasks(_body(_task()), "application/vnd.api+json; charset=utf-8")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("ordering_id", ""),
+        ("ordering_id", " \t"),
+        ("uniqueness_key", "a\x00b"),
+        ("uniqueness_key", "é" * 257),  # 257 characters, 514 UTF-8 bytes: over 512
+        ("ordering_id", "k" * 513),
+    ],
+)
+def test_a_key_part_the_fast_path_doubts_is_refused_by_the_task_naming_it(
+    field: str, value: str
+) -> None:
+    with pytest.raises(InvalidTaskKeyError, match=field):
+        parse_tasks(_body(_task(), _task(**{field: value})), JSON)
+
+
+def test_key_parts_at_the_length_limit_are_taken_and_make_the_keys_task_makes() -> None:
+    longest = {"ordering_id": "é" * 256, "uniqueness_key": "\U0001f600" * 128}  # 512 bytes each
+    raw = _body(_task(**longest), _task("2027-01-31T14:00:00.999999-01:30", data={"n": [1]}))
+    tasks = parse_tasks(raw, JSON)
+    built = _as_pydantic_builds(raw)
+    assert [(t.key, hash(t.key), t.data) for t in tasks] == [
+        (t.key, hash(t.key), t.data) for t in built
+    ]
+    assert tasks[1].key.scheduled_ms == built[1].key.scheduled_ms == 1_801_409_400_999

@@ -7,6 +7,7 @@ Cassandra store lets them through when the cluster fails a read (`ReadFailure` i
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from cassandra import (
 from cassandra.cluster import NoHostAvailable
 
 from scheduler.api.auth import Role
+from scheduler.api.routers import tasks as tasks_router
 from scheduler.runtime import connect
 from tests.api.conftest import embedded_settings
 from tests.api.server import ApiServer
@@ -153,3 +155,61 @@ def test_the_real_store_answers_again_once_the_cluster_does(server: ApiServer) -
     answer = _get(server, "/api/v1/tasks", ordering_id="orders-1")
     assert answer.status_code == 200, answer.text
     assert answer.json()["tasks"] == []
+
+
+class SilentLog:
+    """The deployment's client, but the log never acknowledges what is scheduled."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.sent: list[Future[int]] = []
+
+    def _pending(self, *args: Any) -> Future[int]:
+        self.sent.append(Future())
+        return self.sent[-1]
+
+    schedule_task = schedule_tasks = _pending
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (
+            "/api/v1/tasks",
+            {"ordering_id": "o", "scheduled_time": "2030-01-01T00:00:00Z", "uniqueness_key": "a"},
+        ),
+        (
+            "/api/v1/tasks/batch",
+            {
+                "tasks": [
+                    {
+                        "ordering_id": "o",
+                        "scheduled_time": "2030-01-01T00:00:00Z",
+                        "uniqueness_key": k,
+                    }
+                    for k in "ab"
+                ]
+            },
+        ),
+    ],
+)
+def test_tasks_the_log_does_not_acknowledge_in_time_are_a_503_saying_to_send_them_again(
+    server: ApiServer, monkeypatch: pytest.MonkeyPatch, path: str, body: dict[str, Any]
+) -> None:
+    state = server.app.state.api
+    real, state.client = state.client, SilentLog(state.client)
+    monkeypatch.setattr(tasks_router, "ACK_TIMEOUT_S", 0.2)
+    try:
+        headers = {"Authorization": f"Bearer {server.token(Role.OPERATE)}"}
+        answer = httpx.post(server.url + path, json=body, headers=headers, timeout=30)
+        late = state.client.sent
+    finally:
+        state.client = real
+    assert answer.status_code == 503, answer.text
+    message = answer.json()["message"]
+    assert "did not acknowledge" in message and "send the same request again" in message
+    late[0].set_result(2)  # a late acknowledgement finds the request gone, and nothing fails
+    assert not late[0].cancelled()

@@ -87,12 +87,12 @@ def results(out: Path, scenarios: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(360)
 def test_every_embedded_scenario_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "results"
     # schedules waits for a shared cron fire, api fills a store, jobs starts worker processes:
     # each has a test of its own.
-    output = run_bench(out, "all", "--skip", "spark,pipeline,peer,schedules,api,jobs", timeout=110)
+    output = run_bench(out, "all", "--skip", "spark,pipeline,peer,schedules,api,jobs", timeout=220)
     documents = results(out, EMBEDDED_SCENARIOS)
     assert "needs --backends kafka-cassandra; skipped" in output
     assert documents["backlog"]["rows"][0]["rss_peak_mb"] > 0
@@ -101,7 +101,7 @@ def test_every_embedded_scenario_writes_sane_json(tmp_path: Path) -> None:
         [SCRIPT, "bench", "plot", "--out", str(out), "--to", str(plots)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
     assert run_plot.returncode == 0, run_plot.stderr
     assert {p.name for p in plots.glob("*.png")} >= {"enqueue.png", "execute.png", "lag.png"}
@@ -124,11 +124,11 @@ def peer_rows(tmp_path: Path, peers: str, timeout: float) -> dict[str, dict[str,
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_peer_runs_apscheduler_stores_and_this_scheduler_through_all_four_workloads(
     tmp_path: Path,
 ) -> None:
-    rows = peer_rows(tmp_path, "scheduler,apscheduler", timeout=140)
+    rows = peer_rows(tmp_path, "scheduler,apscheduler", timeout=280)
     assert set(rows) == {
         "scheduler embedded",
         "APScheduler 3 memory",
@@ -143,17 +143,17 @@ def test_peer_runs_apscheduler_stores_and_this_scheduler_through_all_four_worklo
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_peer_runs_celery_eta_tasks_on_a_private_redis(tmp_path: Path) -> None:
-    rows = peer_rows(tmp_path, "celery", timeout=110)
+    rows = peer_rows(tmp_path, "celery", timeout=220)
     assert list(rows) == ["Celery eta on Redis"]
     assert rows["Celery eta on Redis"]["c_storage_mb"] > 0  # the eta tasks sit in Redis
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(480)
 def test_peer_runs_db_scheduler_and_quartz_on_a_private_postgresql(tmp_path: Path) -> None:
-    rows = peer_rows(tmp_path, "db-scheduler,quartz", timeout=230)
+    rows = peer_rows(tmp_path, "db-scheduler,quartz", timeout=460)
     assert list(rows) == ["db-scheduler defaults", "db-scheduler tuned", "Quartz JDBC clustered"]
     for row in rows.values():
         assert row["c_storage_mb"] > 0  # the backlog lands in PostgreSQL
@@ -174,17 +174,17 @@ def check_jobs(out: Path, backend: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_jobs_scenario_runs_batch_jobs_on_a_worker_process(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    run_bench(out, "jobs", timeout=140)
+    run_bench(out, "jobs", timeout=280)
     check_jobs(out, "embedded")
 
 
 @pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.cassandra
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(800)
 def test_jobs_scenario_runs_batch_jobs_on_kafka_and_cassandra(tmp_path: Path) -> None:
     from tests.servers import cassandra_contact, kafka_bootstrap
 
@@ -195,28 +195,28 @@ def test_jobs_scenario_runs_batch_jobs_on_kafka_and_cassandra(tmp_path: Path) ->
         "SCHEDULER_CASSANDRA_PORT": str(port),
     }
     out = tmp_path / "results"
-    run_bench(out, "jobs", "--backends", "kafka-cassandra", env=env, timeout=390)
+    run_bench(out, "jobs", "--backends", "kafka-cassandra", env=env, timeout=780)
     check_jobs(out, "kafka-cassandra")
 
 
 @pytest.mark.slow
 @pytest.mark.spark
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_spark_scenario_measures_the_shared_session(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    run_bench(out, "spark", timeout=140)
+    run_bench(out, "spark", timeout=280)
     rows = results(out, ("spark",))["spark"]["rows"]
     assert rows[0]["median_s"] > 0
 
 
 @pytest.mark.slow
 @pytest.mark.spark
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(480)
 def test_pipeline_scenario_times_the_example_through_the_scheduler_and_plainly(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "results"
-    output = run_bench(out, "pipeline", timeout=230)
+    output = run_bench(out, "pipeline", timeout=460)
     document = results(out, ("pipeline",))["pipeline"]
     through, plain = document["rows"]
     assert through["seconds"] > 0 and plain["seconds"] > 0
@@ -228,7 +228,7 @@ def test_pipeline_scenario_times_the_example_through_the_scheduler_and_plainly(
 @pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.cassandra
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(480)
 def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     from tests.servers import cassandra_contact, kafka_bootstrap
 
@@ -247,7 +247,7 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
         "--skip",
         "spark,pipeline,peer,jobs",
         env=env,
-        timeout=230,
+        timeout=460,
     )
     documents = results(out, DISTRIBUTED_SCENARIOS)
     enqueue = {row["side"]: row for row in documents["enqueue"]["rows"]}
@@ -270,7 +270,7 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.cassandra
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(480)
 def test_the_workers_a_bench_starts_read_its_settings_file(tmp_path: Path) -> None:
     """Cassandra's login and TLS given only in `--config`'s file (the secured node refuses any
     client without them): the bench itself, the worker it runs in-process (persist) and the
@@ -293,7 +293,7 @@ def test_the_workers_a_bench_starts_read_its_settings_file(tmp_path: Path) -> No
     )
     out = tmp_path / "results"
     for scenario in ("persist", "execute"):
-        run_bench(out, scenario, "--backends", "kafka-cassandra", config=config, timeout=110)
+        run_bench(out, scenario, "--backends", "kafka-cassandra", config=config, timeout=220)
     documents = results(out, ("persist", "execute"))
     persist_sides = [row["side"] for row in documents["persist"]["rows"]]
     assert "worker (Kafka -> Cassandra)" in persist_sides
@@ -314,19 +314,19 @@ def test_enqueue_compares_records_of_the_size_asked_for(tmp_path: Path) -> None:
     assert [value for _, value in records_of(tasks)] == written
 
     out = tmp_path / "results"
-    output = run_bench(out, "enqueue", "--data-bytes", "500", timeout=110)
+    output = run_bench(out, "enqueue", "--data-bytes", "500", timeout=220)
     document = results(out, ("enqueue",))["enqueue"]
     assert document["details"]["data_bytes"] == 500
     assert document["details"]["record_bytes"] == len(written[0])
     assert f"records of {len(written[0])} bytes" in output
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_the_schedules_scenario_starts_every_fired_and_triggered_run_beside_apscheduler(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "results"
-    run_bench(out, "schedules", "--size", "30", "--enabled", "300", timeout=110)
+    run_bench(out, "schedules", "--size", "30", "--enabled", "300", timeout=220)
     document = results(out, ("schedules",))["schedules"]
     ours, peer, partition, status, rss = document["rows"]
     assert ours["schedules"] == ours["started"] == 30, ours
@@ -339,10 +339,10 @@ def test_the_schedules_scenario_starts_every_fired_and_triggered_run_beside_apsc
     assert not any("must be all" in note for note in document["notes"])
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(360)
 def test_the_api_scenario_measures_each_listing_and_the_batch_post(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    run_bench(out, "api", "--size", "3000", timeout=170)
+    run_bench(out, "api", "--size", "3000", timeout=340)
     document = results(out, ("api",))["api"]
     rows = {row["case"]: row for row in document["rows"]}
     listings = [case for case in rows if case.startswith("GET ")]

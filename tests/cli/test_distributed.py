@@ -179,7 +179,7 @@ def test_a_permission_revoked_while_a_worker_runs_delays_tasks_and_loses_none(
         assert running.wait(timeout=60) == 0
         stderr = running.stderr.read()
     assert f"User {role.username} has no MODIFY permission" in stderr
-    assert "reading it again in" in stderr
+    assert "probed again in" in stderr
     assert "is persisting again after" in stderr
     assert "Traceback" not in stderr
 

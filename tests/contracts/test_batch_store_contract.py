@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 
 from scheduler.batch import finish, new_state, parse_configuration, start
-from scheduler.batch.store import Attempt, AttemptStatus, BatchStore, StoredConfiguration
+from scheduler.batch.store import (
+    Attempt,
+    AttemptStatus,
+    BatchStore,
+    Changes,
+    StoredConfiguration,
+)
 from tests.batch.helpers import P, seed_config, seed_job
 
 CONFIG = parse_configuration(json.dumps(seed_config(seed_job("a"), seed_job("b"))))
@@ -109,3 +115,62 @@ def test_deleting_a_job_deletes_its_state_and_history_only(batch_store: BatchSto
     assert list(batch_store.states()) == ["b"]
     assert batch_store.attempts("a") == []
     assert len(batch_store.attempts("b")) == 1
+
+
+def test_one_write_stores_a_tasks_attempts_states_and_configuration_and_read_returns_them(
+    batch_store: BatchStore,
+) -> None:
+    batch_store.save_states({"a": new_state(A), "b": new_state(B)})
+    record = StoredConfiguration("{}", 7, frozenset({"a"}), 9000, "jobs.json")
+    a = start(new_state(A), A, P("2000-01-01 00:00:00"), 10)
+    ended = an_attempt("2000-01-01 00:00:00", status=AttemptStatus.SUCCEEDED, ended_ms=20)
+    later = an_attempt("2000-01-01 01:00:00")
+    batch_store.write(Changes({"a": a}, frozenset({"b"}), [ended, later], record))
+    assert batch_store.read() == (record, {"a": a})
+    assert batch_store.attempts("a") == [later, ended]
+    assert batch_store.read("other") == (None, {})
+
+
+def test_a_write_without_a_configuration_keeps_the_one_in_force(batch_store: BatchStore) -> None:
+    record = StoredConfiguration("{}", 7, frozenset(), None, "api")
+    batch_store.save_configuration(record)
+    batch_store.write(Changes({"a": new_state(A)}))
+    assert batch_store.read() == (record, {"a": new_state(A)})
+
+
+def test_a_write_of_every_state_of_a_large_configuration_stores_them_all(
+    batch_store: BatchStore,
+) -> None:
+    # More states than fit one batch of the Cassandra adapter: a reload changes all of them.
+    config = parse_configuration(
+        json.dumps(seed_config(*(seed_job(f"job{i}") for i in range(200))))
+    )
+    states = {job.name: start(new_state(job), job, job.start, 5) for job in config.jobs}
+    batch_store.write(Changes(states))
+    assert batch_store.states() == states
+
+
+def test_the_last_attempts_are_the_highest_recorded_of_each_partition_asked_for(
+    batch_store: BatchStore,
+) -> None:
+    for made in (
+        an_attempt("2000-01-01 00:00:00", 1),
+        an_attempt("2000-01-01 00:00:00", 3),
+        an_attempt("2000-01-01 00:00:00", 2),
+        an_attempt("2000-01-01 01:00:00", 1),
+        an_attempt("2000-01-01 02:00:00", 1, job="b"),
+        an_attempt("2000-01-01 03:00:00", 4),
+    ):
+        batch_store.record_attempt(made)
+    wanted = {
+        "a": [P("2000-01-01 00:00:00"), P("2000-01-01 01:00:00"), P("2000-01-01 02:00:00")],
+        "b": [P("2000-01-01 02:00:00")],
+        "c": [P("2000-01-01 00:00:00")],
+    }
+    assert batch_store.last_attempts(wanted) == {
+        ("a", P("2000-01-01 00:00:00")): 3,
+        ("a", P("2000-01-01 01:00:00")): 1,
+        ("b", P("2000-01-01 02:00:00")): 1,
+    }
+    assert batch_store.last_attempts(wanted, "other") == {}
+    assert batch_store.last_attempts({}) == {}

@@ -180,3 +180,15 @@ def test_a_run_created_between_pages_does_not_shift_the_next_page(run_store: Run
     run_store.create(a_run(request="new", created_ms=BASE_MS + 100))
     second = run_store.list_runs(program="clean", limit=2, after=run_cursor(first[-1]))
     assert [r.run_id for r in second] == [made[1].run_id, made[0].run_id]
+
+
+def test_creating_many_runs_keeps_each_existing_record_and_returns_the_stored_ones(
+    run_store: RunStore,
+) -> None:
+    existing = run_store.create(a_run(request="r1"))
+    again = a_run(request="r1", created_ms=BASE_MS + 1000)
+    new = [a_run(request=f"r{i}") for i in (2, 3)]
+    assert run_store.create_many([again, *new]) == [existing, *new]
+    assert run_store.create_many([]) == []
+    assert len(run_store.list_runs(program="clean")) == 3
+    assert len(run_store.active("clean")) == 3

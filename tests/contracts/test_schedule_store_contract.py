@@ -16,7 +16,13 @@ from scheduler.schedules import (
     add_event,
     new_job,
 )
-from scheduler.schedules.abc import ListedSchedule, ScheduleRecord, ScheduleStore, stored_json
+from scheduler.schedules.abc import (
+    FireRow,
+    ListedSchedule,
+    ScheduleRecord,
+    ScheduleStore,
+    stored_json,
+)
 
 
 def cron(name: str) -> Schedule:
@@ -166,3 +172,56 @@ def test_deleting_a_schedule_removes_its_rows(schedule_store: ScheduleStore) -> 
     assert schedule_store.jobs("a") == []
     assert schedule_store.names_for_key("dataset:clicks") == []
     assert schedule_store.list_schedules() == []
+
+
+def test_fire_index_rows_read_back_by_instant_and_shard_and_leave_together(
+    schedule_store: ScheduleStore,
+) -> None:
+    rows = [
+        FireRow(1_000, 2, "b", 0, 7),
+        FireRow(1_000, 2, "a", 1, 7),
+        FireRow(1_000, 2, "a", 0, 7),
+        FireRow(1_000, 3, "c", 0, 7),
+        FireRow(2_000, 2, "d", 0, 7),
+    ]
+    schedule_store.put_fires(rows)
+    schedule_store.put_fires([FireRow(1_000, 2, "b", 0, 8)])  # written again: one row, updated
+    assert schedule_store.fires(1_000, 2) == [
+        FireRow(1_000, 2, "a", 0, 7),
+        FireRow(1_000, 2, "a", 1, 7),
+        FireRow(1_000, 2, "b", 0, 8),
+    ]
+    schedule_store.delete_fires(1_000, 2)
+    assert schedule_store.fires(1_000, 2) == []
+    assert schedule_store.fires(1_000, 3) == [FireRow(1_000, 3, "c", 0, 7)]
+    assert schedule_store.fires(2_000, 2) == [FireRow(2_000, 2, "d", 0, 7)]
+
+
+def test_a_record_is_replaced_only_if_unchanged_since_it_was_read(
+    schedule_store: ScheduleStore,
+) -> None:
+    for name in ("kept", "raced"):
+        schedule_store.put(ScheduleRecord(cron(name), 1, enabled=True, next_fires={"0": 100}))
+    read = schedule_store.get_versioned(["kept", "raced", "missing"])
+    assert sorted(read) == ["kept", "raced"]
+    assert read["kept"][0] == schedule_store.get("kept")
+    disabled = ScheduleRecord(cron("raced"), 1, enabled=False)
+    schedule_store.put(disabled)  # the schedule's own queue wins the race
+    advanced = {
+        name: record.changed(last_fires={"0": 100}, next_fires={"0": 200})
+        for name, (record, _) in read.items()
+    }
+    written = schedule_store.replace_many(
+        [(text, advanced[name]) for name, (_, text) in read.items()]
+    )
+    assert written == {"kept"}
+    assert schedule_store.get("kept") == advanced["kept"]
+    assert schedule_store.get("raced") == disabled
+    assert [s.name for s in schedule_store.list_schedules(status="ENABLED")] == ["kept"]
+
+
+def test_jobs_are_written_and_deleted_in_one_batch(schedule_store: ScheduleStore) -> None:
+    first, second = new_job(cron("hourly"), 1, 0), new_job(cron("hourly"), 1, 1)
+    schedule_store.put_job(first)
+    schedule_store.put_jobs([second], delete=[("hourly", first.key)])
+    assert schedule_store.jobs("hourly") == [second]

@@ -313,6 +313,28 @@ def test_pause_stops_delivery(task_log: TaskLog) -> None:
     consumer.close()
 
 
+def test_a_partition_paused_after_a_read_resumes_after_what_was_read_not_before(
+    task_log: TaskLog,
+) -> None:
+    """The worker pauses a partition whose batch the store refused and holds that batch: on
+    resume, the log must go on after the held records, neither skipping nor repeating any."""
+    key = key_on(3)
+    consumer, _ = joined(task_log, group())
+    send_all(task_log, [(key, f"first {i}".encode()) for i in range(3)])
+    held = poll_until([consumer], lambda got: len(got) >= 3)
+    consumer.pause([3])
+    send_all(task_log, [(key, f"later {i}".encode()) for i in range(2)])
+
+    assert consumer.poll(10, 1.0) == []
+
+    consumer.resume([3])
+    later = poll_until([consumer], lambda got: len(got) >= 2)
+    assert [r.value for r in held] == [f"first {i}".encode() for i in range(3)]
+    assert [r.value for r in later] == [b"later 0", b"later 1"]
+    assert [r.offset for r in later] == [held[-1].offset + 1, held[-1].offset + 2]
+    consumer.close()
+
+
 def test_describe_group_reports_lag(task_log: TaskLog) -> None:
     group_id = group()
     send_all(task_log, [(key_on(0), b"x")] * 5 + [(key_on(1), b"y")] * 2)

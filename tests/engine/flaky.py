@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from scheduler.errors import BackendUnavailableError
 from scheduler.stores.abc import TaskStore
 
 
@@ -22,10 +23,16 @@ class FlakyStore:
         self._planned: dict[tuple[str, int | None], int] = {}
         self.injected = 0
         self.should_fail: Callable[[str, int], bool] = lambda method, partition: False
+        self.unavailable = False
+        """Fail as a store that is down does (`BackendUnavailableError`), not as a bug."""
 
     def fail_next(self, method: str, partition: int | None = None, times: int = 1) -> None:
         with self._lock:
             self._planned[(method, partition)] = times
+
+    def _failure(self, method: str, partition: int) -> Exception:
+        said = f"injected failure of {method} on partition {partition}"
+        return BackendUnavailableError(said) if self.unavailable else InjectedFailure(said)
 
     def _check(self, method: str, partition: int) -> None:
         with self._lock:
@@ -33,11 +40,11 @@ class FlakyStore:
                 if self._planned.get(target, 0) > 0:
                     self._planned[target] -= 1
                     self.injected += 1
-                    raise InjectedFailure(f"injected failure of {method} on partition {partition}")
+                    raise self._failure(method, partition)
         if self.should_fail(method, partition):
             with self._lock:
                 self.injected += 1
-            raise InjectedFailure(f"injected failure of {method} on partition {partition}")
+            raise self._failure(method, partition)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._store, name)

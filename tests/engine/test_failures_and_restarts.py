@@ -237,9 +237,10 @@ def test_tasks_pushed_past_the_in_flight_bound_wait_in_the_store_then_all_run(da
 
 
 def test_a_partition_whose_writes_keep_failing_backs_off_then_loses_nothing(data_dir, caplog):
-    """A store that refuses one partition's writes (a revoked permission) for a while: the batch
-    is read again after 0.5, 1, 2 s..., not at the pace of the poll loop, and once the store
-    takes writes again every task runs; the other partitions never stop."""
+    """A store that refuses one partition's writes (a revoked permission) for a while: the
+    partition is paused, holding its batch, and the store is probed with it after 0.5, 1,
+    2 s..., not at the pace of the poll loop, and once the store takes writes again every task
+    runs; the other partitions never stop."""
     recorder = Recorder()
     flaky: list[FlakyStore] = []
     refusing = threading.Event()
@@ -260,7 +261,7 @@ def test_a_partition_whose_writes_keep_failing_backs_off_then_loses_nothing(data
         enqueue_all(engine, refused + others)
         time.sleep(3.0)
         # Attempts at 0, 0.5, 1.5 s and 3.5 s: three or four in 3 s however slow the machine
-        # (without the backoff it was one a poll, a dozen or more).
+        # (one a poll would be a dozen or more).
         attempts = flaky[0].injected
         assert 1 <= attempts <= 4, attempts
         assert set(recorder.keys()) == {task.key for task in others}
@@ -269,9 +270,7 @@ def test_a_partition_whose_writes_keep_failing_backs_off_then_loses_nothing(data
         assert engine.worker.failures() == []
     assert sorted(recorder.keys()) == sorted(task.key for task in refused + others)
     messages = [record.getMessage() for record in caplog.records]
-    delays = [
-        m.split("reading it again in ")[1].split(" s")[0] for m in messages if "again in" in m
-    ]
+    delays = [m.split("probed again in ")[1].split(" s")[0] for m in messages if "again in" in m]
     assert delays == ["0.5"]  # the first failure; its repeats are said once a minute
     assert any("partition 1 is persisting again after" in m for m in messages)
 

@@ -57,24 +57,6 @@ def test_a_batch_starting_past_the_first_record_left_reports_the_records_between
     assert metrics.RECORDS_DELETED_UNREAD._value.get() - before == 15
 
 
-def test_records_read_again_from_before_a_reported_deletion_are_not_counted_twice(
-    guard: TopicGuard, log: FirstOffsets, caplog: pytest.LogCaptureFixture
-) -> None:
-    guard.check_read({1: 0}, {1: 4})
-    log.first[1] = 8
-    with caplog.at_level(logging.ERROR, logger="scheduler.worker"):
-        guard.check_read({1: 8}, {1: 9})  # offsets 5 to 7 deleted
-        guard.seeked(1, 5)  # the store refused the batch: read again from the last stored
-        guard.check_read({1: 8}, {1: 9})
-        log.first[1] = 12
-        guard.seeked(1, 5)
-        guard.check_read({1: 12}, {1: 12})  # 8 to 11 are newly deleted
-    assert [line.split(" were")[0] for line in deleted_lines(caplog)] == [
-        "partition 1: 3 records (offsets 5 to 7)",
-        "partition 1: 4 records (offsets 8 to 11)",
-    ]
-
-
 def test_a_gap_the_log_did_not_delete_is_no_loss_and_is_not_asked_about_again_at_once(
     guard: TopicGuard, log: FirstOffsets, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -15,7 +15,7 @@ from scheduler.errors import TaskCancelledError, UnknownProgramError
 from scheduler.executors.abc import CANCELLED_BY_OPERATOR, TIMED_OUT, ExecutionContext
 from scheduler.model import Task, TaskKey
 from scheduler.programs.events import ProgramStatusEvent
-from scheduler.programs.launch import run_task
+from scheduler.programs.launch import LAUNCH_BATCH, launch_batches, requests_of, run_task
 from scheduler.programs.model import Run, RunStatus
 from scheduler.programs.subscriber import ReceivedEvent
 from tests.programs.helpers import Programs, programs_engine, request
@@ -346,3 +346,42 @@ def test_a_program_reads_its_own_arguments_from_the_context_as_a_spark_job_does(
     assert seen == [
         {"day": "20261121", "_logical_time": "2026-01-01T00:00:00+00:00", "_schedule": "nightly"}
     ]
+
+
+def test_a_launch_batch_sent_twice_creates_and_runs_each_run_once(tmp_path: Path) -> None:
+    with programs_engine(tmp_path) as p:
+        launches = [request("ok", f"schedule:s{i}:1:0") for i in range(5)]
+        batches = launch_batches(launches, "tick:0")
+        assert len(batches) == 1 and batches[0].ordering_id == "program:ok"
+        for _ in range(2):  # a tick re-executed after a crash sends the same batch again
+            p.engine.client.schedule_tasks(batches).result(10)
+        runs = [ended(p, launch.run_id) for launch in launches]
+        p.engine.join()
+        assert {r.status for r in runs} == {RunStatus.COMPLETED}
+        assert all(r.arguments["table"] == "views" for r in runs)
+        assert len(p.runs.list_runs(program="ok")) == 5
+        assert len(list((tmp_path / "logs").rglob("*.out"))) == 5
+
+
+def test_a_launch_batch_request_with_a_limit_is_decided_alone_at_the_limit(
+    tmp_path: Path,
+) -> None:
+    with programs_engine(tmp_path) as p:
+        free = request("ok", "schedule:a:1:0")
+        limited = request("ok", "schedule:b:1:0", concurrency=1, reply_to="replies:b")
+        p.workflow.launch_many([limited, free])
+        assert p.runs.get(free.run_id) is not None
+        assert p.runs.get(limited.run_id) is None  # refused: the limit counted the free run
+        ended(p, free.run_id)
+        p.engine.join()
+
+
+def test_launch_batches_split_at_the_batch_size_keyed_by_their_requests() -> None:
+    launches = [request("ok", f"schedule:s{i}:1:0") for i in range(LAUNCH_BATCH + 1)]
+    batches = launch_batches(launches, "tick:3")
+    assert [len(b.data["requests"]) for b in batches] == [LAUNCH_BATCH, 1]
+    assert [b.key for b in batches] == [b.key for b in launch_batches(launches, "tick:3")]
+    assert [r.request_key for r in requests_of(batches[1])] == [launches[-1].request_key]
+    # Other requests make other tasks: a pending batch is never overwritten by a smaller one.
+    fewer = launch_batches(launches[1:], "tick:3")
+    assert not {b.key for b in fewer} & {b.key for b in batches}

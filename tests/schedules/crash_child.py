@@ -3,6 +3,8 @@
 
 MODE `enqueued`: the fire enqueued its launch request, and dies before writing the job.
 MODE `written`: the fire wrote the job, and dies before writing the schedule's record.
+MODE `tick`: a tick (a lone cron's fire) sent its launches and wrote the jobs, and dies before
+advancing the records.
 The MARKER file is made as it dies, so a worker started later with it present runs normally.
 """
 
@@ -33,6 +35,16 @@ def main() -> None:
                 die_once()
 
         ScheduleExecutor._enqueue = crashing_enqueue  # type: ignore[method-assign]
+    elif mode == "tick":
+        from scheduler.stores.schedules_cassandra import CassandraScheduleStore
+
+        put_jobs = CassandraScheduleStore.put_jobs
+
+        def crashing_put_jobs(self: Any, jobs: Any, **kw: Any) -> None:
+            put_jobs(self, jobs, **kw)
+            die_once()
+
+        CassandraScheduleStore.put_jobs = crashing_put_jobs  # type: ignore[method-assign]
     else:
         write = ScheduleExecutor._write_job
 

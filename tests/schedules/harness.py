@@ -4,11 +4,13 @@ of the schedule queues in key order, as the engine would."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scheduler.model import Task, TaskKey
+from scheduler.programs.launch import requests_of
 from scheduler.programs.model import Run, RunStatus, StartedBy, StarterKind, run_id_for
 from scheduler.schedules.abc import ScheduleRecord
 from scheduler.schedules.executor import ScheduleExecutor
@@ -43,6 +45,18 @@ class RecordingClient:
             self.launches.append(task)
         elif task.key not in self.done:
             self.pending[task.key] = task
+        future: Future[int] = Future()
+        future.set_result(0)
+        return future
+
+    def schedule_tasks(self, tasks: Iterable[Task]) -> Future[int]:
+        """As `schedule_task` for each; a tick's `launch-many` batch is recorded as the launch
+        task of each of its requests."""
+        for task in tasks:
+            if task.data.get("op") == "launch-many":
+                self.launches.extend(request.task() for request in requests_of(task))
+            else:
+                self.schedule_task(task)
         future: Future[int] = Future()
         future.set_result(0)
         return future

@@ -1,0 +1,234 @@
+"""A store outage as a state of the partition, not a crash.
+
+When the store refuses a partition's batch, the partition enters OUTAGE: the poll loop pauses
+its consumption (`LogConsumer.pause`), keeps the batch it read (nothing is rewound or read
+again), and probes the store by writing that batch again, after a delay that doubles with
+each failure in a row (`Backoff`, on the engine's clock). The first probe that succeeds
+commits the batch's offsets and resumes the partition (`LogConsumer.resume`) where it stood:
+
+    RUNNING --persist fails--> OUTAGE(held batch, failures=1, probe at +base)
+    OUTAGE  --probe fails----> OUTAGE(failures+1, probe at +min(cap, base * 2**failures))
+    OUTAGE  --probe succeeds-> RUNNING (offsets committed, consumption resumed)
+    OUTAGE  --revoked/lost---> gone (uncommitted: the next owner reads the batch from the log)
+
+The partition's actor tree stays up meanwhile, with its held and running tasks and the status
+changes it has not written yet. `PartitionOutages` is the one place that logs an outage: its
+first failure, its repeats once a minute (`RepeatedFailures`), and its end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scheduler.codec import Command
+from scheduler.engine.clock import Clock
+from scheduler.engine.repeats import RepeatedFailures
+from scheduler.stores.abc import MalformedRecord
+from scheduler.wording import counted
+
+logger = logging.getLogger("scheduler.worker")
+
+MAX_BACKOFF_S = 5.0
+"""The longest wait between two probes of a store that keeps refusing: also how long a
+partition may stay paused after its store is back, so it stays short."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """The one backoff policy of outages and restarts: `base_s`, doubled for each further
+    failure in a row, at most `max_s`."""
+
+    base_s: float
+    """The wait after the first failure."""
+    max_s: float = MAX_BACKOFF_S
+    """The longest wait."""
+
+    def delay(self, failures: int) -> float:
+        """The wait after `failures` failures in a row (1 for the first)."""
+        return min(self.max_s, self.base_s * 2.0 ** (max(failures, 1) - 1))
+
+
+@dataclass(slots=True)
+class HeldBatch:
+    """What a partition in OUTAGE read from the log and has not stored yet."""
+
+    commands: list[Command]
+    """Its commands, in log order."""
+    malformed: list[MalformedRecord]
+    """Its records nobody can run, to keep in the store before the offsets are committed."""
+    next_offset: int
+    """The offset to commit once all of it is stored."""
+
+    def extend(self, other: HeldBatch) -> None:
+        """Records of the partition read after it was paused (already on their way)."""
+        self.commands += other.commands
+        self.malformed += other.malformed
+        self.next_offset = max(self.next_offset, other.next_offset)
+
+
+@dataclass(slots=True)
+class Outage:
+    """One partition's OUTAGE state."""
+
+    batch: HeldBatch
+    """What it holds."""
+    failures: int
+    """Failed attempts in a row, the first write included."""
+    probe_at: float
+    """When (the clock's `monotonic`) the next probe is due."""
+    since: float
+    """When it began."""
+
+
+class PartitionOutages:
+    """The partitions of one worker that are in OUTAGE; owned by the poll loop's thread."""
+
+    def __init__(self, clock: Clock, backoff: Backoff) -> None:
+        self._clock = clock
+        self.backoff = backoff
+        self._outages: dict[int, Outage] = {}
+        self._repeats = RepeatedFailures(
+            logger,
+            "could not persist batches of partitions {partitions} {count} more times in the last "
+            "{seconds:.0f} s (the latest: {error}); each stays paused, holding what it read, and "
+            f"probes the store every {backoff.max_s:g} s at most",
+            clock=clock.monotonic,
+        )
+
+    def __contains__(self, partition: object) -> bool:
+        return partition in self._outages
+
+    def failures(self) -> dict[int, int]:
+        """Per partition in OUTAGE, its failed attempts in a row; from any thread (a copy,
+        taken under the GIL, of a dict the poll loop changes)."""
+        return {p: outage.failures for p, outage in sorted(self._outages.copy().items())}
+
+    def enter(self, partition: int, batch: HeldBatch, error: BaseException) -> None:
+        """The store refused `batch` of a RUNNING partition: hold it, probe later. The caller
+        pauses the partition's consumption."""
+        now = self._clock.monotonic()
+        delay = self.backoff.delay(1)
+        self._outages[partition] = Outage(batch, 1, now + delay, now)
+        logger.error(
+            "could not persist a batch of partition %d (%s); the partition is paused, holding "
+            "its %s, and the store is probed again in %.1f s, and again, later and later, while "
+            "it refuses",
+            partition,
+            _said(error),
+            counted(len(batch.commands) + len(batch.malformed), "record"),
+            delay,
+            extra={"partition": partition},
+        )
+
+    def hold_more(self, partition: int, batch: HeldBatch) -> None:
+        """Records of a partition in OUTAGE that the log returned after all: held behind."""
+        self._outages[partition].batch.extend(batch)
+
+    def due(self) -> list[tuple[int, HeldBatch]]:
+        """The partitions whose probe is due now, with what they hold."""
+        now = self._clock.monotonic()
+        return [(p, o.batch) for p, o in sorted(self._outages.items()) if o.probe_at <= now]
+
+    def failed_again(self, partition: int, error: BaseException) -> None:
+        """A probe failed: wait longer before the next."""
+        outage = self._outages[partition]
+        outage.failures += 1
+        outage.probe_at = self._clock.monotonic() + self.backoff.delay(outage.failures)
+        self._repeats.failed_again(partition, error)
+
+    def ended(self, partition: int) -> None:
+        """A probe succeeded: the held batch is stored. The caller commits it and resumes."""
+        outage = self._outages.pop(partition)
+        logger.warning(
+            "partition %d is persisting again after %s in %.1f s; resuming its consumption",
+            partition,
+            counted(outage.failures, "failed attempt"),
+            self._clock.monotonic() - outage.since,
+            extra={"partition": partition},
+        )
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        """These partitions left the worker: what they held is not committed, so their next
+        owner reads it from the log."""
+        for partition in partitions:
+            self._outages.pop(partition, None)
+
+
+def _said(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+_TREE_REPEATS = RepeatedFailures(
+    logging.getLogger("scheduler.partition"),
+    "the store refused partitions {partitions} {count} more times in the last {seconds:.0f} s "
+    "(the latest: {error}); each stays in OUTAGE, starting nothing, and probes the store every "
+    f"{MAX_BACKOFF_S:g} s at most",
+)
+
+
+class StoreProbe:
+    """Whether the store refuses one kind of a partition's calls (its status writes, its
+    loads), and when to try again: the OUTAGE state of a part of the partition's tree, kept by
+    the actor that makes those calls, whose next call is the probe."""
+
+    def __init__(
+        self, what: str, partition: int, backoff: Backoff, clock: Clock, log: logging.Logger
+    ) -> None:
+        self.what = what
+        """What the store refuses, as said in the log ("status rows")."""
+        self._partition = partition
+        self._backoff = backoff
+        self._clock = clock
+        self._log = log
+        self.failures = 0
+        """Refusals in a row; 0 while the store answers."""
+        self._since = 0.0
+        self._probe_at = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self.failures > 0
+
+    def due(self) -> bool:
+        """Whether the next probe may be made now (always, while the store answers)."""
+        return self._clock.monotonic() >= self._probe_at
+
+    def refused(self, error: BaseException) -> float:
+        """The store refused a call: returns the wait before the next probe. Logs the first
+        refusal of an outage; its repeats are said once a minute."""
+        self.failures += 1
+        now = self._clock.monotonic()
+        delay = self._backoff.delay(self.failures)
+        self._probe_at = now + delay
+        if self.failures == 1:
+            self._since = now
+            self._log.error(
+                "partition %d is in OUTAGE: the store refuses its %s (%s); no attempt starts, "
+                "what it holds stays, and the store is probed again in %.1f s, and again, later "
+                "and later, while it refuses",
+                self._partition,
+                self.what,
+                _said(error),
+                delay,
+                extra={"partition": self._partition},
+            )
+        else:
+            _TREE_REPEATS.failed_again(self._partition, error)
+        return delay
+
+    def answered(self) -> bool:
+        """The store took a call: True if that ends an outage (said in the log)."""
+        if not self.failures:
+            return False
+        self._log.warning(
+            "partition %d: the store takes its %s again after %s in %.1f s; the partition resumes",
+            self._partition,
+            self.what,
+            counted(self.failures, "refusal"),
+            self._clock.monotonic() - self._since,
+            extra={"partition": self._partition},
+        )
+        self.failures = 0
+        return True
