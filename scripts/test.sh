@@ -73,7 +73,7 @@ if [ "$containers" = 1 ]; then
   env -u SCHEDULER_KAFKA_BOOTSTRAP -u SCHEDULER_CASSANDRA_HOSTS SCHEDULER_TEST_CONTAINERS=1 \
     .venv/bin/python -m pytest -q -rfEsxX --strict-markers -p no:cacheprovider \
     -m "containers or kafka or cassandra" -k "not secured" \
-    tests/contracts tests/services/test_compose.py tests/services/test_compose_faults.py \
+    tests/contracts tests/services/test_compose.py \
     tests/services/test_images.py
   echo "test: the containers pass took $((SECONDS - started)) s"
 fi

@@ -6,7 +6,8 @@ the attempts the workers recorded.
 The stack is docker/docker-compose.yml on the project's images, with the workers running
 `recording_executor` (scheduler/fleet/history.py) into a directory of the host, and worker-1
 limited, as a compose file of the test's own adds them. Host networking, so nothing leaves
-loopback. Marked `containers`: `scripts/test.sh --containers` runs them.
+loopback. Marked `containers`: `scripts/container-faults.sh` runs them (before a release; not in
+the CI test command, for its time budget).
 """
 
 from __future__ import annotations
