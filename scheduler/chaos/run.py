@@ -84,8 +84,8 @@ class ChaosRun:
         if through_proxies:
             self._start_proxies()
             env["SCHEDULER_KAFKA_BOOTSTRAP"] = cluster.kafka_bootstrap(proxied=True)
-        # Each start in a directory of its own, with core dumps enabled: the open SIGSEGV at
-        # a worker's start (docs/reliability.md) leaves its native stack there.
+        # Each start in a directory of its own, with core dumps enabled: a native crash (as the
+        # SIGSEGV at a worker's start was, docs/reliability.md) leaves its native stack there.
         cores = self.directory / "cores" / f"{name}-{len(self.workers) + 1}"
         process = WorkerProcess(
             env, name=name, log_path=self.directory / f"{name}.log", core_dumps_in=cores
@@ -126,9 +126,9 @@ class ChaosRun:
             try:
                 process.wait_until_owning(START_TIMEOUT_S)
             except RuntimeError:
-                # A worker killed by a signal before it owned anything (SIGSEGV with an empty
-                # log, seen twice on the loaded machine; an open bug, docs/reliability.md) held
-                # no task yet: start it once more, say so, and let a second crash fail the run.
+                # A worker killed by a signal before it owned anything (as the SIGSEGV in
+                # librdkafka's admin client did, docs/reliability.md) held no task yet: start it
+                # once more, say so, and let a second crash fail the run.
                 if process.returncode is None or process.returncode >= 0:
                     raise
                 logger.warning(
