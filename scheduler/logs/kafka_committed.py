@@ -33,10 +33,16 @@ class CommittedOffsets:
     """
 
     def __init__(
-        self, settings: Callable[[str], dict[str, Any]], *, request_timeout_s: float
+        self,
+        settings: Callable[[str], dict[str, Any]],
+        *,
+        request_timeout_s: float,
+        new_consumer: Callable[[dict[str, Any]], Consumer] = Consumer,
     ) -> None:
-        """`settings(group_id)`: the librdkafka configuration of a consumer in that group."""
+        """`settings(group_id)`: the librdkafka configuration of a consumer in that group;
+        `new_consumer` makes one from it (tests pass a stand-in)."""
         self._settings = settings
+        self._new_consumer = new_consumer
         self._timeout = request_timeout_s
         self._lock = threading.Lock()
         self._consumers: dict[str, Consumer] = {}
@@ -48,15 +54,26 @@ class CommittedOffsets:
         A consumer whose request timed out is replaced once and asked again: after a broker
         restart a long-lived client may hold on to a coordinator it can no longer reach (what
         the admin client did, librdkafka issue 5511)."""
+        consumer = self._consumer(group_id)
         try:
-            return self._consumer(group_id).committed(partitions, timeout=self._timeout)
+            return consumer.committed(partitions, timeout=self._timeout)
         except KafkaException as exc:
             error = kafka_error(exc)
             if error is None or error.code() != KafkaError._TIMED_OUT:
                 raise
+            refused = _refusal_queued(consumer)
+            if refused is not None:
+                raise KafkaException(refused) from exc
             logger.info("reading the offsets of group %r timed out: asking again", group_id)
         self._discard(group_id)
-        return self._consumer(group_id).committed(partitions, timeout=self._timeout)
+        consumer = self._consumer(group_id)
+        try:
+            return consumer.committed(partitions, timeout=self._timeout)
+        except KafkaException as exc:
+            refused = _refusal_queued(consumer)
+            if refused is not None:
+                raise KafkaException(refused) from exc
+            raise
 
     def serve(self) -> None:
         """Deliver what the consumers queued (librdkafka's log lines, errors) to their
@@ -76,7 +93,7 @@ class CommittedOffsets:
         with self._lock:
             consumer = self._consumers.get(group_id)
             if consumer is None:
-                consumer = self._consumers[group_id] = Consumer(self._settings(group_id))
+                consumer = self._consumers[group_id] = self._new_consumer(self._settings(group_id))
             return consumer
 
     def _discard(self, group_id: str) -> None:
@@ -84,3 +101,26 @@ class CommittedOffsets:
             consumer = self._consumers.pop(group_id, None)
         if consumer is not None:
             consumer.close()
+
+
+_AUTHORIZATION = frozenset(
+    {
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+
+
+def _refusal_queued(consumer: Consumer) -> KafkaError | None:
+    """An authorization refusal the consumer queued while `committed` waited. A consumer whose
+    user may not Describe the group is refused the coordinator's lookup; librdkafka queues that
+    as a consumer error (delivered by `poll`) and `committed` only times out."""
+    for _ in range(100):  # what is queued, not what arrives meanwhile
+        message = consumer.poll(0)
+        if message is None:
+            return None
+        error = message.error()
+        if error is not None and error.code() in _AUTHORIZATION:
+            return error
+    return None
