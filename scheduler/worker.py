@@ -499,7 +499,9 @@ class Worker:
         commands = {
             p: batch.commands for p, batch in batches.items() if p not in refused and batch.commands
         }
-        futures = _answer(self.topic.persist(commands), TOPIC_ASK_TIMEOUT_S, "persist")
+        last_offsets = {p: batches[p].next_offset - 1 for p in commands}
+        persisting = self.topic.persist(commands, last_offsets)
+        futures = _answer(persisting, TOPIC_ASK_TIMEOUT_S, "persist")
         stored: dict[int, int] = {}
         for partition, batch in batches.items():
             if partition in refused:

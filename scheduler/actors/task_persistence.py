@@ -22,6 +22,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.throughput_controller import ThroughputController
+from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command, Op
 from scheduler.engine.messages import ScheduledTask, TasksLoaded
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
@@ -79,6 +80,8 @@ class TaskPersistence(PartitionActor):
         self._executor = executor
         """The PartitionExecutor (its PartitionScheduler holds what this actor hands on)."""
         self._unflushed = ctx.unflushed
+        self._unwritten = UnwrittenRows()
+        """Batches the store refused part-way: loads stop before their earliest row."""
         self.checkpoint: ScheduleCursor | None = None
         self.controller = ThroughputController(
             ctx,
@@ -119,8 +122,9 @@ class TaskPersistence(PartitionActor):
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def persist(self, commands: Sequence[Command]) -> int:
-        """Apply a batch of log commands durably; returns when the store has them all.
+    def persist(self, commands: Sequence[Command], last_offset: int) -> int:
+        """Apply a batch of log commands, read up to `last_offset`, durably; returns when the
+        store has them all.
 
         Rows written behind the checkpoint are pushed once the whole batch is applied, so their
         status look-up sees what the batch's admin commands did: a task cancelled by a later
@@ -128,16 +132,26 @@ class TaskPersistence(PartitionActor):
         on, where it could start before the cancel reached the executor."""
         to_write: dict[TaskKey, Task] = {}
         behind: dict[TaskKey, Task] = {}
-        for command in commands:
-            if command.op is Op.SCHEDULE:
-                to_write[command.task.key] = command.task  # a later write of a key wins
-            else:
-                if to_write:
-                    behind.update(self._write(list(to_write.values())))
-                    to_write = {}
-                self._apply_admin(command)
-        if to_write:
-            behind.update(self._write(list(to_write.values())))
+        try:
+            for command in commands:
+                if command.op is Op.SCHEDULE:
+                    to_write[command.task.key] = command.task  # a later write of a key wins
+                else:
+                    if to_write:
+                        behind.update(self._write(list(to_write.values())))
+                        to_write = {}
+                    self._apply_admin(command)
+            if to_write:
+                behind.update(self._write(list(to_write.values())))
+        except BaseException:
+            # Some rows may be in the store and earlier ones not: loads stop before the
+            # earliest until a batch reaching `last_offset` is stored (see `unwritten`).
+            self._unwritten.refused(
+                (c.task.key for c in commands if c.op is Op.SCHEDULE), last_offset
+            )
+            raise
+        if self._unwritten:
+            self._unwritten.stored(last_offset)
         if behind:
             self._push(list(behind.values()))
         metrics.PERSISTED.inc(len(commands))
@@ -253,6 +267,15 @@ class TaskPersistence(PartitionActor):
             # the buffer would be found finished in neither, and run again. A store that
             # refuses fails this load, and the controller probes it with a later one.
             self._unflushed.write(store, partition)
+        unwritten = self._unwritten.earliest()
+        if unwritten is not None:
+            # The store refused a batch part-way: its later rows may be in, its earlier ones
+            # not, until the worker's retry lands (see `unwritten`). Nothing past its earliest
+            # row is loaded meanwhile; and no first load, whose reload-mark stragglers, read
+            # only once, may lie past it.
+            if self.checkpoint is None:
+                return TasksLoaded(0, True, BEFORE_ALL)
+            until_ms = min(until_ms, unwritten[0] - 1)
         checked = self._unflushed.version
         # Nothing changes before every read succeeded: a load the store refuses is made again.
         start, stragglers = self._start_from_mark() if self.checkpoint is None else (None, [])

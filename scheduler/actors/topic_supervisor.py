@@ -209,14 +209,17 @@ class TopicSupervisor(pykka.ThreadingActor):
 
     # -- work ---------------------------------------------------------------------------------
 
-    def persist(self, batches: Mapping[int, Sequence[Command]]) -> dict[int, pykka.Future[int]]:
-        """Hand each partition its commands; the futures resolve once they are in the store."""
+    def persist(
+        self, batches: Mapping[int, Sequence[Command]], last_offsets: Mapping[int, int]
+    ) -> dict[int, pykka.Future[int]]:
+        """Hand each partition its commands, read up to its offset in `last_offsets`; the
+        futures resolve once they are in the store."""
         futures: dict[int, pykka.Future[int]] = {}
         for partition, commands in batches.items():
             tree = self.trees.get(partition)
             if tree is None:
                 continue  # revoked in the meantime; the next owner re-reads it from the log
-            futures[partition] = tree.persistence.persist(commands)
+            futures[partition] = tree.persistence.persist(commands, last_offsets[partition])
         return futures
 
     def counts(self) -> dict[int, PartitionCounts]:

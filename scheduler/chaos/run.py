@@ -42,6 +42,7 @@ class ChaosRun:
     def __init__(self, directory: Path, scenario: str) -> None:
         suffix = uuid4().hex[:10]
         self.scenario = scenario
+        directory = directory.resolve()  # the workers run in directories of their own
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.record = directory / "record.jsonl"
@@ -62,8 +63,9 @@ class ChaosRun:
             "SCHEDULER_DATA_DIR": str(directory / "unused"),
             "SCHEDULER_LOG_LEVEL": "INFO",
             RECORD_ENV: str(self.record),
-            # A worker that crashes in native code (it happened once, at start, with SIGSEGV
-            # and an empty log) leaves the Python stack of every thread in its log.
+            # A worker that crashes in native code (it happened at start, with SIGSEGV and
+            # an empty log) leaves the Python stack of every thread in its log, and a core
+            # file in its directory (see `worker`).
             "PYTHONFAULTHANDLER": "1",
         }
         self.workers: list[WorkerProcess] = []
@@ -82,7 +84,12 @@ class ChaosRun:
         if through_proxies:
             self._start_proxies()
             env["SCHEDULER_KAFKA_BOOTSTRAP"] = cluster.kafka_bootstrap(proxied=True)
-        process = WorkerProcess(env, name=name, log_path=self.directory / f"{name}.log")
+        # Each start in a directory of its own, with core dumps enabled: a native crash (as the
+        # SIGSEGV at a worker's start was, docs/reliability.md) leaves its native stack there.
+        cores = self.directory / "cores" / f"{name}-{len(self.workers) + 1}"
+        process = WorkerProcess(
+            env, name=name, log_path=self.directory / f"{name}.log", core_dumps_in=cores
+        )
         self.workers.append(process)
         return process
 
@@ -119,9 +126,9 @@ class ChaosRun:
             try:
                 process.wait_until_owning(START_TIMEOUT_S)
             except RuntimeError:
-                # A worker killed by a signal before it owned anything (SIGSEGV with an empty
-                # log, seen twice on the loaded machine; an open bug, docs/reliability.md) held
-                # no task yet: start it once more, say so, and let a second crash fail the run.
+                # A worker killed by a signal before it owned anything (as the SIGSEGV in
+                # librdkafka's admin client did, docs/reliability.md) held no task yet: start it
+                # once more, say so, and let a second crash fail the run.
                 if process.returncode is None or process.returncode >= 0:
                     raise
                 logger.warning(

@@ -52,15 +52,25 @@ class WorkerProcess:
         name: str,
         log_path: Path,
         extra_args: Iterable[str] = (),
+        core_dumps_in: Path | None = None,
     ) -> None:
+        """`core_dumps_in`: run the worker in this directory with core dumps enabled (`ulimit
+        -c unlimited`, through a shell that then execs it, so its pid is the worker's): a
+        native crash leaves a `core` file there (with the kernel's usual `core_pattern`) to
+        read with gdb. Its paths in `env` must be absolute."""
         self.name = name
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         environment = {**os.environ, **env, "SCHEDULER_CLIENT_ID": name}
         self._log: IO[bytes] = open(self.log_path, "ab")  # noqa: SIM115 - closed in wait()
         self.started_at = time.monotonic()
+        command = [scheduler_script(), "worker", *extra_args]
+        if core_dumps_in is not None:
+            core_dumps_in.mkdir(parents=True, exist_ok=True)
+            command = ["/bin/sh", "-c", 'ulimit -c unlimited && exec "$@"', "sh", *command]
         self.process = subprocess.Popen(
-            [scheduler_script(), "worker", *extra_args],
+            command,
+            cwd=core_dumps_in,
             env=environment,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -18,7 +18,6 @@ from logging.handlers import BufferingHandler
 from typing import Any
 
 from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -33,6 +32,7 @@ from scheduler.errors import (
     TopicMissingError,
 )
 from scheduler.logs.abc import LogConsumer, LogProducer, PartitionLag, TaskLog
+from scheduler.logs.kafka_committed import OFFSETS_CLIENT_ID, CommittedOffsets
 from scheduler.logs.kafka_config import (
     ADMIN_CLIENT_ID,
     BOOTSTRAP_SETTING,
@@ -145,6 +145,7 @@ class KafkaTaskLog(TaskLog):
         # admits no client without them, and a wrong one should fail here, not in the first send.
         # librdkafka's admin client is a producer underneath, so the producer's settings fit.
         self._refusals = RefusalRecorder(bootstrap_servers, self._producer_config)
+        self._offsets = CommittedOffsets(self._offsets_settings, request_timeout_s=self._timeout)
         try:
             self._admin = self._new_admin()
         except KafkaException as exc:
@@ -204,13 +205,21 @@ class KafkaTaskLog(TaskLog):
         fixed = {"bootstrap.servers": self._bootstrap, "group.id": group_id, "client.id": client_id}
         return merged(consumer_defaults(self._consumer_config), fixed, self._consumer_config)
 
+    def _offsets_settings(self, group_id: str) -> dict[str, Any]:
+        """The librdkafka configuration of the idle consumer that reads `group_id`'s offsets."""
+        config = self.consumer_settings(group_id, client_id=OFFSETS_CLIENT_ID)
+        # No statistics: nobody reads them, and unpolled they would pile up in its queue.
+        return {**config, "statistics.interval.ms": 0, "error_cb": self._refusals}
+
     def serve(self) -> None:
         # librdkafka queues a client's log lines until the client is polled (confluent-kafka
         # forwards them to `logger` then), and nothing else polls the admin client.
         self._admin.poll(0)
+        self._offsets.serve()
 
     def close(self) -> None:
         self.serve()  # AdminClient has no close; this releases its last queued lines
+        self._offsets.close()
 
     # -- the topic ---------------------------------------------------------------------------
 
@@ -336,20 +345,28 @@ class KafkaTaskLog(TaskLog):
     def _committed(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> dict[int, tuple[int, str]]:
-        """Committed offsets and their metadata; partitions without a commit are absent."""
-        request = [ConsumerGroupTopicPartitions(group_id, partitions)]
-        result = self._ask_coordinator(
-            lambda admin: admin.list_consumer_group_offsets(request, request_timeout=self._timeout)[
-                group_id
-            ],
-            f"reading offsets of group {group_id!r}",
-            action=f"read the committed offsets of group {group_id!r}",
-            acl=("Describe", f"--group {group_id}"),
-        )
+        """Committed offsets and their metadata; partitions without a commit are absent.
+
+        Asked through a consumer of the group, not the admin client: see `kafka_committed`."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                result = self._offsets.read(group_id, partitions)
+                break
+            except KafkaException as exc:
+                code = None if (error := kafka_error(exc)) is None else error.code()
+                if code not in _COORDINATOR_SETTLING or time.monotonic() > deadline:
+                    raise self._failure(
+                        f"reading offsets of group {group_id!r}",
+                        exc,
+                        action=f"read the committed offsets of group {group_id!r}",
+                        acl=("Describe", f"--group {group_id}"),
+                    ) from exc
+            time.sleep(_METADATA_RETRY_S)
         topic_id = self._topic_id_or_none()
         return {
             tp.partition: (tp.offset, untagged(tp.metadata or "")[1])
-            for tp in result.topic_partitions or []
+            for tp in result
             if tp.topic == self.topic
             and tp.error is None
             and tp.offset >= 0

@@ -352,6 +352,34 @@ def test_describe_group_reports_lag(task_log: TaskLog) -> None:
     consumer.close()
 
 
+def test_describe_group_of_a_group_that_never_committed_shows_no_offsets(
+    task_log: TaskLog,
+) -> None:
+    send_all(task_log, [(key_on(0), b"x")] * 2)
+
+    lags = task_log.describe_group(group())
+
+    assert [(lag.partition, lag.committed, lag.metadata) for lag in lags] == [
+        (p, None, "") for p in sorted(ALL)
+    ]
+    assert [lag.end for lag in lags if lag.partition == 0] == [2]
+
+
+def test_describe_group_shows_the_metadata_committed_with_each_offset(task_log: TaskLog) -> None:
+    group_id = group()
+    send_all(task_log, [(key_on(0), b"x")] * 3 + [(key_on(1), b"y")])
+    consumer, _ = joined(task_log, group_id)
+    consumer.commit({0: 3, 1: 1}, metadata={0: "mark-3"})
+    consumer.close()  # read from a group without members, as at a worker's start
+
+    lags = {lag.partition: lag for lag in task_log.describe_group(group_id, [0, 1])}
+
+    assert {p: (lag.committed, lag.metadata) for p, lag in lags.items()} == {
+        0: (3, "mark-3"),
+        1: (1, ""),
+    }
+
+
 def test_ensure_topic_reports_the_existing_partition_count(task_log: TaskLog) -> None:
     assert task_log.ensure_topic(LOG_PARTITIONS * 2) == LOG_PARTITIONS
     assert task_log.partition_count() == LOG_PARTITIONS

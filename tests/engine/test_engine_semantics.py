@@ -124,7 +124,7 @@ def test_a_due_task_cancelled_later_in_its_own_batch_never_starts(data_dir):
         task = Task("o", engine.at(), "k")
         tree = engine.worker.topic.trees.get()[partition_for(b"o", 4)]
         batch = [Command(Op.SCHEDULE, task), Command(Op.CANCEL, Task.from_key(task.key, {}))]
-        tree.persistence.persist(batch).get(timeout=10)
+        tree.persistence.persist(batch, 0).get(timeout=10)
         engine.join()
         assert status_of(engine, task.key).state is TaskState.CANCELLED
     assert recorder.keys() == []

@@ -44,13 +44,18 @@ class FakeTopic:
         self.down: set[int] = set()
         self.treeless: set[int] = set()
         self.stored: dict[int, list[int]] = {}
+        self.last_offsets: dict[int, list[int]] = {}
+        """Per partition, the last offset of each batch handed to its tree, refused or not."""
         self.attempts = 0
 
-    def persist(self, batches: Mapping[int, Sequence[Any]]) -> Done:
+    def persist(
+        self, batches: Mapping[int, Sequence[Any]], last_offsets: Mapping[int, int]
+    ) -> Done:
         futures: dict[int, Done] = {}
         for partition, commands in batches.items():
             if partition in self.treeless:
                 continue
+            self.last_offsets.setdefault(partition, []).append(last_offsets[partition])
             self.attempts += partition == PARTITION
             if partition in self.down:
                 futures[partition] = Done(error=BackendUnavailableError("no Cassandra node up"))
@@ -190,6 +195,8 @@ def test_records_read_after_the_pause_are_held_behind_the_batch_in_log_order(clo
     worker._probe_outages(consumer)
     assert stored_offsets(topic) == list(range(9))
     assert consumer.committed_up_to(PARTITION) == 9
+    # The retry reaches past the refused batch's last offset: it ends the tree's note of it.
+    assert topic.last_offsets[PARTITION] == [4, 8]
 
 
 def test_a_partition_whose_tree_is_restarting_holds_its_batch_until_the_new_tree_takes_it(
