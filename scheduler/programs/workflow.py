@@ -97,7 +97,7 @@ class WorkflowExecutor:
 
     def launch(self, request: LaunchRequest) -> Run | None:
         """Launch the run of `request`, or refuse it at the concurrency limit (None)."""
-        program = self.catalog.get(request.program)
+        self.catalog.get(request.program)  # an unknown program fails the launch before any read
         stored = self.runs.get(request.run_id)
         if stored is None:
             if request.concurrency is not None:
@@ -105,19 +105,7 @@ class WorkflowExecutor:
                 if len(active) >= request.concurrency:
                     self._refuse(request, len(active))
                     return None
-            now = self.clock()
-            stored = self.runs.create(
-                Run(
-                    run_id=request.run_id,
-                    program=request.program,
-                    started_by=request.started_by,
-                    arguments=request.arguments(program.properties),
-                    status=RunStatus.PENDING,
-                    created_ms=now,
-                    requested_ms=request.task().scheduled_ms,
-                    request_key=request.request_key,
-                )
-            )
+            stored = self.runs.create(self._pending_run(request, self.clock()))
             metrics.RUNS_LAUNCHED.inc()
         self.client.schedule_task(run_task(stored.run_id, stored.created_ms)).result(self.timeout_s)
         return stored
@@ -133,19 +121,7 @@ class WorkflowExecutor:
             if request.concurrency is not None:
                 limited.append(request)
                 continue
-            program = self.catalog.get(request.program)
-            made.append(
-                Run(
-                    run_id=request.run_id,
-                    program=request.program,
-                    started_by=request.started_by,
-                    arguments=request.arguments(program.properties),
-                    status=RunStatus.PENDING,
-                    created_ms=now,
-                    requested_ms=to_epoch_ms(request.requested_at),
-                    request_key=request.request_key,
-                )
-            )
+            made.append(self._pending_run(request, now))
         stored = self.runs.create_many(made)
         metrics.RUNS_LAUNCHED.inc(
             sum(1 for run, kept in zip(made, stored, strict=True) if run == kept)
@@ -155,6 +131,20 @@ class WorkflowExecutor:
             self.client.schedule_tasks(tasks).result(self.timeout_s)
         for request in limited:  # after the batch: its runs count against their limits
             self.launch(request)
+
+    def _pending_run(self, request: LaunchRequest, now: int) -> Run:
+        """The PENDING run `request` asks for, its arguments over its program's defaults."""
+        program = self.catalog.get(request.program)
+        return Run(
+            run_id=request.run_id,
+            program=request.program,
+            started_by=request.started_by,
+            arguments=request.arguments(program.properties),
+            status=RunStatus.PENDING,
+            created_ms=now,
+            requested_ms=to_epoch_ms(request.requested_at),
+            request_key=request.request_key,
+        )
 
     def _refuse(self, request: LaunchRequest, active: int) -> None:
         metrics.LAUNCHES_REFUSED.inc()
