@@ -4,9 +4,6 @@ change racing a tick wins."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from scheduler.model import from_epoch_ms
@@ -17,13 +14,6 @@ from tests.schedules.harness import T0, Harness
 
 MIN = 60_000
 HOUR = 60 * MIN
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    made = Harness(tmp_path)
-    yield made
-    made.close()
 
 
 def hourly(name: str = "hourly", program: str = "clean", **kw: object) -> Schedule:

@@ -3,9 +3,6 @@ harness.py). Times are 2026-01-01 UTC."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from scheduler.model import from_epoch_ms
@@ -29,13 +26,6 @@ from tests.schedules.harness import T0, Harness
 
 MIN = 60_000
 HOUR = 60 * MIN
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    made = Harness(tmp_path)
-    yield made
-    made.close()
 
 
 def hourly(**kw: object) -> Schedule:
