@@ -77,6 +77,7 @@ class StandInRunner:
     keyspace_unknown_for: int = 0
     """How many reads of the keyspace's definition find none (the node has not heard of it)."""
     ddl_answers: list[BaseException] = field(default_factory=list)
+    """Errors the next CREATE TABLE statements raise, one each."""
     ran: list[str] = field(default_factory=list)
 
     def one(self, statement: str, params: Any, what: str) -> list[tuple[Any, ...]]:
@@ -86,7 +87,7 @@ class StandInRunner:
         return [({"class": "SimpleStrategy", "replication_factor": "1"},)]  # the keyspace exists
 
     def result(self, statement: str, params: Any, what: str, *, timeout: float) -> Any:
-        if self.ddl_answers:
+        if self.ddl_answers and statement.startswith("CREATE TABLE"):
             raise self.ddl_answers.pop(0)
         self.ran.append(statement)
         return []
