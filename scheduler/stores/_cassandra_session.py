@@ -695,8 +695,8 @@ def _settled(
                 raise
             if clock() >= deadline:
                 raise BackendUnavailableError(
-                    f"Cassandra at {run.target} still had a table of `{text}` being created "
-                    f"after waiting for it ({error}); another process may be creating the "
+                    f"Cassandra at {run.target} still had the schema `{text}` needs being "
+                    f"created after waiting for it ({error}); another process may be creating the "
                     "schema: run `scheduler schema apply` first, then start workers and commands"
                 ) from error
         log.info("a table of `%s` is being created by another connection; trying again", text)
