@@ -24,7 +24,7 @@ from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_scheduler import PartitionScheduler
 from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.ordering_executor import OrderingExecutor
-from scheduler.engine.task_executor import TIMEOUT, TaskExecutor
+from scheduler.engine.task_executor import NOT_STARTED, TIMEOUT, TaskExecutor
 from scheduler.executors.abc import CANCELLED_BY_OPERATOR
 from scheduler.model import (
     Attempt,
@@ -334,7 +334,11 @@ class PartitionExecutor(PartitionActor):
             return  # started again by `store_outage` once the store answers
         queue.pop()
         attempt = TaskExecutor(
-            item, partition=self.ctx.partition, report=self._report, clock=self.ctx.clock
+            item,
+            partition=self.ctx.partition,
+            report=self._report,
+            clock=self.ctx.clock,
+            lease=self.ctx.lease,
         )
         queue.running = attempt
         self.running[item.key] = attempt
@@ -477,6 +481,12 @@ class PartitionExecutor(PartitionActor):
         attempt = self.running.pop(outcome.key)
         queue = self.queues[outcome.key.ordering_id]
         queue.running = None
+        if outcome.cancelled == NOT_STARTED:
+            reason = attempt.context.reason
+            if reason is None:
+                return self._not_started(queue, attempt.item)
+            # Cancelled while the pool was refusing it: that cancellation is its outcome.
+            outcome = outcome._replace(cancelled=reason, error=f"cancelled: {reason}")
         item, key, now = attempt.item, outcome.key, self.ctx.clock.now_ms()
         kind = _outcome_of(outcome)
         record = _record_of(outcome, kind, self.ctx.worker_id)
@@ -561,6 +571,20 @@ class PartitionExecutor(PartitionActor):
             self.held -= 1
         self._pump(queue)
         return status
+
+    def _not_started(self, queue: OrderingExecutor, item: ScheduledTask) -> None:
+        """The pool refused to start `item`: the lease lapsed after the hand-off (see
+        `engine.task_executor`). It never began, so nothing is recorded: it goes back to the
+        head of its queue, to start once the lease holds, or to leave with its partition."""
+        task_log.info(
+            "task %s not started: the worker's lease lapsed before the pool reached it; it "
+            "waits for the lease",
+            item.key,
+        )
+        if item.key not in queue.entries:  # a copy queued meanwhile has the newer data
+            queue.offer(item)
+        self._pump(queue)
+        return None
 
     def _extra(self, record: Attempt, key: TaskKey) -> dict[str, object]:
         """The fields of a task's log line, for JSON logs (`extra`)."""

@@ -66,6 +66,11 @@ class TaskExecutorService:
         return self._running
 
     @property
+    def queued(self) -> int:
+        """Calls waiting for a thread."""
+        return self._queue.qsize()
+
+    @property
     def peak_running(self) -> int:
         """The most calls ever running at once (tests check the bound with it)."""
         return self._peak

@@ -3,6 +3,11 @@
 The seed makes it a short-lived actor per task; at thousands of tasks a second an actor (a
 thread) per task is too dear, so it is a plain object: the PartitionExecutor creates it, it puts
 the executor call on the bounded pool, and it reports the outcome back as an `AttemptFinished`.
+
+The pool thread checks the worker's lease once more right before the executor call: a process
+stopped after the partition handed the attempt over, and resumed past the lease, would otherwise
+start it (the pool's threads run before the poll loop hears of a revocation). Such an attempt
+reports `NOT_STARTED` and never began: the partition queues it again.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from collections.abc import Callable
 
 from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.executor_service import TaskExecutorService
+from scheduler.engine.lease import ALWAYS_HELD, Lease
 from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.timers import TimerHandle, TimerService
 from scheduler.errors import TaskRejected, TaskTimeoutError
@@ -22,11 +28,15 @@ MAX_ERROR_CHARS = 4000
 
 TIMEOUT = TIMED_OUT
 
+NOT_STARTED = "not started: the worker's lease lapsed before the pool reached it"
+"""The `cancelled` reason of an attempt the pool refused to start (see the module): it never
+began, and its task goes back to its queue, unchanged."""
+
 
 class TaskExecutor:
     """Runs one attempt and reports its start and its end through `report` (from a pool thread)."""
 
-    __slots__ = ("clock", "context", "item", "report", "timer")
+    __slots__ = ("clock", "context", "item", "lease", "report", "timer")
 
     def __init__(
         self,
@@ -35,9 +45,12 @@ class TaskExecutor:
         partition: int,
         report: Callable[[AttemptStarted | AttemptFinished], None],
         clock: Clock = SYSTEM_CLOCK,
+        lease: Lease = ALWAYS_HELD,
     ) -> None:
         self.clock = clock
         """Stamps the attempt's start and end."""
+        self.lease = lease
+        """Checked by the pool thread right before the executor call."""
         self.item = item
         self.context = ExecutionContext(item.task, attempt=item.attempts + 1, partition=partition)
         self.report = report
@@ -62,6 +75,21 @@ class TaskExecutor:
         error: str | None = None
         permanent = timed_out = False
         started_ms: int | None = None
+        if not context.is_cancelled and not self.lease.held():
+            if self.timer is not None:
+                self.timer.cancel()
+            self.report(
+                AttemptFinished(
+                    context.key,
+                    context.attempt,
+                    NOT_STARTED,
+                    NOT_STARTED,
+                    False,
+                    None,
+                    self.clock.now_ms(),
+                )
+            )
+            return
         try:
             if not context.is_cancelled:
                 started_ms = self.clock.now_ms()

@@ -62,6 +62,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: How long opening a store waits for the schema another process is creating to reach the node
+#: it asks (a table opening, or not known there yet) before the error stands.
+SCHEMA_SETTLE_S = 60.0
+
 #: Errors worth another try: the cluster answered "not now" or did not answer in time. Failures
 #: such as ReadFailure (too many tombstones) or InvalidRequest repeat identically, so they are not.
 TRANSIENT: tuple[type[BaseException], ...] = (
@@ -630,13 +634,34 @@ class _Round:
             self._outcomes[index] = outcome
 
 
-def apply_schema(run: Runner, ddl: Sequence[str], *, timeout: float) -> None:
+def apply_schema(
+    run: Runner,
+    ddl: Sequence[str],
+    *,
+    timeout: float,
+    settle_s: float = SCHEMA_SETTLE_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """Run CREATE ... IF NOT EXISTS statements in order (the driver then waits until every node
     agrees on the schema, so the next statement sees the table it needs). A keyspace whose
-    replication the nodes refuse (a datacenter they do not have) is a configuration error."""
+    replication the nodes refuse (a datacenter they do not have) is a configuration error.
+
+    Another process creating the same keyspace at once may have it in the schema of one node
+    and not yet of the one asked: a statement refused for a keyspace or table that "does not
+    exist" runs again, after schema agreement, for up to `settle_s` (see `_TABLE_MISSING`)."""
+    deadline = clock() + settle_s
     for statement in ddl:
         try:
-            run.result(statement, None, "apply the schema", timeout=timeout)
+            _settled(
+                run,
+                statement,
+                lambda s=statement: run.result(s, None, "apply the schema", timeout=timeout),
+                _schema_settling,
+                deadline,
+                clock,
+                sleep,
+            )
         except CqlConfigurationException as error:
             known = ", ".join(datacenters(run.session.cluster))
             raise ConfigurationError(
@@ -646,6 +671,38 @@ def apply_schema(run: Runner, ddl: Sequence[str], *, timeout: float) -> None:
                 f"SCHEDULER_CASSANDRA_REPLICATION_FACTOR; this cluster's datacenters: "
                 f"{known or 'unknown'}"
             ) from None
+    # So that the statements prepared next find the tables on every node, not only this one's.
+    run.session.cluster.control_connection.wait_for_schema_agreement()
+
+
+def _settled(
+    run: Runner,
+    text: str,
+    call: Callable[[], T],
+    settling: Callable[[BaseException], bool],
+    deadline: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> T:
+    """`call()`, again after schema agreement while it fails with an error `settling` says is
+    the schema still spreading from another creator; until `deadline`, then a clear error."""
+    pause = 0.05
+    while True:
+        try:
+            return call()
+        except Exception as error:
+            if not settling(error):
+                raise
+            if clock() >= deadline:
+                raise BackendUnavailableError(
+                    f"Cassandra at {run.target} still had the schema `{text}` needs being "
+                    f"created after waiting for it ({error}); another process may be creating the "
+                    "schema: run `scheduler schema apply` first, then start workers and commands"
+                ) from error
+        log.info("a table of `%s` is being created by another connection; trying again", text)
+        run.session.cluster.control_connection.wait_for_schema_agreement(wait_time=pause * 20)
+        sleep(pause)
+        pause = min(pause * 2, 1.0)
 
 
 def _prepare_settled(
@@ -654,37 +711,50 @@ def _prepare_settled(
     deadline: float,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
+    *,
+    expect_tables: bool,
 ) -> Any:
-    """`session.prepare(text)`, again while its table is being created (see `_TABLE_OPENING`)."""
-    pause = 0.05
-    while True:
-        try:
-            return run.session.prepare(text)
-        except (ServerError, NoHostAvailable) as error:
-            if not _table_opening(error):
-                raise
-            if clock() >= deadline:
-                raise BackendUnavailableError(
-                    f"Cassandra at {run.target} still had a table of `{text}` being created "
-                    f"after waiting for it ({error}); another process may be creating the "
-                    "schema: run `scheduler schema apply` first, then start workers and commands"
-                ) from error
-        log.info("a table of `%s` is being created by another connection; preparing again", text)
-        run.session.cluster.control_connection.wait_for_schema_agreement(wait_time=pause * 20)
-        sleep(pause)
-        pause = min(pause * 2, 1.0)
+    """`session.prepare(text)`, again while its table is being created (see `_TABLE_OPENING`);
+    with `expect_tables` (this process just applied the schema), also while a node says it
+    does not exist (see `_TABLE_MISSING`)."""
+    settling = _schema_settling if expect_tables else _table_opening
+    return _settled(run, text, lambda: run.session.prepare(text), settling, deadline, clock, sleep)
+
+
+def _schema_settling(error: BaseException) -> bool:
+    """Whether a statement failed only because the schema another process is creating has not
+    reached (or opened on) the node asked: a table opening, or one that does not exist yet."""
+    return _table_opening(error) or _every_node(error, _missing)
+
+
+def _missing(error: BaseException) -> bool:
+    return isinstance(error, InvalidRequest) and any(
+        words in str(error) for words in _TABLE_MISSING
+    )
+
+
+def _every_node(error: BaseException, matches: Callable[[BaseException], bool]) -> bool:
+    """Whether `error` matches, or is `NoHostAvailable` with an error that matches from every
+    node the driver tried."""
+    if matches(error):
+        return True
+    if not isinstance(error, NoHostAvailable):
+        return False
+    causes = per_node(error).values()
+    return bool(causes) and all(matches(cause) for cause in causes)
 
 
 def _table_opening(error: BaseException) -> bool:
     """Whether a PREPARE failed only because its table is still opening: the server's own
     error, or the same error from every node the driver tried (it wraps a prepare that failed
     on each host it asked in `NoHostAvailable`)."""
-    if isinstance(error, ServerError):
-        return _TABLE_OPENING in str(error)
-    causes = per_node(error).values()
-    return bool(causes) and all(
-        isinstance(cause, ServerError) and _TABLE_OPENING in str(cause) for cause in causes
-    )
+    return _every_node(error, lambda e: isinstance(e, ServerError) and _TABLE_OPENING in str(e))
+
+
+def _known_keyspace(run: Runner, keyspace: str) -> None:
+    """Raise `InvalidRequest` ("does not exist") if the node asked does not know `keyspace`."""
+    if replication_of(run, keyspace) is None:
+        raise InvalidRequest(f"keyspace {keyspace} does not exist")
 
 
 def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:
@@ -704,8 +774,12 @@ def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:
 #: processes that create the same keyspace at once (a worker and a command) meet it.
 _TABLE_OPENING = "Unknown CF"
 
-#: How long a PREPARE waits for a table being created to open before the error stands.
-SCHEMA_SETTLE_S = 60.0
+#: What a node answers a statement naming a keyspace or table that another process created
+#: through another node, before the schema change reached it (Cassandra 5: "table malformed does
+#: not exist"; 4: "unconfigured table"; a CREATE TABLE: "Keyspace 'k' doesn't exist"). Waited
+#: for only by a process that has just applied the schema itself, so it knows they exist: a
+#: store opened without creating the schema is told at once to run `scheduler schema apply`.
+_TABLE_MISSING = ("does not exist", "doesn't exist", "unconfigured table")
 
 
 def prepare(
@@ -716,21 +790,34 @@ def prepare(
     settle_s: float = SCHEMA_SETTLE_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    expect_tables: bool = False,
 ) -> dict[str, Any]:
     """Prepare the store's statements, or say how to create the tables they need.
 
     A statement naming a table that another connection is still creating is prepared again,
-    after the nodes agree on the schema, for up to `settle_s`."""
-    if replication_of(run, keyspace) is None:
+    after the nodes agree on the schema, for up to `settle_s`. With `expect_tables` (the caller
+    has just applied the schema, so the keyspace and tables exist somewhere in the cluster), a
+    keyspace or table that the node asked does not know yet is waited for the same way."""
+    deadline = clock() + settle_s
+    if expect_tables:
+        _settled(
+            run,
+            f"keyspace {keyspace}",
+            lambda: _known_keyspace(run, keyspace),
+            _schema_settling,
+            deadline,
+            clock,
+            sleep,
+        )
+    elif replication_of(run, keyspace) is None:
         # Said here rather than by the failed prepare, which the driver also logs as an ERROR.
         raise ConfigurationError(
             f"keyspace {keyspace!r} does not exist on {run.target} (SCHEDULER_CASSANDRA_KEYSPACE);"
             " check the name, or create it with `scheduler schema apply` (workers do on start)"
         )
-    deadline = clock() + settle_s
     try:
         prepared = {
-            name: _prepare_settled(run, text, deadline, clock, sleep)
+            name: _prepare_settled(run, text, deadline, clock, sleep, expect_tables=expect_tables)
             for name, text in statements.items()
         }
     except Unauthorized as error:

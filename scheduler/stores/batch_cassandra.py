@@ -84,7 +84,12 @@ class CassandraBatchStore(BatchStore):
         run = self.tasks.runner()
         if create_schema:
             driver.apply_schema(run, _ddl(self.tasks.keyspace), timeout=60.0)
-        self._q = driver.prepare(run, self.tasks.keyspace, _statements(self.tasks.keyspace))
+        self._q = driver.prepare(
+            run,
+            self.tasks.keyspace,
+            _statements(self.tasks.keyspace),
+            expect_tables=create_schema,
+        )
 
     def close(self) -> None:
         self._q = {}  # the connection is the task store's to close

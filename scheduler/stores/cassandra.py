@@ -314,7 +314,7 @@ class CassandraTaskStore(TaskStore):
                 "(ALTER KEYSPACE, then run a repair, to change it)",
                 *(self.keyspace, actual, wanted),
             )
-        self._prepare()
+        self._prepare(expect_tables=True)
         return actual
 
     def drop_keyspace(self) -> None:
@@ -337,12 +337,17 @@ class CassandraTaskStore(TaskStore):
             raise BackendUnavailableError("the Cassandra task store is not open; call open()")
         return self._run
 
-    def _prepare(self) -> None:
-        self._q = self._statements(self._runner())
+    def _prepare(self, *, expect_tables: bool = False) -> None:
+        self._q = self._statements(self._runner(), expect_tables=expect_tables)
 
-    def _statements(self, run: Runner) -> dict[str, PreparedStatement]:
-        """The store's statements, prepared on `run`'s session."""
-        return driver.prepare(run, self.keyspace, schema.statements(self.keyspace))
+    def _statements(
+        self, run: Runner, *, expect_tables: bool = False
+    ) -> dict[str, PreparedStatement]:
+        """The store's statements, prepared on `run`'s session (`expect_tables`: the schema was
+        just applied, so tables a node does not know yet are waited for)."""
+        return driver.prepare(
+            run, self.keyspace, schema.statements(self.keyspace), expect_tables=expect_tables
+        )
 
     # -- metadata -----------------------------------------------------------------------------
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from scheduler.engine.clock import SteppedClock
 from scheduler.engine.lease import ALWAYS_HELD, Lease, lease_term_s
+from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
+from scheduler.engine.task_executor import NOT_STARTED, TaskExecutor
 from scheduler.model import Task
+from scheduler.testing import TEST_SETTINGS
 from tests.engine.helpers import Recorder, SteppedEngine
 
 
@@ -94,3 +99,66 @@ def test_a_due_task_does_not_start_on_a_lapsed_lease_and_starts_once_the_poll_lo
         assert recorder.started[task.key].wait(10)
         engine.join()
     assert recorder.keys() == [task.key]
+
+
+def test_an_attempt_whose_lease_lapsed_in_the_pools_queue_is_refused_and_not_recorded():
+    """The pool thread checks the lease right before the executor call: an attempt handed over
+    while the lease held, whose lease lapsed before a thread took it, never begins."""
+    clock = SteppedClock()
+    lease = Lease(term_s=8, settle_s=1, clock=clock, real_monotonic=RealClock())
+    reports: list[AttemptStarted | AttemptFinished] = []
+    calls: list[Task] = []
+    queued: list = []
+
+    class Pool:
+        def submit(self, call):
+            queued.append(call)
+
+    item = ScheduledTask(Task("account-1", datetime.now(UTC), "t"), 0, None, 0)
+    attempt = TaskExecutor(item, partition=0, report=reports.append, clock=clock, lease=lease)
+    assert lease.held()
+    attempt.start(lambda task, ctx: calls.append(task), Pool(), None, None)  # type: ignore[arg-type]
+    clock.advance(9)  # stopped while the call waited for a thread
+    (call,) = queued
+    call()
+    assert calls == []
+    (finished,) = reports
+    assert isinstance(finished, AttemptFinished)
+    assert finished.cancelled == NOT_STARTED and finished.started_ms is None
+
+
+def test_a_task_handed_to_the_pool_before_a_pause_starts_only_once_the_lease_holds_again(
+    data_dir,
+):
+    recorder = Recorder()
+    recorder.block = lambda task: task.uniqueness_key == "blocker"
+    clock, real = SteppedClock(), RealClock()
+    lease = Lease(term_s=8, settle_s=1, clock=clock, real_monotonic=real)
+    settings = replace(TEST_SETTINGS, pool_size=1)
+    with SteppedEngine(
+        recorder, clock=clock, lease=lease, partitions=4, data_dir=data_dir, settings=settings
+    ) as engine:
+        blocker = Task("account-0", engine.at(1000), "blocker")
+        task = Task("account-1", engine.at(2000), "after-the-pause")
+        for t in (blocker, task):
+            engine.client.schedule_task(t).result(timeout=10)
+        engine.wait_persisted(time.monotonic() + 30)
+        clock.advance(1)
+        assert recorder.started[blocker.key].wait(10)  # the pool's one thread is taken
+        clock.advance(1)
+        service = engine.worker.executor_service
+        deadline = time.monotonic() + 10
+        while service.queued == 0:  # handed over while the lease held
+            assert time.monotonic() < deadline, "the due task never reached the pool"
+            time.sleep(0.01)
+        clock.advance(9)  # the worker "was stopped" past its lease with the task in the queue
+        recorder.release.set()  # the thread is free: without the check it starts the task now
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            assert not recorder.started[task.key].is_set(), "started on a lapsed lease"
+            time.sleep(0.02)
+        real.now = 1.0  # the poll loop settled: the group kept the partition
+        assert recorder.started[task.key].wait(10)
+        engine.join()
+    runs = [(key, attempt) for key, attempt, _ in recorder.calls if key == task.key]
+    assert runs == [(task.key, 1)]  # the refused hand-off was not counted as an attempt

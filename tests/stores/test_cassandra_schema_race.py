@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from cassandra import InvalidRequest
 from cassandra.cluster import NoHostAvailable
 from cassandra.protocol import ServerError
 
 from scheduler.errors import BackendUnavailableError, ConfigurationError
-from scheduler.stores._cassandra_session import prepare
+from scheduler.stores._cassandra_session import apply_schema, prepare
 from tests.servers import cassandra_contact
 
 OPENING = "java.lang.IllegalArgumentException: Unknown CF cdb40430-ea0c-11f1-85c0-d9f696b9079e"
@@ -66,13 +67,30 @@ class StandInStatement:
     consistency_level: int | None = None
 
 
+MISSING = 'Error from server: code=2200 [Invalid query] message="table malformed does not exist"'
+
+
 @dataclass
 class StandInRunner:
     session: StandInSession
     target: str = "127.0.0.1:9042"
+    keyspace_unknown_for: int = 0
+    """How many reads of the keyspace's definition find none (the node has not heard of it)."""
+    ddl_answers: list[BaseException] = field(default_factory=list)
+    """Errors the next CREATE TABLE statements raise, one each."""
+    ran: list[str] = field(default_factory=list)
 
     def one(self, statement: str, params: Any, what: str) -> list[tuple[Any, ...]]:
+        if self.keyspace_unknown_for > 0:
+            self.keyspace_unknown_for -= 1
+            return []
         return [({"class": "SimpleStrategy", "replication_factor": "1"},)]  # the keyspace exists
+
+    def result(self, statement: str, params: Any, what: str, *, timeout: float) -> Any:
+        if self.ddl_answers and statement.startswith("CREATE TABLE"):
+            raise self.ddl_answers.pop(0)
+        self.ran.append(statement)
+        return []
 
 
 @dataclass
@@ -88,10 +106,83 @@ class SteppedClock:
         self.now += seconds
 
 
-def prepare_with(session: StandInSession, clock: SteppedClock, settle_s: float = 60.0) -> Any:
-    runner: Any = StandInRunner(session)
+def prepare_with(
+    session: StandInSession,
+    clock: SteppedClock,
+    settle_s: float = 60.0,
+    *,
+    expect_tables: bool = False,
+    runner: Any = None,
+) -> Any:
+    runner = runner or StandInRunner(session)
     statements = {"get": "SELECT a FROM ks.t WHERE k = ?", "put": "INSERT INTO ks.t ..."}
-    return prepare(runner, "ks", statements, settle_s=settle_s, clock=clock, sleep=clock.sleep)
+    return prepare(
+        runner,
+        "ks",
+        statements,
+        settle_s=settle_s,
+        clock=clock,
+        sleep=clock.sleep,
+        expect_tables=expect_tables,
+    )
+
+
+def test_a_table_a_node_does_not_know_yet_is_waited_for_after_this_process_created_it() -> None:
+    # The leader-kill round: on three nodes, the second worker's PREPARE reached a node the
+    # first worker's CREATE TABLE had not reached yet, and the worker exited.
+    session = StandInSession([InvalidRequest(MISSING), InvalidRequest(MISSING)])
+    clock = SteppedClock()
+
+    prepared = prepare_with(session, clock, expect_tables=True)
+
+    assert sorted(prepared) == ["get", "put"]
+    assert clock.slept == [0.05, 0.1]
+    assert session.cluster.control_connection.agreements == 2
+
+
+def test_a_missing_table_is_said_at_once_to_a_store_that_did_not_create_the_schema() -> None:
+    session = StandInSession([InvalidRequest(MISSING)])
+    clock = SteppedClock()
+
+    with pytest.raises(ConfigurationError, match="scheduler schema apply"):
+        prepare_with(session, clock)
+
+    assert clock.slept == []
+
+
+def test_a_table_that_never_appears_fails_after_the_settle_time_with_what_to_do() -> None:
+    session = StandInSession([InvalidRequest(MISSING)] * 100)
+    clock = SteppedClock()
+
+    with pytest.raises(BackendUnavailableError, match="scheduler schema apply") as raised:
+        prepare_with(session, clock, settle_s=3.0, expect_tables=True)
+
+    assert "table malformed does not exist" in str(raised.value)
+    assert 3.0 <= clock.now < 5.0
+
+
+def test_a_keyspace_the_node_asked_does_not_know_yet_is_waited_for_after_creating_it() -> None:
+    session = StandInSession([])
+    runner = StandInRunner(session, keyspace_unknown_for=2)
+    clock = SteppedClock()
+
+    prepared = prepare_with(session, clock, expect_tables=True, runner=runner)
+
+    assert sorted(prepared) == ["get", "put"]
+    assert clock.slept == [0.05, 0.1]
+
+
+def test_a_create_table_in_a_keyspace_the_node_does_not_know_yet_runs_again() -> None:
+    session = StandInSession([])
+    unknown = InvalidRequest("message=\"Keyspace 'ks' doesn't exist\"")
+    runner: Any = StandInRunner(session, ddl_answers=[unknown, unknown])
+    clock = SteppedClock()
+    ddl = ["CREATE KEYSPACE IF NOT EXISTS ks ...", "CREATE TABLE IF NOT EXISTS ks.t ..."]
+
+    apply_schema(runner, ddl, timeout=60, clock=clock, sleep=clock.sleep)
+
+    assert runner.ran == ddl
+    assert clock.slept == [0.05, 0.1]
 
 
 def test_a_statement_on_a_table_still_opening_is_prepared_again_after_schema_agreement() -> None:
