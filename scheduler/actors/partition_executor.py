@@ -484,7 +484,8 @@ class PartitionExecutor(PartitionActor):
         if outcome.cancelled == NOT_STARTED:
             reason = attempt.context.reason
             if reason is None:
-                return self._not_started(queue, attempt.item)
+                self._not_started(queue, attempt.item)
+                return None
             # Cancelled while the pool was refusing it: that cancellation is its outcome.
             outcome = outcome._replace(cancelled=reason, error=f"cancelled: {reason}")
         item, key, now = attempt.item, outcome.key, self.ctx.clock.now_ms()

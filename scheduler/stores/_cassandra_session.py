@@ -7,6 +7,7 @@ product.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import socket
@@ -656,7 +657,7 @@ def apply_schema(
             _settled(
                 run,
                 statement,
-                lambda s=statement: run.result(s, None, "apply the schema", timeout=timeout),
+                functools.partial(run.result, statement, None, "apply the schema", timeout=timeout),
                 _schema_settling,
                 deadline,
                 clock,
