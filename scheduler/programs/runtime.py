@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from scheduler.programs.subscriber import EventSubscriber
     from scheduler.programs.workflow import WorkflowExecutor
     from scheduler.stores.abc import TaskStore
+    from scheduler.stores.cassandra import CassandraTaskStore
 
 LATE_RUN_TASKS_S = 10 * 365 * 86_400.0
 """The grace window of the workflow's own client: a launch re-executed long after its first try
@@ -42,28 +43,23 @@ def load_catalog(settings: Settings) -> ProgramCatalog:
 def open_run_store(
     settings: Settings, store: TaskStore, *, create_schema: bool | None = None
 ) -> RunStore:
-    """The run store beside the opened task store `store` (SQLite: the same file; Cassandra:
-    the same keyspace and connection); its tables are created if `create_schema` (default:
-    the setting on Cassandra, always on SQLite)."""
-    runs: RunStore
-    if settings.store == "cassandra":
-        from scheduler.stores.cassandra import CassandraTaskStore
+    """The run store beside the opened task store `store` (see `runtime.open_beside`), keeping
+    runs for `settings.run_retention_s`."""
+    from scheduler.runtime import open_beside
+
+    def cassandra(tasks: CassandraTaskStore) -> RunStore:
         from scheduler.stores.runs_cassandra import CassandraRunStore
 
-        assert isinstance(store, CassandraTaskStore)
-        runs = CassandraRunStore(tasks=store, retention_s=settings.run_retention_s)
-    else:
-        from scheduler.runtime import EMBEDDED_STORE_FILE, data_dir
+        return CassandraRunStore(tasks=tasks, retention_s=settings.run_retention_s)
+
+    def sqlite(path: str) -> RunStore:
         from scheduler.stores.runs_sqlite import SqliteRunStore
 
-        runs = SqliteRunStore(
-            path=str(data_dir(settings) / EMBEDDED_STORE_FILE),
-            retention_s=settings.run_retention_s,
-        )
-    if create_schema is None:
-        create_schema = settings.create_schema or settings.store == "sqlite"
-    runs.open(create_schema=create_schema)
-    return runs
+        return SqliteRunStore(path=path, retention_s=settings.run_retention_s)
+
+    return open_beside(
+        settings, store, cassandra=cassandra, sqlite=sqlite, create_schema=create_schema
+    )
 
 
 def build_events_log(settings: Settings) -> TaskLog:

@@ -18,29 +18,28 @@ if TYPE_CHECKING:
     from scheduler.programs.runtime import WorkerPrograms
     from scheduler.settings import Settings
     from scheduler.stores.abc import TaskStore
+    from scheduler.stores.cassandra import CassandraTaskStore
 
 
 def open_schedule_store(
     settings: Settings, store: TaskStore, *, create_schema: bool | None = None
 ) -> ScheduleStore:
-    """The schedule store beside the opened task store `store` (SQLite: the same file;
-    Cassandra: the same keyspace and connection)."""
-    schedules: ScheduleStore
-    if settings.store == "cassandra":
-        from scheduler.stores.cassandra import CassandraTaskStore
+    """The schedule store beside the opened task store `store` (see `runtime.open_beside`)."""
+    from scheduler.runtime import open_beside
+
+    def cassandra(tasks: CassandraTaskStore) -> ScheduleStore:
         from scheduler.stores.schedules_cassandra import CassandraScheduleStore
 
-        assert isinstance(store, CassandraTaskStore)
-        schedules = CassandraScheduleStore(tasks=store)
-    else:
-        from scheduler.runtime import EMBEDDED_STORE_FILE, data_dir
+        return CassandraScheduleStore(tasks=tasks)
+
+    def sqlite(path: str) -> ScheduleStore:
         from scheduler.stores.schedules_sqlite import SqliteScheduleStore
 
-        schedules = SqliteScheduleStore(path=str(data_dir(settings) / EMBEDDED_STORE_FILE))
-    if create_schema is None:
-        create_schema = settings.create_schema or settings.store == "sqlite"
-    schedules.open(create_schema=create_schema)
-    return schedules
+        return SqliteScheduleStore(path=path)
+
+    return open_beside(
+        settings, store, cassandra=cassandra, sqlite=sqlite, create_schema=create_schema
+    )
 
 
 def attach_schedules(
