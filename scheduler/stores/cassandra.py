@@ -119,6 +119,7 @@ class CassandraTaskStore(TaskStore):
         consistency: str = "LOCAL_QUORUM",
         local_dc: str | None = None,
         status_retention_s: float = 7 * 86400,
+        ordering_index: bool = True,
         connect_timeout_s: float = 10,
         request_timeout_s: float = 10,
         max_concurrency: int = 64,
@@ -145,6 +146,9 @@ class CassandraTaskStore(TaskStore):
         self.bucket_ms = bucket_ms
         self.read_slice_ms = read_slice_ms
         """Widest span of scheduled time one range read covers (see `schema.slices`)."""
+        self.ordering_index = ordering_index
+        """Whether `apply_schema` creates the ordering-id indexes (`schema.index_ddl`), and a
+        listing of one ordering id reads a whole bucket per query through them."""
         self.replication = dict(replication or schema.DEFAULT_REPLICATION)
         schema.replication_literal(self.replication)  # validate now, not at first open
         self._consistency = consistency_level(consistency)
@@ -303,7 +307,9 @@ class CassandraTaskStore(TaskStore):
         run = self._runner(connect_if_needed=True)
         ddl = [schema.keyspace_ddl(self.keyspace, self.replication)]
         driver.apply_schema(
-            run, ddl + schema.table_ddl(self.keyspace, self.ttl_s), timeout=self._ddl_timeout_s
+            run,
+            ddl + schema.table_ddl(self.keyspace, self.ttl_s, ordering_index=self.ordering_index),
+            timeout=self._ddl_timeout_s,
         )
         existing = driver.replication_of(run, self.keyspace)
         wanted = schema.replication_literal(self.replication)
@@ -628,12 +634,15 @@ class CassandraTaskStore(TaskStore):
             keep = lambda view: view.state in wanted  # noqa: E731 - a filter, named once
         if from_ms is not None:
             after = max(after or admin.BEFORE_ALL, (from_ms, "", ""))  # no ordering id is empty
+        # Through the index a query reads the id's rows only, tombstones included, so a whole
+        # bucket is one query rather than a span of `read_slice_ms` each.
+        indexed = ordering_id is not None and self.ordering_index
         return admin.page(
             self._runner(),
             self._q,
             partition,
             self.bucket_ms,
-            self.read_slice_ms,
+            self.bucket_ms if indexed else self.read_slice_ms,
             limit=limit,
             after=after,
             until_ms=until_ms,
