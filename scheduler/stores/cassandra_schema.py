@@ -173,9 +173,10 @@ _STATUS_COLUMNS = f"{_COLUMNS}, state, attempts, last_error, next_attempt_ms, up
 _KEY = "partition = ? AND bucket = ?"
 _ROW = f"{_KEY} AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
 _ATTEMPT_COLUMNS = "attempt, started_ms, ended_ms, outcome, exit_code, error, worker, log_path"
-#: Filtering on `ordering_id` inside one Cassandra partition and one span of scheduled time: the
-#: node reads the span's rows and sends only the ordering id's (at most the LIMIT), never the
-#: whole table (every such statement restricts the partition key).
+#: Filtering on `ordering_id` inside one Cassandra partition: through the ordering-id index
+#: (`index_ddl`) the node reads that id's rows only and applies the `scheduled_ms` range to
+#: them; without it, it reads the span's rows and sends only the id's (at most the LIMIT).
+#: Never the whole table: every such statement restricts the partition key.
 _FILTERING = "ALLOW FILTERING"
 #: Stored for an absent next_attempt_ms; an empty string stands for an absent last_error or data.
 NO_TIME = -1
