@@ -122,7 +122,7 @@ class CassandraTaskStore(TaskStore):
         consistency: str = "LOCAL_QUORUM",
         local_dc: str | None = None,
         status_retention_s: float = 7 * 86400,
-        ordering_index: bool = True,
+        ordering_index: bool = False,
         connect_timeout_s: float = 10,
         request_timeout_s: float = 10,
         max_concurrency: int = 64,

@@ -810,7 +810,7 @@ def test_a_keyspace_made_without_the_ordering_index_gets_it_on_open_and_lists_th
         assert sum(len(page) for page in before["a"]) == 3 + 4
         assert before["nobody"] == [[]]
 
-        indexed = make_store(keyspace=plain.keyspace, read_slice_ms=1_000)
+        indexed = make_store(keyspace=plain.keyspace, read_slice_ms=1_000, ordering_index=True)
         indexed.open(create_schema=True)  # what a starting worker or API runs
         try:
             assert _indexes(indexed) == {
