@@ -141,6 +141,7 @@ def build_store(settings: Settings) -> TaskStore:
             consistency=settings.cassandra_consistency,
             local_dc=settings.cassandra_local_dc,
             status_retention_s=settings.status_retention_s,
+            ordering_index=settings.cassandra_ordering_index,
             **cassandra_security(settings),
         )
     from scheduler.stores.sqlite import SqliteTaskStore

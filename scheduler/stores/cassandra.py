@@ -62,6 +62,9 @@ from scheduler.stores.cassandra_security import Credentials, TlsOptions
 
 log = logging.getLogger(__name__)
 
+_INDEX_BUILDING = "INDEX_NOT_AVAILABLE"
+"""In the error of a read through an index the node has not built yet."""
+
 #: A bucket's index row is pruned only once the bucket ended this long ago, and the in-memory
 #: cache vouches for an index row only while its bucket ended less than half that long ago. The
 #: gap absorbs clock skew between a worker that cached an entry, lost the partition and got it
@@ -119,6 +122,7 @@ class CassandraTaskStore(TaskStore):
         consistency: str = "LOCAL_QUORUM",
         local_dc: str | None = None,
         status_retention_s: float = 7 * 86400,
+        ordering_index: bool = False,
         connect_timeout_s: float = 10,
         request_timeout_s: float = 10,
         max_concurrency: int = 64,
@@ -145,6 +149,9 @@ class CassandraTaskStore(TaskStore):
         self.bucket_ms = bucket_ms
         self.read_slice_ms = read_slice_ms
         """Widest span of scheduled time one range read covers (see `schema.slices`)."""
+        self.ordering_index = ordering_index
+        """Whether `apply_schema` creates the ordering-id indexes (`schema.index_ddl`), and a
+        listing of one ordering id reads a whole bucket per query through them."""
         self.replication = dict(replication or schema.DEFAULT_REPLICATION)
         schema.replication_literal(self.replication)  # validate now, not at first open
         self._consistency = consistency_level(consistency)
@@ -303,7 +310,9 @@ class CassandraTaskStore(TaskStore):
         run = self._runner(connect_if_needed=True)
         ddl = [schema.keyspace_ddl(self.keyspace, self.replication)]
         driver.apply_schema(
-            run, ddl + schema.table_ddl(self.keyspace, self.ttl_s), timeout=self._ddl_timeout_s
+            run,
+            ddl + schema.table_ddl(self.keyspace, self.ttl_s, ordering_index=self.ordering_index),
+            timeout=self._ddl_timeout_s,
         )
         existing = driver.replication_of(run, self.keyspace)
         wanted = schema.replication_literal(self.replication)
@@ -633,17 +642,37 @@ class CassandraTaskStore(TaskStore):
             keep = lambda view: view.state in wanted  # noqa: E731 - a filter, named once
         if from_ms is not None:
             after = max(after or admin.BEFORE_ALL, (from_ms, "", ""))  # no ordering id is empty
+        # Through the index a query reads the id's rows only, tombstones included, so a whole
+        # bucket is one query rather than a span of `read_slice_ms` each.
+        indexed = ordering_id is not None and self.ordering_index
+        run = self._runner()
+        width, span = self.bucket_ms, self.read_slice_ms
+        try:
+            return admin.page(
+                *(run, self._q, partition, width, width if indexed else span),
+                limit=limit,
+                after=after,
+                until_ms=until_ms,
+                ordering_id=ordering_id,
+                keep=keep,
+            )
+        except Exception as error:
+            if ordering_id is None or _INDEX_BUILDING not in str(error):
+                raise
+        # Cassandra refuses reads through an index it is still building (over the rows of a
+        # keyspace made before it): the partition's rows are read and the id's kept here.
+        log.info(
+            "the ordering_id index of keyspace %s is still being built; listing ordering id %r "
+            "from every row of partition %d meanwhile",
+            *(self.keyspace, ordering_id, partition),
+        )
+        wanted, kept = ordering_id, keep
         return admin.page(
-            self._runner(),
-            self._q,
-            partition,
-            self.bucket_ms,
-            self.read_slice_ms,
+            *(run, self._q, partition, width, span),
             limit=limit,
             after=after,
             until_ms=until_ms,
-            ordering_id=ordering_id,
-            keep=keep,
+            keep=lambda view: view.task.ordering_id == wanted and (kept is None or kept(view)),
         )
 
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:

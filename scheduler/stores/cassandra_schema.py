@@ -23,6 +23,10 @@ and clustering bounds:
 * `meta` (name) -> value: facts pinned once, such as the partition count, by a lightweight
   transaction.
 
+With `ordering_index` (off by default), `schedule.ordering_id` and `status.ordering_id` carry a
+Storage-Attached Index (Cassandra 5.0), so that a listing of one ordering id reads that id's
+rows of a bucket, not the bucket's (docs/cassandra.md, "Listings").
+
 Nothing here imports the driver; `scheduler schema apply` and the tests can show the DDL as text.
 """
 
@@ -101,8 +105,9 @@ def keyspace_ddl(keyspace: str, replication: Mapping[str, Any]) -> str:
     )
 
 
-def table_ddl(keyspace: str, status_retention_s: int) -> list[str]:
-    """CREATE TABLE IF NOT EXISTS statements, in the order they are applied."""
+def table_ddl(keyspace: str, status_retention_s: int, *, ordering_index: bool = False) -> list[str]:
+    """CREATE TABLE IF NOT EXISTS statements, in the order they are applied; then, with
+    `ordering_index`, the ordering-id indexes (`index_ddl`)."""
     # A TWCS window of about 1/20 of the retention keeps the SSTable count bounded while letting
     # fully expired windows be dropped without compaction.
     window_hours = max(1, status_retention_s // (20 * 3600))
@@ -140,6 +145,21 @@ def table_ddl(keyspace: str, status_retention_s: int) -> list[str]:
         " value_bytes int, timestamp_ms bigint, seen_ms bigint,"
         " PRIMARY KEY ((partition, block), log_offset))"
         " WITH CLUSTERING ORDER BY (log_offset ASC)",
+    ] + (index_ddl(keyspace) if ordering_index else [])
+
+
+ORDERING_INDEXES = {"schedule": "schedule_ordering_id", "status": "status_ordering_id"}
+"""The Storage-Attached Index on `ordering_id` of each table a listing joins, by table."""
+
+
+def index_ddl(keyspace: str) -> list[str]:
+    """CREATE CUSTOM INDEX IF NOT EXISTS statements of `ORDERING_INDEXES` (Cassandra 5.0's
+    StorageAttachedIndex). A keyspace made without them gets them on its next `apply_schema`;
+    Cassandra builds an index over the rows already stored in the background."""
+    return [
+        f"CREATE CUSTOM INDEX IF NOT EXISTS {name} ON {keyspace}.{table} (ordering_id)"
+        " USING 'StorageAttachedIndex'"
+        for table, name in ORDERING_INDEXES.items()
     ]
 
 
@@ -153,9 +173,10 @@ _STATUS_COLUMNS = f"{_COLUMNS}, state, attempts, last_error, next_attempt_ms, up
 _KEY = "partition = ? AND bucket = ?"
 _ROW = f"{_KEY} AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
 _ATTEMPT_COLUMNS = "attempt, started_ms, ended_ms, outcome, exit_code, error, worker, log_path"
-#: Filtering on `ordering_id` inside one Cassandra partition and one span of scheduled time: the
-#: node reads the span's rows and sends only the ordering id's (at most the LIMIT), never the
-#: whole table (every such statement restricts the partition key).
+#: Filtering on `ordering_id` inside one Cassandra partition: through the ordering-id index
+#: (`index_ddl`) the node reads that id's rows only and applies the `scheduled_ms` range to
+#: them; without it, it reads the span's rows and sends only the id's (at most the LIMIT).
+#: Never the whole table: every such statement restricts the partition key.
 _FILTERING = "ALLOW FILTERING"
 #: Stored for an absent next_attempt_ms; an empty string stands for an absent last_error or data.
 NO_TIME = -1

@@ -66,17 +66,20 @@ def _make_store(kind: str, tmp_path: Path, status_retention_s: float) -> Iterato
         from scheduler.stores.cassandra import CassandraTaskStore
         from tests.servers import cassandra_contact, secured_cassandra, secured_cassandra_role
 
-        security: dict[str, Any] = {}
+        options: dict[str, Any] = {}
         if kind == "cassandra":
             hosts, port = cassandra_contact()
         else:
             node = secured_cassandra()
             hosts, port = node.hosts, node.port
-            security = {"credentials": secured_cassandra_role(), "tls": node.tls_options()}
+            options = {"credentials": secured_cassandra_role(), "tls": node.tls_options()}
+        # The plain node's stores list ordering ids through the index (off by default), the
+        # secured node's without it: the contract holds both ways.
+        options["ordering_index"] = kind == "cassandra"
         cassandra = CassandraTaskStore(
             hosts=hosts,
             port=port,
-            **security,
+            **options,
             keyspace=f"contract_{uuid4().hex[:12]}",
             bucket_ms=BUCKET_MS,
             replication={"class": "SimpleStrategy", "replication_factor": 1},

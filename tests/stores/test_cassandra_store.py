@@ -754,3 +754,75 @@ def test_a_listing_of_one_ordering_id_reads_the_rest_of_the_cursors_millisecond_
         assert views == []
         later = ("scan_of", (2, 7, cursor[0] + 1, end, ordering_id, 10))
         assert [scan for scan in run.scans if scan[0].startswith("scan")] == [*expected, later]
+
+
+def test_the_schema_indexes_ordering_ids_only_when_asked() -> None:
+    from scheduler.stores import cassandra_schema as schema
+
+    plain = schema.table_ddl("ks", 3600)
+    indexed = schema.table_ddl("ks", 3600, ordering_index=True)
+    assert not any("INDEX" in ddl for ddl in plain)
+    assert indexed[: len(plain)] == plain
+    assert indexed[len(plain) :] == [
+        "CREATE CUSTOM INDEX IF NOT EXISTS schedule_ordering_id ON ks.schedule (ordering_id)"
+        " USING 'StorageAttachedIndex'",
+        "CREATE CUSTOM INDEX IF NOT EXISTS status_ordering_id ON ks.status (ordering_id)"
+        " USING 'StorageAttachedIndex'",
+    ]
+
+
+def _indexes(store: CassandraTaskStore) -> set[tuple[str, str]]:
+    rows = store._runner(connect_if_needed=True).one(
+        "SELECT table_name, index_name FROM system_schema.indexes WHERE keyspace_name = %s",
+        (store.keyspace,),
+        "test",
+    )
+    return {(table, name) for table, name in rows}
+
+
+def _pages_of(store: CassandraTaskStore, ordering_id: str) -> list[list[tuple[Any, ...]]]:
+    pages, after = [], None
+    while True:
+        page = store.list_tasks(0, ordering_id=ordering_id, limit=2, after=after)
+        pages.append([(*v.task.key.cursor, v.state.value) for v in page])
+        if len(page) < 2:
+            return pages
+        after = page[-1].task.key.cursor
+
+
+@pytest.mark.cassandra
+def test_a_keyspace_made_without_the_ordering_index_gets_it_on_open_and_lists_the_same_pages() -> (
+    None
+):
+    start = datetime.now(UTC).replace(second=0, microsecond=0)
+    # Three ids in one millisecond (a cursor inside it), others spread over three one-second
+    # spans of two buckets, and a finished task whose schedule row is gone (a status only).
+    tasks = [Task(oid, start, f"u{n}", {}) for n in range(3) for oid in ("a", "b", "c")]
+    tasks += [Task("ab"[n % 2], start + timedelta(seconds=n * 25), f"v{n}", {}) for n in range(7)]
+    plain = make_store(ordering_index=False, read_slice_ms=1_000)
+    plain.open(create_schema=True)
+    try:
+        plain.write_tasks(0, tasks)
+        done = tasks[-1]
+        plain.record_statuses(0, [TaskStatus(done.key, TaskState.SUCCEEDED, 1)])
+        assert _indexes(plain) == set()
+        before = {oid: _pages_of(plain, oid) for oid in ("a", "b", "nobody")}
+        assert sum(len(page) for page in before["a"]) == 3 + 4
+        assert before["nobody"] == [[]]
+
+        indexed = make_store(keyspace=plain.keyspace, read_slice_ms=1_000, ordering_index=True)
+        indexed.open(create_schema=True)  # what a starting worker or API runs
+        try:
+            assert _indexes(indexed) == {
+                ("schedule", "schedule_ordering_id"),
+                ("status", "status_ordering_id"),
+            }
+            deadline = time.monotonic() + 60  # the index over existing rows builds in the node
+            while {oid: _pages_of(indexed, oid) for oid in before} != before:
+                assert time.monotonic() < deadline, "the indexed listing never matched"
+                time.sleep(0.5)
+        finally:
+            indexed.close()
+    finally:
+        plain.drop_keyspace()
+        plain.close()
