@@ -666,13 +666,14 @@ class CassandraTaskStore(TaskStore):
             "from every row of partition %d meanwhile",
             *(self.keyspace, ordering_id, partition),
         )
-        wanted, kept = ordering_id, keep
+        # A name of its own: `keep` above closes over `wanted`, the states asked for.
+        the_id, kept = ordering_id, keep
         return admin.page(
             *(run, self._q, partition, width, span),
             limit=limit,
             after=after,
             until_ms=until_ms,
-            keep=lambda view: view.task.ordering_id == wanted and (kept is None or kept(view)),
+            keep=lambda view: view.task.ordering_id == the_id and (kept is None or kept(view)),
         )
 
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:

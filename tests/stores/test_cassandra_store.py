@@ -826,3 +826,30 @@ def test_a_keyspace_made_without_the_ordering_index_gets_it_on_open_and_lists_th
     finally:
         plain.drop_keyspace()
         plain.close()
+
+
+@pytest.mark.cassandra
+def test_while_the_index_builds_an_ordering_id_listing_keeps_its_state_filter(
+    store: CassandraTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback read (every row of the partition, the id's kept here) applies the states
+    asked for too: a SUCCEEDED task of the id is left out of a PENDING listing."""
+    from scheduler.stores import _cassandra_admin as admin
+
+    start = datetime.now(UTC).replace(microsecond=0)
+    tasks = [Task(oid, start + timedelta(seconds=n), f"u{n}", {}) for n in range(3) for oid in "ab"]
+    store.write_tasks(0, tasks)
+    store.record_statuses(0, [TaskStatus(tasks[0].key, TaskState.SUCCEEDED, 1)])
+    real, refused = admin.page, []
+
+    def building(*args: Any, **kwargs: Any) -> list[Any]:
+        if kwargs.get("ordering_id") is not None:
+            refused.append(kwargs["ordering_id"])
+            raise RuntimeError("Error from server: code=2200 INDEX_NOT_AVAILABLE")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(admin, "page", building)
+    store.ordering_index = True
+    listed = store.list_tasks(0, ordering_id="a", states=[TaskState.PENDING])
+    assert refused == ["a"]
+    assert [view.task.key for view in listed] == [t.key for t in tasks[2::2]]
