@@ -17,6 +17,7 @@ dependencies make it, none run. Changes wait for the configuration to be in forc
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -157,7 +158,9 @@ class BatchJobs:
     def _send(self, op: str, **data: object) -> str:
         if self.client is None:
             raise RuntimeError("BatchJobs needs a client to change anything")
-        key = f"{op}:{uuid.uuid4()}"
+        # Tasks due in one millisecond run in key order: a key led by the send time in ns
+        # keeps an operator's pause-then-decide in the order they were sent.
+        key = f"{time.time_ns():020d}:{op}:{uuid.uuid4()}"
         task = control_task(self.name, op, now_ms(), key, **data)
         self.client.schedule_task(task).result(self.timeout_s)
         return key

@@ -274,7 +274,9 @@ class SchedulesClient:
         sent: list[tuple[str, str, bool]] = []
         futures = []
         for name, action, data, gone in changes:
-            change_id = uuid.uuid4().hex
+            # Changes due in one millisecond run in key order: an id led by the send time
+            # keeps a disable-then-enable in the order it was sent (the clock may be stepped).
+            change_id = f"{time.time_ns():020d}{uuid.uuid4().hex[:12]}"
             futures.append(
                 self.client.schedule_task(change_task(name, now, change_id, action, **data))
             )

@@ -54,7 +54,7 @@ class Batch:
         self.jobs.load(json.dumps(config))
 
     def send(self, op: str, **data: Any) -> None:
-        task = control_task("default", op, now_ms(), f"{op}:{time.monotonic_ns()}", **data)
+        task = control_task("default", op, now_ms(), f"{time.time_ns():020d}:{op}", **data)
         self.engine.client.schedule_task(task).result(10)
 
     def states(self) -> dict[str, JobState]:

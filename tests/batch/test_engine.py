@@ -3,11 +3,16 @@ back through the events subscriber, and the decisions read a clock the test sets
 
 from __future__ import annotations
 
+import json
+from concurrent.futures import Future
 from pathlib import Path
 
+from scheduler.batch.api import BatchJobs
 from scheduler.batch.state import Status
 from scheduler.batch.store import AttemptStatus
+from scheduler.model import Task
 from scheduler.programs.model import RunStatus, StarterKind
+from scheduler.stores.batch_sqlite import SqliteBatchStore
 from tests.batch.engine_helpers import PY, Batch, batch_engine
 from tests.batch.helpers import P, seed_config, seed_job
 from tests.cli.helpers import wait_for
@@ -306,3 +311,25 @@ def test_a_wake_applies_retention_to_the_history_and_the_gauges_count_partitions
     assert metrics.BATCH_PARTITIONS.labels("a", "succeeded")._value.get() == 6
     assert metrics.BATCH_PARTITIONS.labels("a", "running")._value.get() == 0
     assert metrics.BATCH_OLDEST_PENDING.labels("a")._value.get() == 0
+
+
+def test_operator_changes_sent_within_one_millisecond_run_in_the_order_they_were_sent(
+    tmp_path: Path,
+) -> None:
+    # Tasks due in one millisecond run in key order, so a random key could run a `decide`
+    # sent after a `pause` before it.
+    sent: list[Task] = []
+
+    class Recording:
+        def schedule_task(self, task: Task) -> Future[None]:
+            sent.append(task)
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
+
+    text = json.dumps(seed_config(seed_job("a")))
+    jobs = BatchJobs(store=SqliteBatchStore(path=str(tmp_path / "b.db")), client=Recording())  # type: ignore[arg-type]
+    for _ in range(200):
+        jobs.load(text)
+    in_run_order = sorted(sent, key=lambda t: t.key)
+    assert [t.key for t in in_run_order] == [t.key for t in sent]
