@@ -140,6 +140,21 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         rows = self._read("SELECT record FROM schedule_jobs WHERE name = ?", (name,))
         return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
 
+    def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
+        found: dict[str, list[Job]] = {name: [] for name in names}
+        unique = list(found)
+        for start in range(0, len(unique), _IN_LIMIT):
+            chunk = unique[start : start + _IN_LIMIT]
+            marks = ",".join("?" * len(chunk))
+            rows = self._read(
+                f"SELECT name, record FROM schedule_jobs WHERE name IN ({marks})", tuple(chunk)
+            )
+            for name, text in rows:
+                found[name].append(Job.model_validate_json(text))
+        for jobs in found.values():
+            jobs.sort(key=job_order)
+        return found
+
     def delete_job(self, name: str, job_key: str) -> None:
         with self._lock, self._transaction() as db:
             db.execute("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", (name, job_key))
@@ -186,15 +201,30 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return found
 
     def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
-        written: set[str] = set()
+        # The compare-and-set of every record in one transaction: the stored texts read in a
+        # few `IN` reads, compared here, and the unchanged ones rewritten in one executemany
+        # (BEGIN IMMEDIATE holds the write lock from the read to the write).
+        texts = {record.name: (text, record) for text, record in changes}
+        names = list(texts)
         with self._lock, self._transaction() as db:
-            for text, record in changes:
-                cursor = db.execute(
-                    "UPDATE schedules SET record = ? WHERE name = ? AND record = ?",
-                    (_dump(with_fire_state(text, record)), record.name, text),
+            stored: dict[str, str] = {}
+            for start in range(0, len(names), _IN_LIMIT):
+                chunk = names[start : start + _IN_LIMIT]
+                marks = ",".join("?" * len(chunk))
+                stored.update(
+                    db.execute(
+                        f"SELECT name, record FROM schedules WHERE name IN ({marks})", chunk
+                    ).fetchall()
                 )
-                if cursor.rowcount:
-                    written.add(record.name)
+            written = {name for name, (text, _) in texts.items() if stored.get(name) == text}
+            db.executemany(
+                "UPDATE schedules SET record = ? WHERE name = ?",
+                [
+                    (_dump(with_fire_state(text, record)), name)
+                    for name, (text, record) in texts.items()
+                    if name in written
+                ],
+            )
         return written
 
 
