@@ -110,11 +110,28 @@ class PartitionScheduler:
             else:
                 self.held[key] = item
                 heapq.heappush(self.heap, (key.scheduled_ms, key))
+        if due:
+            # Tasks of the heap that fell due before their timer's `fire` reached this thread
+            # (a worker stalled, a busy mailbox) go first: else a task pushed due now starts
+            # before an earlier task of its ordering id that has waited here since it was loaded.
+            due += self._pop_due(now)
         if self.awaited:
             due += self._arrived(arrived)
+        if len(due) > 1:
             due.sort(key=lambda item: item.key)
         self._hand_on(due)
         self._arm()
+
+    def _pop_due(self, now: int) -> list[ScheduledTask]:
+        """Take the held tasks due by `now` off the heap, in due order."""
+        due: list[ScheduledTask] = []
+        heap, held = self.heap, self.held
+        while heap and heap[0][0] <= now:
+            _, key = heapq.heappop(heap)
+            item = held.pop(key, None)
+            if item is not None:  # else cancelled, or dispatched early by an overwrite
+                due.append(item)
+        return due
 
     def cancel(self, keys: Iterable[TaskKey]) -> list[TaskKey]:
         """Forget these tasks; returns those not held here (dispatched already, or unknown)."""
@@ -129,15 +146,7 @@ class PartitionScheduler:
         self.timer_due_ms = None
         if self.stopped:
             return
-        now = self.ctx.clock.now_ms()
-        due: list[ScheduledTask] = []
-        heap, held = self.heap, self.held
-        while heap and heap[0][0] <= now:
-            _, key = heapq.heappop(heap)
-            item = held.pop(key, None)
-            if item is not None:  # else cancelled, or dispatched early by an overwrite
-                due.append(item)
-        self._hand_on(due)
+        self._hand_on(self._pop_due(self.ctx.clock.now_ms()))
         self._arm()
 
     def _arm(self) -> None:
