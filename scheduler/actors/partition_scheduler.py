@@ -1,7 +1,9 @@
 """PartitionScheduler: holds a partition's tasks until they are due, then dispatches them.
 
 Tasks sit in a heap ordered by due time. One timer is armed for the earliest; when it fires, every
-task due by then is dispatched in one batch. Nothing polls: with no task due nothing runs.
+task due by then is dispatched in one batch. Nothing polls: with no task due nothing runs. A task
+handed on already due takes the heap's due tasks with it, in key order, since their timer's `fire`
+may still be on its way to this thread.
 
 It is a plain object owned by the PartitionExecutor actor, whose thread is the only one that
 touches it: holding tasks needs no thread of its own, and a due task goes to its ordering id's
