@@ -20,7 +20,10 @@ is measured is the schedules and programs layers (fire, launch, run), not a proc
 Enables are sent without waiting (`wait_s=None`) and the store is then polled for the count;
 the fired runs are counted by the no-op route as it is called (the run store is read once, at
 the end, for their start times).
-Embedded only: Kafka + Cassandra is not measured here yet.
+With `--backends kafka-cassandra`, event -> launch is measured on Kafka + Cassandra too: a
+`scheduler worker` process (a fresh topic and keyspace, programs that run `true`) runs the
+schedules, and this process publishes the events and reads the run store. The shared fire and the
+RSS are measured embedded only.
 """
 
 from __future__ import annotations
@@ -34,7 +37,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scheduler.bench.common import BenchOptions, RssSampler, ScenarioResult, lag_summary, now_ms
+from scheduler.bench.common import (
+    DISTRIBUTED,
+    EMBEDDED,
+    BenchOptions,
+    RssSampler,
+    ScenarioResult,
+    lag_summary,
+    now_ms,
+)
 
 PROGRAM = "bench-noop"
 UPSTREAM = "bench-upstream"
@@ -217,72 +228,143 @@ def _fire_lags(scratch: Path, count: int) -> dict[str, Any]:
     }
 
 
-def _newest_run(runs: Any, program: str, seen: set[str], timeout_s: float) -> Any:
-    """The newest run of `program` not in `seen` (added to it), polled every 2 ms."""
+def _newest_run(
+    runs: Any, program: str, seen: set[str], timeout_s: float, poll_s: float = 0.002
+) -> Any:
+    """The newest run of `program` not in `seen` (added to it), polled every `poll_s`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for run in runs.list_runs(program=program, limit=1):
             if run.run_id not in seen:
                 seen.add(run.run_id)
                 return run
-        time.sleep(0.002)
+        time.sleep(poll_s)
     raise TimeoutError(f"no new run of {program!r} within {timeout_s:.0f}s")
 
 
-def _event_lags(scratch: Path, count: int) -> dict[str, dict[str, float]]:
-    """Event -> launch, one event at a time: a landed partition -> the run its partition
-    trigger launches, and a completed run -> the run its program-status trigger launches."""
-    from scheduler.programs.launch import LaunchRequest
-    from scheduler.programs.model import StartedBy, StarterKind
+def _create_triggered(client: Any) -> None:
+    """The two event-triggered schedules, created and enabled (waiting on the store)."""
     from scheduler.schedules.model import Partition, ProgramStatus, RunStatus, Schedule
 
-    deployment = _Deployment(scratch / "events")
+    client.create(
+        [
+            Schedule(
+                name="bench-on-partition",
+                program=LANDED,
+                trigger=Partition(dataset=DATASET, num_partitions=1),
+            ),
+            Schedule(
+                name="bench-on-status",
+                program=AFTER,
+                trigger=ProgramStatus(program=UPSTREAM, statuses={RunStatus.COMPLETED}),
+            ),
+        ],
+        source="bench",
+    )
+    _wait_count(client, None, 2, 120)
+    client.enable("bench-on-partition")
+    client.enable("bench-on-status")
+    _wait_count(client, "ENABLED", 2, 120)
+
+
+def _measure_events(
+    runs: Any, publisher: Any, tasks: Any, count: int, poll_s: float
+) -> dict[str, dict[str, float]]:
+    """One event at a time, `count` of each kind: a landed partition published -> the run its
+    trigger launched (`created_ms`), and an upstream run's end -> the run it triggered."""
+    from scheduler.programs.launch import LaunchRequest
+    from scheduler.programs.model import StartedBy, StarterKind
+
     partition_lags: list[float] = []
     status_lags: list[float] = []
+    seen: set[str] = set()
+    for i in range(count):
+        published = now_ms()
+        publisher.publish_partitions(DATASET, [f"p{i:06d}"]).result(30)
+        run = _newest_run(runs, LANDED, seen, 60, poll_s)
+        partition_lags.append(float(run.created_ms - published))
+    for i in range(count):
+        request = LaunchRequest(
+            program=UPSTREAM,
+            request_key=f"bench-upstream-{i}",
+            started_by=StartedBy(StarterKind.OPERATOR, "bench"),
+            requested_at=datetime.now(UTC),
+            properties={},
+            system={},
+        )
+        tasks.schedule_task(request.task()).result(30)
+        after = _newest_run(runs, AFTER, seen, 60, poll_s)
+        upstream = runs.get(str(after.arguments.get("_triggering.run.id")))
+        ended = upstream.ended_ms if upstream is not None else None
+        if ended is not None:
+            status_lags.append(float(after.created_ms - ended))
+    return {"partition": lag_summary(partition_lags), "program_status": lag_summary(status_lags)}
+
+
+def _event_lags(scratch: Path, count: int) -> dict[str, dict[str, float]]:
+    """Event -> launch on one embedded deployment in this process."""
+    deployment = _Deployment(scratch / "events")
     with ExitStack() as stack:
         client = deployment.enter(stack)
-        runs = deployment.programs.runs
-        client.create(
-            [
-                Schedule(
-                    name="bench-on-partition",
-                    program=LANDED,
-                    trigger=Partition(dataset=DATASET, num_partitions=1),
-                ),
-                Schedule(
-                    name="bench-on-status",
-                    program=AFTER,
-                    trigger=ProgramStatus(program=UPSTREAM, statuses={RunStatus.COMPLETED}),
-                ),
-            ],
-            source="bench",
+        _create_triggered(client)
+        return _measure_events(
+            deployment.programs.runs,
+            deployment.programs.publisher,
+            deployment.scheduler.client,
+            count,
+            0.002,
         )
-        _wait_count(client, None, 2, 60)
-        client.enable("bench-on-partition")
-        client.enable("bench-on-status")
-        _wait_count(client, "ENABLED", 2, 60)
-        seen: set[str] = set()
-        for i in range(count):
-            published = now_ms()
-            deployment.programs.publisher.publish_partitions(DATASET, [f"p{i:06d}"]).result(30)
-            run = _newest_run(runs, LANDED, seen, 30)
-            partition_lags.append(float(run.created_ms - published))
-        for i in range(count):
-            request = LaunchRequest(
-                program=UPSTREAM,
-                request_key=f"bench-upstream-{i}",
-                started_by=StartedBy(StarterKind.OPERATOR, "bench"),
-                requested_at=datetime.now(UTC),
-                properties={},
-                system={},
-            )
-            deployment.scheduler.client.schedule_task(request.task()).result(30)
-            after = _newest_run(runs, AFTER, seen, 30)
-            upstream = runs.get(str(after.arguments.get("_triggering.run.id")))
-            ended = upstream.ended_ms if upstream is not None else None
-            if ended is not None:
-                status_lags.append(float(after.created_ms - ended))
-    return {"partition": lag_summary(partition_lags), "program_status": lag_summary(status_lags)}
+
+
+PROGRAMS_TOML = "".join(
+    f'[programs.{name}]\nkind = "command"\nargv = ["/bin/true"]\n\n'
+    for name in (PROGRAM, UPSTREAM, LANDED, AFTER)
+)
+"""The bench's programs for a `scheduler worker` process: `/bin/true`, forked per run (a worker
+process has no in-process no-op route; what is measured ends at the run's creation)."""
+
+
+def _distributed_event_lags(options: BenchOptions, count: int) -> dict[str, dict[str, float]]:
+    """Event -> launch on Kafka + Cassandra: a `scheduler worker` process (programs on, a fresh
+    topic and keyspace) runs the schedules; this process publishes the events on the events
+    topic, starts the upstream runs, and reads the run store in Cassandra."""
+    from scheduler.bench.workers import backend, run_settings
+    from scheduler.client import SchedulerClient
+    from scheduler.programs.catalog import load_programs
+    from scheduler.programs.events import EventPublisher
+    from scheduler.programs.runtime import build_events_log, open_run_store
+    from scheduler.runtime import open_store
+    from scheduler.schedules.client import SchedulesClient
+    from scheduler.schedules.runtime import open_schedule_store
+
+    with ExitStack() as stack:
+        run = stack.enter_context(
+            backend(DISTRIBUTED, options, "schedules-events", executor="auto")
+        )
+        programs = run.directory / "programs.toml"
+        programs.write_text(PROGRAMS_TOML, encoding="utf-8")
+        run.env["SCHEDULER_PROGRAMS_FILE"] = str(programs)
+        settings = run_settings(run)
+        store = open_store(settings, create_schema=True)
+        stack.callback(store.close)
+        schedules = open_schedule_store(settings, store, create_schema=True)
+        stack.callback(schedules.close)
+        runs = open_run_store(settings, store, create_schema=True)
+        stack.callback(runs.close)
+        events_log = build_events_log(settings)
+        stack.callback(events_log.close)
+        events_log.ensure_topic(settings.partitions)
+        publisher = EventPublisher(events_log)
+        stack.callback(publisher.close)
+        tasks = SchedulerClient(log=run.log, grace_window_s=settings.grace_window_s)
+        stack.callback(tasks.close)
+        run.start_worker("schedules-worker")
+        run.wait_assigned()
+        client = SchedulesClient(
+            store=schedules, client=tasks, catalog=load_programs(programs), wait_s=None
+        )
+        _create_triggered(client)
+        return _measure_events(runs, publisher, tasks, count, 0.005)
 
 
 def _apscheduler_lags(count: int) -> dict[str, Any]:
@@ -422,10 +504,46 @@ def _worker_rss(scratch: Path, count: int, settle_s: float) -> dict[str, float]:
 def run(options: BenchOptions) -> ScenarioResult:
     count = options.pick(10_000, 20)
     held = options.backlog if options.backlog is not None else (200 if options.smoke else 100_000)
+    events_count = 5 if options.smoke else 300
     result = ScenarioResult("schedules")
-    if not options.wants("embedded"):
-        result.notes.append("schedules measures the embedded worker only; run it with embedded")
-        return result
+    result.details.update(cpus=os.cpu_count())
+    if options.wants("embedded"):
+        _embedded(options, result, count, held, events_count)
+    if options.wants(DISTRIBUTED):
+        try:
+            events = _distributed_event_lags(options, events_count)
+        except Exception as error:
+            result.backend_failed(DISTRIBUTED, error)
+        else:
+            _add_events(result, events, DISTRIBUTED)
+            result.details[DISTRIBUTED] = {"events": events}
+    result.details.update(load_average=os.getloadavg())
+    result.notes.append(
+        "p50/p99/max: the shared cron fire -> each run's start (ours) / each job's call "
+        "(APScheduler); event -> launch: the event published (or the upstream run's end) -> the "
+        "triggered run's creation; embedded programs run on an in-process no-op route; targets: "
+        "p99 < 1 s, RSS within 50 MB of an idle worker"
+    )
+    return result
+
+
+def _add_events(result: ScenarioResult, events: dict[str, dict[str, float]], kind: str) -> None:
+    where = "" if kind == EMBEDDED else f" on {kind}"
+    for trigger, lag in events.items():
+        result.add(
+            side=f"ours{where}, {trigger.replace('_', '-')} trigger: event -> launch",
+            schedules=1,
+            started=lag["count"],
+            p50_ms=round(lag["p50_ms"], 1),
+            p99_ms=round(lag["p99_ms"], 1),
+            max_ms=round(lag["max_ms"], 1),
+        )
+
+
+def _embedded(
+    options: BenchOptions, result: ScenarioResult, count: int, held: int, events_count: int
+) -> None:
+    """The shared fire beside APScheduler, event -> launch and the RSS, embedded."""
     ours = _fire_lags(options.scratch, count)
     peer = _apscheduler_lags(count)
     for side, lag in (("ours (embedded)", ours), ("APScheduler 3 (memory)", peer)):
@@ -438,16 +556,8 @@ def run(options: BenchOptions) -> ScenarioResult:
             p99_ms=round(lag["p99_ms"], 1),
             max_ms=round(lag["max_ms"], 1),
         )
-    events = _event_lags(options.scratch, 5 if options.smoke else 300)
-    for trigger, lag in events.items():
-        result.add(
-            side=f"ours, {trigger.replace('_', '-')} trigger: event -> launch",
-            schedules=1,
-            started=lag["count"],
-            p50_ms=round(lag["p50_ms"], 1),
-            p99_ms=round(lag["p99_ms"], 1),
-            max_ms=round(lag["max_ms"], 1),
-        )
+    events = _event_lags(options.scratch, events_count)
+    _add_events(result, events, EMBEDDED)
     settle_s = 1.0 if options.smoke else 5.0
     idle = _worker_rss(options.scratch, 0, settle_s)
     loaded = _worker_rss(options.scratch, held, settle_s)
@@ -461,15 +571,8 @@ def run(options: BenchOptions) -> ScenarioResult:
     )
     result.details.update(
         fire=ours, apscheduler=peer, events=events, rss_idle=idle, rss_loaded=loaded, held=held,
-        cpus=os.cpu_count(), load_average=os.getloadavg(),
     )  # fmt: skip
     if ours["started"] < count:
         result.notes.append(f"only {ours['started']} of {count} runs started: it must be all")
     if peer["started"] < count:
         result.notes.append(f"APScheduler ran {peer['started']} of {count} jobs")
-    result.notes.append(
-        "p50/p99/max: the shared cron fire -> each run's start (ours) / each job's call "
-        "(APScheduler); programs run on an in-process no-op route; targets: p99 < 1 s, "
-        "RSS within 50 MB of an idle worker"
-    )
-    return result

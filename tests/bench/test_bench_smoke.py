@@ -339,6 +339,34 @@ def test_the_schedules_scenario_starts_every_fired_and_triggered_run_beside_apsc
     assert not any("must be all" in note for note in document["notes"])
 
 
+@pytest.mark.slow
+@pytest.mark.kafka
+@pytest.mark.cassandra
+@pytest.mark.timeout(420)
+def test_the_schedules_scenario_measures_event_to_launch_on_kafka_and_cassandra(
+    tmp_path: Path,
+) -> None:
+    from tests.servers import cassandra_contact, kafka_bootstrap
+
+    hosts, port = cassandra_contact()
+    env = {
+        "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
+        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
+        "SCHEDULER_CASSANDRA_PORT": str(port),
+    }
+    out = tmp_path / "results"
+    run_bench(out, "schedules", "--backends", "kafka-cassandra", env=env, timeout=400)
+    document = results(out, ("schedules",))["schedules"]
+    assert not any("failed" in note for note in document["notes"]), document["notes"]
+    rows = {row["side"]: row for row in document["rows"]}
+    assert set(rows) == {
+        "ours on kafka-cassandra, partition trigger: event -> launch",
+        "ours on kafka-cassandra, program-status trigger: event -> launch",
+    }, rows
+    for trigger in rows.values():  # each event launched its run, after it
+        assert trigger["started"] == 5 and 0 <= trigger["p50_ms"] <= trigger["p99_ms"], trigger
+
+
 @pytest.mark.timeout(360)
 def test_the_api_scenario_measures_each_listing_and_the_batch_post(tmp_path: Path) -> None:
     out = tmp_path / "results"
