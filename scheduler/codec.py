@@ -24,7 +24,7 @@ import enum
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
@@ -257,7 +257,7 @@ def _plain_command(message: dict[str, Any]) -> Command | None:
     )
 
 
-def _plain_key_part(value: object) -> bool:
+def _plain_key_part(value: object) -> TypeGuard[str]:
     """Whether `check_key_part` accepts `value` for certain, without counting its bytes."""
     return (
         type(value) is str
