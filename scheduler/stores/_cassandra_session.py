@@ -371,19 +371,30 @@ def statement_batches(
     same (partition, bucket) key share batches (a status row and its attempt row: one request,
     one mutation on the replicas, instead of one batch per table). `key_columns`: how many
     leading values of each row are its partition key."""
-    groups: dict[tuple[Any, ...], list[tuple[PreparedStatement, Params]]] = {}
-    for write in writes:
-        row = write[1]
-        groups.setdefault(tuple(row[:key_columns]), []).append(write)
-    chunks: list[list[tuple[PreparedStatement, Params]]] = []
+    return unit_batches([(write,) for write in writes], key_columns=key_columns)
+
+
+Write = tuple[PreparedStatement, Params]
+"""One statement and its values."""
+
+
+def unit_batches(units: Sequence[Sequence[Write]], *, key_columns: int = 2) -> list[Item]:
+    """`statement_batches` over units that are never split: the writes of one unit, all of one
+    Cassandra partition (their first row's `key_columns` values), go in one batch, which each
+    replica applies as one mutation: a task's final status and the delete of its schedule row
+    become durable together, with no moment where the row is gone and the status not there."""
+    groups: dict[tuple[Any, ...], list[Sequence[Write]]] = {}
+    for unit in units:
+        groups.setdefault(tuple(unit[0][1][:key_columns]), []).append(unit)
+    chunks: list[list[Write]] = []
     for group in groups.values():
-        size = _BATCH_BYTES + 1  # start a chunk at the first row
-        for write in group:
-            weight = sum(len(v) if isinstance(v, str) else 8 for v in write[1])
-            if size + weight > _BATCH_BYTES or len(chunks[-1]) == _BATCH_ROWS:
+        size = _BATCH_BYTES + 1  # start a chunk at the first unit
+        for unit in group:
+            weight = sum(len(v) if isinstance(v, str) else 8 for _, row in unit for v in row)
+            if size + weight > _BATCH_BYTES or len(chunks[-1]) + len(unit) > _BATCH_ROWS:
                 chunks.append([])
                 size = 0
-            chunks[-1].append(write)
+            chunks[-1].extend(unit)
             size += weight
     items: list[Item] = []
     for chunk in chunks:

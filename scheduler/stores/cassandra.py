@@ -51,10 +51,12 @@ from scheduler.stores._cassandra_session import (
     Item,
     Params,
     Runner,
+    Write,
     consistency_level,
     open_runner,
     partition_batches,
     statement_batches,
+    unit_batches,
 )
 from scheduler.stores._retry import RetryPolicy
 from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
@@ -570,24 +572,28 @@ class CassandraTaskStore(TaskStore):
                 for b in buckets
                 if self._status_indexed.get((partition, b), 0) < now_s + self.ttl_s
             ]
-        attempts: list[Params] = [
-            (*self._row_key(partition, key), *schema.encode_attempt(attempt, UNSET_VALUE), ttl_s)
-            for key, status in latest.items()
-            for attempt in status.attempt_log
-        ]
+        # Each task's status row, attempt rows and, once final, the delete of its schedule row
+        # go in one single-partition batch (one mutation on each replica): the schedule row is
+        # never gone while its final status is not there, and the deletes cost no second round
+        # of requests after the writes.
+        status_write, attempt_write, delete = q["status_write"], q["attempt_write"], q["delete"]
+        units: list[list[Write]] = []
+        for row, (key, status) in zip(rows, latest.items(), strict=True):
+            unit: list[Write] = [(status_write, row)]
+            if status.attempt_log:
+                key_row = self._row_key(partition, key)
+                unit += [
+                    (attempt_write, (*key_row, *schema.encode_attempt(attempt, UNSET_VALUE), ttl_s))
+                    for attempt in status.attempt_log
+                ]
+            if status.state.is_final:
+                unit.append((delete, self._row_key(partition, key)))
+            units.append(unit)
         items: list[Item] = [(q["status_index"], (partition, b, ttl)) for b in stale]
-        status_write, attempt_write = q["status_write"], q["attempt_write"]
-        items += statement_batches(
-            [(status_write, row) for row in rows] + [(attempt_write, row) for row in attempts]
-        )
+        items += unit_batches(units)
         run.many(items, f"record {len(rows)} statuses of partition {partition}")
         with self._lock:
             self._status_indexed.update(((partition, b), now_s + ttl) for b in stale)
-        # Only now that the final statuses are durable may the schedule rows go: a crash in
-        # between leaves a schedule row whose final status tells the engine to skip it.
-        finals = [key for key, status in latest.items() if status.state.is_final]
-        if finals:
-            self.delete_tasks(partition, finals)
 
     def fetch_statuses(
         self, partition: int, keys: Collection[TaskKey]

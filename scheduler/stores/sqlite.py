@@ -115,6 +115,9 @@ _KEY_WHERE = (
     "partition = ? AND bucket = ? AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
 )
 _FINAL = tuple(state.value for state in TaskState if state.is_final)
+_FINAL_STATES = frozenset(state for state in TaskState if state.is_final)
+_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
+"""Task data as the status row keeps it (one encoder for the process: it holds no state)."""
 _PURGE_INTERVAL_S = 60.0
 
 
@@ -297,31 +300,36 @@ class SqliteTaskStore(TaskStore):
     # -- status rows -----------------------------------------------------------------------
 
     def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
+        # Run by every partition's tracker for every task: each key's row values are made once
+        # and shared by its status row, its attempt rows and its schedule-row delete.
         expires = _now_ms() + self.status_retention_ms
-        dumps = json.JSONEncoder(separators=(",", ":")).encode
+        bucket_ms = self.bucket_ms
+        dumps = _DUMPS
         rows = []
+        attempts = []
         finished = []
         for status in statuses:
-            key_row = self._key_row(partition, status.key)
+            key = status.key
+            ms = key.scheduled_ms
+            key_row = (partition, ms // bucket_ms, ms, key.ordering_id, key.uniqueness_key)
+            data = status.data
+            state = status.state
             rows.append(
                 (
                     *key_row,
-                    status.state.value,
+                    state.value,
                     status.attempts,
                     status.last_error,
                     status.next_attempt_ms,
                     status.updated_ms,
                     expires,
-                    None if status.data is None else dumps(status.data),
+                    None if data is None else "{}" if not data else dumps(data),
                 )
             )
-            if status.state.is_final:
+            for attempt in status.attempt_log:
+                attempts.append((*key_row, *_attempt_columns(attempt), expires))
+            if state in _FINAL_STATES:
                 finished.append(key_row)
-        attempts = [
-            (*self._key_row(partition, status.key), *_attempt_columns(attempt), expires)
-            for status in statuses
-            for attempt in status.attempt_log
-        ]
         self._group.run(
             many_rows("INSERT OR REPLACE INTO status VALUES", rows)
             + many_rows("INSERT INTO attempts VALUES", attempts, _MERGE_ATTEMPT)

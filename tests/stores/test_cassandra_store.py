@@ -17,7 +17,11 @@ import pytest
 from scheduler.bench.reload import tombstones_per_read, tombstones_read
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import Attempt, AttemptOutcome, Task, TaskState, TaskStatus
-from scheduler.stores._cassandra_session import partition_batches, statement_batches
+from scheduler.stores._cassandra_session import (
+    partition_batches,
+    statement_batches,
+    unit_batches,
+)
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.abc import MalformedRecord
 from scheduler.stores.cassandra import CassandraTaskStore
@@ -634,6 +638,26 @@ def test_a_status_row_and_its_attempt_row_of_one_partition_key_share_one_batch()
     assert isinstance(first[0], BatchStatement) and len(first[0]) == 6
     assert isinstance(second[0], BatchStatement) and len(second[0]) == 2
     assert lone == (status, (1, 1, 0))
+
+
+def test_a_tasks_status_attempt_and_schedule_delete_are_never_split_between_batches() -> None:
+    from cassandra.query import BatchStatement
+
+    status = "INSERT INTO status (partition, bucket, n, data) VALUES (%s, %s, %s, %s)"
+    attempt = "INSERT INTO task_attempts (partition, bucket, n, a) VALUES (%s, %s, %s, %s)"
+    delete = "DELETE FROM schedule WHERE partition = %s AND bucket = %s AND n = %s"
+    units = [
+        [(status, (0, 1, n, "x" * 200)), (attempt, (0, 1, n, 1)), (delete, (0, 1, n))]
+        for n in range(40)
+    ]
+
+    items = unit_batches(units)  # type: ignore[arg-type]
+
+    batches = [statement for statement, _ in items]
+    assert all(isinstance(batch, BatchStatement) for batch in batches)
+    assert sum(len(batch) for batch in batches) == 120
+    assert len(batches) > 1  # 40 tasks of ~230 bytes do not fit one batch of 3,000
+    assert all(len(batch) % 3 == 0 for batch in batches)  # whole tasks only
 
 
 @pytest.mark.cassandra
