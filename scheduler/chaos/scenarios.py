@@ -1,14 +1,16 @@
 """The named fault scenarios of `scheduler chaos` (issue 45; docs/reliability.md).
 
 Each scenario starts its workers and a steady load on a `ChaosRun`, then injects its fault over
-and over until the load ends (a fault begun is always healed), so a longer ``duration_s`` means
-more rounds of the same fault.
+and over for ``duration_s`` (a fault begun is always healed), so a longer ``duration_s`` means
+more rounds of the same fault. The load lasts until the last round has ended, however long its
+faults took (a server slow to restart), so that every fault and its healing happen under load.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from scheduler.chaos import faults
 from scheduler.chaos.run import ChaosRun
@@ -17,19 +19,57 @@ from scheduler.services import cluster, launcher
 SESSION_TIMEOUT_S = 10.0
 """The workers' Kafka session timeout (the default `kafka_session_timeout_ms`)."""
 
+OVERRUN_S = 1800.0
+"""How long the load may run past ``duration_s`` while the last round's faults end: a bound, so
+that a round that never ends (a server that never comes back) does not load the cluster for
+ever. The rounds stop with the load."""
+
 Scenario = Callable[[ChaosRun, float], None]
 
 
-def _rounds(run: ChaosRun, duration_s: float, one_round: Callable[[int], None]) -> None:
-    """Start two workers and the load, then run ``one_round(n)`` until the load has ended."""
+class _Load(Protocol):
+    @property
+    def running(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+class _Run(Protocol):
+    @property
+    def workers(self) -> Sequence[object]: ...
+
+    def start(self, workers: int = 2) -> None: ...
+
+    def start_load(self, duration_s: float) -> _Load: ...
+
+
+def _rounds(
+    run: _Run,
+    duration_s: float,
+    one_round: Callable[[int], None],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Start two workers and the load, run ``one_round(n)`` while ``duration_s`` has not passed
+    since the load began, then end the load once the last round is over; the number of rounds.
+
+    The load is started for ``duration_s + OVERRUN_S`` and stopped here, so that a round begun
+    near the end (or one whose restarts took minutes) still has its faults under load.
+    """
     if not run.workers:
         run.start(2)
-    load = run.start_load(duration_s)
-    time.sleep(min(5.0, duration_s / 4))  # some quiet work first: the baseline pause
+    load = run.start_load(duration_s + OVERRUN_S)
+    began = clock()
     n = 0
-    while load.running:
-        one_round(n)
-        n += 1
+    try:
+        sleep(min(5.0, duration_s / 4))  # some quiet work first: the baseline pause
+        while clock() - began < duration_s and load.running:
+            one_round(n)
+            n += 1
+    finally:
+        load.stop()
+    return n
 
 
 def _leader_of(run: ChaosRun, partition: int) -> str:

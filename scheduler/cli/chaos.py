@@ -18,7 +18,7 @@ from scheduler.chaos.scenarios import SCENARIOS
     type=click.FloatRange(min=10),
     default=120.0,
     show_default=True,
-    help="Seconds of load; the fault repeats until the load ends.",
+    help="Seconds in which rounds of the fault begin; the load lasts until the last round ends.",
 )
 @click.option(
     "--dir",
