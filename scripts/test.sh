@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 containers=${SCHEDULER_TEST_CONTAINERS:-0}
 
 # Each phase's wall time, printed as it ends and once more as a table at the end (also when a
-# phase fails): the CI's time budget (README, "Developing") is kept by looking at these.
+# phase fails): the CI's time budget (README, "Developing") is kept by looking at these. On
+# stderr, like the other progress lines: stdout stays for what a command was asked for.
 phases=()
 phase_began=$SECONDS phase_name=""
 begin() {
@@ -29,14 +30,14 @@ end_phase() {
   if [ -n "$phase_name" ]; then
     local took=$((SECONDS - phase_began))
     phases+=("$(printf '%5d s  %s' "$took" "$phase_name")")
-    echo "test: $phase_name took $took s"
+    echo "test: $phase_name took $took s" >&2
     phase_name=""
   fi
 }
 report_phases() {
   end_phase
-  echo "test: wall time by phase (total $SECONDS s):"
-  printf '  %s\n' "${phases[@]}"
+  echo "test: wall time by phase (total $SECONDS s):" >&2
+  printf '  %s\n' "${phases[@]}" >&2
 }
 trap report_phases EXIT
 if [ "${1:-}" = "--containers" ]; then

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -142,15 +142,8 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
 
     def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
         found: dict[str, list[Job]] = {name: [] for name in names}
-        unique = list(found)
-        for start in range(0, len(unique), _IN_LIMIT):
-            chunk = unique[start : start + _IN_LIMIT]
-            marks = ",".join("?" * len(chunk))
-            rows = self._read(
-                f"SELECT name, record FROM schedule_jobs WHERE name IN ({marks})", tuple(chunk)
-            )
-            for name, text in rows:
-                found[name].append(Job.model_validate_json(text))
+        for name, text in _records_of(self._read, "schedule_jobs", list(found)):
+            found[name].append(Job.model_validate_json(text))
         for jobs in found.values():
             jobs.sort(key=job_order)
         return found
@@ -190,14 +183,8 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
 
     def get_versioned(self, names: list[str]) -> dict[str, tuple[ScheduleRecord, str]]:
         found: dict[str, tuple[ScheduleRecord, str]] = {}
-        for start in range(0, len(names), _IN_LIMIT):
-            chunk = names[start : start + _IN_LIMIT]
-            marks = ",".join("?" * len(chunk))
-            rows = self._read(
-                f"SELECT name, record FROM schedules WHERE name IN ({marks})", tuple(chunk)
-            )
-            for name, text in rows:
-                found[name] = (ScheduleRecord.from_json(orjson.loads(text)), text)
+        for name, text in _records_of(self._read, "schedules", names):
+            found[name] = (ScheduleRecord.from_json(orjson.loads(text)), text)
         return found
 
     def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
@@ -207,15 +194,9 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         texts = {record.name: (text, record) for text, record in changes}
         names = list(texts)
         with self._lock, self._transaction() as db:
-            stored: dict[str, str] = {}
-            for start in range(0, len(names), _IN_LIMIT):
-                chunk = names[start : start + _IN_LIMIT]
-                marks = ",".join("?" * len(chunk))
-                stored.update(
-                    db.execute(
-                        f"SELECT name, record FROM schedules WHERE name IN ({marks})", chunk
-                    ).fetchall()
-                )
+            stored = dict(
+                _records_of(lambda sql, args: db.execute(sql, args).fetchall(), "schedules", names)
+            )
             written = {name for name, (text, _) in texts.items() if stored.get(name) == text}
             db.executemany(
                 "UPDATE schedules SET record = ? WHERE name = ?",
@@ -230,6 +211,16 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
 
 _IN_LIMIT = 500
 """Names per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
+
+
+def _records_of(
+    read: Callable[[str, tuple[str, ...]], Iterable[Any]], table: str, names: Sequence[str]
+) -> Iterator[tuple[str, str]]:
+    """The (name, record) rows of `table` for `names`, read `_IN_LIMIT` names at a time."""
+    for start in range(0, len(names), _IN_LIMIT):
+        chunk = tuple(names[start : start + _IN_LIMIT])
+        marks = ",".join("?" * len(chunk))
+        yield from read(f"SELECT name, record FROM {table} WHERE name IN ({marks})", chunk)
 
 
 def _dump(value: Any) -> str:

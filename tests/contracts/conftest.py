@@ -78,9 +78,11 @@ def _drop_shared_keyspaces() -> Iterator[None]:
     if not _TASK_KEYSPACES:
         return
     from scheduler.stores.cassandra import CassandraTaskStore
-    from tests.servers import cassandra_contact
+    from tests.servers import _cassandra_contact
 
-    hosts, port = cassandra_contact()
+    # The node a marked test reached; not `cassandra_contact`, whose marker check would blame
+    # the session's last test, during whose teardown this runs.
+    hosts, port = _cassandra_contact()
     for keyspace in _TASK_KEYSPACES.values():
         dropper = CassandraTaskStore(hosts=hosts, port=port, keyspace=keyspace)
         try:
