@@ -45,6 +45,7 @@ ACCEPTED = {
     "executor": f"one of: {', '.join(BUILT_IN_EXECUTORS)}, or a 'package.module:callable' path",
     "cassandra_consistency": f"one of: {', '.join(CONSISTENCY_LEVELS)}",
     "cassandra_keyspace": "a letter, then up to 47 letters, digits or _",
+    "cassandra_ordering_index": "auto, true or false",
     "topic": "up to 249 ASCII letters, digits, '.', '_' and '-' (Kafka's rule; not '.' or '..')",
     "cassandra_hosts": "host names or addresses separated by commas, e.g. 10.0.0.1,10.0.0.2",
     "spark_job_modules": "Python package names separated by commas",

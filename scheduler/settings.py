@@ -244,14 +244,14 @@ class Settings(BaseSettings):
     `tombstone_failure_threshold` (100,000 by default); reads that cross more than this span
     (a new owner without a reload mark, `scheduler tasks list`) go in several. Lower it if one
     partition completes more than about 1,600 tasks a second."""
-    cassandra_ordering_index: bool = False
-    """Create a Storage-Attached Index (Cassandra 5.0) on `ordering_id` of the schedule and
-    status tables with the schema, so that a listing of one ordering id (`GET
-    /api/v1/tasks?ordering_id=`, `scheduler tasks list --ordering-id`) reads that id's rows, not
-    every row of its partition's buckets: a page's median 184 -> 26 ms at 1,000,000 tasks, its
-    p99 still above 100 ms on the loaded test machine, hence off by default. Each schedule and
-    status write updates it too (docs/cassandra.md, "An index on ordering ids"). Off: no index
-    is created (one made before is kept and used)."""
+    cassandra_ordering_index: Annotated[bool | Literal["auto"], _case("lower")] = "auto"
+    """A Storage-Attached Index on `ordering_id` of the schedule and status tables, so that a
+    listing of one ordering id (`GET /api/v1/tasks?ordering_id=`, `scheduler tasks list
+    --ordering-id`) reads that id's rows, not every row of its partition's buckets: at
+    1,000,000 tasks a page's p99 646 -> 32 ms (docs/cassandra.md, "An index on ordering ids").
+    "auto" (the default) creates it with the schema when the node runs Cassandra 5.0 or later,
+    which has SAI; true creates it always (a 4.x node refuses it at start); false creates none
+    (one made before is kept and used). Each schedule and status write updates it too."""
     cassandra_username: Annotated[str | None, EmptyOnlyIsNone] = None
     """Role to log in as, where the nodes check passwords (PasswordAuthenticator); set
     `cassandra_password` with it."""

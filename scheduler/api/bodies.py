@@ -87,7 +87,10 @@ def _fast(value: Any) -> list[Task] | None:
         return None
     tasks: list[Task] = []
     append, key_from_ms, task_from_key = tasks.append, TaskKey.from_ms, Task.from_key
-    match_time, parse_time, epoch = _TIME.fullmatch, datetime.fromisoformat, _EPOCH
+    # A batch's tasks often share their times (a backfill's hour, a fan-out's instant): each
+    # distinct time string is checked and read once.
+    times: dict[str, int] = {}
+    seen_time = times.get
     for item in items:
         # Three keys that are the required ones, or four that are all of them: nothing else.
         if type(item) is not dict or not 3 <= len(item) <= 4:
@@ -101,15 +104,27 @@ def _fast(value: Any) -> list[Task] | None:
             return None
         if not _plain(ordering_id) or not _plain(key):
             return None
-        if type(when) is not str or match_time(when) is None:
+        if type(when) is not str:
             return None
-        try:
-            delta = parse_time(when) - epoch
-        except (ValueError, TypeError):  # TypeError: no zone after all
-            return None
-        ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+        ms = seen_time(when)
+        if ms is None:
+            ms = _epoch_ms(when)
+            if ms is None:
+                return None
+            times[when] = ms
         append(task_from_key(key_from_ms(ordering_id, ms, key), data))
     return tasks
+
+
+def _epoch_ms(when: str) -> int | None:
+    """Epoch milliseconds of a time in the plain ISO 8601 form with a zone, else None."""
+    if _TIME.fullmatch(when) is None:
+        return None
+    try:
+        delta = datetime.fromisoformat(when) - _EPOCH
+    except (ValueError, TypeError):  # TypeError: no zone after all
+        return None
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def _plain(part: str) -> bool:

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -767,6 +767,25 @@ def _known_keyspace(run: Runner, keyspace: str) -> None:
     """Raise `InvalidRequest` ("does not exist") if the node asked does not know `keyspace`."""
     if replication_of(run, keyspace) is None:
         raise InvalidRequest(f"keyspace {keyspace} does not exist")
+
+
+def release_major(run: Runner) -> int:
+    """The major version of the node `run` reads from (its `release_version`, e.g. 5 of
+    "5.0.9"); 0 when it says nothing readable."""
+    rows = run.one("SELECT release_version FROM system.local", None, "read the node's version")
+    version = str(rows[0][0]) if rows and rows[0][0] is not None else ""
+    major = version.split(".", 1)[0]
+    return int(major) if major.isdigit() else 0
+
+
+def has_ordering_indexes(run: Runner, keyspace: str, names: Iterable[str]) -> bool:
+    """Whether every index of `names` exists in `keyspace`."""
+    rows = run.one(
+        "SELECT index_name FROM system_schema.indexes WHERE keyspace_name = %s",
+        (keyspace,),
+        "read the keyspace's indexes",
+    )
+    return set(names) <= {str(row[0]) for row in rows}
 
 
 def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:

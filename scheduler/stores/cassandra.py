@@ -29,7 +29,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from cassandra.query import UNSET_VALUE, PreparedStatement
 
@@ -124,7 +124,7 @@ class CassandraTaskStore(TaskStore):
         consistency: str = "LOCAL_QUORUM",
         local_dc: str | None = None,
         status_retention_s: float = 7 * 86400,
-        ordering_index: bool = False,
+        ordering_index: bool | Literal["auto"] = "auto",
         connect_timeout_s: float = 10,
         request_timeout_s: float = 10,
         max_concurrency: int = 64,
@@ -151,9 +151,12 @@ class CassandraTaskStore(TaskStore):
         self.bucket_ms = bucket_ms
         self.read_slice_ms = read_slice_ms
         """Widest span of scheduled time one range read covers (see `schema.slices`)."""
-        self.ordering_index = ordering_index
+        self.ordering_index_setting = ordering_index
+        """True, False, or "auto": the indexes on a node of Cassandra 5.0 or later (SAI)."""
+        self.ordering_index = ordering_index is True
         """Whether `apply_schema` creates the ordering-id indexes (`schema.index_ddl`), and a
-        listing of one ordering id reads a whole bucket per query through them."""
+        listing of one ordering id reads a whole bucket per query through them ("auto":
+        resolved when the store opens)."""
         self.replication = dict(replication or schema.DEFAULT_REPLICATION)
         schema.replication_literal(self.replication)  # validate now, not at first open
         self._consistency = consistency_level(consistency)
@@ -197,6 +200,11 @@ class CassandraTaskStore(TaskStore):
             self.apply_schema()
         else:
             self._prepare()
+            if self.ordering_index_setting == "auto":
+                # A store that does not make the schema lists through the indexes if they exist.
+                self.ordering_index = driver.has_ordering_indexes(
+                    self._runner(), self.keyspace, schema.ORDERING_INDEXES.values()
+                )
 
     def _connect(self) -> None:
         self._cluster, self._run = self._open_runner(self.retry_policy)
@@ -310,6 +318,9 @@ class CassandraTaskStore(TaskStore):
         since changing it needs `ALTER KEYSPACE` and a repair, an operator's decision.
         """
         run = self._runner(connect_if_needed=True)
+        if self.ordering_index_setting == "auto":
+            # SAI exists from Cassandra 5.0: a 4.x node would refuse the index and the start.
+            self.ordering_index = driver.release_major(run) >= 5
         ddl = [schema.keyspace_ddl(self.keyspace, self.replication)]
         driver.apply_schema(
             run,

@@ -23,9 +23,10 @@ and clustering bounds:
 * `meta` (name) -> value: facts pinned once, such as the partition count, by a lightweight
   transaction.
 
-With `ordering_index` (off by default), `schedule.ordering_id` and `status.ordering_id` carry a
-Storage-Attached Index (Cassandra 5.0), so that a listing of one ordering id reads that id's
-rows of a bucket, not the bucket's (docs/cassandra.md, "Listings").
+With `ordering_index` (by default on a node of Cassandra 5.0 or later), `schedule.ordering_id`
+and `status.ordering_id` carry a Storage-Attached Index (Cassandra 5.0), so that a listing of
+one ordering id reads that id's rows of a bucket, not the bucket's (docs/cassandra.md,
+"Listings").
 
 Nothing here imports the driver; `scheduler schema apply` and the tests can show the DDL as text.
 """

@@ -53,6 +53,21 @@ def test_the_tasks_read_are_those_the_pydantic_model_reads(when: Any) -> None:
     assert tasks[1].data == {}
 
 
+def test_tasks_sharing_a_time_string_and_tasks_with_others_each_get_their_own_time() -> None:
+    times = ["2027-01-31T14:00:00Z", "2027-01-31T15:00:00+01:00", "2027-01-31T14:00:00.5Z"]
+    raw = _body(*(_task(times[n % 3], uniqueness_key=f"k{n}") for n in range(9)))
+    tasks = parse_tasks(raw, JSON)
+    assert [t.key for t in tasks] == [t.key for t in _as_pydantic_builds(raw)]
+    assert len({t.key.scheduled_ms for t in tasks}) == 2  # 14:00Z and 15:00+01:00 are one
+
+
+def test_a_time_string_seen_before_does_not_excuse_a_bad_one_after_it() -> None:
+    raw = _body(
+        _task(), _task(uniqueness_key="k2"), _task("2027-01-31T14:00:00", uniqueness_key="k3")
+    )
+    assert [p["loc"] for p in _problems(raw)] == [("body", "tasks", 2, "scheduled_time")]
+
+
 def test_a_time_without_a_zone_is_refused_naming_the_field() -> None:
     assert _problems(_body(_task(), _task("2027-01-31T14:00:00"))) == [
         {

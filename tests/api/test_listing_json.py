@@ -48,3 +48,11 @@ def test_the_listings_keep_their_response_models_in_the_openapi_document() -> No
     listed = schema("/api/v1/schedules")
     assert listed["type"] == "array"
     assert listed["items"] == {"$ref": "#/components/schemas/ScheduleOut"}
+
+
+def test_the_batch_post_keeps_its_answer_model_in_the_openapi_document() -> None:
+    paths = create_app(Settings.model_construct()).openapi()["paths"]
+    created = paths["/api/v1/tasks/batch"]["post"]["responses"]["201"]
+    assert created["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Scheduled"
+    }

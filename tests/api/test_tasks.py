@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from scheduler.api.auth import Role
-from scheduler.api.schemas import TaskOut, TaskPage
+from scheduler.api.schemas import Scheduled, TaskOut, TaskPage
 from tests.api.conftest import wait_for
 
 Call = Callable[..., httpx.Response]
@@ -112,6 +112,17 @@ def test_a_batch_is_scheduled_whole_or_not_at_all(as_role: Call, ordering_id: st
     accepted = as_role(OPERATE, "POST", "/api/v1/tasks/batch", json={"tasks": good})
     assert accepted.status_code == 201 and accepted.json()["count"] == 3
     wait_for(lambda: len(_tasks(as_role, ordering_id)) == 3, what="three pending tasks")
+    # The answer is `Scheduled`, its keys those the store lists, in the order they were sent.
+    keys = Scheduled.model_validate(accepted.json()).keys
+    listed = {t["uniqueness_key"]: t for t in _tasks(as_role, ordering_id)}
+    assert [k.uniqueness_key for k in keys] == ["b0", "b1", "b2"]
+    for key in keys:
+        task = listed[key.uniqueness_key]
+        assert (key.ordering_id, key.scheduled_time, key.partition) == (
+            task["ordering_id"],
+            task["scheduled_time"],
+            task["partition"],
+        )
 
 
 def test_listings_are_paged_with_a_cursor_over_every_partition(as_role: Call) -> None:

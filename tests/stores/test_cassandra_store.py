@@ -45,6 +45,10 @@ def make_store(**overrides: Any) -> CassandraTaskStore:
         "bucket_ms": 60_000,
         "consistency": "ONE",
         "status_retention_s": 3600,
+        # Without the ordering-id indexes unless a test asks: on Cassandra 5.0 "auto" would
+        # make two SAI indexes per keyspace, seconds more to create and drop each
+        # (docs/cassandra.md, "What the index costs").
+        "ordering_index": False,
     }
     settings.update(overrides)
     return CassandraTaskStore(**settings)
@@ -875,6 +879,58 @@ def test_a_keyspace_made_without_the_ordering_index_gets_it_on_open_and_lists_th
     finally:
         plain.drop_keyspace()
         plain.close()
+
+
+@pytest.mark.cassandra
+def test_by_default_the_ordering_indexes_are_made_on_a_node_with_sai_and_listed_through() -> None:
+    """ "auto": the test node runs Cassandra 5.0, so the schema gets the indexes; a store that
+    opens the keyspace without making the schema (an API beside the workers) finds them there,
+    and one opening a keyspace made without them lists span by span, as before."""
+    made = make_store(ordering_index="auto")
+    made.open(create_schema=True)
+    try:
+        assert made.ordering_index_setting == "auto" and made.ordering_index is True
+        assert {name for _, name in _indexes(made)} == {
+            "schedule_ordering_id",
+            "status_ordering_id",
+        }
+        reader = make_store(keyspace=made.keyspace, ordering_index="auto")
+        reader.open(create_schema=False)
+        try:
+            assert reader.ordering_index is True
+        finally:
+            reader.close()
+    finally:
+        made.drop_keyspace()
+        made.close()
+    plain = make_store(ordering_index=False)
+    plain.open(create_schema=True)
+    try:
+        reader = make_store(keyspace=plain.keyspace, ordering_index="auto")
+        reader.open(create_schema=False)
+        try:
+            assert reader.ordering_index is False
+        finally:
+            reader.close()
+    finally:
+        plain.drop_keyspace()
+        plain.close()
+
+
+def test_the_node_version_decides_auto_and_an_unreadable_one_counts_as_too_old() -> None:
+    from scheduler.stores import _cassandra_session as driver
+
+    class Node:
+        def __init__(self, version: object) -> None:
+            self.version = version
+
+        def one(self, statement: Any, params: Any, what: str) -> list[tuple[Any, ...]]:
+            return [(self.version,)]
+
+    assert driver.release_major(Node("5.0.9")) == 5  # type: ignore[arg-type]
+    assert driver.release_major(Node("4.1.5")) == 4  # type: ignore[arg-type]
+    assert driver.release_major(Node(None)) == 0  # type: ignore[arg-type]
+    assert driver.release_major(Node("dse")) == 0  # type: ignore[arg-type]
 
 
 @pytest.mark.cassandra

@@ -95,11 +95,12 @@ _TASKS_IN = {"$ref": "#/components/schemas/TasksIn"}
     "/batch",
     status_code=201,
     summary="Schedule many tasks",
+    response_model=Scheduled,
     openapi_extra={
         "requestBody": {"content": {"application/json": {"schema": _TASKS_IN}}, "required": True}
     },
 )
-async def schedule_many(request: Request, state: State, _: Operator) -> Scheduled:
+async def schedule_many(request: Request, state: State, _: Operator) -> Response:
     """`schedule_tasks`: every task is checked before any is written, so a refusal schedules
     none of them."""
     raw = await request.body()
@@ -107,7 +108,7 @@ async def schedule_many(request: Request, state: State, _: Operator) -> Schedule
     return await run_in_threadpool(_schedule_many, raw, content_type, state)
 
 
-def _schedule_many(raw: bytes, content_type: str | None, state: ApiState) -> Scheduled:
+def _schedule_many(raw: bytes, content_type: str | None, state: ApiState) -> Response:
     # The body is `TasksIn` (the OpenAPI document says so), read by `parse_tasks`: orjson and a
     # check by hand per task, not a pydantic model per task (see scheduler/api/bodies.py).
     tasks = parse_tasks(raw, content_type)
@@ -119,8 +120,20 @@ def _schedule_many(raw: bytes, content_type: str | None, state: ApiState) -> Sch
         count = state.client.schedule_tasks(tasks).result(timeout=ACK_TIMEOUT_S)
     except TimeoutError:
         raise _not_acknowledged(len(tasks)) from None
-    keys = [_key_out(task.key, state.settings.partitions) for task in tasks[:100]]
-    return Scheduled(count=count, keys=keys)
+    # `Scheduled` written once (scheduler/api/listing_json.py), not dumped and checked again.
+    partitions = state.settings.partitions
+    keys = [_key_dict(task.key, partitions) for task in tasks[:100]]
+    return json_response({"count": count, "keys": keys}, status_code=201)
+
+
+def _key_dict(key: TaskKey, partitions: int) -> dict[str, Any]:
+    """`TaskKeyOut` as a plain dict, in its field order."""
+    return {
+        "ordering_id": key.ordering_id,
+        "scheduled_time": iso(key.scheduled_ms),
+        "uniqueness_key": key.uniqueness_key,
+        "partition": partition_of(key.ordering_id, partitions),
+    }
 
 
 def _not_acknowledged(count: int) -> BackendUnavailableError:
