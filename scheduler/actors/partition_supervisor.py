@@ -3,17 +3,19 @@
 A plain object of the TopicSupervisor, whose thread alone calls it: building a tree and taking
 it down are a few calls in order, and need no thread of their own.
 
-A tree is three actors, started leaves first so that each is given live proxies of those it
-talks to: the TaskCompletionTracker (writes status rows), the PartitionExecutor (with the
-PartitionScheduler in it: holds, queues and runs tasks), and TaskPersistence (with the
-ThroughputController in it: writes schedule rows, loads them), whose first tick, once the tree
-is wired, loads the partition's incomplete tasks from the store.
+A tree is two actors, two threads: the PartitionExecutor (with the PartitionScheduler in it:
+holds, queues and runs tasks; it calls no store), started first so that TaskPersistence is given
+its live proxy, and TaskPersistence (with the ThroughputController in it: the single writer of
+the partition's rows, schedule rows and statuses, and the loads), whose first tick, once the
+tree is wired, loads the partition's incomplete tasks from the store.
 
 Stopping is the seed's revocation choreography, per partition and under a deadline: stop loading
 and scheduling at once, let running attempts finish, cancel those that outlive the deadline,
-flush the status rows, then stop every actor. `shut_down_all` takes several trees down together,
-step by step, under one deadline: a revocation of many partitions lasts as long as its slowest
-partition, not as long as all of them one after the other.
+then stop the PartitionExecutor (which records the attempts it leaves behind) and
+TaskPersistence last, whose stop writes the status rows still buffered. `shut_down_all` takes
+several trees down together, step by step, under one deadline: a revocation of many
+partitions lasts as long as its slowest partition, not as long as all of them one after the
+other.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import pykka
 from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_executor import PartitionExecutor
-from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.messages import PartitionCounts
@@ -49,23 +50,19 @@ class PartitionSupervisor:
     def __init__(self, ctx: PartitionContext) -> None:
         self.ctx = ctx
         self.refs: list[pykka.ActorRef[Any]] = []
-        """The tree's actors in stop order: the one that feeds work in first, the tracker
-        (which flushes) last."""
+        """The tree's actors in stop order: the executor first, the writer (which flushes what
+        the executor left) last."""
 
     def start(self) -> None:
         """Start the tree and its first load; if an actor fails to start, those started are
         stopped and the error raised."""
         ctx = self.ctx
         try:
-            tracker_ref = TaskCompletionTracker.start(ctx)
-            self.refs.insert(0, tracker_ref)
-            self._tracker = tracker_ref.proxy()
-            executor_ref = PartitionExecutor.start(ctx, self._tracker)
-            self.refs.insert(0, executor_ref)
+            executor_ref = PartitionExecutor.start(ctx)
+            self.refs.append(executor_ref)
             self.executor = executor_ref.proxy()
-            self._tracker.attach_executor(self.executor).get(timeout=ASK_TIMEOUT_S)
             persistence_ref = TaskPersistence.start(ctx, self.executor)
-            self.refs.insert(0, persistence_ref)
+            self.refs.append(persistence_ref)
             self.persistence = persistence_ref.proxy()
             self.executor.attach_controller(self.persistence).get(timeout=ASK_TIMEOUT_S)
         except BaseException:
@@ -76,12 +73,11 @@ class PartitionSupervisor:
     def counts(self) -> PartitionCounts:
         scheduled_future = self.executor.scheduled_counts()
         counts_future = self.executor.counts()
-        unflushed_future = self._tracker.unflushed()
         scheduled, due_held = scheduled_future.get(timeout=ASK_TIMEOUT_S)
         executing, running = counts_future.get(timeout=ASK_TIMEOUT_S)
-        return PartitionCounts(
-            scheduled, due_held, executing, running, unflushed_future.get(timeout=ASK_TIMEOUT_S)
-        )
+        # The buffer's length, read here: asked, it would wait behind a write TaskPersistence
+        # is in.
+        return PartitionCounts(scheduled, due_held, executing, running, len(self.ctx.unflushed))
 
     def is_idle(self, horizon_ms: int | None = None) -> bool:
         """Nothing due by `horizon_ms` (default: now) is held, queued, running or unflushed, and

@@ -1,7 +1,19 @@
-"""TaskPersistence: reads and writes one partition's schedule rows, keeps the read checkpoint.
+"""TaskPersistence: the single writer of one partition's rows; keeps the read checkpoint.
 
-It owns the partition's ThroughputController (a plain object): the loads the controller decides
-are this actor's own calls.
+It writes the schedule rows of every polled batch, applies the operators' commands, loads the
+rows the ThroughputController (a plain object it owns) decides to load, and writes the status
+changes the PartitionExecutor records (the seed's TaskCompletionTracker, now this actor's
+`flush`). No other thread of the partition writes a row, so a CANCELLED written for an
+operator cannot be overwritten by a RUNNING still waiting in the status buffer: the cancel
+goes through that same buffer.
+
+Status changes are buffered for `status_flush_ms` and written in one batch: a task's RUNNING and
+SUCCEEDED usually land in the same flush and collapse into one write. Losing a buffer in a
+crash is safe: the task's schedule row is still there and it runs again (at-least-once).
+Look-ups consult the buffer before the store, so a completion is visible before it is flushed.
+The buffer (`UnflushedStatuses`, in the context) outlives the tree when the tree is restarted
+after a failure: the PartitionExecutor puts changes in it as attempts start and finish (a finish
+is visible to a push at once, not once this actor gets to it), this actor writes it out.
 
 The read checkpoint is the position in schedule order up to which every schedule row has been
 handed to the PartitionScheduler (in the PartitionExecutor). Rows behind it that arrive later (a
@@ -26,6 +38,8 @@ from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command, Op
 from scheduler.engine.messages import ScheduledTask, TasksLoaded
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
+from scheduler.engine.timers import TimerHandle
+from scheduler.errors import BackendUnavailableError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores.abc import TaskStore
 
@@ -49,6 +63,9 @@ BEFORE_ALL: ScheduleCursor = (-(2**63), "", "")
 """A cursor before every key."""
 
 
+#: Flush at once when this many status changes are waiting, whatever the timer says.
+FLUSH_AT = 2000
+
 _RERUNNABLE = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
 
@@ -71,7 +88,7 @@ def _live(row: StoredTask) -> bool:
 
 
 class TaskPersistence(PartitionActor):
-    """Single writer of a partition's schedule rows."""
+    """Single writer of a partition's rows: schedule rows, statuses, operators' changes."""
 
     def __init__(
         self, ctx: PartitionContext, executor: pykka.ActorProxy[PartitionExecutor]
@@ -91,12 +108,54 @@ class TaskPersistence(PartitionActor):
             wake=self._tick_soon,
         )
         self._me: pykka.ActorProxy[TaskPersistence] | None = None
+        self.flush_timer: TimerHandle | None = None
+        self.status_outage = ctx.store_probe("status rows", self._tell_executor)
+        """Whether the store refuses the partition's status rows; while it does, the flush
+        timer is the store's probe and the PartitionExecutor starts nothing."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
 
     def on_stop(self) -> None:
         self.controller.close()
+        self.flush()  # in an outage, the changes left are lost: the next owner runs them again
+
+    def _tell_executor(self, what: str, down: bool) -> None:
+        self._executor.store_outage.defer(what, down)
+
+    # -- status rows (the seed's TaskCompletionTracker) ---------------------------------------
+
+    def changed(self) -> None:
+        """Status changes were put in the buffer: flush now if many wait, else arm the timer
+        (in an outage, the probe's timer is armed already)."""
+        if len(self._unflushed) >= FLUSH_AT and not self.status_outage.down:
+            self.flush()
+        elif self.flush_timer is None:
+            me = self._me
+            assert me is not None
+            self.flush_timer = self.ctx.timers.call_later(
+                self.ctx.settings.status_flush_ms / 1000, lambda: me.flush.defer()
+            )
+
+    def flush(self) -> None:
+        """Write every buffered status row now."""
+        if self.flush_timer is not None:
+            self.flush_timer.cancel()
+            self.flush_timer = None
+        try:
+            self._unflushed.write(self.ctx.store, self.ctx.partition)
+        except BackendUnavailableError as error:
+            # The changes stay in the buffer, where look-ups see them; the next flush probes.
+            delay = self.status_outage.refused(error)
+            me = self._me
+            if me is not None:
+                self.flush_timer = self.ctx.timers.call_later(delay, lambda: me.flush.defer())
+            return
+        self.status_outage.answered()
+
+    def discard(self, keys: Collection[TaskKey]) -> None:
+        """Remove schedule rows of keys that are already final (a completed key enqueued again)."""
+        self.ctx.store.delete_tasks(self.ctx.partition, keys)
 
     # -- the ThroughputController's calls ---------------------------------------------------
 
@@ -218,10 +277,12 @@ class TaskPersistence(PartitionActor):
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
         if command.op is Op.CANCEL:
-            store.record_statuses(
-                partition,
-                [TaskStatus(key, TaskState.CANCELLED, updated_ms=self.ctx.clock.now_ms())],
+            # Through the buffer, written now: it replaces a RUNNING or RETRYING of the key
+            # waiting there, which a later flush would otherwise write over the CANCELLED.
+            self._unflushed.put(
+                [TaskStatus(key, TaskState.CANCELLED, updated_ms=self.ctx.clock.now_ms())]
             )
+            self.flush_now()
             metrics.CANCELLED.inc()
             self._executor.cancel.defer([key])
         elif command.op is Op.RETRY:
@@ -229,9 +290,19 @@ class TaskPersistence(PartitionActor):
         elif command.op is Op.RERUN:
             self._run_again(command, _RERUNNABLE)
         elif command.op is Op.DROP:
+            if self._unflushed.peek([key]):
+                self.flush_now()  # written later, its FAILED would come back after the drop
             status = store.fetch_statuses(partition, [key]).get(key)
             if status is not None and status.state is TaskState.FAILED:
                 store.delete_statuses(partition, [key])
+
+    def flush_now(self) -> None:
+        """Write the buffered status rows as part of the batch being persisted: a refusal fails
+        the persist (the poll loop holds the batch and writes it again), and the flush timer,
+        if armed, stays so (in an outage it is the store's probe)."""
+        self._unflushed.write(self.ctx.store, self.ctx.partition)
+        if self.status_outage.down:
+            self.status_outage.answered()
 
     def _run_again(self, command: Command, states: Collection[TaskState]) -> None:
         """An operator's retry or rerun: the finished task's key runs once more, from its first
@@ -244,7 +315,7 @@ class TaskPersistence(PartitionActor):
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
         if self._unflushed.peek([key]):
             # Its finish is not in the store yet: written later, it would delete the new row.
-            self._unflushed.write(store, partition)
+            self.flush_now()
         status = store.fetch_statuses(partition, [key]).get(key)
         if status is None or status.state not in states:
             found = status.state.value if status is not None else "not finished or not found"

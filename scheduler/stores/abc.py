@@ -17,8 +17,8 @@ SQLite store keeps the same key structure:
   a crash in between leaves a row whose final status tells the engine to skip it). Loading reads
   forward from a cursor with clustering bounds, so deleted rows (Cassandra tombstones) behind the
   cursor are never scanned again.
-* Every method is called for one partition by that partition's single writer (its TaskPersistence
-  or TaskCompletionTracker); the store needs no locking across partitions beyond its own.
+* Every method is called for one partition by that partition's single writer (its
+  TaskPersistence); the store needs no locking across partitions beyond its own.
   Admin reads may run from any process at any time.
 * **Malformed records** (records on the log that do not decode: another producer wrote them) are
   kept by `(partition, offset)` for operators to look at, and expire with the status retention.

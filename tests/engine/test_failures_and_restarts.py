@@ -377,7 +377,7 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
         settings=TEST_SETTINGS,
         report_failure=lambda *failure: None,
     )
-    ref = Holdable.start(ctx, tracker=None)
+    ref = Holdable.start(ctx)
     holding, release = threading.Event(), threading.Event()
     ref.proxy().hold(holding, release)  # the actor is busy...
     assert holding.wait(10)
