@@ -95,7 +95,8 @@ class PartitionSupervisor:
 
     def running_keys(self) -> pykka.Future[list[TaskKey]]:
         """The tasks whose attempts run now (a future: ask every partition, then wait)."""
-        return self.executor.running_keys()
+        keys: pykka.Future[list[TaskKey]] = self.executor.running_keys()
+        return keys
 
     def shut_down(self, deadline: StopDeadline | float, reason: str) -> None:
         """Stop the tree: running attempts get until `deadline` to finish, then are cancelled

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from scheduler.embedded import EmbeddedScheduler
 from scheduler.engine.settings import EngineSettings
@@ -14,7 +15,7 @@ PER_WORKER = 6
 
 
 def test_a_worker_owning_64_partitions_runs_two_threads_per_partition_and_its_pool(
-    data_dir,
+    data_dir: Path,
 ) -> None:
     settings = EngineSettings(pool_size=8)
     before = threading.active_count()
