@@ -1,7 +1,9 @@
 """PartitionScheduler: holds a partition's tasks until they are due, then dispatches them.
 
 Tasks sit in a heap ordered by due time. One timer is armed for the earliest; when it fires, every
-task due by then is dispatched in one batch. Nothing polls: with no task due nothing runs.
+task due by then is dispatched in one batch. Nothing polls: with no task due nothing runs. A task
+handed on already due takes the heap's due tasks with it, in key order, since their timer's `fire`
+may still be on its way to this thread.
 
 It is a plain object owned by the PartitionExecutor actor, whose thread is the only one that
 touches it: holding tasks needs no thread of its own, and a due task goes to its ordering id's
@@ -110,11 +112,28 @@ class PartitionScheduler:
             else:
                 self.held[key] = item
                 heapq.heappush(self.heap, (key.scheduled_ms, key))
+        if due:
+            # Tasks of the heap that fell due before their timer's `fire` reached this thread
+            # (a worker stalled, a busy mailbox) go first: else a task pushed due now starts
+            # before an earlier task of its ordering id that has waited here since it was loaded.
+            due += self._pop_due(now)
         if self.awaited:
             due += self._arrived(arrived)
+        if len(due) > 1:
             due.sort(key=lambda item: item.key)
         self._hand_on(due)
         self._arm()
+
+    def _pop_due(self, now: int) -> list[ScheduledTask]:
+        """Take the held tasks due by `now` off the heap, in due order."""
+        due: list[ScheduledTask] = []
+        heap, held = self.heap, self.held
+        while heap and heap[0][0] <= now:
+            _, key = heapq.heappop(heap)
+            item = held.pop(key, None)
+            if item is not None:  # else cancelled, or dispatched early by an overwrite
+                due.append(item)
+        return due
 
     def cancel(self, keys: Iterable[TaskKey]) -> list[TaskKey]:
         """Forget these tasks; returns those not held here (dispatched already, or unknown)."""
@@ -129,15 +148,7 @@ class PartitionScheduler:
         self.timer_due_ms = None
         if self.stopped:
             return
-        now = self.ctx.clock.now_ms()
-        due: list[ScheduledTask] = []
-        heap, held = self.heap, self.held
-        while heap and heap[0][0] <= now:
-            _, key = heapq.heappop(heap)
-            item = held.pop(key, None)
-            if item is not None:  # else cancelled, or dispatched early by an overwrite
-                due.append(item)
-        self._hand_on(due)
+        self._hand_on(self._pop_due(self.ctx.clock.now_ms()))
         self._arm()
 
     def _arm(self) -> None:

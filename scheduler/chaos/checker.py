@@ -26,6 +26,10 @@ class Fault:
     what: str
     began_ms: int
     ended_ms: int
+    frozen_worker: int | None = None
+    """The pid of the worker the fault froze (SIGSTOP), if it froze one: an attempt in flight
+    on it when the fault began cannot be stopped, and finishes after SIGCONT while the next
+    owner may already run later tasks of its ordering id (the documented window)."""
 
 
 @dataclass
@@ -45,7 +49,10 @@ class ChaosReport:
     order_violations: list[tuple[KeyTuple, KeyTuple]] = field(default_factory=list)
     """Pairs of one ordering id whose first successful runs started out of key order (0)."""
     overlaps: list[tuple[Execution, Execution]] = field(default_factory=list)
-    """Two attempts of one ordering id running at the same time (must be 0)."""
+    """Two attempts of one ordering id running at the same time, unexplained (must be 0)."""
+    explained_overlaps: list[tuple[Execution, Execution, str]] = field(default_factory=list)
+    """Overlaps whose first attempt was frozen mid-run by a fault, each with that reason
+    (``in flight at F``): allowed, since nothing can stop a frozen process."""
     duplicates: dict[KeyTuple, str] = field(default_factory=dict)
     """Tasks that succeeded more than once, each with the reason it is allowed, or
     ``unexplained`` (a bug)."""
@@ -72,6 +79,11 @@ class ChaosReport:
         reasons: dict[str, int] = defaultdict(int)
         for why in self.duplicates.values():
             reasons[why] += 1
+        overlap_reasons: dict[str, int] = defaultdict(int)
+        for *_, why in self.explained_overlaps:
+            overlap_reasons[why] += 1
+        if self.explained_overlaps:
+            overlap_reasons["unexplained"] = len(self.overlaps)
         pauses = " ".join(f"p{p}={ms}" for p, ms in sorted(self.longest_pause_ms.items()))
         lines = [
             f"scenario              {self.scenario}",
@@ -84,7 +96,8 @@ class ChaosReport:
             f"lost                  {len(self.lost)}",
             f"unacknowledged runs   {len(self.unacknowledged_runs)}",
             f"order violations      {len(self.order_violations)}",
-            f"overlaps              {len(self.overlaps)}",
+            f"overlaps              {len(self.overlaps) + len(self.explained_overlaps)}"
+            + "".join(f"; {why} {n}" for why, n in sorted(overlap_reasons.items())),
             f"duplicates            {len(self.duplicates)}"
             + "".join(f"; {why} {n}" for why, n in sorted(reasons.items())),
             f"longest pause (ms)    {pauses or '-'}",
@@ -122,36 +135,112 @@ def check(
         attempts=len(attempts),
         lost=history.missing,
         order_violations=history.order_violations,
-        overlaps=history.concurrent_violations + _open_overlaps(attempts),
         faults=list(faults),
     )
+    frozen = _frozen_in_flight(attempts, faults)
+    thawed = [e for e in attempts if e not in frozen]
+    explained, unexplained = _overlaps_of_frozen(attempts, frozen)
+    report.overlaps = _finished_overlaps(thawed) + _open_overlaps(attempts, thawed) + unexplained
+    report.explained_overlaps = explained
     report.unacknowledged_runs = sorted({e.key for e in attempts if e.key not in sent_set})
     report.duplicates = {key: _reason(key, attempts, faults) for key in sorted(history.duplicates)}
     report.longest_pause_ms = longest_pauses(attempts, load_window)
     return report
 
 
-def _open_overlaps(attempts: list[Execution]) -> list[tuple[Execution, Execution]]:
-    """Attempts that never recorded their end, overlapping a later attempt of their ordering id
-    on another worker while their own worker was still alive (it recorded something after that
-    attempt began). A worker killed mid-attempt records nothing after its death, so the next
-    owner's run of the task, seconds later, is no overlap."""
+def _frozen_in_flight(
+    attempts: list[Execution], faults: Collection[Fault]
+) -> dict[Execution, Fault]:
+    """The attempts a fault froze mid-run (on its ``frozen_worker``, begun before the fault
+    and not ended before it), each with that fault."""
+    found: dict[Execution, Fault] = {}
+    for fault in faults:
+        if fault.frozen_worker is None:
+            continue
+        for e in attempts:
+            if (
+                e.worker == fault.frozen_worker
+                and e.start_ms <= fault.began_ms
+                and (e.end_ms is None or e.end_ms >= fault.began_ms)
+            ):
+                found.setdefault(e, fault)
+    return found
+
+
+def _by_ordering_id(attempts: Iterable[Execution]) -> dict[str, list[Execution]]:
+    by_id: dict[str, list[Execution]] = defaultdict(list)
+    for e in sorted(attempts, key=lambda e: e.start_ms):
+        by_id[e.ordering_id].append(e)
+    return by_id
+
+
+def _finished_overlaps(attempts: list[Execution]) -> list[tuple[Execution, Execution]]:
+    """Attempts of one ordering id that began before the one still running (the one that
+    ends last so far) had ended: the first of each pair is that running one."""
+    found = []
+    for runs in _by_ordering_id(attempts).values():
+        latest: Execution | None = None
+        for e in runs:
+            if latest is not None and latest.end_ms and e.start_ms < latest.end_ms:
+                found.append((latest, e))
+            if latest is None or (e.end_ms or 0) > (latest.end_ms or 0):
+                latest = e
+    return found
+
+
+def _overlaps_of_frozen(
+    attempts: list[Execution], frozen: dict[Execution, Fault]
+) -> tuple[list[tuple[Execution, Execution, str]], list[tuple[Execution, Execution]]]:
+    """The overlaps of each frozen attempt with the others of its ordering id: explained (with
+    the reason ``in flight at F``) when the other ran on another worker and began after the
+    freeze, while the frozen one had yet to end (or, if it never ended, while its worker still
+    recorded); unexplained when the other began before the freeze, or on the same worker."""
+    last_seen = _last_seen(attempts)
+    by_id = _by_ordering_id(attempts)
+    explained: list[tuple[Execution, Execution, str]] = []
+    unexplained: list[tuple[Execution, Execution]] = []
+    for run, fault in frozen.items():
+        until = run.end_ms if run.end_ms is not None else last_seen[run.worker]
+        for other in by_id[run.ordering_id]:
+            if other == run:
+                continue
+            if other.start_ms <= run.start_ms:
+                if other not in frozen and other.end_ms is not None and run.start_ms < other.end_ms:
+                    unexplained.append((other, run))
+            elif other.start_ms < until:
+                if other.worker != run.worker and other.start_ms >= fault.began_ms:
+                    explained.append((run, other, f"in flight at {fault.what}"))
+                else:
+                    unexplained.append((run, other))
+    explained.sort(key=lambda pair: (pair[0].start_ms, pair[1].start_ms))
+    return explained, unexplained
+
+
+def _last_seen(attempts: list[Execution]) -> dict[int, int]:
+    """Per worker, the last time it recorded anything."""
     last_seen: dict[int, int] = defaultdict(int)
     for e in attempts:
         last_seen[e.worker] = max(last_seen[e.worker], e.start_ms, e.end_ms or 0)
-    by_id: dict[str, list[Execution]] = defaultdict(list)
-    for e in attempts:
-        by_id[e.ordering_id].append(e)
+    return last_seen
+
+
+def _open_overlaps(
+    attempts: list[Execution], candidates: list[Execution]
+) -> list[tuple[Execution, Execution]]:
+    """Attempts among ``candidates`` that never recorded their end, overlapping a later
+    attempt of their ordering id on another worker while their own worker was still alive (it
+    recorded something after that attempt began). A worker killed mid-attempt records nothing
+    after its death, so the next owner's run of the task, seconds later, is no overlap."""
+    last_seen = _last_seen(attempts)
+    by_id = _by_ordering_id(attempts)
     found = []
-    for runs in by_id.values():
-        for open_run in (e for e in runs if e.end_ms is None):
-            alive_until = last_seen[open_run.worker]
-            found += [
-                (open_run, other)
-                for other in runs
-                if other.worker != open_run.worker
-                and open_run.start_ms <= other.start_ms < alive_until
-            ][:1]
+    for open_run in (e for e in candidates if e.end_ms is None):
+        alive_until = last_seen[open_run.worker]
+        found += [
+            (open_run, other)
+            for other in by_id[open_run.ordering_id]
+            if other.worker != open_run.worker and open_run.start_ms <= other.start_ms < alive_until
+        ][:1]
     return found
 
 

@@ -9,6 +9,8 @@ stop, the proxies close, the topic is deleted and the keyspace dropped.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 import os
 import time
@@ -155,13 +157,14 @@ class ChaosRun:
     # -- faults -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def fault(self, what: str) -> Iterator[None]:
-        """Record the block as a fault window named ``what`` (for the checker's reasons)."""
+    def fault(self, what: str, *, frozen_worker: int | None = None) -> Iterator[None]:
+        """Record the block as a fault window named ``what`` (for the checker's reasons);
+        ``frozen_worker`` is the pid of a worker the fault freezes (SIGSTOP)."""
         began = now_ms()
         try:
             yield
         finally:
-            self.faults.append(Fault(what, began, now_ms()))
+            self.faults.append(Fault(what, began, now_ms(), frozen_worker))
 
     # -- the verdict --------------------------------------------------------------------------
 
@@ -186,6 +189,10 @@ class ChaosRun:
         # Until now, not the load's end: a partition that stood still past the load (and ran
         # its backlog late) must show its whole pause.
         window = (self.load.started_ms or 0, now_ms())
+        # Beside the record, so that a run's verdict can be recomputed from its directory.
+        (self.directory / "faults.json").write_text(
+            json.dumps([dataclasses.asdict(fault) for fault in self.faults], indent=1)
+        )
         return check(
             self.scenario,
             sent=sent,

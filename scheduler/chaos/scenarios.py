@@ -136,7 +136,7 @@ def worker_pause(run: ChaosRun, duration_s: float) -> None:
 
     def one_round(n: int) -> None:
         victim = run.workers[0]
-        with run.fault("SIGSTOP w1"):
+        with run.fault("SIGSTOP w1", frozen_worker=victim.pid):
             faults.pause_pid(victim.pid)
             time.sleep(SESSION_TIMEOUT_S + 5)
             faults.resume_pid(victim.pid)

@@ -6,6 +6,10 @@ GIL anyway; when sending stops, a daemon thread takes over and blocks in `poll`,
 futures resolve too. The thread stays out of the way while senders are busy: a thread taking the
 GIL for every delivery report while another sends halved throughput when measured. Futures
 resolve on whichever thread polled, so their done-callbacks must be quick.
+
+A producer whose librdkafka client has dropped every broker it knew (librdkafka issue 5301, see
+`kafka_brokers`) would queue records until they time out, for good; the background thread
+replaces such a client (`_renew_if_stranded`), as the consumer does.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -29,7 +34,14 @@ from scheduler.errors import (
 from scheduler.logs._delivery import _LOCK as _OUTCOME_LOCK
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
-from scheduler.logs.kafka_config import config_refused, kafka_error, logger, unavailable
+from scheduler.logs.kafka_brokers import BrokerWatch
+from scheduler.logs.kafka_config import (
+    STATS_INTERVAL_MS,
+    config_refused,
+    kafka_error,
+    logger,
+    unavailable,
+)
 from scheduler.logs.kafka_security import RefusalRecorder, not_allowed
 from scheduler.metrics import ticked
 
@@ -62,6 +74,22 @@ _FAILED_BY_FATAL = frozenset(
 """How librdkafka fails the records of a producer a fatal error stopped."""
 _ANY_PARTITION = -1
 """librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner chooses."""
+RENEW_AFTER_S = 5.0
+"""How long the producer's client may know no broker at all before it is replaced
+(`KafkaLogProducer._renew_if_stranded`): five statistics reports."""
+_RETIRED_DRAIN_S = 30.0
+"""How long a replaced client is polled for the reports of records that raced the renewal."""
+
+
+class _Gate:
+    """What a C sender reads `_open` from (it takes the fast path while that is true): one per
+    sender, closed when the producer closes or replaces the client the sender was built on, so
+    that the sender falls back to its Python send, which follows the new client."""
+
+    __slots__ = ("__weakref__", "_open")
+
+    def __init__(self) -> None:
+        self._open = True
 
 
 class KafkaLogProducer(LogProducer):
@@ -73,6 +101,7 @@ class KafkaLogProducer(LogProducer):
         config: dict[str, Any],
         topic: str,
         serve_also: Callable[[], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._topic = topic
         self._serve_also = serve_also
@@ -91,10 +120,21 @@ class KafkaLogProducer(LogProducer):
                 "message.timeout.ms."
             ),
         )
-        try:
-            self._producer = Producer({**config, "error_cb": self._refusals})
-        except KafkaException as exc:
-            raise config_refused("producer", exc, "producer_config") from None
+        self._brokers = BrokerWatch(
+            self._bootstrap,
+            client=f"producer of topic {topic!r}",
+            excused=lambda: self._refusals.recent() is not None,
+            clock=clock,
+        )
+        self._gates: weakref.WeakSet[_Gate] = weakref.WeakSet()
+        """The gates of the C senders built on the current client (weak: `send` may build a
+        sender per call, past `_MAX_SENDERS`)."""
+        self._rebinds: weakref.WeakKeyDictionary[Sender, Callable[[Callable[..., Any]], None]]
+        self._rebinds = weakref.WeakKeyDictionary()
+        """Each Python send's way to follow a new client's `produce` (`_renew_if_stranded`),
+        for as long as the send lives."""
+        self._renewing = threading.Lock()
+        self._producer = self._new_client()
         self._connect_early()
         self._closed = threading.Event()
         self._open = True
@@ -111,6 +151,64 @@ class KafkaLogProducer(LogProducer):
             target=self._poll_until_closed, name=f"kafka-producer-{topic}", daemon=True
         )
         self._poller.start()
+
+    def _new_client(self) -> Producer:
+        # Statistics (unless configured off) for `BrokerWatch`: they say when the client knows
+        # no broker any more. Served by whoever polls, as the delivery reports are.
+        config = {"statistics.interval.ms": STATS_INTERVAL_MS, **self._config}
+        theirs = config.get("stats_cb")  # a caller's own reader gets every report too
+        watch = self._brokers
+
+        def stats_cb(stats: str) -> None:
+            watch(stats)
+            if theirs is not None:
+                theirs(stats)
+
+        try:
+            return Producer({**config, "error_cb": self._refusals, "stats_cb": stats_cb})
+        except KafkaException as exc:
+            raise config_refused("producer", exc, "producer_config") from None
+
+    def _renew_if_stranded(self) -> bool:
+        """Replace the librdkafka client once it has known no broker for `RENEW_AFTER_S`: it
+        would never connect again (librdkafka issue 5301, see `kafka_brokers`). The records
+        queued on it fail (their futures say the log was unavailable: sent or not, the caller
+        may send them again); the senders follow the new client. True if it replaced it."""
+        with self._renewing:
+            stranded_s = self._brokers.known_none_for()
+            if stranded_s < RENEW_AFTER_S or not self._open:
+                return False
+            logger.warning(
+                "producer of topic %r: librdkafka has known no Kafka broker for %.0f s (a "
+                "metadata answer listed none, as a broker sends while it shuts down, and it "
+                "dropped every broker it knew: librdkafka issue 5301), so it would never "
+                "reconnect; starting a new producer (records queued on the old one fail)",
+                self._topic,
+                stranded_s,
+            )
+            old, self._producer = self._producer, self._new_client()
+            self._brokers.renewed()
+            for gate in self._gates:
+                gate._open = False  # C senders on the old client fall back to their Python send
+            self._gates.clear()
+            self._senders.clear()  # `send` builds C senders on the new client again
+            for rebind in list(self._rebinds.values()):
+                rebind(self._producer.produce)
+        threading.Thread(
+            target=self._drain_retired, args=(old,), name="kafka-producer-retire", daemon=True
+        ).start()
+        return True
+
+    def _drain_retired(self, old: Producer) -> None:
+        """Fail what the replaced client holds, and what senders racing the renewal gave it,
+        by serving its reports until it holds nothing (or `_RETIRED_DRAIN_S` passed)."""
+        deadline = time.monotonic() + _RETIRED_DRAIN_S
+        try:
+            while len(old) and time.monotonic() < deadline:
+                old.purge()
+                old.poll(0.1)
+        except Exception as error:  # replaced because it was stranded: its errors say nothing new
+            logger.debug("draining a replaced producer: %s", error)
 
     def _connect_early(self) -> None:
         """Ask for metadata now, so that the first records do not wait half a second.
@@ -161,6 +259,10 @@ class KafkaLogProducer(LogProducer):
         produce, poll, topic = self._producer.produce, self._poll, self._topic
         produce_when_room, sends = self._produce_when_room, self._sends
 
+        def rebind(new_produce: Callable[..., Any]) -> None:
+            nonlocal produce
+            produce = new_produce
+
         def send(key: RecordKey, value: bytes) -> Future[int]:
             if not self._open:
                 raise BackendUnavailableError(f"the producer for topic {topic!r} is closed")
@@ -178,11 +280,15 @@ class KafkaLogProducer(LogProducer):
                 poll(0)
             return future
 
+        self._rebinds[send] = rebind
         native = speedups.native
         if not fast or native is None:
             return send
+        gate = _Gate()
+        gate._open = self._open
+        self._gates.add(gate)
         sender: Sender = native.RecordSender(
-            producer=self,
+            producer=gate,
             future_type=future_type,
             produce=produce,
             topic=topic,
@@ -256,6 +362,9 @@ class KafkaLogProducer(LogProducer):
             if self._closed.is_set():
                 return
             self._open = False
+            with self._renewing:
+                for gate in self._gates:
+                    gate._open = False
             remaining = self.flush(_CLOSE_FLUSH_S)
             if remaining:
                 # Fail the futures of what could not be delivered instead of leaving them
@@ -362,6 +471,7 @@ class KafkaLogProducer(LogProducer):
         sends_seen = -1
         serve_also_at = time.monotonic() + _SERVE_ALSO_EVERY_S
         while not self._closed.is_set():
+            self._renew_if_stranded()
             if self._serve_also is not None and time.monotonic() >= serve_also_at:
                 serve_also_at = time.monotonic() + _SERVE_ALSO_EVERY_S
                 try:

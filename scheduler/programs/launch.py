@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from scheduler.model import Task, from_epoch_ms
+from scheduler.model import Task, from_epoch_ms, to_epoch_ms
 from scheduler.programs.model import StartedBy, StarterKind, run_id_for
 
 WORKFLOW_EXECUTOR = "workflow"
@@ -59,32 +59,35 @@ class LaunchRequest:
 
     def task(self) -> Task:
         """The launch task to enqueue with `schedule_task`."""
-        return Task(
-            PROGRAM_QUEUE + self.program,
-            self.requested_at,
-            self.request_key,
-            {
-                "executor": WORKFLOW_EXECUTOR,
-                "op": "launch",
-                "program": self.program,
-                "request_key": self.request_key,
-                "started_by": str(self.started_by),
-                "properties": dict(self.properties),
-                "system": dict(self.system),
-                "concurrency": self.concurrency,
-                "reply_to": self.reply_to,
-                "reply_executor": self.reply_executor,
-            },
-        )
+        return Task(PROGRAM_QUEUE + self.program, self.requested_at, self.request_key, self.data())
+
+    def data(self) -> dict[str, Any]:
+        """The launch task's data."""
+        return {
+            "executor": WORKFLOW_EXECUTOR,
+            "op": "launch",
+            "program": self.program,
+            "request_key": self.request_key,
+            "started_by": str(self.started_by),
+            "properties": dict(self.properties),
+            "system": dict(self.system),
+            "concurrency": self.concurrency,
+            "reply_to": self.reply_to,
+            "reply_executor": self.reply_executor,
+        }
 
     @classmethod
     def from_task(cls, task: Task) -> LaunchRequest:
-        data = task.data
+        return cls.from_data(task.data, task.scheduled_time)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], requested_at: datetime) -> LaunchRequest:
+        """The request in a launch task's data (or an entry of a `launch-many` task's)."""
         return cls(
             program=data["program"],
             request_key=data["request_key"],
             started_by=StartedBy.parse(data["started_by"]),
-            requested_at=task.scheduled_time,
+            requested_at=requested_at,
             properties=dict(data.get("properties") or {}),
             system=dict(data.get("system") or {}),
             concurrency=data.get("concurrency"),
@@ -118,8 +121,7 @@ def launch_batches(requests: Sequence[LaunchRequest], key: str) -> list[Task]:
                     "op": "launch-many",
                     "program": first.program,
                     "requests": [
-                        {**t.data, "requested_ms": t.scheduled_ms}
-                        for t in (r.task() for r in batch)
+                        {**r.data(), "requested_ms": to_epoch_ms(r.requested_at)} for r in batch
                     ],
                 },
             )
@@ -130,14 +132,7 @@ def launch_batches(requests: Sequence[LaunchRequest], key: str) -> list[Task]:
 def requests_of(task: Task) -> list[LaunchRequest]:
     """The requests of a `launch-many` task."""
     return [
-        LaunchRequest.from_task(
-            Task(
-                task.ordering_id,
-                from_epoch_ms(int(data["requested_ms"])),
-                data["request_key"],
-                data,
-            )
-        )
+        LaunchRequest.from_data(data, from_epoch_ms(int(data["requested_ms"])))
         for data in task.data["requests"]
     ]
 

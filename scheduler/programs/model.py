@@ -7,6 +7,7 @@ re-executed after a worker crash, finds the run it already made instead of makin
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import uuid
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from typing import Any
 
 RUN_NAMESPACE = uuid.UUID("6f1c2b0e-3d4a-5b6c-8d7e-9f0a1b2c3d4e")
 """The uuid5 namespace of run ids (fixed forever: changing it would relaunch old requests)."""
+_NAMESPACE_BYTES = RUN_NAMESPACE.bytes
 
 
 class ProgramKind(enum.StrEnum):
@@ -123,7 +125,15 @@ def _render(template: str, arguments: Mapping[str, Any]) -> str:
 
 def run_id_for(program: str, request_key: str) -> str:
     """The run id of the launch asked for by `request_key` (deterministic: uuid5)."""
-    return str(uuid.uuid5(RUN_NAMESPACE, f"{program}\x00{request_key}"))
+    # uuid.uuid5 spelled out (the same id): a launch of 200 runs derives 200 of them, and the
+    # UUID class's checks cost more than the hash.
+    digest = bytearray(
+        hashlib.sha1(_NAMESPACE_BYTES + f"{program}\x00{request_key}".encode()).digest()[:16]
+    )
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    text = digest.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 @dataclass(frozen=True, slots=True)

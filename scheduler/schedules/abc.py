@@ -21,7 +21,7 @@ Contract (the suite in tests/contracts/test_schedule_store_contract.py holds eve
   a job waits for a run of its program to end).
 * Jobs are keyed by (schedule, job key); `put_job` replaces one, `jobs` lists a schedule's jobs
   oldest first (revision, then generation), `delete_job` removes one; `put_jobs` writes many and
-  deletes some in one batch.
+  deletes some in one batch; `jobs_of` reads the jobs of many schedules at once (a tick's).
 * The fire index (`scheduler.schedules.fires`): rows keyed by (instant, shard, name, cron);
   `put_fires` writes rows (the same row again is one row), `fires` reads one instant and shard's
   rows, `delete_fires` removes them all. Rows are hints checked against the record, so a
@@ -303,6 +303,11 @@ class ScheduleStore(ABC):
     @abstractmethod
     def jobs(self, name: str) -> list[Job]:
         """The schedule's stored jobs, oldest first (revision, then generation)."""
+
+    def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
+        """`jobs` of each name (an empty list for a schedule without jobs); adapters read them
+        in a few requests rather than one per name."""
+        return {name: self.jobs(name) for name in names}
 
     @abstractmethod
     def delete_job(self, name: str, job_key: str) -> None:

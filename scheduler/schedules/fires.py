@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from scheduler import metrics
 from scheduler.model import Task, from_epoch_ms
-from scheduler.programs.launch import LaunchRequest, launch_batches
+from scheduler.programs.launch import LAUNCH_BATCH, LaunchRequest, launch_batches
 from scheduler.schedules import job as jobs
 from scheduler.schedules.abc import FireRow
 from scheduler.schedules.catchup import LATE_MS
@@ -175,17 +175,23 @@ def tick(executor: ScheduleExecutor, task: Task) -> None:
 def _launch(
     executor: ScheduleExecutor, due: Sequence[_Due], shard: int, fire_ms: int, now: int
 ) -> None:
-    """Add the fire to each due schedule's latest job, send the launches (one `launch-many`
-    task per program and `LAUNCH_BATCH` runs, in the program's queue, where every run is
-    created), then write the jobs. A job holding this fire already (the tick re-executed) is
-    not written again, but its launch is sent again, so that the batches are the same tasks."""
+    """Add the fire to each due schedule's latest job (their jobs read in one `jobs_of`), send
+    the launches (one `launch-many` task per program and `LAUNCH_BATCH` runs, in the program's
+    queue, where every run is created), then write the jobs. A batch is sent as soon as it is
+    full, so the program's queue starts its runs while the tick decides the rest; the batches
+    are the ones `launch_batches` makes of each program's requests in the order of `due`. A job
+    holding this fire already (the tick re-executed) is not written again, but its launch is
+    sent again, so that the batches are the same tasks."""
     store = executor.store
     requests: dict[str, list[LaunchRequest]] = {}
+    sent: list[Future[int]] = []
     written: list[tuple[jobs.Job, list[jobs.Job]]] = []
+    histories = store.jobs_of([d.row.name for d in due])
+    key = f"tick:{shard}"
     for d in due:
         record = d.record
         cron = record.schedule.crons()[d.row.cron]
-        history = store.jobs(record.name)
+        history = histories.get(record.name, [])
         mine = [j for j in history if j.revision == record.revision]
         latest = mine[-1] if mine else jobs.new_job(record.schedule, record.revision)
         event = TimeFired(cron=cron.expression, time_zone=cron.time_zone, logical_time_ms=fire_ms)
@@ -202,14 +208,21 @@ def _launch(
             continue
         fired = fire_task(record.name, record.revision, d.row.cron, fire_ms)
         request = executor.launch_request(record.schedule, job, launch, fired)
-        requests.setdefault(request.program, []).append(request)
+        waiting = requests.setdefault(request.program, [])
+        waiting.append(request)
+        if len(waiting) == LAUNCH_BATCH:
+            sent.append(executor.client.schedule_tasks(launch_batches(waiting, key)))
+            waiting.clear()
     batches = [
         task
         for program in sorted(requests)
-        for task in launch_batches(requests[program], f"tick:{shard}")
+        if requests[program]
+        for task in launch_batches(requests[program], key)
     ]
     if batches:
-        executor.client.schedule_tasks(batches).result(executor.timeout_s)
+        sent.append(executor.client.schedule_tasks(batches))
+    for wait in sent:
+        wait.result(executor.timeout_s)
     gone: list[tuple[str, str]] = []
     for job, history in written:
         jobs_moved(None, job.state)

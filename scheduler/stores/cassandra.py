@@ -645,6 +645,9 @@ class CassandraTaskStore(TaskStore):
         # Through the index a query reads the id's rows only, tombstones included, so a whole
         # bucket is one query rather than a span of `read_slice_ms` each.
         indexed = ordering_id is not None and self.ordering_index
+        # Without the index the node filters each span for the id: a span answers a few rows,
+        # so a bucket's spans are read in one round, not in widening ones.
+        filtered = ordering_id is not None and not indexed
         run = self._runner()
         width, span = self.bucket_ms, self.read_slice_ms
         try:
@@ -655,6 +658,7 @@ class CassandraTaskStore(TaskStore):
                 until_ms=until_ms,
                 ordering_id=ordering_id,
                 keep=keep,
+                at_once=admin.FILTERED_AT_ONCE if filtered else 1,
             )
         except Exception as error:
             if ordering_id is None or _INDEX_BUILDING not in str(error):

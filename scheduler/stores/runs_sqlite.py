@@ -24,6 +24,8 @@ CREATE INDEX IF NOT EXISTS runs_by_program ON runs (program, created_ms DESC);
 CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_ms DESC);
 """
 _PURGE_PER_CREATE = 100
+_IN_LIMIT = 500
+"""Ids per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
 
 
 class SqliteRunStore(SqliteFile, RunStore):
@@ -56,30 +58,38 @@ class SqliteRunStore(SqliteFile, RunStore):
         return _run(row[0])
 
     def create_many(self, runs: Sequence[Run]) -> list[Run]:
-        """`create` for each run in one transaction."""
+        """`create` for each run in one transaction: the runs of these ids that exist read in a
+        few `IN` reads, the others inserted in one executemany (BEGIN IMMEDIATE holds the write
+        lock from the read to the insert)."""
         now = _now_ms()
-        stored: list[Run] = []
+        ids = list(dict.fromkeys(run.run_id for run in runs))
         with self._lock, self._transaction() as db:
             db.execute(
                 "DELETE FROM runs WHERE rowid IN "
                 "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
                 (now, _PURGE_PER_CREATE),
             )
-            for run in runs:
+            found: dict[str, Run] = {}
+            for start in range(0, len(ids), _IN_LIMIT):
+                chunk = ids[start : start + _IN_LIMIT]
+                marks = ",".join("?" * len(chunk))
                 db.execute(
-                    "DELETE FROM runs WHERE run_id = ? AND expires_ms <= ?", (run.run_id, now)
+                    f"DELETE FROM runs WHERE run_id IN ({marks}) AND expires_ms <= ?",
+                    (*chunk, now),
                 )
-                inserted = db.execute(
-                    "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
-                    (*_columns(run), self._expiry(now), _record(run)),
-                ).rowcount
-                if inserted:
-                    stored.append(run)
-                    continue
-                row = db.execute(
-                    "SELECT record FROM runs WHERE run_id = ?", (run.run_id,)
-                ).fetchone()
-                stored.append(_run(row[0]))
+                rows = db.execute(
+                    f"SELECT run_id, record FROM runs WHERE run_id IN ({marks})", chunk
+                ).fetchall()
+                found.update((run_id, _run(record)) for run_id, record in rows)
+            stored: list[Run] = []
+            fresh: list[tuple[Any, ...]] = []
+            for run in runs:
+                kept = found.get(run.run_id)
+                if kept is None:
+                    found[run.run_id] = kept = run
+                    fresh.append((*_columns(run), self._expiry(now), _record(run)))
+                stored.append(kept)
+            db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)", fresh)
         return stored
 
     def get(self, run_id: str) -> Run | None:

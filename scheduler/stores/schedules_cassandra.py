@@ -236,6 +236,14 @@ class CassandraScheduleStore(ScheduleStore):
         rows = self._run("jobs", (name,), f"read jobs of {name}")
         return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
 
+    def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
+        unique = list(dict.fromkeys(names))
+        answers = self._many([("jobs", (name,)) for name in unique], f"read jobs of {len(unique)}")
+        return {
+            name: sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
+            for name, rows in zip(unique, answers, strict=True)
+        }
+
     def delete_job(self, name: str, job_key: str) -> None:
         revision, generation = job_key.rsplit(":", 2)[1:]
         self._run("job_delete", (name, int(revision), int(generation)), f"delete job {job_key}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -140,6 +140,14 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         rows = self._read("SELECT record FROM schedule_jobs WHERE name = ?", (name,))
         return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
 
+    def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
+        found: dict[str, list[Job]] = {name: [] for name in names}
+        for name, text in _records_of(self._read, "schedule_jobs", list(found)):
+            found[name].append(Job.model_validate_json(text))
+        for jobs in found.values():
+            jobs.sort(key=job_order)
+        return found
+
     def delete_job(self, name: str, job_key: str) -> None:
         with self._lock, self._transaction() as db:
             db.execute("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", (name, job_key))
@@ -175,31 +183,44 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
 
     def get_versioned(self, names: list[str]) -> dict[str, tuple[ScheduleRecord, str]]:
         found: dict[str, tuple[ScheduleRecord, str]] = {}
-        for start in range(0, len(names), _IN_LIMIT):
-            chunk = names[start : start + _IN_LIMIT]
-            marks = ",".join("?" * len(chunk))
-            rows = self._read(
-                f"SELECT name, record FROM schedules WHERE name IN ({marks})", tuple(chunk)
-            )
-            for name, text in rows:
-                found[name] = (ScheduleRecord.from_json(orjson.loads(text)), text)
+        for name, text in _records_of(self._read, "schedules", names):
+            found[name] = (ScheduleRecord.from_json(orjson.loads(text)), text)
         return found
 
     def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
-        written: set[str] = set()
+        # The compare-and-set of every record in one transaction: the stored texts read in a
+        # few `IN` reads, compared here, and the unchanged ones rewritten in one executemany
+        # (BEGIN IMMEDIATE holds the write lock from the read to the write).
+        texts = {record.name: (text, record) for text, record in changes}
+        names = list(texts)
         with self._lock, self._transaction() as db:
-            for text, record in changes:
-                cursor = db.execute(
-                    "UPDATE schedules SET record = ? WHERE name = ? AND record = ?",
-                    (_dump(with_fire_state(text, record)), record.name, text),
-                )
-                if cursor.rowcount:
-                    written.add(record.name)
+            stored = dict(
+                _records_of(lambda sql, args: db.execute(sql, args).fetchall(), "schedules", names)
+            )
+            written = {name for name, (text, _) in texts.items() if stored.get(name) == text}
+            db.executemany(
+                "UPDATE schedules SET record = ? WHERE name = ?",
+                [
+                    (_dump(with_fire_state(text, record)), name)
+                    for name, (text, record) in texts.items()
+                    if name in written
+                ],
+            )
         return written
 
 
 _IN_LIMIT = 500
 """Names per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
+
+
+def _records_of(
+    read: Callable[[str, tuple[str, ...]], Iterable[Any]], table: str, names: Sequence[str]
+) -> Iterator[tuple[str, str]]:
+    """The (name, record) rows of `table` for `names`, read `_IN_LIMIT` names at a time."""
+    for start in range(0, len(names), _IN_LIMIT):
+        chunk = tuple(names[start : start + _IN_LIMIT])
+        marks = ",".join("?" * len(chunk))
+        yield from read(f"SELECT name, record FROM {table} WHERE name IN ({marks})", chunk)
 
 
 def _dump(value: Any) -> str:

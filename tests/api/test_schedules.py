@@ -13,6 +13,7 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from scheduler.api.auth import Role
+from scheduler.api.schemas import ScheduleOut
 from tests.api.browser import browser, click, confirm, log_in, shoot, text, wait_text
 from tests.api.programs import programs_deployment
 from tests.api.server import ApiServer
@@ -157,6 +158,19 @@ def test_the_list_filters_by_status_and_trigger_type_and_pages(as_role: Call) ->
     assert names(after=f"{prefix}-0", limit=1) == [f"{prefix}-1"]
     bad = as_role(Role.READ, "GET", "/api/v1/schedules", params={"status": "SLEEPING"})
     assert bad.status_code == 400 and "ENABLED or DISABLED" in bad.json()["message"]
+
+
+def test_a_schedule_page_is_what_its_response_model_says_and_matches_the_get(
+    as_role: Call,
+) -> None:
+    name = f"modelled-{uuid.uuid4().hex[:6]}"
+    _create(as_role, name)
+    page = as_role(Role.READ, "GET", "/api/v1/schedules", params={"after": name[:-1], "limit": 1})
+    assert page.headers["content-type"] == "application/json"
+    (listed,) = page.json()
+    assert ScheduleOut.model_validate(listed).model_dump(mode="json") == listed
+    assert list(listed) == list(ScheduleOut.model_fields)
+    assert listed == as_role(Role.READ, "GET", f"/api/v1/schedules/{name}").json()
 
 
 def test_the_schedules_a_program_triggers_are_listed(as_role: Call, name: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from scheduler.api.auth import Role
+from scheduler.api.schemas import TaskOut, TaskPage
 from tests.api.conftest import wait_for
 
 Call = Callable[..., httpx.Response]
@@ -132,6 +133,24 @@ def test_listings_are_paged_with_a_cursor_over_every_partition(as_role: Call) ->
 
     seen = wait_for(lambda: (s := all_pages()) and len(s) == 12 and s, what="12 paged tasks")
     assert sorted(seen) == sorted(f"paged-{n}" for n in range(12))
+
+
+def test_a_task_page_is_what_its_response_model_says(as_role: Call, ordering_id: str) -> None:
+    task = _task(ordering_id, "modelled", 3600, text="ü", numbers=[1, 2.5], nested={"a": None})
+    assert as_role(OPERATE, "POST", "/api/v1/tasks", json=task).status_code == 201
+    page = wait_for(
+        lambda: (
+            (p := as_role(READ, "GET", "/api/v1/tasks", params={"ordering_id": ordering_id}))
+            and p.json()["tasks"]
+            and p
+        ),
+        what="the task listed",
+    )
+    assert page.headers["content-type"] == "application/json"
+    assert TaskPage.model_validate(page.json()).model_dump(mode="json") == page.json()
+    (shown,) = page.json()["tasks"]
+    assert list(shown) == list(TaskOut.model_fields)
+    assert shown["data"] == task["data"] and shown["state"] == "pending"
 
 
 def test_a_bad_cursor_or_partition_is_a_400(as_role: Call) -> None:

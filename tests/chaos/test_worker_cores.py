@@ -16,6 +16,11 @@ def _core_limit(pid: int) -> str:
     raise AssertionError(f"no core limit in /proc/{pid}/limits")
 
 
+def _is_the_worker(cmdline: str) -> bool:
+    arguments = cmdline.rstrip("\0").split("\0")
+    return arguments[0] != "/bin/sh" and arguments[-1] == "worker"
+
+
 def test_a_worker_started_with_core_dumps_runs_in_its_directory_with_no_core_size_limit(
     tmp_path: Path,
 ) -> None:
@@ -30,8 +35,10 @@ def test_a_worker_started_with_core_dumps_runs_in_its_directory_with_no_core_siz
     worker = WorkerProcess(env, name="w1", log_path=tmp_path / "w1.log", core_dumps_in=cores)
     try:
         deadline = time.monotonic() + 60
-        # The shell execs the worker: the pid is the same, its command line changes.
-        while Path(f"/proc/{worker.pid}/cmdline").read_text().startswith("/bin/sh\0"):
+        # The shell execs the worker: the pid is the same, its command line changes twice. Right
+        # after the fork it is still pytest's (cwd already changed, no ulimit yet), then the
+        # shell's, and only then the worker's: wait for the last one, not merely "not the shell".
+        while not _is_the_worker(Path(f"/proc/{worker.pid}/cmdline").read_text()):
             assert worker.alive, worker.output()
             assert time.monotonic() < deadline, "the shell never became the worker"
             time.sleep(0.05)

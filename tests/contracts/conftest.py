@@ -46,6 +46,52 @@ LOGS = [
 ]
 
 
+_TASK_KEYSPACES: dict[float, str] = {}
+"""The plain node's task store keyspace per status retention (its tables' compaction window),
+made by the first test that asks and emptied for each later one: creating a keyspace's tables
+and dropping them took most of each test's time (seconds on an idle node, 20-60 s on a loaded
+one; truncating the tables a tenth of that)."""
+
+
+def _task_keyspace(store: Any, status_retention_s: float) -> None:
+    """Open `store` on the shared keyspace of its retention: created (with its tables) the first
+    time, else every table emptied, so each test still starts from an empty store."""
+    if _TASK_KEYSPACES.get(status_retention_s) == store.keyspace:
+        store.open(create_schema=False)
+        session = store._cluster.connect()
+        try:
+            for (table,) in session.execute(
+                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
+                [store.keyspace],
+            ):
+                session.execute(f"TRUNCATE {store.keyspace}.{table}", timeout=120)
+        finally:
+            session.shutdown()
+    else:
+        store.open(create_schema=True)
+        _TASK_KEYSPACES[status_retention_s] = store.keyspace
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_shared_keyspaces() -> Iterator[None]:
+    yield
+    if not _TASK_KEYSPACES:
+        return
+    from scheduler.stores.cassandra import CassandraTaskStore
+    from tests.servers import _cassandra_contact
+
+    # The node a marked test reached; not `cassandra_contact`, whose marker check would blame
+    # the session's last test, during whose teardown this runs.
+    hosts, port = _cassandra_contact()
+    for keyspace in _TASK_KEYSPACES.values():
+        dropper = CassandraTaskStore(hosts=hosts, port=port, keyspace=keyspace)
+        try:
+            dropper.drop_keyspace()
+        finally:
+            dropper.close()
+    _TASK_KEYSPACES.clear()
+
+
 @contextmanager
 def _make_store(kind: str, tmp_path: Path, status_retention_s: float) -> Iterator[TaskStore]:
     store: TaskStore
@@ -76,21 +122,28 @@ def _make_store(kind: str, tmp_path: Path, status_retention_s: float) -> Iterato
         # The plain node's stores list ordering ids through the index (off by default), the
         # secured node's without it: the contract holds both ways.
         options["ordering_index"] = kind == "cassandra"
+        shared = kind == "cassandra"  # the secured node's role may not truncate: fresh ones
         cassandra = CassandraTaskStore(
             hosts=hosts,
             port=port,
             **options,
-            keyspace=f"contract_{uuid4().hex[:12]}",
+            keyspace=_TASK_KEYSPACES.get(status_retention_s, f"contract_{uuid4().hex[:12]}")
+            if shared
+            else f"contract_{uuid4().hex[:12]}",
             bucket_ms=BUCKET_MS,
             replication={"class": "SimpleStrategy", "replication_factor": 1},
             consistency="ONE",
             status_retention_s=status_retention_s,
         )
-        cassandra.open(create_schema=True)
+        if shared:
+            _task_keyspace(cassandra, status_retention_s)
+        else:
+            cassandra.open(create_schema=True)
         try:
             yield cassandra
         finally:
-            cassandra.drop_keyspace()
+            if not shared:
+                cassandra.drop_keyspace()
             cassandra.close()
     else:
         raise ValueError(f"unknown task store {kind!r}")

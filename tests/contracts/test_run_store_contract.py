@@ -192,3 +192,14 @@ def test_creating_many_runs_keeps_each_existing_record_and_returns_the_stored_on
     assert run_store.create_many([]) == []
     assert len(run_store.list_runs(program="clean")) == 3
     assert len(run_store.active("clean")) == 3
+
+
+def test_a_run_id_twice_in_one_create_many_is_created_once_as_first_given(
+    run_store: RunStore,
+) -> None:
+    first = a_run(request="r9")
+    second = a_run(request="r9", created_ms=BASE_MS + 1000)
+    other = a_run(request="r10")
+    assert run_store.create_many([first, other, second]) == [first, other, first]
+    assert run_store.get(first.run_id) == first
+    assert len(run_store.list_runs(program="clean")) == 2

@@ -270,3 +270,17 @@ def test_jobs_are_written_and_deleted_in_one_batch(schedule_store: ScheduleStore
     schedule_store.put_job(first)
     schedule_store.put_jobs([second], delete=[("hourly", first.key)])
     assert schedule_store.jobs("hourly") == [second]
+
+
+def test_the_jobs_of_many_schedules_read_back_as_each_ones_jobs_oldest_first(
+    schedule_store: ScheduleStore,
+) -> None:
+    hourly, daily = cron("hourly"), cron("daily")
+    jobs = [new_job(hourly, 2, 0), new_job(hourly, 1, 4), new_job(daily, 1, 0)]
+    schedule_store.put_jobs(jobs)
+    assert schedule_store.jobs_of(["hourly", "none", "daily", "hourly"]) == {
+        "hourly": [jobs[1], jobs[0]],
+        "none": [],
+        "daily": [jobs[2]],
+    }
+    assert schedule_store.jobs_of([]) == {}

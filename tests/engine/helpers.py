@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from scheduler.actors.context import PartitionContext
 from scheduler.engine.clock import SteppedClock
 from scheduler.engine.settings import EngineSettings
+from scheduler.engine.timers import TimerService
 from scheduler.executors.abc import ExecutionContext, Executor
 from scheduler.model import Task, TaskKey, from_epoch_ms
 from scheduler.stores.abc import TaskStore
@@ -128,3 +130,18 @@ class Recorder:
 
     def runs_of(self, ordering_id: str) -> list[TaskKey]:
         return [key for key in self.keys() if key.ordering_id == ordering_id]
+
+
+def bare_context(timers: TimerService) -> PartitionContext:
+    """Partition 0's context with `timers` and nothing else: for a part tested alone (a
+    PartitionScheduler, an actor started by hand), which must not reach the store or pool."""
+    return PartitionContext(
+        partition=0,
+        generation=1,
+        store=None,  # type: ignore[arg-type]
+        executor=None,  # type: ignore[arg-type]
+        executor_service=None,  # type: ignore[arg-type]
+        timers=timers,
+        settings=TEST_SETTINGS,
+        report_failure=lambda *failure: None,
+    )

@@ -14,7 +14,7 @@ from scheduler.partitioning import partition_for
 from scheduler.testing import TEST_SETTINGS, embedded_engine
 from scheduler.worker import Worker
 from tests.engine.flaky import FlakyStore, flaky_wrapper
-from tests.engine.helpers import Recorder, soon
+from tests.engine.helpers import Recorder, bare_context, soon
 
 PARTITIONS = 4
 
@@ -351,7 +351,6 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
     before its PartitionExecutor stopped had its report dropped with it, its success was
     neither written nor kept, and the next tree ran the task again (a Cassandra restart under
     load, CI 2026-11-26)."""
-    from scheduler.actors.context import PartitionContext
     from scheduler.actors.partition_executor import PartitionExecutor
     from scheduler.engine.messages import AttemptFinished
     from scheduler.engine.timers import TimerService
@@ -367,16 +366,7 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
             holding.set()
             release.wait(10)
 
-    ctx = PartitionContext(
-        partition=0,
-        generation=1,
-        store=None,  # type: ignore[arg-type]
-        executor=None,  # type: ignore[arg-type]
-        executor_service=None,  # type: ignore[arg-type]
-        timers=TimerService(),
-        settings=TEST_SETTINGS,
-        report_failure=lambda *failure: None,
-    )
+    ctx = bare_context(TimerService())
     ref = Holdable.start(ctx)
     holding, release = threading.Event(), threading.Event()
     ref.proxy().hold(holding, release)  # the actor is busy...

@@ -16,6 +16,8 @@ from scheduler.logs.kafka import KafkaTaskLog
 from scheduler.logs.kafka_brokers import SAY_AFTER_S, BrokerWatch
 from scheduler.logs.kafka_config import CONSUMER_DEFAULTS
 from scheduler.logs.kafka_consumer import RENEW_AFTER_S, KafkaLogConsumer
+from scheduler.logs.kafka_producer import RENEW_AFTER_S as PRODUCER_RENEW_AFTER_S
+from scheduler.logs.kafka_producer import KafkaLogProducer
 from tests.http import free_port
 from tests.logs.test_kafka_log import Recorder, key_for, poll_until
 from tests.servers import kafka_bootstrap
@@ -201,5 +203,46 @@ def test_a_consumer_whose_client_knows_no_broker_any_more_loses_its_partitions_a
         assert len(said) == 1 and "partitions [0, 1] are given up as lost" in said[0], said
     finally:
         consumer.close()
+        log.delete_topic()
+        log.close()
+
+
+@pytest.mark.kafka
+def test_a_producer_whose_client_knows_no_broker_any_more_is_replaced_and_its_senders_follow(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """librdkafka issue 5301 on the producing side: a stranded client would queue records until
+    they time out, for good. The producer replaces it; a sender made before, and `send`, go on
+    through the new client."""
+    caplog.set_level(logging.WARNING, logger="scheduler.logs.kafka")
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")
+    log.ensure_topic(2)
+    clock = Clock()
+    reports: list[str] = []  # a caller's own statistics reader goes on getting them
+    config = {**log.producer_settings(), "stats_cb": reports.append}
+    producer = KafkaLogProducer(config=config, topic=log.topic, clock=clock)
+    try:
+        made_before = producer.sender()
+        assert made_before(key_for(0, 2), b'{"i":0}').result(10) == 0
+        stranded = producer._producer
+        deadline = time.monotonic() + 10
+        while producer._producer is stranded and time.monotonic() < deadline:
+            producer._brokers(NO_BROKER_LEFT)  # what the stranded client's statistics say
+            clock.now += PRODUCER_RENEW_AFTER_S  # the background thread looks every few ms
+            time.sleep(0.05)
+        assert producer._producer is not stranded, "the stranded client was not replaced"
+
+        assert made_before(key_for(1, 2), b'{"i":1}').result(10) == 1
+        assert producer.send(key_for(0, 2), b'{"i":2}').result(10) == 0
+        assert producer.send_many([(key_for(1, 2), b'{"i":3}')]).result(10) == 1
+        said = [r.getMessage() for r in caplog.records if "issue 5301" in r.getMessage()]
+        assert len(said) == 1 and "starting a new producer" in said[0], said
+        count = len(reports)
+        deadline = time.monotonic() + 10
+        while len(reports) == count and time.monotonic() < deadline:
+            producer.flush(0.2)  # statistics are served by whoever polls
+        assert len(reports) > count, "the new client's statistics did not reach the caller's"
+    finally:
+        producer.close()
         log.delete_topic()
         log.close()

@@ -756,6 +756,31 @@ def test_a_listing_of_one_ordering_id_reads_the_rest_of_the_cursors_millisecond_
         assert [scan for scan in run.scans if scan[0].startswith("scan")] == [*expected, later]
 
 
+def test_an_ordering_id_filtered_in_the_node_reads_a_bucket_of_spans_in_one_round() -> None:
+    # No node needed: each span answers a few of the id's rows, so its spans go at once.
+    from scheduler.stores import _cassandra_admin as admin
+
+    bucket_ms, slice_ms = 60_000, 1_000  # sixty spans in the bucket
+    names = ("buckets", "status_buckets", "scan_of", "status_scan_of")
+    q = {name: name for name in names}
+    run = _RecordingRunner(bucket=7)
+    views = admin.page(  # type: ignore[arg-type]
+        run, q, 2, bucket_ms, slice_ms, limit=101, ordering_id="orders-3", at_once=64
+    )
+    assert views == []
+    assert run.rounds == [2, 120]  # the bucket indexes; then every span, two queries each
+    spans = [params[2:4] for statement, params in run.scans if statement == "scan_of"]
+    assert spans == [
+        (7 * bucket_ms + n * slice_ms, 7 * bucket_ms + (n + 1) * slice_ms) for n in range(60)
+    ]
+    # Unfiltered, the same bucket is read in widening rounds (1, 2, 4, 8, 16 spans, ...).
+    run = _RecordingRunner(bucket=7)
+    admin.page(
+        run, q | {"scan": "scan", "status_scan": "status_scan"}, 2, bucket_ms, slice_ms, limit=101
+    )  # type: ignore[arg-type]
+    assert run.rounds[:6] == [2, 2, 4, 8, 16, 32]
+
+
 def test_the_schema_indexes_ordering_ids_only_when_asked() -> None:
     from scheduler.stores import cassandra_schema as schema
 

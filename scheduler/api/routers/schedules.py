@@ -23,6 +23,7 @@ from scheduler.admin import iso
 from scheduler.api.auth import Role, TokenEntry
 from scheduler.api.deps import api_state, require
 from scheduler.api.errors import ERROR_RESPONSES, ErrorBody
+from scheduler.api.listing_json import json_response
 from scheduler.api.schemas import (
     ReenabledOut,
     ReenableIn,
@@ -72,22 +73,27 @@ def _out(record: ScheduleRecord) -> ScheduleOut:
 
 
 def _listed_out(listed: ListedSchedule) -> ScheduleOut:
-    return ScheduleOut(
-        name=listed.name,
-        status=listed.status,
-        trigger_type=listed.trigger_type,
-        program=listed.program,
-        revision=listed.revision,
-        created_time=iso(listed.created_ms) if listed.created_ms else None,
-        updated_time=iso(listed.updated_ms) if listed.updated_ms else None,
-        disabled_time=None if listed.disabled_ms is None else iso(listed.disabled_ms),
-        next_fire_times=sorted(iso(ms) for ms in listed.next_fires.values()),
-        source=listed.source,
-        schedule=listed.schedule,
-    )
+    return ScheduleOut.model_validate(_listed_json(listed))
 
 
-@router.get("/schedules", summary="List schedules")
+def _listed_json(listed: ListedSchedule) -> dict[str, Any]:
+    """`ScheduleOut`'s JSON of `listed`, field for field."""
+    return {
+        "name": listed.name,
+        "status": listed.status,
+        "trigger_type": listed.trigger_type,
+        "program": listed.program,
+        "revision": listed.revision,
+        "created_time": iso(listed.created_ms) if listed.created_ms else None,
+        "updated_time": iso(listed.updated_ms) if listed.updated_ms else None,
+        "disabled_time": None if listed.disabled_ms is None else iso(listed.disabled_ms),
+        "next_fire_times": sorted(iso(ms) for ms in listed.next_fires.values()),
+        "source": listed.source,
+        "schedule": listed.schedule,
+    }
+
+
+@router.get("/schedules", summary="List schedules", response_model=list[ScheduleOut])
 def list_schedules(
     state: State,
     _: Reader,
@@ -100,7 +106,7 @@ def list_schedules(
     ] = None,
     after: Annotated[str, Query(description="Names after this one (the page's last).")] = "",
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 100,
-) -> list[ScheduleOut]:
+) -> Response:
     """Schedules by name, a page at a time, filtered in the store."""
     if status is not None and status.upper() not in ("ENABLED", "DISABLED"):
         raise ScheduleError(f"status {status!r} is not a schedule status: use ENABLED or DISABLED")
@@ -111,7 +117,8 @@ def list_schedules(
         after=after,
         limit=limit,
     )
-    return [_listed_out(one) for one in listed]
+    # The page's JSON is written once, not checked again (scheduler/api/listing_json.py).
+    return json_response([_listed_json(one) for one in listed])
 
 
 @router.post(
