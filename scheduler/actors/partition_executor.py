@@ -22,6 +22,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_scheduler import PartitionScheduler
+from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import NOT_STARTED, TIMEOUT, TaskExecutor
@@ -623,7 +624,7 @@ class PartitionExecutor(PartitionActor):
         for status in statuses:
             if status.state.is_final:
                 self._remember_finished(status.key, version)
-        if self._controller is None:
+        if self._controller is None or not self._unflushed.wake_writer(FLUSH_AT):
             return
         try:
             self._controller.changed.defer()

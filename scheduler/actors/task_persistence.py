@@ -34,6 +34,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.throughput_controller import ThroughputController
+from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command, Op
 from scheduler.engine.messages import ScheduledTask, TasksLoaded
@@ -63,8 +64,8 @@ BEFORE_ALL: ScheduleCursor = (-(2**63), "", "")
 """A cursor before every key."""
 
 
-#: Flush at once when this many status changes are waiting, whatever the timer says.
-FLUSH_AT = 2000
+FLUSH_DEFERS = 4
+"""Periods of `status_flush_ms` a due flush may wait for a busy mailbox (`flush_due`)."""
 
 _RERUNNABLE = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
@@ -109,6 +110,8 @@ class TaskPersistence(PartitionActor):
         )
         self._me: pykka.ActorProxy[TaskPersistence] | None = None
         self.flush_timer: TimerHandle | None = None
+        self._deferred = 0
+        """How many periods the armed flush has waited for a busy mailbox (`flush_due`)."""
         self.status_outage = ctx.store_probe("status rows", self._tell_executor)
         """Whether the store refuses the partition's status rows; while it does, the flush
         timer is the store's probe and the PartitionExecutor starts nothing."""
@@ -131,14 +134,31 @@ class TaskPersistence(PartitionActor):
         if len(self._unflushed) >= FLUSH_AT and not self.status_outage.down:
             self.flush()
         elif self.flush_timer is None:
-            me = self._me
-            assert me is not None
-            self.flush_timer = self.ctx.timers.call_later(
-                self.ctx.settings.status_flush_ms / 1000, lambda: me.flush.defer()
-            )
+            self._arm_flush()
+
+    def _arm_flush(self) -> None:
+        me = self._me
+        assert me is not None
+        self.flush_timer = self.ctx.timers.call_later(
+            self.ctx.settings.status_flush_ms / 1000, lambda: me.flush_due.defer()
+        )
+
+    def flush_due(self) -> None:
+        """The flush timer fired. While other messages wait in the mailbox (a persist the poll
+        loop waits for, a load the executor waits for), the flush waits one more period, up to
+        `FLUSH_DEFERS` periods: under load the statuses are written between those turns, in
+        fewer and larger batches, instead of making each of them wait for a write."""
+        self.flush_timer = None
+        busy = not self.actor_inbox.empty() and len(self._unflushed) < FLUSH_AT
+        if busy and self._deferred < FLUSH_DEFERS and not self.status_outage.down:
+            self._deferred += 1
+            self._arm_flush()
+            return
+        self.flush()
 
     def flush(self) -> None:
         """Write every buffered status row now."""
+        self._deferred = 0
         if self.flush_timer is not None:
             self.flush_timer.cancel()
             self.flush_timer = None
