@@ -240,7 +240,18 @@ class TaskPersistence(PartitionActor):
         """Write these rows; returns those behind the checkpoint, which must be pushed."""
         # The mark first: a row it does not cover would be skipped by the partition's next owner.
         self.ctx.mark.cover(task.key for task in tasks)
-        self.ctx.store.write_tasks(self.ctx.partition, tasks)
+        store, partition = self.ctx.store, self.ctx.partition
+        # The status changes waiting go with the rows, in one round trip (`together`): the
+        # partition's flush and persist share this thread, and would otherwise wait for two.
+        waiting = len(self._unflushed) and not self.status_outage.down
+        statuses = self._unflushed.waiting() if waiting else []
+        if statuses:
+            with store.together():
+                store.record_statuses(partition, statuses)
+                store.write_tasks(partition, tasks)
+            self._unflushed.written(statuses)
+        else:
+            store.write_tasks(partition, tasks)
         checkpoint = self.checkpoint
         if checkpoint is None:
             return {}

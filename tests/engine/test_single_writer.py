@@ -99,3 +99,18 @@ def test_a_drop_of_a_failure_waiting_to_be_flushed_is_not_undone_by_the_flush(
     persistence.flush().get(timeout=10)
 
     assert ctx.store.fetch_statuses(PARTITION, [key]) == {}
+
+
+def test_status_changes_waiting_when_a_batch_is_persisted_are_written_with_its_rows(
+    writer: tuple[pykka.ActorProxy[TaskPersistence], PartitionContext],
+) -> None:
+    persistence, ctx = writer
+    done = Task("o", datetime.now(UTC), "done")
+    ctx.unflushed.put([TaskStatus(done.key, TaskState.SUCCEEDED, 1, updated_ms=1)])
+    later = Task("o", datetime.now(UTC) + timedelta(hours=1), "later")
+
+    persistence.persist([Command(Op.SCHEDULE, later)], 0).get(timeout=10)  # no flush asked
+
+    assert ctx.store.fetch_statuses(PARTITION, [done.key])[done.key].state is TaskState.SUCCEEDED
+    assert [row.task.key for row in ctx.store.load_keys(PARTITION, [later.key])] == [later.key]
+    assert len(ctx.unflushed) == 0
