@@ -107,7 +107,6 @@ class ExpectedTombstoneWarnings(logging.Filter):
 REPORTED_ACTORS = frozenset(
     {
         "PartitionExecutor",
-        "TaskCompletionTracker",
         "TaskPersistence",
     }
 )

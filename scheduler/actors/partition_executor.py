@@ -22,6 +22,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_scheduler import PartitionScheduler
+from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.ordering_executor import OrderingExecutor
 from scheduler.engine.task_executor import NOT_STARTED, TIMEOUT, TaskExecutor
@@ -36,7 +37,6 @@ from scheduler.model import (
 )
 
 if TYPE_CHECKING:
-    from scheduler.actors.task_completion_tracker import TaskCompletionTracker
     from scheduler.actors.task_persistence import TaskPersistence
 
 
@@ -124,11 +124,8 @@ def _iso(ms: int) -> str:
 class PartitionExecutor(PartitionActor):
     """Holds tasks until due, queues them per ordering id, starts each queue's head on the pool."""
 
-    def __init__(
-        self, ctx: PartitionContext, tracker: pykka.ActorProxy[TaskCompletionTracker]
-    ) -> None:
+    def __init__(self, ctx: PartitionContext) -> None:
         super().__init__(ctx)
-        self._tracker = tracker
         self.scheduler = PartitionScheduler(ctx, self.execute, self._fire_soon)
         self._unflushed = ctx.unflushed
         self._controller: pykka.ActorProxy[TaskPersistence] | None = None
@@ -173,8 +170,10 @@ class PartitionExecutor(PartitionActor):
         super().on_failure(exception_type, exception_value, traceback)
 
     def attach_controller(self, controller: pykka.ActorProxy[TaskPersistence]) -> None:
-        """`controller` (TaskPersistence, where the ThroughputController lives) is told `tick`
-        when the tasks held drop to the level `notify_when_at_most` asked for."""
+        """`controller` (TaskPersistence, where the ThroughputController lives and the writer
+        of the partition's rows) is told `tick` when the tasks held drop to the level
+        `notify_when_at_most` asked for, `changed` when status changes wait in the buffer, and
+        `discard` for the rows of keys found final."""
         self._controller = controller
 
     # -- tasks not yet due (the PartitionScheduler) ------------------------------------------
@@ -242,8 +241,8 @@ class PartitionExecutor(PartitionActor):
             if queue.offer(item):
                 self.held += 1
             touched[queue.ordering_id] = queue
-        if already_final:
-            self._tracker.discard.defer(already_final)
+        if already_final and self._controller is not None:
+            self._controller.discard.defer(already_final)
         if interrupted:
             self._record(interrupted)
         for queue in touched.values():
@@ -614,23 +613,25 @@ class PartitionExecutor(PartitionActor):
         return TaskStatus(key, TaskState.PENDING, attempt, error, None, now, attempt_log=(record,))
 
     def _record(self, statuses: list[TaskStatus]) -> None:
-        """Make these changes visible to TaskPersistence now, and have the tracker write them.
+        """Make these changes visible to TaskPersistence now, and have it write them.
 
-        Put into the shared buffer here, not in the tracker's mailbox, where a slow flush could
-        keep them for a while: a rewrite of a finished key pushed meanwhile would find no final
-        status and run again. The put's version is the finish's: a push that took the version
+        Put into the shared buffer here, not in TaskPersistence's mailbox, where a slow write
+        could keep them for a while: a rewrite of a finished key pushed meanwhile would find no
+        final status and run again. The put's version is the finish's: a push that took the version
         before the put may have missed the finish, and `execute` refuses its copy; one that
         took it after saw the finish in the buffer (or, once flushed, in the store)."""
         version = self._unflushed.put(statuses)
         for status in statuses:
             if status.state.is_final:
                 self._remember_finished(status.key, version)
+        if self._controller is None or not self._unflushed.wake_writer(FLUSH_AT):
+            return
         try:
-            self._tracker.changed.defer()
+            self._controller.changed.defer()
         except pykka.ActorDeadError:
-            # The tracker died (the store is away) and the tree is going down. The changes are
-            # in the buffer, which the next tree writes; this actor stays up to take the
-            # outcomes of the attempts still running, and to cancel them.
+            # TaskPersistence died (a bug, or it stopped first) and the tree is going down. The
+            # changes are in the buffer, which the next tree writes; this actor stays up to take
+            # the outcomes of the attempts still running, and to cancel them.
             pass
 
     def _remember_finished(self, key: TaskKey, version: int) -> None:

@@ -1,18 +1,28 @@
 """PartitionSupervisor: builds one partition's actor tree and takes it down in order.
 
-A tree is three actors, started leaves first so that each is given live proxies of those it
-talks to: the TaskCompletionTracker (writes status rows), the PartitionExecutor (with the
-PartitionScheduler in it: holds, queues and runs tasks), and TaskPersistence (with the
-ThroughputController in it: writes schedule rows, loads them), whose first tick, once the tree
-is wired, loads the partition's incomplete tasks from the store.
+A plain object of the TopicSupervisor, whose thread alone calls it: building a tree and taking
+it down are a few calls in order, and need no thread of their own.
+
+A tree is two actors, two threads: the PartitionExecutor (with the PartitionScheduler in it:
+holds, queues and runs tasks; it calls no store), started first so that TaskPersistence is given
+its live proxy, and TaskPersistence (with the ThroughputController in it: the single writer of
+the partition's rows, schedule rows and statuses, and the loads), whose first tick, once the
+tree is wired, loads the partition's incomplete tasks from the store.
 
 Stopping is the seed's revocation choreography, per partition and under a deadline: stop loading
 and scheduling at once, let running attempts finish, cancel those that outlive the deadline,
-flush the status rows, then stop every actor.
+then stop the PartitionExecutor (which records the attempts it leaves behind) and
+TaskPersistence last, whose stop writes the status rows still buffered. `shut_down_all` takes
+several trees down together, step by step, under one deadline: a revocation of many
+partitions lasts as long as its slowest partition, not as long as all of them one after the
+other.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pykka
@@ -20,7 +30,6 @@ import pykka
 from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_executor import PartitionExecutor
-from scheduler.actors.task_completion_tracker import TaskCompletionTracker
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.messages import PartitionCounts
@@ -35,41 +44,40 @@ STEP_TIMEOUT_S = 10.0
 KEYS_SHOWN = 5
 
 
-class PartitionSupervisor(pykka.ThreadingActor):
-    """Owns the actor tree of one partition."""
+class PartitionSupervisor:
+    """Owns the actor tree of one partition (a plain object: see the module's docstring)."""
 
     def __init__(self, ctx: PartitionContext) -> None:
-        super().__init__()
         self.ctx = ctx
         self.refs: list[pykka.ActorRef[Any]] = []
+        """The tree's actors in stop order: the executor first, the writer (which flushes what
+        the executor left) last."""
 
-    def on_start(self) -> None:
+    def start(self) -> None:
+        """Start the tree and its first load; if an actor fails to start, those started are
+        stopped and the error raised."""
         ctx = self.ctx
-        tracker_ref = TaskCompletionTracker.start(ctx)
-        self._tracker = tracker_ref.proxy()
-        executor_ref = PartitionExecutor.start(ctx, self._tracker)
-        self._executor = executor_ref.proxy()
-        self._tracker.attach_executor(self._executor).get(timeout=ASK_TIMEOUT_S)
-        persistence_ref = TaskPersistence.start(ctx, self._executor)
-        self._persistence = persistence_ref.proxy()
-        self._executor.attach_controller(self._persistence).get(timeout=ASK_TIMEOUT_S)
-        # Stop order: the one that feeds work in first, the tracker (which flushes) last.
-        self.refs = [persistence_ref, executor_ref, tracker_ref]
-        self._persistence.begin.defer()  # the first load, now that every actor is wired
-
-    def persistence_proxy(self) -> pykka.ActorProxy[TaskPersistence]:
-        return self._persistence
+        try:
+            executor_ref = PartitionExecutor.start(ctx)
+            self.refs.append(executor_ref)
+            self.executor = executor_ref.proxy()
+            persistence_ref = TaskPersistence.start(ctx, self.executor)
+            self.refs.append(persistence_ref)
+            self.persistence = persistence_ref.proxy()
+            self.executor.attach_controller(self.persistence).get(timeout=ASK_TIMEOUT_S)
+        except BaseException:
+            self.stop_now()
+            raise
+        self.persistence.begin.defer()  # the first load, now that every actor is wired
 
     def counts(self) -> PartitionCounts:
-        scheduled, due_held = self._executor.scheduled_counts().get(timeout=ASK_TIMEOUT_S)
-        executing, running = self._executor.counts().get(timeout=ASK_TIMEOUT_S)
-        return PartitionCounts(
-            scheduled,
-            due_held,
-            executing,
-            running,
-            self._tracker.unflushed().get(timeout=ASK_TIMEOUT_S),
-        )
+        scheduled_future = self.executor.scheduled_counts()
+        counts_future = self.executor.counts()
+        scheduled, due_held = scheduled_future.get(timeout=ASK_TIMEOUT_S)
+        executing, running = counts_future.get(timeout=ASK_TIMEOUT_S)
+        # The buffer's length, read here: asked, it would wait behind a write TaskPersistence
+        # is in.
+        return PartitionCounts(scheduled, due_held, executing, running, len(self.ctx.unflushed))
 
     def is_idle(self, horizon_ms: int | None = None) -> bool:
         """Nothing due by `horizon_ms` (default: now) is held, queued, running or unflushed, and
@@ -85,77 +93,133 @@ class PartitionSupervisor(pykka.ThreadingActor):
             return False
         return self.ctx.store.count_due(self.ctx.partition, horizon_ms) == 0
 
+    def running_keys(self) -> pykka.Future[list[TaskKey]]:
+        """The tasks whose attempts run now (a future: ask every partition, then wait)."""
+        keys: pykka.Future[list[TaskKey]] = self.executor.running_keys()
+        return keys
+
     def shut_down(self, deadline: StopDeadline | float, reason: str) -> None:
         """Stop the tree: running attempts get until `deadline` to finish, then are cancelled
         (their tasks go back to pending for the partition's next owner, see PartitionExecutor)."""
-        if not isinstance(deadline, StopDeadline):
-            deadline = StopDeadline(deadline)
-        for name, stop in (
-            ("TaskPersistence (stop loading)", self._persistence.stop_loading),
-            ("PartitionExecutor (stop scheduling)", self._executor.stop_scheduling),
-        ):
-            self._step(name, reason, lambda stop=stop: stop().get(timeout=STEP_TIMEOUT_S))
-        try:
-            idle = self._executor.begin_drain().get(timeout=STEP_TIMEOUT_S)
-            if not deadline.wait_for(idle):
-                keys = self._executor.cancel_running(reason).get(timeout=STEP_TIMEOUT_S)
-                if keys:
-                    self.ctx.log.warning(
-                        "%s: cancelled %s (%s); their tasks run again on the "
-                        "partition's next owner: %s",
-                        "stop forced"
-                        if deadline.ended_early
-                        else f"shutdown deadline of {deadline.seconds:g} s passed",
-                        counted(len(keys), "running attempt"),
-                        describe_keys(keys),
-                        reason,
-                    )
-                idle.wait(CANCEL_GRACE_S)
-        except pykka.ActorDeadError:
-            pass
-        except pykka.Timeout:
-            self._said_stuck("PartitionExecutor (drain)", reason)
+        shut_down_all([self], deadline, reason)
+
+    def stop_now(self) -> None:
+        """Stop the tree's actors without waiting (a tree that failed as it started)."""
         for ref in self.refs:
-            name = ref.actor_class.__name__
-            self._step(name, reason, lambda ref=ref: ref.stop(timeout=STEP_TIMEOUT_S))
+            try:
+                ref.stop(block=False)
+            except Exception:  # an actor that already died: its failure is reported
+                pass
 
-    def _step(self, name: str, reason: str, action: Any) -> None:
-        """One stop step; an actor that does not answer within STEP_TIMEOUT_S is named in the
-        log (what a stop that takes long waits on), and the stop goes on without it."""
-        try:
-            action()
-        except pykka.Timeout:
-            self._said_stuck(name, reason)
-        except Exception:  # an actor that already died: its failure is reported
-            pass
 
-    def _said_stuck(self, name: str, reason: str) -> None:
-        self.ctx.log.warning(
-            "stopping (%s): %s did not answer within %g s (a store call that hangs?); the "
-            "stop goes on without waiting for it",
+def shut_down_all(
+    trees: Sequence[PartitionSupervisor], deadline: StopDeadline | float, reason: str
+) -> None:
+    """Take these trees down together, each step asked of every tree before any answer is
+    awaited: stop loading and scheduling, drain the running attempts until `deadline` (one for
+    all), cancel those left and give them `CANCEL_GRACE_S`, then stop the actors in order. An
+    actor that does not answer a step within STEP_TIMEOUT_S is named, and the stop goes on."""
+    if not isinstance(deadline, StopDeadline):
+        deadline = StopDeadline(deadline)
+    live = [tree for tree in trees if tree.refs]
+    _step_all(
+        [(t, "TaskPersistence (stop loading)", t.persistence.stop_loading) for t in live], reason
+    )
+    _step_all(
+        [(t, "PartitionExecutor (stop scheduling)", t.executor.stop_scheduling) for t in live],
+        reason,
+    )
+    draining = _step_all(
+        [(t, "PartitionExecutor (drain)", t.executor.begin_drain) for t in live], reason
+    )
+    left = [(tree, idle) for tree, idle in draining if not deadline.wait_for(idle)]
+    cancelling = _step_all(
+        [
+            (tree, "PartitionExecutor (cancel)", lambda t=tree: t.executor.cancel_running(reason))
+            for tree, _ in left
+        ],
+        reason,
+    )
+    for tree, keys in cancelling:
+        if keys:
+            tree.ctx.log.warning(
+                "%s: cancelled %s (%s); their tasks run again on the partition's next owner: %s",
+                "stop forced"
+                if deadline.ended_early
+                else f"shutdown deadline of {deadline.seconds:g} s passed",
+                counted(len(keys), "running attempt"),
+                describe_keys(keys),
+                reason,
+            )
+    grace_ends = time.monotonic() + CANCEL_GRACE_S
+    for _tree, idle in left:
+        idle.wait(max(0.0, grace_ends - time.monotonic()))
+    for depth in range(max((len(tree.refs) for tree in live), default=0)):
+        _step_all(
+            [
+                (tree, tree.refs[depth].actor_class.__name__, tree.refs[depth].stop)
+                for tree in live
+                if depth < len(tree.refs)
+            ],
             reason,
-            name,
-            STEP_TIMEOUT_S,
+            stop=True,
         )
 
-    def running_keys(self) -> list[TaskKey]:
-        """The tasks whose attempts run now."""
-        keys: list[TaskKey] = self._executor.running_keys().get(timeout=ASK_TIMEOUT_S)
-        return keys
 
-    def on_failure(self, *exc_info: object) -> None:
-        for ref in self.refs:
-            _quietly(lambda ref=ref: ref.stop(block=False))
+def _step_all(
+    steps: Sequence[tuple[PartitionSupervisor, str, Callable[..., Any]]],
+    reason: str,
+    *,
+    stop: bool = False,
+) -> list[tuple[PartitionSupervisor, Any]]:
+    """Send one stop step to several trees' actors, then collect the answers within one
+    STEP_TIMEOUT_S; returns the trees that answered, with their answers. An actor that does not
+    answer in time is named in the log (what a stop that takes long waits on); one that already
+    died is skipped (its failure is reported)."""
+    sent: list[tuple[PartitionSupervisor, str, pykka.Future[Any]]] = []
+    for tree, name, action in steps:
+        try:
+            sent.append((tree, name, action(block=False) if stop else action()))
+        except Exception:
+            pass
+    ends = time.monotonic() + STEP_TIMEOUT_S
+    answered = []
+    for tree, name, future in sent:
+        try:
+            answered.append((tree, future.get(timeout=max(0.0, ends - time.monotonic()))))
+        except pykka.Timeout:
+            _said_stuck(tree, name, reason)
+        except Exception:
+            pass
+    return answered
 
 
-def _quietly(action: object) -> None:
-    """Run a stop step, tolerating actors that already died (their failure is reported)."""
-    try:
-        action()  # type: ignore[operator]
-    except (pykka.ActorDeadError, pykka.Timeout):
-        pass
-    except Exception:
-        pass
+def _said_stuck(tree: PartitionSupervisor, name: str, reason: str) -> None:
+    tree.ctx.log.warning(
+        "stopping (%s): %s did not answer within %g s (a store call that hangs?); the "
+        "stop goes on without waiting for it",
+        reason,
+        name,
+        STEP_TIMEOUT_S,
+    )
+
+
+def shut_down_in_background(tree: PartitionSupervisor, reason: str) -> threading.Event:
+    """Take a failed tree down at once (deadline 0) on a short-lived thread of its own, and
+    return the event set once it is down. Its actors may be held in a store call for a while,
+    and the TopicSupervisor, which the poll loop asks for every batch, must not wait for it."""
+    down = threading.Event()
+
+    def run() -> None:
+        try:
+            shut_down_all([tree], 0.0, reason)
+        finally:
+            down.set()
+
+    threading.Thread(
+        target=run, name=f"partition-{tree.ctx.partition}-stopping", daemon=True
+    ).start()
+    return down
 
 
 def describe_keys(keys: list[TaskKey]) -> str:

@@ -1,7 +1,19 @@
-"""TaskPersistence: reads and writes one partition's schedule rows, keeps the read checkpoint.
+"""TaskPersistence: the single writer of one partition's rows; keeps the read checkpoint.
 
-It owns the partition's ThroughputController (a plain object): the loads the controller decides
-are this actor's own calls.
+It writes the schedule rows of every polled batch, applies the operators' commands, loads the
+rows the ThroughputController (a plain object it owns) decides to load, and writes the status
+changes the PartitionExecutor records (the seed's TaskCompletionTracker, now this actor's
+`flush`). No other thread of the partition writes a row, so a CANCELLED written for an
+operator cannot be overwritten by a RUNNING still waiting in the status buffer: the cancel
+goes through that same buffer.
+
+Status changes are buffered for `status_flush_ms` and written in one batch: a task's RUNNING and
+SUCCEEDED usually land in the same flush and collapse into one write. Losing a buffer in a
+crash is safe: the task's schedule row is still there and it runs again (at-least-once).
+Look-ups consult the buffer before the store, so a completion is visible before it is flushed.
+The buffer (`UnflushedStatuses`, in the context) outlives the tree when the tree is restarted
+after a failure: the PartitionExecutor puts changes in it as attempts start and finish (a finish
+is visible to a push at once, not once this actor gets to it), this actor writes it out.
 
 The read checkpoint is the position in schedule order up to which every schedule row has been
 handed to the PartitionScheduler (in the PartitionExecutor). Rows behind it that arrive later (a
@@ -22,10 +34,13 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.throughput_controller import ThroughputController
+from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command, Op
 from scheduler.engine.messages import ScheduledTask, TasksLoaded
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
+from scheduler.engine.timers import TimerHandle
+from scheduler.errors import BackendUnavailableError
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores.abc import TaskStore
 
@@ -49,6 +64,9 @@ BEFORE_ALL: ScheduleCursor = (-(2**63), "", "")
 """A cursor before every key."""
 
 
+FLUSH_DEFERS = 4
+"""Periods of `status_flush_ms` a due flush may wait for a busy mailbox (`flush_due`)."""
+
 _RERUNNABLE = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
 
@@ -71,7 +89,7 @@ def _live(row: StoredTask) -> bool:
 
 
 class TaskPersistence(PartitionActor):
-    """Single writer of a partition's schedule rows."""
+    """Single writer of a partition's rows: schedule rows, statuses, operators' changes."""
 
     def __init__(
         self, ctx: PartitionContext, executor: pykka.ActorProxy[PartitionExecutor]
@@ -91,12 +109,73 @@ class TaskPersistence(PartitionActor):
             wake=self._tick_soon,
         )
         self._me: pykka.ActorProxy[TaskPersistence] | None = None
+        self.flush_timer: TimerHandle | None = None
+        self._deferred = 0
+        """How many periods the armed flush has waited for a busy mailbox (`flush_due`)."""
+        self.status_outage = ctx.store_probe("status rows", self._tell_executor)
+        """Whether the store refuses the partition's status rows; while it does, the flush
+        timer is the store's probe and the PartitionExecutor starts nothing."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
 
     def on_stop(self) -> None:
         self.controller.close()
+        self.flush()  # in an outage, the changes left are lost: the next owner runs them again
+
+    def _tell_executor(self, what: str, down: bool) -> None:
+        self._executor.store_outage.defer(what, down)
+
+    # -- status rows (the seed's TaskCompletionTracker) ---------------------------------------
+
+    def changed(self) -> None:
+        """Status changes were put in the buffer: flush now if many wait, else arm the timer
+        (in an outage, the probe's timer is armed already)."""
+        if len(self._unflushed) >= FLUSH_AT and not self.status_outage.down:
+            self.flush()
+        elif self.flush_timer is None:
+            self._arm_flush()
+
+    def _arm_flush(self) -> None:
+        me = self._me
+        assert me is not None
+        self.flush_timer = self.ctx.timers.call_later(
+            self.ctx.settings.status_flush_ms / 1000, lambda: me.flush_due.defer()
+        )
+
+    def flush_due(self) -> None:
+        """The flush timer fired. While other messages wait in the mailbox (a persist the poll
+        loop waits for, a load the executor waits for), the flush waits one more period, up to
+        `FLUSH_DEFERS` periods: under load the statuses are written between those turns, in
+        fewer and larger batches, instead of making each of them wait for a write."""
+        self.flush_timer = None
+        busy = not self.actor_inbox.empty() and len(self._unflushed) < FLUSH_AT
+        if busy and self._deferred < FLUSH_DEFERS and not self.status_outage.down:
+            self._deferred += 1
+            self._arm_flush()
+            return
+        self.flush()
+
+    def flush(self) -> None:
+        """Write every buffered status row now."""
+        self._deferred = 0
+        if self.flush_timer is not None:
+            self.flush_timer.cancel()
+            self.flush_timer = None
+        try:
+            self._unflushed.write(self.ctx.store, self.ctx.partition)
+        except BackendUnavailableError as error:
+            # The changes stay in the buffer, where look-ups see them; the next flush probes.
+            delay = self.status_outage.refused(error)
+            me = self._me
+            if me is not None:
+                self.flush_timer = self.ctx.timers.call_later(delay, lambda: me.flush.defer())
+            return
+        self.status_outage.answered()
+
+    def discard(self, keys: Collection[TaskKey]) -> None:
+        """Remove schedule rows of keys that are already final (a completed key enqueued again)."""
+        self.ctx.store.delete_tasks(self.ctx.partition, keys)
 
     # -- the ThroughputController's calls ---------------------------------------------------
 
@@ -161,7 +240,18 @@ class TaskPersistence(PartitionActor):
         """Write these rows; returns those behind the checkpoint, which must be pushed."""
         # The mark first: a row it does not cover would be skipped by the partition's next owner.
         self.ctx.mark.cover(task.key for task in tasks)
-        self.ctx.store.write_tasks(self.ctx.partition, tasks)
+        store, partition = self.ctx.store, self.ctx.partition
+        # The status changes waiting go with the rows, in one round trip (`together`): the
+        # partition's flush and persist share this thread, and would otherwise wait for two.
+        waiting = len(self._unflushed) and not self.status_outage.down
+        statuses = self._unflushed.waiting() if waiting else []
+        if statuses:
+            with store.together():
+                store.record_statuses(partition, statuses)
+                store.write_tasks(partition, tasks)
+            self._unflushed.written(statuses)
+        else:
+            store.write_tasks(partition, tasks)
         checkpoint = self.checkpoint
         if checkpoint is None:
             return {}
@@ -218,10 +308,12 @@ class TaskPersistence(PartitionActor):
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
         if command.op is Op.CANCEL:
-            store.record_statuses(
-                partition,
-                [TaskStatus(key, TaskState.CANCELLED, updated_ms=self.ctx.clock.now_ms())],
+            # Through the buffer, written now: it replaces a RUNNING or RETRYING of the key
+            # waiting there, which a later flush would otherwise write over the CANCELLED.
+            self._unflushed.put(
+                [TaskStatus(key, TaskState.CANCELLED, updated_ms=self.ctx.clock.now_ms())]
             )
+            self.flush_now()
             metrics.CANCELLED.inc()
             self._executor.cancel.defer([key])
         elif command.op is Op.RETRY:
@@ -229,9 +321,19 @@ class TaskPersistence(PartitionActor):
         elif command.op is Op.RERUN:
             self._run_again(command, _RERUNNABLE)
         elif command.op is Op.DROP:
+            if self._unflushed.peek([key]):
+                self.flush_now()  # written later, its FAILED would come back after the drop
             status = store.fetch_statuses(partition, [key]).get(key)
             if status is not None and status.state is TaskState.FAILED:
                 store.delete_statuses(partition, [key])
+
+    def flush_now(self) -> None:
+        """Write the buffered status rows as part of the batch being persisted: a refusal fails
+        the persist (the poll loop holds the batch and writes it again), and the flush timer,
+        if armed, stays so (in an outage it is the store's probe)."""
+        self._unflushed.write(self.ctx.store, self.ctx.partition)
+        if self.status_outage.down:
+            self.status_outage.answered()
 
     def _run_again(self, command: Command, states: Collection[TaskState]) -> None:
         """An operator's retry or rerun: the finished task's key runs once more, from its first
@@ -244,7 +346,7 @@ class TaskPersistence(PartitionActor):
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
         if self._unflushed.peek([key]):
             # Its finish is not in the store yet: written later, it would delete the new row.
-            self._unflushed.write(store, partition)
+            self.flush_now()
         status = store.fetch_statuses(partition, [key]).get(key)
         if status is None or status.state not in states:
             found = status.state.value if status is not None else "not finished or not found"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,11 @@ import pykka
 
 from scheduler import metrics
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.partition_supervisor import PartitionSupervisor
+from scheduler.actors.partition_supervisor import (
+    PartitionSupervisor,
+    shut_down_all,
+    shut_down_in_background,
+)
 from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
@@ -52,19 +57,6 @@ DYING_LOOK_S = 0.1
 KEPT_FAILURES = 20
 
 
-def _wait_down(
-    ref: pykka.ActorRef[PartitionSupervisor], shut_down: pykka.Future[None], timeout: float
-) -> None:
-    """Wait for a tree's `shut_down`, then stop its supervisor. However the shutdown ended (done,
-    timed out, the supervisor dead or failing in it), the tree is going down: raised here, it
-    would stop the TopicSupervisor, and every partition of the worker with it."""
-    try:
-        shut_down.get(timeout=timeout)
-    except Exception:
-        pass
-    ref.stop(block=False)
-
-
 def restart_delay(base_s: float, failures: int) -> float:
     """The wait after `failures` failures in a row of a partition that cannot make progress:
     `base_s`, doubled for each further failure, at most MAX_RESTART_BACKOFF_S (the outages'
@@ -86,7 +78,7 @@ class PartitionFailure:
 
 @dataclass(slots=True)
 class _Tree:
-    supervisor: pykka.ActorRef[PartitionSupervisor]
+    supervisor: PartitionSupervisor
     persistence: pykka.ActorProxy[TaskPersistence]
     generation: int
 
@@ -140,12 +132,12 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.unflushed: dict[int, UnflushedStatuses] = {}
         """Per partition, the status changes its trees could not write yet: kept across a
         restart (a tree that died on a bug), dropped when the partition leaves."""
-        self.dying: dict[int, tuple[pykka.ActorRef[PartitionSupervisor], pykka.Future[None]]] = {}
-        """Per partition, its failed tree going down (the supervisor, and its `shut_down`'s
-        future). Nobody waits for it but the partition's next tree, which starts once it is
-        down: waiting here would hold this actor, and the worker's poll loop that asks it for
-        every batch, while one of the tree's actors finishes a call the store outage holds (a
-        Cassandra restart left the loop silent for 5 s and /healthz said stalled)."""
+        self.dying: dict[int, threading.Event] = {}
+        """Per partition, its failed tree going down (set once it is down). Nobody waits for it
+        but the partition's next tree, which starts once it is down: waiting here would hold
+        this actor, and the worker's poll loop that asks it for every batch, while one of the
+        tree's actors finishes a call the store outage holds (a Cassandra restart left the loop
+        silent for 5 s and /healthz said stalled)."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -161,7 +153,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         for partition in partitions:
             self.restarting.discard(partition)
             if partition in self.dying:  # a failed tree of it still going down: not beside it
-                _wait_down(*self.dying.pop(partition), self.settings.shutdown_deadline_s + 30)
+                self.dying.pop(partition).wait(self.settings.shutdown_deadline_s + 30)
             if partition not in self.trees:
                 self.marks[partition] = MarkHolder((marks or {}).get(partition))
                 self._start(partition)
@@ -177,20 +169,22 @@ class TopicSupervisor(pykka.ThreadingActor):
         `StopDeadline.end_now` cancels them at once)."""
         if not isinstance(deadline, StopDeadline):
             deadline = StopDeadline(deadline)
-        stopping = []
+        stopping, dying = [], []
         for partition in partitions:
             self.restarting.discard(partition)
             tree = self.trees.pop(partition, None)
             self.marks.pop(partition, None)
             self.unflushed.pop(partition, None)
             if tree is not None:
-                stopping.append(
-                    (tree.supervisor, tree.supervisor.proxy().shut_down(deadline, reason))
-                )
+                stopping.append(tree.supervisor)
             if partition in self.dying:
-                stopping.append(self.dying.pop(partition))
-        for ref, future in stopping:
-            _wait_down(ref, future, deadline.remaining() + 30)
+                dying.append(self.dying.pop(partition))
+        try:
+            shut_down_all(stopping, deadline, reason)
+        except Exception:  # the trees are going down regardless; raised here, it would stop
+            logger.exception("stopping partitions failed (%s)", reason)  # every partition
+        for down in dying:
+            down.wait(deadline.remaining() + 30)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
 
     def owned(self) -> list[int]:
@@ -198,7 +192,12 @@ class TopicSupervisor(pykka.ThreadingActor):
 
     def running_keys(self) -> list[TaskKey]:
         """The tasks whose attempts run now, in every owned partition."""
-        futures = [tree.supervisor.proxy().running_keys() for tree in self.trees.values()]
+        futures = []
+        for tree in self.trees.values():
+            try:
+                futures.append(tree.supervisor.running_keys())
+            except pykka.ActorDeadError:
+                pass  # a partition failing: it says what it cancels itself
         keys: list[TaskKey] = []
         for future in futures:
             try:
@@ -223,16 +222,14 @@ class TopicSupervisor(pykka.ThreadingActor):
         return futures
 
     def counts(self) -> dict[int, PartitionCounts]:
-        futures = {p: tree.supervisor.proxy().counts() for p, tree in self.trees.items()}
-        return {p: future.get(timeout=30) for p, future in futures.items()}
+        return {p: tree.supervisor.counts() for p, tree in self.trees.items()}
 
     def is_idle(self, horizon_ms: int | None = None) -> bool:
         """See `PartitionSupervisor.is_idle`; False while a partition is restarting."""
         if self.restarting:
             return False
-        futures = [tree.supervisor.proxy().is_idle(horizon_ms) for tree in self.trees.values()]
         try:
-            return all(future.get(timeout=30) for future in futures)
+            return all(tree.supervisor.is_idle(horizon_ms) for tree in self.trees.values())
         except pykka.ActorDeadError:
             return False  # a partition is failing; its restart is on the way
 
@@ -246,7 +243,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         del self.trees[partition]
         # Its marks and unflushed statuses stay: the next tree goes on from them.
         reason = "partition restarting after a failure"
-        self.dying[partition] = (tree.supervisor, tree.supervisor.proxy().shut_down(0.0, reason))
+        self.dying[partition] = shut_down_in_background(tree.supervisor, reason)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
         self._restart_later(partition, generation, error)
 
@@ -293,15 +290,9 @@ class TopicSupervisor(pykka.ThreadingActor):
         """Whether the partition's failed tree, if it has one going down, is down now."""
         if partition not in self.dying:
             return True
-        ref, future = self.dying[partition]
-        try:
-            future.get(timeout=0)
-        except pykka.Timeout:
+        if not self.dying[partition].is_set():
             return False
-        except Exception:  # ended anyway (see `_wait_down`)
-            pass
         del self.dying[partition]
-        ref.stop(block=False)
         return True
 
     def failures_so_far(self) -> list[PartitionFailure]:
@@ -336,16 +327,15 @@ class TopicSupervisor(pykka.ThreadingActor):
             worker_id=self.worker_id,
             lease=self.lease,
         )
-        ref = PartitionSupervisor.start(ctx)
+        supervisor = PartitionSupervisor(ctx)
         try:
-            persistence = ref.proxy().persistence_proxy().get(timeout=30)
-        except (pykka.ActorDeadError, pykka.Timeout) as error:
+            supervisor.start()
+        except Exception as error:
             # Raised here, this would kill this actor, and every partition of the worker with
             # it: one partition's failure stays that partition's.
-            ref.stop(block=False)
             self._restart_later(partition, generation, error)
             return False
-        self.trees[partition] = _Tree(ref, persistence, generation)
+        self.trees[partition] = _Tree(supervisor, supervisor.persistence, generation)
         return True
 
     def on_stop(self) -> None:

@@ -18,6 +18,14 @@ from collections.abc import Collection, Iterable
 from scheduler.model import TaskKey, TaskStatus
 from scheduler.stores.abc import TaskStore
 
+FLUSH_AT = 2000
+"""The writer flushes at once when this many status changes are waiting, whatever its timer
+says."""
+
+_ASLEEP, _WOKEN, _FULL = 0, 1, 2
+"""`UnflushedStatuses.wake_writer` states: not told since the last `waiting`; told; told that
+the buffer is full."""
+
 
 class UnflushedStatuses:
     """Status changes recorded but not yet in the store; thread-safe.
@@ -35,6 +43,7 @@ class UnflushedStatuses:
         self._lock = threading.Lock()
         self._pending: dict[TaskKey, TaskStatus] = {}
         self._version = 0
+        self._woken = _ASLEEP
 
     @property
     def version(self) -> int:
@@ -56,8 +65,25 @@ class UnflushedStatuses:
                 pending[status.key] = status
             return self._version
 
-    def waiting(self) -> list[TaskStatus]:
+    def wake_writer(self, full_at: int) -> bool:
+        """Whether the writer must be told that changes wait: once after each `waiting`
+        (the writer arms its flush timer then), and once more when `full_at` changes wait
+        (it flushes at once). The writer is told once per flush, not once per `put`: under
+        load a partition's changes came as tens of thousands of messages a second into the
+        mailbox its persists wait in."""
         with self._lock:
+            if self._woken == _ASLEEP:
+                self._woken = _FULL if len(self._pending) >= full_at else _WOKEN
+                return True
+            if self._woken == _WOKEN and len(self._pending) >= full_at:
+                self._woken = _FULL
+                return True
+            return False
+
+    def waiting(self) -> list[TaskStatus]:
+        """The changes to write now; a `put` after this wakes the writer again."""
+        with self._lock:
+            self._woken = _ASLEEP
             return list(self._pending.values())
 
     def written(self, statuses: Iterable[TaskStatus]) -> None:

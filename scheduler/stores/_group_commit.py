@@ -1,21 +1,20 @@
 """Group commit for the SQLite store: concurrent writers share one transaction.
 
-Every partition has its own TaskPersistence and TaskCompletionTracker, and each writes its batch
-as soon as it has one: with 16 partitions that was hundreds of small transactions a second, each
-rewriting the same index pages into the WAL, one after the other behind the single write lock.
-Here a writer that finds the lock busy queues its statements and waits; whoever holds the lock
-commits everything queued in one transaction, each caller's statements inside a savepoint so
-that one caller's failure is that caller's alone, and then hands the lead to the first writer
-still waiting. Callers keep their synchronous contract: `run` returns once their rows are
-committed, or raises.
+Every partition has its own TaskPersistence, and each writes its batch as soon as it has one: with
+16 partitions that was hundreds of small transactions a second, each rewriting the same index pages
+into the WAL, one after the other behind the single write lock. Here a writer that finds the lock
+busy queues its statements and waits; whoever holds the lock commits everything queued in one
+transaction, each caller's statements inside a savepoint so that one caller's failure is that
+caller's alone, and then hands the lead to the first writer still waiting. Callers keep their
+synchronous contract: `run` returns once their rows are committed, or raises.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 Statement = tuple[str, Sequence[Any]]
@@ -45,9 +44,37 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._queued: list[_Writer] = []
         self._leading = False
+        self._held = threading.local()
+        """Per thread: the statements of the `together` block it is in, or None."""
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """Every `run` this thread makes in the block is one `run` at its end: one savepoint,
+        one wait for a commit, not one per call. A call in the block returns before its rows
+        are written; they are durable when the block ends. When the block raises, what was
+        run before the error is still written (as without the block), then the error goes on."""
+        if getattr(self._held, "statements", None) is not None:
+            yield  # nested: the outer block writes
+            return
+        held: list[Statement] = []
+        self._held.statements = held
+        try:
+            yield
+        except BaseException:
+            self._held.statements = None
+            if held:
+                self.run(held)
+            raise
+        self._held.statements = None
+        if held:
+            self.run(held)
 
     def run(self, statements: Sequence[Statement]) -> None:
         """Execute `statements` durably (in one savepoint); raise what made them fail."""
+        held: list[Statement] | None = getattr(self._held, "statements", None)
+        if held is not None:
+            held.extend(statements)
+            return
         writer = _Writer(statements)
         with self._lock:
             self._queued.append(writer)

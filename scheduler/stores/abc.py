@@ -17,8 +17,8 @@ SQLite store keeps the same key structure:
   a crash in between leaves a row whose final status tells the engine to skip it). Loading reads
   forward from a cursor with clustering bounds, so deleted rows (Cassandra tombstones) behind the
   cursor are never scanned again.
-* Every method is called for one partition by that partition's single writer (its TaskPersistence
-  or TaskCompletionTracker); the store needs no locking across partitions beyond its own.
+* Every method is called for one partition by that partition's single writer (its
+  TaskPersistence); the store needs no locking across partitions beyond its own.
   Admin reads may run from any process at any time.
 * **Malformed records** (records on the log that do not decode: another producer wrote them) are
   kept by `(partition, offset)` for operators to look at, and expire with the status retention.
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from scheduler.model import (
@@ -167,6 +168,14 @@ class TaskStore(ABC):
         """
 
     # -- schedule rows ----------------------------------------------------------------------
+
+    def together(self) -> AbstractContextManager[None]:
+        """A block whose writes (`write_tasks`, `record_statuses`, `delete_tasks`) this thread
+        makes go to the store in one round trip where the backend can (SQLite: one savepoint
+        of one transaction), durable when the block ends; a write in the block may return
+        before its rows are written, and a read in it need not see them. Without such a
+        backend the writes are made one by one, as outside the block."""
+        return nullcontext()
 
     @abstractmethod
     def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:

@@ -26,7 +26,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from scheduler._sqlbatch import chunks, many_rows
@@ -271,6 +271,9 @@ class SqliteTaskStore(TaskStore):
         return str(row[0])
 
     # -- schedule rows ---------------------------------------------------------------------
+
+    def together(self) -> AbstractContextManager[None]:
+        return self._group.together()
 
     def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
         dumps = json.JSONEncoder(separators=(",", ":")).encode

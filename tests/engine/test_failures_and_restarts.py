@@ -323,16 +323,16 @@ def test_a_tree_that_dies_as_it_starts_is_restarted_and_the_other_partitions_kee
     topic's supervisor, which every partition of the worker hangs from, lives on."""
     from scheduler.actors.partition_supervisor import PartitionSupervisor
 
-    started = PartitionSupervisor.on_start
+    started = PartitionSupervisor.start
     dying = {"left": 1}
 
-    def on_start(self) -> None:
+    def start(self) -> None:
         if self.ctx.partition == 2 and dying["left"]:
             dying["left"] -= 1
             raise RuntimeError("tree died as it started")
         started(self)
 
-    monkeypatch.setattr(PartitionSupervisor, "on_start", on_start)
+    monkeypatch.setattr(PartitionSupervisor, "start", start)
     recorder = Recorder()
     with embedded_engine(recorder, data_dir=data_dir) as engine:
         tasks = [Task(oid, soon(0), "k") for oid in ids_on_partition(2, 3) + ids_on_partition(0, 3)]
@@ -367,7 +367,7 @@ def test_a_success_reported_as_the_partition_executor_stops_is_kept_for_the_next
             release.wait(10)
 
     ctx = bare_context(TimerService())
-    ref = Holdable.start(ctx, tracker=None)
+    ref = Holdable.start(ctx)
     holding, release = threading.Event(), threading.Event()
     ref.proxy().hold(holding, release)  # the actor is busy...
     assert holding.wait(10)

@@ -201,8 +201,8 @@ def test_a_stop_that_an_actor_holds_names_that_actor_and_goes_on_without_it(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """What a lost or revoked partition's stop waits on is said: here the tracker hangs in a
-    store call that never returns, as a hung driver would."""
+    """What a lost or revoked partition's stop waits on is said: here TaskPersistence hangs in a
+    status write that never returns, as a hung driver would."""
     monkeypatch.setattr(partition_supervisor, "STEP_TIMEOUT_S", 0.3)
     caplog.set_level(logging.WARNING)
     hang, release = threading.Event(), threading.Event()
@@ -228,7 +228,7 @@ def test_a_stop_that_an_actor_holds_names_that_actor_and_goes_on_without_it(
         assert consumer.reassigned.wait(30)  # the stop went on without the hung tracker
         said = [r.getMessage() for r in caplog.records if "did not answer within" in r.getMessage()]
         assert said and all(PARTITION_LOST in line for line in said), said
-        assert any("TaskCompletionTracker did not answer within 0.3 s" in line for line in said)
+        assert any("TaskPersistence did not answer within 0.3 s" in line for line in said)
     finally:
         release.set()
         client.close()

@@ -72,8 +72,8 @@ def test_refused_status_writes_hold_starts_keep_the_tree_and_each_task_runs_once
         engine.clock.advance(5.0)  # every other task falls due; none starts
         threading.Event().wait(0.3)
         assert recorder.keys() == [tasks[0].key]
-        tree = engine.worker.topic.trees.get()[PARTITION].supervisor.proxy()
-        assert tree.counts().get(timeout=10).executing == 4  # due, queued, held
+        counts = engine.worker.topic.counts().get(timeout=10)[PARTITION]
+        assert counts.executing == 4  # due, queued, held
 
         away.clear()
         engine.join()

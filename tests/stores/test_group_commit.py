@@ -106,3 +106,25 @@ def test_a_failed_commit_fails_every_writer_in_the_group(db: Database) -> None:
     db.fail_commit = False
     group.run([(INSERT, (2, 0))])  # the lead was handed back: later writers still commit
     assert db.rows() == [(2, 0)]
+
+
+def test_the_runs_of_a_together_block_are_committed_in_one_transaction_at_its_end(
+    db: Database,
+) -> None:
+    group = GroupCommit(db.transaction, wrap)
+    with group.together():
+        group.run([(INSERT, (1, 0))])
+        group.run([(INSERT, (2, 0))])
+        assert db.rows() == [] and db.transactions == 0  # nothing written before the end
+    assert db.rows() == [(1, 0), (2, 0)]
+    assert db.transactions == 1
+
+
+def test_a_together_block_that_raises_writes_what_ran_before_the_error(db: Database) -> None:
+    group = GroupCommit(db.transaction, wrap)
+    with pytest.raises(ValueError, match="the second call failed"), group.together():
+        group.run([(INSERT, (1, 0))])
+        raise ValueError("the second call failed")
+    assert db.rows() == [(1, 0)]
+    group.run([(INSERT, (2, 0))])  # outside the block, a run is written at once again
+    assert db.rows() == [(1, 0), (2, 0)]
