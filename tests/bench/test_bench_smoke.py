@@ -32,6 +32,19 @@ DISTRIBUTED_SCENARIOS = (
 )
 
 
+def servers_env() -> dict[str, str]:
+    """The settings that point a bench process at the Kafka broker and Cassandra node the
+    tests use."""
+    from tests.servers import cassandra_contact, kafka_bootstrap
+
+    hosts, port = cassandra_contact()
+    return {
+        "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
+        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
+        "SCHEDULER_CASSANDRA_PORT": str(port),
+    }
+
+
 def run_bench(
     out: Path,
     *args: str,
@@ -186,14 +199,7 @@ def test_jobs_scenario_runs_batch_jobs_on_a_worker_process(tmp_path: Path) -> No
 @pytest.mark.cassandra
 @pytest.mark.timeout(800)
 def test_jobs_scenario_runs_batch_jobs_on_kafka_and_cassandra(tmp_path: Path) -> None:
-    from tests.servers import cassandra_contact, kafka_bootstrap
-
-    hosts, port = cassandra_contact()
-    env = {
-        "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
-        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
-        "SCHEDULER_CASSANDRA_PORT": str(port),
-    }
+    env = servers_env()
     out = tmp_path / "results"
     run_bench(out, "jobs", "--backends", "kafka-cassandra", env=env, timeout=780)
     check_jobs(out, "kafka-cassandra")
@@ -230,14 +236,7 @@ def test_pipeline_scenario_times_the_example_through_the_scheduler_and_plainly(
 @pytest.mark.cassandra
 @pytest.mark.timeout(480)
 def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
-    from tests.servers import cassandra_contact, kafka_bootstrap
-
-    hosts, port = cassandra_contact()
-    env = {
-        "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
-        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
-        "SCHEDULER_CASSANDRA_PORT": str(port),
-    }
+    env = servers_env()
     out = tmp_path / "results"
     run_bench(
         out,
@@ -346,14 +345,7 @@ def test_the_schedules_scenario_starts_every_fired_and_triggered_run_beside_apsc
 def test_the_schedules_scenario_measures_event_to_launch_on_kafka_and_cassandra(
     tmp_path: Path,
 ) -> None:
-    from tests.servers import cassandra_contact, kafka_bootstrap
-
-    hosts, port = cassandra_contact()
-    env = {
-        "SCHEDULER_KAFKA_BOOTSTRAP": kafka_bootstrap(),
-        "SCHEDULER_CASSANDRA_HOSTS": ",".join(hosts),
-        "SCHEDULER_CASSANDRA_PORT": str(port),
-    }
+    env = servers_env()
     out = tmp_path / "results"
     run_bench(out, "schedules", "--backends", "kafka-cassandra", env=env, timeout=400)
     document = results(out, ("schedules",))["schedules"]

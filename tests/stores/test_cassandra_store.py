@@ -881,6 +881,17 @@ def test_a_keyspace_made_without_the_ordering_index_gets_it_on_open_and_lists_th
         plain.close()
 
 
+def _auto_reader_uses_index(keyspace: str) -> bool:
+    """Whether a store opening this keyspace with the setting "auto" lists through the
+    ordering-id index."""
+    reader = make_store(keyspace=keyspace, ordering_index="auto")
+    reader.open(create_schema=False)
+    try:
+        return bool(reader.ordering_index)
+    finally:
+        reader.close()
+
+
 @pytest.mark.cassandra
 def test_by_default_the_ordering_indexes_are_made_on_a_node_with_sai_and_listed_through() -> None:
     """ "auto": the test node runs Cassandra 5.0, so the schema gets the indexes; a store that
@@ -894,24 +905,14 @@ def test_by_default_the_ordering_indexes_are_made_on_a_node_with_sai_and_listed_
             "schedule_ordering_id",
             "status_ordering_id",
         }
-        reader = make_store(keyspace=made.keyspace, ordering_index="auto")
-        reader.open(create_schema=False)
-        try:
-            assert reader.ordering_index is True
-        finally:
-            reader.close()
+        assert _auto_reader_uses_index(made.keyspace) is True
     finally:
         made.drop_keyspace()
         made.close()
     plain = make_store(ordering_index=False)
     plain.open(create_schema=True)
     try:
-        reader = make_store(keyspace=plain.keyspace, ordering_index="auto")
-        reader.open(create_schema=False)
-        try:
-            assert reader.ordering_index is False
-        finally:
-            reader.close()
+        assert _auto_reader_uses_index(plain.keyspace) is False
     finally:
         plain.drop_keyspace()
         plain.close()
