@@ -241,7 +241,7 @@ class EmbeddedConsumer(LogConsumer):
         return records
 
     def _resolve_position(self, partition: int) -> int:
-        committed = self._log.committed(self._group_id, [partition])[partition]
+        committed = self._log.committed_with_metadata(self._group_id, [partition])[partition][0]
         with self._log.cond:
             start = self._log.partitions[partition].start
         position = start if committed is None else max(committed, start)
@@ -257,9 +257,6 @@ class EmbeddedConsumer(LogConsumer):
     ) -> None:
         if offsets:
             self._log.commit(self._group_id, offsets, metadata)
-
-    def committed(self, partitions: Collection[int]) -> dict[int, int | None]:
-        return self._log.committed(self._group_id, partitions)
 
     def committed_with_metadata(
         self, partitions: Collection[int]

@@ -19,8 +19,9 @@ import threading
 import time
 from collections.abc import Collection
 
-from scheduler._sqlite_open import rollback, unavailable
+from scheduler._sqlite_open import unavailable
 from scheduler.errors import ConfigurationError
+from scheduler.logs._embedded_schema import transaction
 
 LIVE_S = 30.0
 """A member whose heartbeat is older than this is gone."""
@@ -84,30 +85,24 @@ class MemberTable:
         """
         now = _now_ms()
         try:
-            with self._db_lock:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    rows = self._db.execute(_SELECT, (self._topic, group_id)).fetchall()
-                    rivals = []
-                    for member, other_client, pid, _, heartbeat in rows:
-                        if pid == self._pid:
-                            continue
-                        if _live(pid, heartbeat, now):
-                            rivals.append((pid, other_client))
-                        else:
-                            self._db.execute(
-                                "DELETE FROM members WHERE topic = ? AND grp = ? AND member = ?",
-                                (self._topic, group_id, member),
-                            )
-                    if not rivals:
-                        self._db.execute(
-                            _UPSERT,
-                            (self._topic, group_id, member_id, client_id, self._pid, "[]", now),
+            with self._db_lock, transaction(self._db) as db:
+                rivals = []
+                for member, other_client, pid, _, heartbeat in db.execute(
+                    _SELECT, (self._topic, group_id)
+                ).fetchall():
+                    if pid == self._pid:
+                        continue
+                    if _live(pid, heartbeat, now):
+                        rivals.append((pid, other_client))
+                    else:
+                        db.execute(
+                            "DELETE FROM members WHERE topic = ? AND grp = ? AND member = ?",
+                            (self._topic, group_id, member),
                         )
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    rollback(self._db)
-                    raise
+                if not rivals:
+                    db.execute(
+                        _UPSERT, (self._topic, group_id, member_id, client_id, self._pid, "[]", now)
+                    )
         except sqlite3.Error as error:
             raise unavailable(f"embedded log {self._path!r}", error) from error
         if rivals:

@@ -5,6 +5,12 @@ Connections to it are opened by `scheduler._sqlite_open.open_wal`, as the store'
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from scheduler._sqlite_open import rollback
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, partitions INTEGER NOT NULL)
     WITHOUT ROWID;
@@ -33,3 +39,16 @@ RECORDS = (
     "SELECT offset, key, value, timestamp_ms FROM records"
     " WHERE topic = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?"
 )
+
+
+@contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, rolled back if the block raises (else the connection's
+    next BEGIN fails: a transaction would still be open)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+        db.execute("COMMIT")
+    except BaseException:
+        rollback(db)
+        raise

@@ -17,8 +17,9 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from scheduler._sqlbatch import many_rows
-from scheduler._sqlite_open import in_words, rollback, unavailable
+from scheduler._sqlite_open import in_words, unavailable
 from scheduler.errors import BackendUnavailableError
+from scheduler.logs._embedded_schema import transaction
 from scheduler.logs.abc import RecordKey, key_bytes
 
 if TYPE_CHECKING:
@@ -139,23 +140,16 @@ class GroupCommitWriter:
         topic = log.topic
         rows: list[Row] = []
         try:
-            with log.db_lock:
-                db = log.db
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    ends = dict(db.execute(_ENDS, (topic,)).fetchall())
-                    for partition, key, value, timestamp, _ in batch:
-                        offset = ends[partition]
-                        rows.append((topic, partition, offset, key_bytes(key), value, timestamp))
-                        ends[partition] = offset + 1
-                    for sql, params in many_rows(_INSERT, rows):
-                        db.execute(sql, params)
-                    touched = {row[1] for row in rows}
-                    db.executemany(_SET_END, [(ends[p], topic, p) for p in touched])
-                    db.execute("COMMIT")
-                except BaseException:
-                    rollback(db)
-                    raise
+            with log.db_lock, transaction(log.db) as db:
+                ends = dict(db.execute(_ENDS, (topic,)).fetchall())
+                for partition, key, value, timestamp, _ in batch:
+                    offset = ends[partition]
+                    rows.append((topic, partition, offset, key_bytes(key), value, timestamp))
+                    ends[partition] = offset + 1
+                for sql, params in many_rows(_INSERT, rows):
+                    db.execute(sql, params)
+                touched = {row[1] for row in rows}
+                db.executemany(_SET_END, [(ends[p], topic, p) for p in touched])
         except Exception as error:  # the writer thread must survive to fail these futures
             failure = unavailable(f"embedded log {log.path!r}", error)
             for *_, future in batch:

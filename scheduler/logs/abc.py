@@ -173,9 +173,9 @@ class LogConsumer(ABC):
         routine commit after each batch, where a lost commit only means records read again.
         """
 
-    @abstractmethod
     def committed(self, partitions: Collection[int]) -> dict[int, int | None]:
         """The group's committed offsets for these partitions (None where nothing is committed)."""
+        return {p: offset for p, (offset, _) in self.committed_with_metadata(partitions).items()}
 
     @abstractmethod
     def committed_with_metadata(
@@ -297,6 +297,13 @@ class BatchFuture:
             self._finish(error)
         elif next(self._successes) == self._expected:
             self._finish(None)
+
+    def set_result(self, _partition: int) -> None:
+        """One record is durable: a batch stands in for each of its records' futures."""
+        self.delivered()
+
+    def set_exception(self, error: BaseException) -> None:
+        self.delivered(error)
 
     def reporter(self, failure: Callable[[Any, Any], BaseException]) -> Callable[[Any, Any], None]:
         """A delivery callback for each record of the batch, `(error, report)`: None counts a

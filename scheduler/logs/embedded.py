@@ -38,13 +38,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler._sqlite_open import file_identity, open_wal, rollback, unavailable
+from scheduler._sqlite_open import file_identity, open_wal, unavailable
 from scheduler.codec import compact
 from scheduler.errors import ConfigurationError, TopicMissingError
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs._embedded_group import EmbeddedConsumer, GroupCoordinator
 from scheduler.logs._embedded_members import MemberTable
-from scheduler.logs._embedded_schema import PARTITIONS, RECORDS, SCHEMA
+from scheduler.logs._embedded_schema import PARTITIONS, RECORDS, SCHEMA, transaction
 from scheduler.logs._embedded_writer import GroupCommitWriter, Row
 from scheduler.logs.abc import (
     BatchFuture,
@@ -162,22 +162,17 @@ class EmbeddedTaskLog(TaskLog):
     def ensure_topic(self, partitions: int) -> int:
         if partitions < 1:
             raise ConfigurationError(f"a topic needs at least one partition, got {partitions}")
-        with self.db_lock:
-            self.db.execute("BEGIN IMMEDIATE")  # before the check: another process may create it
-            try:
-                row = self.db.execute(
-                    "SELECT partitions FROM topics WHERE name = ?", (self.topic,)
-                ).fetchone()
-                if row is None:
-                    self.db.execute("INSERT INTO topics VALUES (?, ?)", (self.topic, partitions))
-                    self.db.executemany(
-                        "INSERT INTO partitions VALUES (?, ?, 0, 0)",
-                        [(self.topic, p) for p in range(partitions)],
-                    )
-                self.db.execute("COMMIT")
-            except BaseException:
-                rollback(self.db)
-                raise
+        # One transaction from the check on: another process may create it meanwhile.
+        with self.db_lock, transaction(self.db) as db:
+            row = db.execute(
+                "SELECT partitions FROM topics WHERE name = ?", (self.topic,)
+            ).fetchone()
+            if row is None:
+                db.execute("INSERT INTO topics VALUES (?, ?)", (self.topic, partitions))
+                db.executemany(
+                    "INSERT INTO partitions VALUES (?, ?, 0, 0)",
+                    [(self.topic, p) for p in range(partitions)],
+                )
         if not self.partitions:
             self._load_topic()
         return partitions if row is None else int(row[0])
@@ -224,7 +219,7 @@ class EmbeddedTaskLog(TaskLog):
     def append(self, key: RecordKey, value: bytes, future: Any = None) -> Future[int]:
         """Queue a record for the writer thread; blocks while the buffer is full.
 
-        `future` is anything with `set_result`/`set_exception` (a batch's shared sink);
+        `future` is anything with `set_result`/`set_exception` (a whole batch's `BatchFuture`);
         a new `DeliveryFuture` by default.
         """
         if future is None:
@@ -332,28 +327,11 @@ class EmbeddedTaskLog(TaskLog):
         rows = [(self.topic, group_id, p, o) for p, o in offsets.items()]
         notes = [(self.topic, group_id, p, (metadata or {}).get(p, "")) for p in offsets]
         try:
-            with self.db_lock:
-                self.db.execute("BEGIN IMMEDIATE")
-                try:
-                    self.db.executemany("INSERT OR REPLACE INTO offsets VALUES (?, ?, ?, ?)", rows)
-                    self.db.executemany(
-                        "INSERT OR REPLACE INTO offset_metadata VALUES (?, ?, ?, ?)", notes
-                    )
-                    self.db.execute("COMMIT")
-                except BaseException:
-                    rollback(self.db)  # else the next BEGIN fails: a transaction is open
-                    raise
+            with self.db_lock, transaction(self.db) as db:
+                db.executemany("INSERT OR REPLACE INTO offsets VALUES (?, ?, ?, ?)", rows)
+                db.executemany("INSERT OR REPLACE INTO offset_metadata VALUES (?, ?, ?, ?)", notes)
         except sqlite3.Error as error:
             raise unavailable(f"embedded log {self.path!r}", error) from error
-
-    def committed(self, group_id: str, partitions: Collection[int]) -> dict[int, int | None]:
-        with self._read_lock:
-            rows = self._reader.execute(
-                "SELECT partition, offset FROM offsets WHERE topic = ? AND grp = ?",
-                (self.topic, group_id),
-            ).fetchall()
-        stored = dict(rows)
-        return {p: stored.get(p) for p in partitions}
 
     def committed_with_metadata(
         self, group_id: str, partitions: Collection[int]
@@ -383,22 +361,17 @@ class EmbeddedTaskLog(TaskLog):
                 moved.append((partition, lowest))
             if not moved:
                 return
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self.db) as db:
                 for partition, lowest in moved:
-                    self.db.execute(
+                    db.execute(
                         "DELETE FROM records WHERE topic = ? AND partition = ? AND offset < ?",
                         (self.topic, partition, lowest),
                     )
-                    self.db.execute(
+                    db.execute(
                         "UPDATE partitions SET start_offset = max(start_offset, ?)"
                         " WHERE topic = ? AND partition = ?",
                         (lowest, self.topic, partition),
                     )
-                self.db.execute("COMMIT")
-            except BaseException:
-                rollback(self.db)
-                raise
         with self.cond:
             for partition, lowest in moved:
                 state = self.partitions[partition]
@@ -460,11 +433,10 @@ class EmbeddedProducer(LogProducer):
         return self._log.append(key, value, DeliveryFuture(on_durable))
 
     def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
-        """Queue the whole batch behind one sink: no future per record."""
+        """Queue the whole batch behind one `BatchFuture`: no future per record."""
         batch = BatchFuture(len(records))
-        sink = _BatchSink(batch)
         for key, value in records:
-            self._log.append(key, value, sink)
+            self._log.append(key, value, batch)
         return batch.future
 
     def flush(self, timeout: float) -> int:
@@ -472,18 +444,3 @@ class EmbeddedProducer(LogProducer):
 
     def close(self) -> None:
         self.flush(timeout=60.0)
-
-
-class _BatchSink:
-    """Stands in for every record's future in a batch: each resolution counts one delivery."""
-
-    __slots__ = ("batch",)
-
-    def __init__(self, batch: BatchFuture) -> None:
-        self.batch = batch
-
-    def set_result(self, partition: int) -> None:
-        self.batch.delivered()
-
-    def set_exception(self, error: BaseException) -> None:
-        self.batch.delivered(error)

@@ -608,12 +608,6 @@ class KafkaTaskLog(TaskLog):
                     raise self._failure(what, exc, action=action, acl=acl) from exc
             time.sleep(_METADATA_RETRY_S)
 
-    def _result(self, future: Future[Any], what: str, *, action: str, acl: tuple[str, str]) -> Any:
-        try:
-            return future.result(timeout=self._timeout + 1)
-        except KafkaException as exc:
-            raise self._failure(what, exc, action=action, acl=acl) from exc
-
     def _failure(
         self,
         what: str,

@@ -341,9 +341,6 @@ class KafkaLogConsumer(LogConsumer):
             return error
         return next((tp.error for tp in results if tp.error is not None), None)
 
-    def committed(self, partitions: Collection[int]) -> dict[int, int | None]:
-        return {p: offset for p, (offset, _) in self.committed_with_metadata(partitions).items()}
-
     def committed_with_metadata(
         self, partitions: Collection[int]
     ) -> dict[int, tuple[int | None, str]]:

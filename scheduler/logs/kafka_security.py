@@ -144,14 +144,6 @@ def _rfc2253_escaped(value: str) -> str:
     return escaped
 
 
-def names_a_refusal(text: str) -> bool:
-    """Whether librdkafka's words about a failed connection say the brokers refused the client's
-    login or certificate (which lasts until someone changes a setting), not that they are away."""
-    if _alert(text) in _CERTIFICATE_ALERTS | _HANDSHAKE_ALERTS:
-        return True
-    return "SASL authentication error" in text or "certificate verify failed" in text
-
-
 def _alert(text: str) -> str:
     """The TLS alert the brokers sent, by name ("bad certificate"), if `text` reports one."""
     found = _ALERT.search(text)
