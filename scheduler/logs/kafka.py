@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import Future
 from logging.handlers import BufferingHandler
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import (
     KafkaError,
@@ -62,6 +61,8 @@ from scheduler.logs.kafka_security import (
 from scheduler.logs.kafka_topic_id import committed_elsewhere, known, untagged
 
 __all__ = ["KafkaLogConsumer", "KafkaLogProducer", "KafkaTaskLog"]
+
+_T = TypeVar("_T")
 
 _METADATA_RETRY_S = 0.1
 _LOGIN_CHECK_S = 0.5
@@ -348,21 +349,13 @@ class KafkaTaskLog(TaskLog):
         """Committed offsets and their metadata; partitions without a commit are absent.
 
         Asked through a consumer of the group, not the admin client: see `kafka_committed`."""
-        deadline = time.monotonic() + self._timeout
-        while True:
-            try:
-                result = self._offsets.read(group_id, partitions)
-                break
-            except KafkaException as exc:
-                code = None if (error := kafka_error(exc)) is None else error.code()
-                if code not in _COORDINATOR_SETTLING or time.monotonic() > deadline:
-                    raise self._failure(
-                        f"reading offsets of group {group_id!r}",
-                        exc,
-                        action=f"read the committed offsets of group {group_id!r}",
-                        acl=("Describe", f"--group {group_id}"),
-                    ) from exc
-            time.sleep(_METADATA_RETRY_S)
+        result = self._retrying(
+            lambda: self._offsets.read(group_id, partitions),
+            f"reading offsets of group {group_id!r}",
+            action=f"read the committed offsets of group {group_id!r}",
+            acl=("Describe", f"--group {group_id}"),
+            settling=_COORDINATOR_SETTLING,
+        )
         topic_id = self._topic_id_or_none()
         return {
             tp.partition: (tp.offset, untagged(tp.metadata or "")[1])
@@ -384,13 +377,15 @@ class KafkaTaskLog(TaskLog):
             return None
 
     def _owners(self, group_id: str) -> dict[int, str]:
-        description = self._ask_coordinator(
-            lambda admin: admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[
+        description = self._retrying(
+            lambda: self._admin.describe_consumer_groups([group_id], request_timeout=self._timeout)[
                 group_id
-            ],
+            ].result(timeout=self._timeout + 1),
             f"describing group {group_id!r}",
             action=f"describe consumer group {group_id!r}",
             acl=("Describe", f"--group {group_id}"),
+            settling=_COORDINATOR_SETTLING,
+            renew_on_timeout=True,
         )
         owners: dict[int, str] = {}
         for member in description.members or []:
@@ -411,28 +406,20 @@ class KafkaTaskLog(TaskLog):
     ) -> dict[int, int]:
         if not partitions:
             return {}
-        deadline = time.monotonic() + self._timeout
-        while True:
-            futures = self._admin.list_offsets(
-                {tp: spec for tp in partitions}, request_timeout=self._timeout
-            )
-            try:
-                return {tp.partition: int(f.result().offset) for tp, f in futures.items()}
-            except KafkaException as exc:
-                # A topic created moments ago: its leaders may not answer for it yet. A broker
-                # restarted: what this client knows of the leaders is stale, so ask anew.
-                code = None if (error := kafka_error(exc)) is None else error.code()
-                if code in _METADATA_STALE:
-                    self._refresh_metadata()
-                settling = code in _LEADERS_SETTLING or code in _METADATA_STALE
-                if not settling or time.monotonic() > deadline:
-                    raise self._failure(
-                        what,
-                        exc,
-                        action=f"read the offsets of topic {self.topic!r}",
-                        acl=("Describe", f"--topic {self.topic}"),
-                    ) from exc
-            time.sleep(_METADATA_RETRY_S)
+        return self._retrying(
+            lambda: {
+                tp.partition: int(f.result().offset)
+                for tp, f in self._admin.list_offsets(
+                    {tp: spec for tp in partitions}, request_timeout=self._timeout
+                ).items()
+            },
+            what,
+            action=f"read the offsets of topic {self.topic!r}",
+            acl=("Describe", f"--topic {self.topic}"),
+            # A topic created moments ago: its leaders may not answer for it yet. A broker
+            # restarted: what this client knows of the leaders is stale, so ask anew.
+            settling=_LEADERS_SETTLING | _METADATA_STALE,
+        )
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -577,35 +564,38 @@ class KafkaTaskLog(TaskLog):
                 )
             time.sleep(_METADATA_RETRY_S)
 
-    def _ask_coordinator(
+    def _retrying(
         self,
-        request: Callable[[AdminClient], Future[Any]],
+        request: Callable[[], _T],
         what: str,
         *,
         action: str,
         acl: tuple[str, str],
-    ) -> Any:
-        """The result of a request to a group's coordinator, made with a new admin client if
-        this one's request timed out.
+        settling: frozenset[int],
+        renew_on_timeout: bool = False,
+    ) -> _T:
+        """`request()`, made again while the brokers answer with an error of `settling`, for up
+        to the request timeout.
 
-        librdkafka drops a broker that a metadata response leaves out (one that answered while
-        the broker shut down), but keeps it as the group's coordinator, and never asks for the
-        coordinator again (librdkafka issue 5511; fix proposed, not released in 2.16). So after
-        a broker restart, every group request of a long-lived admin client timed out (measured:
-        for 100 s and more, while a new client was answered in 0.1 s): a worker's lag metric
-        was gone until the worker restarted."""
-        deadline, renewed = time.monotonic() + self._timeout, False
+        With `renew_on_timeout`, a request that timed out is made once more with a new admin
+        client: librdkafka keeps a broker that a metadata response left out (one that answered
+        while it shut down) as a group's coordinator and never looks it up again (librdkafka
+        issue 5511), so after a broker restart a long-lived admin client's group requests time
+        out for good, while a new client is answered at once."""
+        deadline = time.monotonic() + self._timeout
         while True:
             try:
-                return request(self._admin).result(timeout=self._timeout + 1)
+                return request()
             except KafkaException as exc:
                 code = None if (error := kafka_error(exc)) is None else error.code()
-                if code == KafkaError._TIMED_OUT and not renewed:
+                if code == KafkaError._TIMED_OUT and renew_on_timeout:
                     logger.info("%s timed out: asking again with a new admin client", what)
-                    self._admin, renewed = self._new_admin(), True
+                    self._admin, renew_on_timeout = self._new_admin(), False
                     continue
-                if code not in _COORDINATOR_SETTLING or time.monotonic() > deadline:
+                if code not in settling or time.monotonic() > deadline:
                     raise self._failure(what, exc, action=action, acl=acl) from exc
+                if code in _METADATA_STALE:
+                    self._refresh_metadata()
             time.sleep(_METADATA_RETRY_S)
 
     def _failure(

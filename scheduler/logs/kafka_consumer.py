@@ -1,24 +1,16 @@
 """`LogConsumer` on confluent-kafka with Kafka's cooperative (incremental) rebalance protocol.
 
-How the rebalance callbacks map onto librdkafka's (confluent-kafka-python's `Consumer.c`): the
-binding calls our `on_assign`/`on_revoke`/`on_lost` from inside `consume`/`poll`/`close`, and
-*after* them calls `incremental_assign`/`incremental_unassign` itself unless the callback already
-did. We do it ourselves, so that the order matches Java's listener:
+confluent-kafka calls our rebalance callbacks from inside `consume`/`poll`/`close`. They assign
+and unassign themselves, so that the order matches Java's listener:
 
 * assigned: the listener runs first, while seeks it makes are collected; then the partitions are
   assigned with those start offsets (a seek on a partition whose fetcher has not started yet fails
-  in librdkafka with `_STATE`, so a start offset is the only reliable way);
+  in librdkafka with `_STATE`);
 * revoked / lost: the listener runs first, while the partitions are still assigned, so it can
-  commit their offsets; then they are unassigned, even if the listener raised.
+  commit their offsets; then they are unassigned, even if the listener raised (its exception
+  propagates out of `poll`).
 
-A listener's exception propagates out of `poll`, after the assignment has been brought in sync.
-
-After each callback the partitions the consumer keeps are fetched again at once (`_wake_fetchers`):
-librdkafka pauses every assigned partition while a rebalance callback is pending and resumes them
-after it, but resuming does not wake the broker thread, which stopped fetching them and sleeps up
-to a second (`rd_kafka_max_block_ms`). Our callbacks take a while (a revocation lets running
-tasks finish), so without this, partitions that never moved stopped for up to a second in every
-rebalance.
+After each callback the partitions the consumer keeps are fetched again at once (`_wake_fetchers`).
 """
 
 from __future__ import annotations
@@ -75,17 +67,17 @@ _TRANSIENT = frozenset(
         KafkaError.STALE_MEMBER_EPOCH,
     }
 )
-"""Commit errors worth retrying; others (e.g. ILLEGAL_GENERATION, FENCED_MEMBER_EPOCH: we were
+"""Commit errors worth retrying; others (ILLEGAL_GENERATION, FENCED_MEMBER_EPOCH: we were
 dropped) are final."""
 _NOT_SUPPORTED = ("API version not supported", "Required feature not supported")
 """librdkafka's words for a request the broker does not know (UNSUPPORTED_VERSION,
 _UNSUPPORTED_FEATURE)."""
 RENEW_AFTER_S = 5.0
 """How long a consumer's client may know no broker at all before it is replaced (see
-`KafkaLogConsumer._renew_if_stranded`); statistics come every second, so this is five reports."""
+`KafkaLogConsumer._renew_if_stranded`): five statistics reports."""
 _WAKE_TIMEOUT_S = 0.5
-"""How long `_wake_fetchers` waits for the leaders' answers: past a second librdkafka's broker
-threads wake by themselves, and the request goes on waking them when it is answered."""
+"""How long `_wake_fetchers` waits for the leaders' answers (past a second, librdkafka's broker
+threads wake by themselves)."""
 
 
 class KafkaLogConsumer(LogConsumer):
@@ -132,10 +124,10 @@ class KafkaLogConsumer(LogConsumer):
         self._listener: RebalanceListener | None = None
         self._assigned: set[int] = set()
         self._arriving: set[int] = set()
+        """Partitions being assigned while the listener's `on_assigned` runs."""
         self._arrival_commits: dict[int, tuple[int | None, str]] = {}
         """The arriving partitions' committed offsets, read once at the start of `_on_assign`
         and served to the listener (nothing commits them before it returns)."""
-        """Partitions being assigned while the listener's `on_assigned` runs."""
         self._start_offsets: dict[int, int] = {}
         """Seeks of arriving partitions made inside `on_assigned`, applied as start offsets."""
         self._closed = False
@@ -171,9 +163,8 @@ class KafkaLogConsumer(LogConsumer):
     def _renew_if_stranded(self) -> None:
         """Replace the librdkafka client once it has known no broker for `RENEW_AFTER_S` (and,
         while it owns partitions, for a whole session timeout, after which the group has
-        dropped it anyway): it would never connect again (librdkafka issue 5301, see
-        `kafka_brokers`). Its partitions are lost to the listener, as a session timeout loses
-        them; the new client joins the group, which assigns it partitions again."""
+        dropped it anyway): it would never connect again (see `kafka_brokers`). Its partitions
+        are lost to the listener; the new client joins the group again."""
         stranded_s = self._brokers.known_none_for()
         if self._listener is None or self._closed or stranded_s < RENEW_AFTER_S:
             return
@@ -249,9 +240,8 @@ class KafkaLogConsumer(LogConsumer):
         return session, heartbeat
 
     def poll(self, max_records: int, timeout: float) -> list[LogRecord]:
-        # `consume(n, t)` waits the whole `t` unless n records arrive, which would add up to
-        # `timeout` of latency to every small batch. So take what is buffered, and only if
-        # nothing is, wait for the first record and then take what arrived with it.
+        # `consume(n, t)` waits the whole `t` unless n records arrive: take what is buffered,
+        # and only if nothing is, wait for the first record and take what arrived with it.
         self._renew_if_stranded()
         deadline = time.monotonic() + timeout
         while True:
@@ -368,8 +358,8 @@ class KafkaLogConsumer(LogConsumer):
 
     def _committed_on_deleted_topic(self, partitions: list[int]) -> set[int]:
         """Which of the arriving `partitions` have offsets committed on an earlier topic of the
-        same name (see `kafka_topic_id`); they are read from their first record. Best effort:
-        if the brokers cannot say now, librdkafka starts at the committed offsets as always."""
+        same name (see `kafka_topic_id`): they are read from their first record. Best effort:
+        if the brokers cannot say now, librdkafka starts at the committed offsets."""
         try:
             self._topic_id = self._read_topic_id()
             committed = self._arrival_commits = self._committed_tagged(partitions)
@@ -456,18 +446,11 @@ class KafkaLogConsumer(LogConsumer):
     def _wake_fetchers(self, consumer: Consumer) -> None:
         """Have librdkafka fetch the partitions it resumed after a rebalance callback now.
 
-        It paused them all when it queued the callback (rdkafka_cgrp.c, so that no record of a
-        partition being taken away reaches the application meanwhile) and resumes them once the
-        callback has assigned or unassigned. A broker thread that saw them paused dropped them
-        from its fetch list and sleeps until something wakes it, a second at most; the resume is
-        not such a thing (rdkafka_partition.c). A request is: asking each partition's leader for
-        an offset wakes its broker thread, and the answer wakes it again, after the resume. Only
-        rebalances pay this one round trip. Measured with 64 partitions: a plain consumer whose
-        revocation of 32 took 150 ms stopped the other 32 for 1.2 s without it; a worker's poll
-        loop got none of its kept partitions' records for 0.8 s after its revocation without it,
-        and had them in its next poll with it (docs/kafka.md).
-        Best effort: a leader that does not answer costs `_WAKE_TIMEOUT_S`, and its partitions
-        are fetched when librdkafka wakes by itself."""
+        librdkafka pauses every assigned partition while a callback is pending and resumes them
+        after it, but the resume does not wake the broker threads, which sleep up to a second:
+        partitions that never moved would stop that long in every rebalance (docs/kafka.md).
+        Asking each leader for an offset wakes its broker thread. Best effort: a leader that
+        does not answer costs `_WAKE_TIMEOUT_S`."""
         if not self._assigned:
             return
         ends = [TopicPartition(self._topic, p, OFFSET_END) for p in sorted(self._assigned)]
@@ -500,16 +483,13 @@ class KafkaLogConsumer(LogConsumer):
                 return None
             refused = self._not_allowed(error)
             if refused is not None:
-                if not self._joined:
-                    # Refused from the start: an ACL is missing, and it does not appear by
-                    # waiting. Stop with what to grant instead of polling a group never joined.
+                if not self._joined:  # refused from the start: waiting will not grant the ACL
                     raise refused
-                # Revoked while running (as on Cassandra): what is stored still runs, and the
-                # consumer catches up once it is granted again. Said once a minute, not per poll.
+                # Revoked while running: what is stored still runs, and the consumer catches up
+                # once it is granted again.
                 self._log_refusal(error.code(), refused)
                 return None
-            # librdkafka reports its own fatal errors as `_FATAL` events whose error is not
-            # flagged fatal; the consumer never recovers from one, so the worker must stop.
+            # librdkafka reports its own fatal errors as `_FATAL` events not flagged fatal.
             if error.fatal() or error.code() == KafkaError._FATAL:
                 raise self._stopped(error)
             # librdkafka recovers from the rest by itself (broker restarts, leader moves).
