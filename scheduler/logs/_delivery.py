@@ -1,26 +1,16 @@
 """DeliveryFuture: the future `schedule_task` returns, cheap enough for one per record.
 
-A `concurrent.futures.Future` builds a `threading.Condition` (a lock, a deque of waiters and
-a handful of bound methods) when it is created, and takes it on every state change. Measured,
-making and resolving one costs ten times what producing its record to Kafka costs, and
-`schedule_task` makes one per task at hundreds of thousands of tasks a second, most of them
-resolved before anyone looks at them.
+A `concurrent.futures.Future` builds a `threading.Condition` when it is created, which costs more
+than producing its record, and most of these futures resolve before anyone looks at them. So a
+DeliveryFuture makes its `Future` part only when something needs it. Until then its outcome is
+one field, `_outcome`: None while pending, then the partition (an int) or a `Failed`, written
+once under a module-wide lock and read without it (one reference, written once).
 
-So a DeliveryFuture is a `Future` whose base part is made only when something needs it. Until
-then it holds its outcome in one field of its own, `_outcome`: None while pending, then the
-result (an int: the record's partition) or a `Failed` holding the exception, set once and never
-changed, by one store made under a module-wide lock. A future resolved before anyone waits
-answers `done`, `result` and `exception` from that field without the lock: a reader sees None or
-the outcome (one reference, written once; no second field has to agree with it). A partition is
-a small int, which Python keeps made: resolving a future allocates nothing.
-The first use of anything else of `Future` (a thread waiting on a pending future,
-`add_done_callback`, `concurrent.futures.wait`, `as_completed`, `repr`) runs the public
-constructor `Future.__init__` on it and replays the outcome through the public
-`set_running_or_notify_cancel`/`set_result`/`set_exception`, under the same lock, so that the
-replay and a delivery cannot interleave; from then on it is a plain `Future`. Nothing here reads
-or writes a field of `concurrent.futures`, and nothing relies on the GIL making a step atomic:
-it works the same on a free-threaded Python. A record handed to the log cannot be cancelled: the
-future is running from the start.
+The first use of anything else of `Future` (a waiter, `add_done_callback`, `wait`, `repr`) runs
+the public `Future.__init__` and replays the outcome through the public setters, under the same
+lock; from then on it is a plain `Future`. Nothing here touches a field of `concurrent.futures`
+or relies on the GIL, so it works the same on a free-threaded Python. A record handed to the log
+cannot be cancelled: the future is running from the start.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Consumer groups of the embedded log: a sticky assignor and cooperative hand-over.
 
-Like Kafka's cooperative-sticky protocol, a rebalance only changes each member's *target*; a
-partition moves in two steps. Its old owner revokes it inside its own `poll` (its listener may
-commit there), and only then may the new owner take it, inside *its* `poll`. So a partition never
-has two owners, partitions that stay are never touched, and every callback runs on the thread
-that polls the consumer it belongs to. All state here is guarded by the log's condition, which
-`poll` waits on for records and hand-overs alike.
-
-Each member is also written to the log file's `members` table (`_embedded_members`), so that
-other processes can show the owners and a second worker process is refused.
+A rebalance only changes each member's *target*. A partition's old owner revokes it inside its own
+`poll`, and only then may the new owner take it, inside *its* `poll`: a partition never has two
+owners, and every callback runs on the polling thread. All state is guarded by the log's
+condition. Members are also written to the file (`_embedded_members`) for other processes.
 """
 
 from __future__ import annotations
@@ -158,9 +153,8 @@ class EmbeddedConsumer(LogConsumer):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                # Records of this process wake us at once through the condition, but SQLite has
-                # no way to tell us that another process committed: while waiting (only then)
-                # we look at the file every `file_check_s`, one cheap PRAGMA when nothing changed.
+                # Our own records wake us through the condition; another process's commits are
+                # seen by looking at the file every `file_check_s`.
                 interval = log.file_check_s
                 cond.wait(remaining if interval is None else min(remaining, interval))
 

@@ -1,13 +1,9 @@
-"""Group members of the embedded log, written down in the file for other processes to see.
+"""Group members of the embedded log, written down in the file for other processes to see:
+`scheduler group status` shows the owners, and a second worker process in the same group is
+refused instead of consuming every partition a second time.
 
-Consumer groups live in the memory of the one process that consumes (several consumers of a
-group in that process split the partitions there). This table only lets *other* processes on
-the machine see them: `scheduler group status` shows the owners, and a second worker process
-in the same group is refused instead of silently consuming every partition a second time.
-
-A row counts as live while its heartbeat is younger than `LIVE_S` *and* its process exists, so
-a worker killed with SIGKILL blocks nothing: its pid is gone at once, and a pid reused by an
-unrelated process is caught by the heartbeat age.
+A row is live while its heartbeat is younger than `LIVE_S` *and* its process exists: a killed
+worker blocks nothing, and a reused pid is caught by the heartbeat age.
 """
 
 from __future__ import annotations

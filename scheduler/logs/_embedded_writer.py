@@ -1,10 +1,8 @@
 """The embedded log's writer thread: group commit, safe against writers in other processes.
 
-One thread drains everything queued since its last transaction and inserts it in a single
-`BEGIN IMMEDIATE` transaction: Kafka's batching without a linger delay. Offsets are assigned
-*inside* that transaction from the `partitions` table, never from memory, because another
-process (the CLI next to a running worker) may have appended since this one last looked; the
-write lock SQLite takes for the transaction makes the read-assign-insert-update step atomic
+One thread inserts everything queued since its last transaction in one transaction: batching
+without a linger delay. Offsets are assigned inside it from the `partitions` table, never from
+memory, since another process may have appended meanwhile; SQLite's write lock makes that atomic
 across processes. A `send` future resolves only after the transaction committed.
 """
 
@@ -121,9 +119,7 @@ class GroupCommitWriter:
                 self._apply_retention()
 
     def _apply_retention(self) -> None:
-        # Raised here, it ended this thread, and every later send of the process waited for
-        # an acknowledgement that never came (a full disk; another process's lock held past the
-        # busy timeout). Old records can wait for the next round; new ones cannot.
+        # Never raised: it would end this thread, and every later send would wait for good.
         try:
             self._log.apply_retention()
         except Exception as error:

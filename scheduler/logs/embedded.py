@@ -1,29 +1,16 @@
 """The embedded task log: Kafka in miniature, in a SQLite file shared by a machine's processes.
 
-It keeps Kafka's contract so that the engine runs unchanged on either log: a fixed partition
-count stored with the topic, murmur2 placement, consecutive offsets per partition, committed
-offsets per (group, partition), and consumer groups whose members split the partitions with
-incremental (cooperative) rebalance callbacks delivered inside `poll` on the polling thread.
+It keeps the port's contract (`abc`), so the engine runs unchanged on either log. Any process
+opening the file may produce: the writer thread (`_embedded_writer`) assigns offsets inside its
+write transaction, from the file. Consumer groups live in the one worker process (a second one is
+refused, see `_embedded_members`); its consumers see other processes' records by asking the file
+when memory has nothing new (`catch_up`, cheap thanks to `PRAGMA data_version`). Fresh records
+stay in a bounded in-memory tail per partition, so consumers that keep up never read SQLite.
 
-Several processes may open the same file: `scheduler worker` in one terminal and `scheduler
-enqueue` or `scheduler tasks ...` in another. Any of them may produce: the writer thread
-(`_embedded_writer`) assigns offsets inside its write transaction, from the file. Consumer groups
-live in the one worker process (a second worker process in the same group is refused, see
-`_embedded_members`); its consumers see records of other processes because, when memory has
-nothing new for them, they ask the file (`catch_up`), which `PRAGMA data_version` makes cheap.
-
-Fresh records are kept in a bounded in-memory tail per partition, so consumers that keep up
-never read SQLite; a consumer behind the tail (after a restart, a seek, or records another
-process wrote) reads the file from its position.
-
-Durability: WAL with `synchronous=NORMAL` by default. A committed transaction is in the WAL file
-(the OS page cache) before its futures resolve, so an acknowledged record survives a crash or
-kill -9 of the process; a power loss or OS crash may lose the last transactions, because NORMAL
-does not fsync each commit. `synchronous="FULL"` fsyncs every commit (one per batch, so the cost
-is latency more than throughput) for machines where that matters.
-
-Retention: every 30 s or so the writer deletes the records below the lowest offset every group
-committed on a partition. Reading below the log start jumps to it (`auto.offset.reset=earliest`).
+Durability: WAL with `synchronous=NORMAL` by default: an acknowledged record is in the WAL file
+and survives a crash or kill -9 of the process, but not a power loss; `synchronous="FULL"`
+fsyncs every commit (one per batch). Retention: every 30 s the writer deletes the records below
+the lowest offset every group committed on a partition.
 """
 
 from __future__ import annotations
@@ -73,11 +60,9 @@ class _Partition:
     end: int
     """The offset after the last record seen committed; the file may be ahead (`catch_up`)."""
     tail: deque[_TailRecord] = field(default_factory=deque)
-    """The newest records, consecutive and ending at `end`, as (offset, key, value, timestamp).
-
-    Records below the tail are read from the file. Plain tuples of atoms, not LogRecords: the
-    garbage collector stops tracking such tuples, so a large tail does not make every
-    collection slower (measurably so for producers)."""
+    """The newest records, consecutive and ending at `end`, as (offset, key, value, timestamp);
+    older ones are read from the file. Tuples of atoms, which the garbage collector stops
+    tracking, so a large tail does not slow every collection down."""
 
     def take(self, records: Iterable[_TailRecord]) -> None:
         """Append committed records, skipping those already here; a gap empties the tail."""
@@ -183,9 +168,7 @@ class EmbeddedTaskLog(TaskLog):
 
     def topic_id(self) -> str | None:
         """The identity of the log's file (device and inode): a file deleted, or deleted and
-        made again (`rm -r .scheduler` while a worker runs), takes the topic, its records and
-        its group's offsets with it, and this process would go on alone with the old one. The
-        process holds the old file open, so a new one cannot have its inode number."""
+        made again (`rm -r .scheduler` while a worker runs), takes the topic with it."""
         if self._absolute is None:
             return None
         identity = file_identity(self._absolute)
@@ -278,11 +261,8 @@ class EmbeddedTaskLog(TaskLog):
         """Take in what other processes committed since the last look; True if a tail grew.
 
         SQLite cannot notify another process of a commit, so a consumer with nothing new in
-        memory calls this, and a blocked `poll` every `file_check_s`. `PRAGMA data_version`
-        changes only when another connection committed, so the usual answer costs one
-        statement. Our own writer's commits change it too (it is another connection); they
-        are in memory already, so those checks find nothing to do.
-        """
+        memory calls this (a blocked `poll` every `file_check_s`). `PRAGMA data_version`
+        changes only when another connection committed: the usual answer is one statement."""
         if self.path is None:
             return False
         with self._read_lock:

@@ -1,11 +1,9 @@
-"""The task log on Apache Kafka (confluent-kafka / librdkafka).
+"""The task log on Apache Kafka (confluent-kafka / librdkafka). See docs/kafka.md.
 
-One topic holds the task log; its producers and consumers are thin wrappers
-(`kafka_producer.py`, `kafka_consumer.py`) configured in `kafka_config.py`. This module owns what
-is shared and administrative: the reachability check at start, the topic (create, count, delete)
-and the consumer group's offsets and owners for the admin view. See docs/kafka.md.
-
-This is the only place that imports confluent-kafka, so the embedded mode never loads it.
+Producers and consumers are in `kafka_producer.py` and `kafka_consumer.py`, configured in
+`kafka_config.py`. This module owns what is shared and administrative: the reachability check at
+start, the topic, and the group's offsets and owners for the admin view. The embedded mode never
+imports these modules, so it never loads confluent-kafka.
 """
 
 from __future__ import annotations
@@ -84,7 +82,7 @@ _COORDINATOR_SETTLING = frozenset(
     }
 )
 """What a group's coordinator answers while it moves or, after a restart, loads the group's
-offsets; the admin client passes these on without retrying (seen for 0.1 s after a restart)."""
+offsets; the admin client passes these on without retrying."""
 _METADATA_STALE = frozenset(
     {
         KafkaError._NOENT,
@@ -93,11 +91,8 @@ _METADATA_STALE = frozenset(
         KafkaError.UNKNOWN_LEADER_EPOCH,
     }
 )
-"""What a long-lived admin client is answered after a broker restart, until it refreshes its
-metadata (by itself every `topic.metadata.refresh.interval.ms`, 5 minutes): first no leader
-known (`_NOENT`), then the leader epochs it holds from before the restart are refused as fenced.
-Measured: a worker's offset requests failed for as long as it was watched, 20 s, and the
-first after a metadata request succeeded."""
+"""What a long-lived admin client is answered after a broker restart until it refreshes its
+metadata (by itself only every 5 minutes): no leader known, then its leader epochs fenced."""
 
 _CREATE_REFUSALS = {
     KafkaError.INVALID_REPLICATION_FACTOR: "set SCHEDULER_KAFKA_REPLICATION_FACTOR to at most "
@@ -142,9 +137,8 @@ class KafkaTaskLog(TaskLog):
         """How long the check at construction waits for the brokers (setting
         `kafka_connect_timeout_s`); an address refused at once fails at once."""
         refuse_reserved(self._producer_config, self._consumer_config)
-        # The caller's settings apply to the admin client too: a secured cluster (SASL, TLS)
-        # admits no client without them, and a wrong one should fail here, not in the first send.
-        # librdkafka's admin client is a producer underneath, so the producer's settings fit.
+        # The admin client (a producer underneath) takes the producer settings: a secured
+        # cluster admits no client without them, and a wrong one fails here.
         self._refusals = RefusalRecorder(bootstrap_servers, self._producer_config)
         self._offsets = CommittedOffsets(self._offsets_settings, request_timeout_s=self._timeout)
         try:
@@ -154,10 +148,8 @@ class KafkaTaskLog(TaskLog):
         try:
             self._check_reachable()
         except BaseException:
-            # AdminClient has no close: it stops when its last reference goes. The error's
-            # traceback holds this half-built log, so without this the client would go on
-            # reconnecting to the brokers it could not reach for as long as the error is kept
-            # (and log the failures whenever it is collected, into whatever runs then).
+            # AdminClient has no close: it stops when its last reference goes, and the error's
+            # traceback holds this half-built log.
             del self._admin
             raise
 
@@ -505,9 +497,8 @@ class KafkaTaskLog(TaskLog):
         return ""
 
     def _connection_failures(self) -> list[str]:
-        """Why librdkafka's connections failed, from its queued log lines (an admin client's
-        are delivered only by `poll`). Taken instead of logged: a TLS or SASL mismatch fails
-        every few milliseconds, and the error should say why once, not in 200 lines."""
+        """Why librdkafka's connections failed, from its queued log lines, taken instead of
+        logged: a TLS or SASL mismatch fails every few milliseconds, and the error says it once."""
         keep = BufferingHandler(capacity=1 << 20)
         propagate, logger.propagate = logger.propagate, False
         # librdkafka logs a closed connection at INFO: seen even where the log shows WARNINGs.

@@ -1,17 +1,12 @@
-"""Whether a running consumer reaches any Kafka broker, from librdkafka's statistics.
+"""Whether a running client reaches any Kafka broker, from librdkafka's statistics.
 
-librdkafka says when its brokers go away (an `_ALL_BROKERS_DOWN` error, and a FAIL line per
-failed connection attempt) but never that they are back. Its statistics do: every
-`statistics.interval.ms` it reports each broker connection's state, and a connection that
-answers is `UP`. So a worker's probes can say "no broker answers" exactly while it lasts, as they
-say "no Cassandra node answers" for the store.
+librdkafka says when its brokers go away but never that they are back; its statistics report
+each broker connection's state, so the probes can say "no broker answers" exactly while it lasts.
 
-They also show a client that knows no broker at all, which is worse than brokers being down: a
-metadata answer listing no broker (a KRaft broker sends one while it shuts down) makes librdkafka
-drop every broker it knew, the bootstrap ones included, and stop its re-bootstrap timer
-(librdkafka issue 5301, open in 2.16). Such a client never connects again by itself, so its
-consumer never rejoins its group. `known_none_for` says how long that has lasted; the consumer
-replaces its client once it is clearly so (`kafka_consumer`).
+They also show a client that knows no broker at all: a metadata answer listing none (a KRaft
+broker sends one while it shuts down) makes librdkafka drop every broker it knew, and it never
+connects again (librdkafka issue 5301). `known_none_for` says how long that has lasted; the
+consumer and the producer replace such a client.
 """
 
 from __future__ import annotations
@@ -33,12 +28,11 @@ group coordinator's alias, and the client's internal pseudo-broker."""
 
 
 class BrokerWatch:
-    """A `stats_cb` for one consumer: notes when no broker connection is up, and when one is
-    again. librdkafka calls it inside `consume`, on the poll thread; `problem` reads it from
-    any thread (one attribute, set and read whole).
+    """A `stats_cb` for one client: notes when no broker connection is up, and when one is
+    again. librdkafka calls it on the polling thread; `problem` reads it from any thread.
 
-    `excused` says whether the brokers are refusing the consumer's login: then they do answer,
-    and the consumer's `RefusalRecorder` says what to change instead."""
+    `excused` says whether the brokers are refusing the client's login: then they do answer,
+    and the client's `RefusalRecorder` says what to change instead."""
 
     def __init__(
         self,

@@ -1,14 +1,9 @@
 """A consumer group's committed offsets, read by a consumer of the group that never joins it.
 
-The admin client's ListConsumerGroupOffsets crashes the process when the group's coordinator
-answers NOT_COORDINATOR: librdkafka (2.16) looks the coordinator up again through the client's
-consumer group, which an admin client does not have, and dereferences NULL (librdkafka issue
-5040; read from a chaos worker's core, docs/reliability.md). Coordinators move whenever a broker
-stops or starts, and workers ask at start (`runtime.new_store_check`). A consumer has the group
-machinery the lookup needs, and `Consumer.committed` retries on a moved coordinator by itself.
-
-A consumer that never subscribes never joins its group: it is no member, takes no partitions
-and triggers no rebalance; it only finds the group's coordinator and asks it.
+The admin client's ListConsumerGroupOffsets crashes the process when the coordinator answers
+NOT_COORDINATOR (librdkafka issue 5040, docs/reliability.md), as it does whenever a broker stops
+or starts. A consumer has the group machinery the lookup needs and retries on a moved coordinator
+by itself; one that never subscribes never joins the group (no member, no rebalance).
 """
 
 from __future__ import annotations
@@ -49,11 +44,9 @@ class CommittedOffsets:
 
     def read(self, group_id: str, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """The group's committed offset and metadata of each of `partitions` (offset < 0: none
-        committed). Raises `KafkaException` as `Consumer.committed` does (a refusal, a timeout).
-
-        A consumer whose request timed out is replaced once and asked again: after a broker
-        restart a long-lived client may hold on to a coordinator it can no longer reach (what
-        the admin client did, librdkafka issue 5511)."""
+        committed). Raises `KafkaException` as `Consumer.committed` does. A consumer whose
+        request timed out is replaced once and asked again: after a broker restart a long-lived
+        client may hold on to a coordinator it can no longer reach (librdkafka issue 5511)."""
         consumer = self._consumer(group_id)
         try:
             return consumer.committed(partitions, timeout=self._timeout)

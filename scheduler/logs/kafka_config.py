@@ -1,10 +1,9 @@
 """The librdkafka settings the Kafka task log runs with, and the errors it turns Kafka's into.
 
-Kept apart from the clients so that the settings that carry the design (idempotence, the
-Java-compatible partitioner, manual commits, cooperative rebalancing) are read in one place. A
-caller's own `producer_config` / `consumer_config` is applied on top and wins: operators tune
-batching, timeouts and security there. The keys that would break the design's promises are
-refused at start instead (`refuse_reserved`).
+The settings that carry the design (idempotence, the Java-compatible partitioner, manual commits,
+cooperative rebalancing) are read in one place. A caller's own `producer_config` /
+`consumer_config` applies on top (batching, timeouts, security); keys that would break the
+design's promises are refused at start (`refuse_reserved`).
 """
 
 from __future__ import annotations
@@ -26,14 +25,9 @@ logger = logging.getLogger("scheduler.logs.kafka")
 
 
 class _WaitsLibrdkafkaRetries(logging.Filter):
-    """Shows as INFO the WARNING lines librdkafka writes about a wait it retries by itself.
-
-    A broker that has just started hands out producer ids only once its controller gave it a
-    block of them; until then it answers "Coordinator load in progress", and librdkafka logs a
-    WARNING for each try. Every worker and client that starts right after the broker printed
-    them, for a normal wait of a second or so. A wait that does not end still surfaces: records
-    are not acknowledged, and their futures fail after `message.timeout.ms` with the reason.
-    """
+    """Shows as INFO the WARNING lines librdkafka writes while a broker that has just started
+    cannot hand out producer ids yet ("Coordinator load in progress: retrying"), a normal wait
+    of a second or so. A wait that does not end still surfaces: the records' futures fail."""
 
     _RETRIED = ("Coordinator load in progress: retrying", "Coordinator not available: retrying")
 
@@ -51,19 +45,9 @@ class _RepeatsOncePerMinute(OncePerMinute):
     """Lets one of librdkafka's FAIL lines through per client, broker and reason a minute, and
     one of its "leader not found" lines per client and topic, with the count of those held back.
 
-    A client whose brokers are away or refuse it keeps reconnecting, and librdkafka logs a FAIL
-    line each time: a consumer whose brokers are all down connects to its bootstrap address
-    every 50 ms (measured: 20 ERROR lines a second, 72,000 an hour per worker, with Kafka
-    stopped under a running worker), and one whose login the brokers start to refuse (a
-    password rotated, a user deleted, a certificate expired) a few times a second. The client
-    keeps retrying and loses nothing (a worker's stored tasks keep running), so the line must
-    stay visible, once a minute. At start the same refusal stops the command instead (see
-    `kafka_security.RefusalRecorder`).
-
-    While a broker restarts, its partitions have no leader, and a producer's every metadata
-    refresh logs a WARNING per partition ("new leader-1 not found in cache"): 80 lines from one
-    producer of 8 partitions in a 10 s restart. Its records wait in its queue meanwhile, and
-    fail with the reason after `message.timeout.ms` if no leader comes back.
+    A client whose brokers are away or refuse its login reconnects, and logs a FAIL line, every
+    50 ms; while a broker restarts, a producer logs a line per partition on every metadata
+    refresh. The client loses nothing meanwhile, so the line stays visible, once a minute.
     """
 
     _TIMING = re.compile(r" \(after \d+ms in state \w+\)")
@@ -87,20 +71,15 @@ CONNECT_TIMEOUT_SETTING = "SCHEDULER_KAFKA_CONNECT_TIMEOUT_S"
 """The environment variable of how long the check at start waits for the brokers."""
 
 RECONNECT_DEFAULTS: dict[str, Any] = {
-    # librdkafka doubles the wait between tries to reach a broker that keeps failing, up to
-    # this (its default: 10 s; the Java client's, KIP-144: 1 s), with -25 % to +50 % jitter
-    # under the cap. With 10 s, a client whose tries failed through a broker restart of a few
-    # seconds could wait up to 10 s more after the broker was back before it fetched, sent or
-    # answered an admin request again.
+    # The cap of librdkafka's doubling wait between tries to reach a broker (its default 10 s,
+    # the Java client's 1 s): a client would otherwise wait up to 10 s after a broker is back.
     "reconnect.backoff.max.ms": 1_000,
 }
 
 ADMIN_CLIENT_ID = "scheduler-admin"
 PRODUCER_CLIENT_ID = "scheduler-producer"
-"""Default `client.id`s. librdkafka names a client `rdkafka` otherwise, and its log lines
-(`FAIL [rdkafka#producer-1] ...`) then do not say which of a worker's clients wrote them: its
-admin client is a producer underneath. A consumer's id is the worker's. A `client.id` in the
-caller's producer settings names both the admin client and the producers."""
+"""Default `client.id`s, so that librdkafka's log lines say which of a worker's clients wrote
+them (a consumer's id is the worker's; a caller's producer `client.id` names both)."""
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
     **RECONNECT_DEFAULTS,
@@ -118,17 +97,13 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     # default) would create it with their default partition count (often 1), and every worker
     # would then refuse it. The product creates its topic with the configured count instead.
     "allow.auto.create.topics": False,
-    # librdkafka's periodic metadata refresh stays at its default (5 min): a partition without a
-    # leader is looked up every 100 ms anyway, and a refresh that lands while a broker shuts down
-    # gets "0 brokers", on which librdkafka drops its connection with requests in flight. A
-    # 10 s refresh, tried against a producer stall after broker restarts, did not remove it.
+    # The periodic metadata refresh stays at its default (5 min): a partition without a leader
+    # is looked up every 100 ms anyway, and a refresh while a broker shuts down drops requests.
 }
 
 STATS_INTERVAL_MS = 1000
-"""How often a consumer reports its statistics (`statistics.interval.ms`), which `BrokerWatch`
-reads. A report of a consumer owning 16 partitions is 17 KB of JSON, parsed in a quarter of a
-millisecond: once a second costs nothing worth counting, and an outage shows in the probes
-within a second."""
+"""How often a client reports the statistics `BrokerWatch` reads (`statistics.interval.ms`): a
+report costs a fraction of a millisecond, and an outage shows in the probes within a second."""
 
 CONSUMER_DEFAULTS: dict[str, Any] = {
     **RECONNECT_DEFAULTS,
@@ -222,12 +197,8 @@ _ALIASES = {"request.required.acks": "acks", "metadata.broker.list": "bootstrap.
 
 
 def refuse_reserved(producer_config: Mapping[str, Any], consumer_config: Mapping[str, Any]) -> None:
-    """Refuse the librdkafka keys that other settings own, and values that break a promise.
-
-    The caller's keys win over the product's (`merged`), so a `group.id` there would move the
-    workers to a group that `group status` does not read, `enable.auto.commit` would commit
-    offsets before the store has the batch (a worker that then died would lose its records), and
-    `acks=1` would resolve a task's future before the brokers could keep its record."""
+    """Refuse the librdkafka keys that other settings own, and values that break a promise (the
+    caller's keys win over the product's in `merged`; the rules above say why each matters)."""
     for given_as, config, rules in (
         ("producer_config", producer_config, _PRODUCERS),
         ("consumer_config", consumer_config, _CONSUMERS),
@@ -305,9 +276,8 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
 
 
 def any_broker_listens(bootstrap: str, timeout: float = 2.0) -> bool:
-    """Whether any address of a bootstrap list (`host:port,...`, librdkafka's spelling, a
-    `PLAINTEXT://` prefix allowed) accepts a TCP connection. The tools themselves wait 30 s
-    for an unreachable broker and then print a Java stack trace; this answers in seconds."""
+    """Whether any address of a bootstrap list (`host:port,...`, a `PLAINTEXT://` prefix
+    allowed) accepts a TCP connection: answered in seconds, where Kafka's tools wait 30 s."""
     for address in bootstrap.split(","):
         address = address.strip().rpartition("://")[2]
         host, _, port = address.rpartition(":")
@@ -317,10 +287,9 @@ def any_broker_listens(bootstrap: str, timeout: float = 2.0) -> bool:
 
 
 def nothing_listens(bootstrap: str, timeout: float = 1.0) -> str | None:
-    """Why no address of a bootstrap list can be a broker, when each one is refused at once:
-    its port is closed (`connection refused`) or its host name does not resolve. None when any
-    address takes a TCP connection or does not answer within `timeout` (a firewall that drops
-    packets, a host still booting): waiting may help there, and not here."""
+    """Why no address of a bootstrap list can be a broker, when each one is refused at once (a
+    closed port, a host name that does not resolve). None when any address takes a TCP
+    connection or does not answer within `timeout`: waiting may help there."""
     reasons = []
     for address in bootstrap.split(","):
         address = address.strip().rpartition("://")[2]

@@ -9,21 +9,14 @@ yet is still on it; this copies those records, keys and values unchanged, to a t
 count the store is partitioned into, where the same murmur2 hash puts each ordering id back on
 its own partition. The store is not touched: what the workers stored stays where they read it.
 
-Order: within one source partition the copies keep the records' order (a cancel stays after the
-task it cancels). Records of one ordering id that producers put on two partitions, before and
-after they learnt of the new ones, are interleaved by their timestamps, which is the only order
-Kafka gives across partitions.
+Order: within one source partition the copies keep the records' order; records of one ordering
+id on two partitions are interleaved by their timestamps, the only order Kafka gives across them.
+Memory: records are read as the merge needs them, and a partition whose buffer is full is paused,
+so a backlog of any size is moved with bounded memory.
 
-Memory: the records are read as the merge needs them, not all first. The partitions of the old
-topic share a budget of `_BUFFERED_RECORDS` (each at least `_MIN_PARTITION_RECORDS`); a
-partition whose buffer is full is paused (librdkafka then drops what it prefetched for it and
-fetches it again from the next record on resume), so a backlog of any size is moved with bounded
-memory. A buffer can exceed its share by one batch, and librdkafka's own prefetch is capped too.
-
-Once every copy is acknowledged, the group's offsets on the old topic are committed at the
-point the copy ended, so running the command again moves only what arrived since (producers
-still writing to the old topic). Copying a record twice, after a failure in between, is harmless:
-a task's key overwrites itself, and a task that finished never runs again.
+Once every copy is acknowledged, the group's offsets on the old topic are committed where the
+copy ended, so running the command again moves only what arrived since. Copying a record twice is
+harmless: a task's key overwrites itself, and a task that finished never runs again.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """`LogProducer` on confluent-kafka: idempotent, acks=all, Java-compatible partitioning.
 
-librdkafka reports deliveries only from inside `poll`/`flush`. While records are being sent, the
-sending threads serve the ready reports themselves (`poll(0)` every few sends), since they hold the
-GIL anyway; when sending stops, a daemon thread takes over and blocks in `poll`, so the last
-futures resolve too. The thread stays out of the way while senders are busy: a thread taking the
-GIL for every delivery report while another sends halved throughput when measured. Futures
-resolve on whichever thread polled, so their done-callbacks must be quick.
-
-A producer whose librdkafka client has dropped every broker it knew (librdkafka issue 5301, see
-`kafka_brokers`) would queue records until they time out, for good; the background thread
-replaces such a client (`_renew_if_stranded`), as the consumer does.
+librdkafka reports deliveries only from inside `poll`/`flush`. Sending threads serve the ready
+reports themselves every few sends, since they hold the GIL anyway; when sending stops, a daemon
+thread takes over, so the last futures resolve too (while senders are busy it stays away: taking
+the GIL from them costs throughput). Futures resolve on whichever thread polled, so their
+done-callbacks must be quick. The daemon thread also replaces a client that knows no broker any
+more (`_renew_if_stranded`, see `kafka_brokers`).
 """
 
 from __future__ import annotations
@@ -213,15 +209,10 @@ class KafkaLogProducer(LogProducer):
     def _connect_early(self) -> None:
         """Ask for metadata now, so that the first records do not wait half a second.
 
-        An idempotent producer sends nothing before it has a producer id. librdkafka asks for
-        one at start, finds no broker connected yet, and tries again on a 500 ms timer; a
-        metadata response triggers the request too, if a broker is up by then
-        (rdkafka_idempotence.c, rdkafka_metadata.c). The first response can come before the
-        broker it names is connected, so ask twice. Measured on a local broker, construction
-        to the first acknowledgement: 504 to 507 ms without this (12 producers); 56 to 68 ms
-        with it (60 producers, both requests included); with one request only, 505 ms in 5 of
-        60. Best effort: a broker that does not answer costs the producer a second here, and the
-        sends report it."""
+        An idempotent producer sends nothing before it has a producer id, which librdkafka asks
+        for at start (before any broker is connected) and then on a 500 ms timer, or on a
+        metadata response. The first response can come before its broker is connected, so ask
+        twice. Best effort: a broker that does not answer costs a second here."""
         try:
             for _ in range(2):
                 self._producer.list_topics(timeout=_CONNECT_EARLY_S)
@@ -239,12 +230,10 @@ class KafkaLogProducer(LogProducer):
         return send(key, value)
 
     def sender(self, on_durable: Callable[[], object] | None = None) -> Sender:
-        """A `send` for records that all share `on_durable`: `schedule_task`'s path, where the
-        Python work per record costs more than librdkafka's. Everything a record's future needs
-        but its state lives on a class made here once (the producer, `on_durable`), and the future
-        itself is the record's delivery callback, so a send allocates one object. Where the C
-        path is built (`scheduler.speedups`) the send is C; the Python send below still takes
-        every case it hands back."""
+        """A `send` for records that all share `on_durable`: `schedule_task`'s path. What a
+        record's future needs but its state lives on a class made here once, and the future is
+        the record's delivery callback, so a send allocates one object. Where the C path is
+        built (`scheduler.speedups`) the send is C, handing the rare cases to the Python one."""
         fast = speedups.enabled()
         future_type: type[_RecordDelivery] = type(
             "_RecordDelivery",
@@ -300,9 +289,8 @@ class KafkaLogProducer(LogProducer):
         return sender
 
     def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
-        """One delivery callback shared by the batch: no future per record. `send`'s body is
-        inlined in the loop and each report is one Python call: with the client's one-loop
-        check, that made the bulk path 1.34 times faster (docs/benchmark-history.md)."""
+        """One delivery callback shared by the batch: no future per record (`send`'s body is
+        inlined in the loop; each report is one Python call)."""
         if not self._open:
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         batch = BatchFuture(len(records), _BatchDelivery(self))
@@ -449,10 +437,8 @@ class KafkaLogProducer(LogProducer):
 
     def serve_until_done(self, future: Future[int], timeout: float | None) -> None:
         """Serve delivery reports on the calling thread until `future` is done or `timeout`
-        passes: a thread that waits for a record's acknowledgement may as well fetch it, rather
-        than sleep until the background thread notices that sending stopped (up to
-        `_IDLE_AFTER_S` later). One thread serves at a time; others, and a thread already inside
-        a delivery callback, wait as usual."""
+        passes: a thread that waits for an acknowledgement may as well fetch it. One thread
+        serves at a time; others wait as usual."""
         if not self._serving.acquire(blocking=False):
             return
         try:
@@ -482,9 +468,8 @@ class KafkaLogProducer(LogProducer):
             if sends == sends_seen:  # nobody sent for a while: serve the reports here
                 self._poll(_POLL_INTERVAL_S)
                 continue
-            # Senders that send `_POLL_EVERY` records per look serve the reports themselves at
-            # least that often; stay away from them longer, since every look takes the GIL from
-            # them (measured: looking every 5 ms cost a busy sender a tenth of its rate).
+            # Senders busy enough serve the reports themselves: look less often, since every
+            # look takes the GIL from them.
             busy = sends - sends_seen >= _POLL_EVERY
             sends_seen = sends
             time.sleep(_BUSY_LOOK_S if busy else _IDLE_AFTER_S)

@@ -1,11 +1,8 @@
 """What a secured Kafka cluster's refusals mean, said in terms of the scheduler's settings.
 
-A cluster that checks logins (SASL), certificates (TLS) and permissions (ACLs) refuses a client
-in ways that retrying never fixes. librdkafka reports them as connection failures it keeps
-retrying (a wrong password, an untrusted certificate) or as one request's error code (an ACL
-that is missing), in words about its own state. Here each becomes a `ConfigurationError` that
-names the setting to fix or the ACL an operator must grant, so that a worker or a producer
-stops at once with that, instead of waiting out a timeout and blaming the network.
+librdkafka reports a refused login or certificate as a connection failure it keeps retrying, and
+a missing ACL as one request's error code. Here each becomes a `ConfigurationError` that names
+the setting to fix or the ACL to grant, instead of a timeout that blames the network.
 """
 
 from __future__ import annotations
@@ -158,12 +155,10 @@ def login_refusal(
     meanwhile: str | None = None,
 ) -> ConfigurationError | None:
     """A `ConfigurationError` for a connection the brokers refused on its security settings
-    (librdkafka's `_AUTHENTICATION` and `_SSL` errors, and a TLS alert the brokers sent), else
-    None: other connection failures (nothing listening, a broker restarting) are transient and
-    stay the caller's to report. `config` is the client's, to tell a missing client
-    certificate from a refused one. `meanwhile` says what a client that runs on does until the
-    login is accepted again (a refusal of a running client: a password changed, a user
-    deleted); without it, the message is for a client that stops."""
+    (`_AUTHENTICATION`, `_SSL`, a TLS alert), else None: other failures are transient.
+    `config` tells a missing client certificate from a refused one; `meanwhile` says what a
+    client that runs on does until the login is accepted again (without it, the message is for
+    a client that stops)."""
     code, text = error.code(), error.str()
     alert_name = _alert(text)
     also = ""
@@ -261,15 +256,11 @@ least every `reconnect.backoff.max.ms` (1 s in the scheduler's clients, librdkaf
 
 
 class RefusalRecorder:
-    """An `error_cb` for librdkafka clients (callbacks run inside `poll`, on the polling thread).
+    """An `error_cb` for librdkafka clients (run inside `poll`, on the polling thread).
 
     It keeps the first security refusal, for the thread that waits on a client to start and
-    raises it, and the latest, for a client that runs on (`recent`): a running client whose
-    login the brokers start to refuse (a password changed, a user deleted, a certificate
-    expired, each seen at the next login, which brokers with `connections.max.reauth.ms` ask
-    for) keeps trying, and what it waits for is said in the scheduler's words. Given `client`,
-    it logs that once a minute too: librdkafka's own lines say what failed, not which setting
-    to change.
+    raises it, and the latest, for a client that runs on (`recent`: a password changed, a
+    certificate expired). Given `client`, it logs that once a minute in the scheduler's words.
     """
 
     def __init__(

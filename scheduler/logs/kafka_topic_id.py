@@ -1,19 +1,15 @@
 """Which incarnation of the topic a committed offset belongs to: Kafka's topic IDs.
 
 A topic deleted and created again under the same name is a new topic with a new ID (KIP-516),
-its offsets starting again at 0. Kafka deletes the group's committed offsets of the old one, but a
-worker that ran across the deletion still holds its old offsets and commits them again (its
-reload marks go out every few seconds, and a commit refused while the topic was missing is
-retried) once the name exists again. Offset 1500 of the old topic then passes for offset 1500 of
-the new one: the next owner of the partition starts there and never reads the new records before
-it, tasks their producers saw accepted.
+its offsets starting again at 0. A worker that ran across the deletion still holds its old
+offsets and commits them again once the name exists again; the next owner of a partition would
+then start there and skip the new records before it.
 
 So every commit names the topic ID it was made on, in front of the commit's metadata (Kafka keeps
-up to `offset.metadata.max.bytes`, 4096 bytes by default; the reload mark stays under 3800). A
-committed offset that names another ID than the topic's is one of a deleted topic: the consumer
-treats the partition as never committed and reads it from its first record (stored tasks are
-written again, idempotently by key). Commits that name no ID (another tool's, an operator's
-rewind with Kafka's own scripts) are taken as they are.
+4096 bytes by default; the reload mark stays under 3800). A committed offset that names another
+ID is one of a deleted topic: the partition is read from its first record (stored tasks are
+written again, idempotently by key). Commits that name no ID (another tool's) are taken as they
+are.
 """
 
 from __future__ import annotations
