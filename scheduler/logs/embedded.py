@@ -126,7 +126,7 @@ class EmbeddedTaskLog(TaskLog):
             reader=self._reader,
             read_lock=self._read_lock,
         )
-        self._writer = GroupCommitWriter(self, max_buffered=max_buffered)
+        self.writer = GroupCommitWriter(self, max_buffered=max_buffered)
         self._placement: dict[RecordKey, int] = {}
         """Partition per key: murmur2 in Python costs more than the rest of `send`."""
         self._closed = False
@@ -214,12 +214,8 @@ class EmbeddedTaskLog(TaskLog):
                 self._placement.clear()
             partition = self._placement[key] = partition_for(key_bytes(key), len(self.partitions))
         # The queue and the tail keep values for a while: at their own size.
-        self._writer.append((partition, key, compact(value), time.time_ns() // 1_000_000, future))
+        self.writer.append((partition, key, compact(value), time.time_ns() // 1_000_000, future))
         return delivered
-
-    def wait_written(self, timeout: float) -> int:
-        """Wait until every record queued so far is resolved; return how many are not yet."""
-        return self._writer.wait_written(timeout)
 
     def took_written(self, rows: list[Row]) -> None:
         """The writer committed these rows: add them to the tails and wake the polls."""
@@ -392,7 +388,7 @@ class EmbeddedTaskLog(TaskLog):
         if self._closed:
             return
         self._closed = True
-        self._writer.close()
+        self.writer.close()
         self.groups.forget_all()
         with self.db_lock:
             self.db.close()
@@ -420,7 +416,7 @@ class EmbeddedProducer(LogProducer):
         return batch.future
 
     def flush(self, timeout: float) -> int:
-        return self._log.wait_written(timeout)
+        return self._log.writer.wait_written(timeout)
 
     def close(self) -> None:
         self.flush(timeout=60.0)

@@ -14,12 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from logging.handlers import BufferingHandler
 from typing import Any, TypeVar
 
-from confluent_kafka import (
-    KafkaError,
-    KafkaException,
-    TopicCollection,
-    TopicPartition,
-)
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
 from scheduler.errors import (
@@ -49,13 +44,7 @@ from scheduler.logs.kafka_config import (
 )
 from scheduler.logs.kafka_consumer import KafkaLogConsumer
 from scheduler.logs.kafka_producer import KafkaLogProducer
-from scheduler.logs.kafka_security import (
-    ACL_DOCS,
-    RefusalRecorder,
-    logs_in,
-    not_allowed,
-    principal,
-)
+from scheduler.logs.kafka_security import ACL_DOCS, RefusalRecorder, logs_in, not_allowed, principal
 from scheduler.logs.kafka_topic_id import committed_elsewhere, known, untagged
 
 __all__ = ["KafkaLogConsumer", "KafkaLogProducer", "KafkaTaskLog"]
@@ -325,14 +314,9 @@ class KafkaTaskLog(TaskLog):
         owners = self._owners(group_id)
         ends = self._end_offsets(wanted)
         return [
-            PartitionLag(
-                partition=tp.partition,
-                committed=committed.get(tp.partition, (None, ""))[0],
-                end=ends[tp.partition],
-                owner=owners.get(tp.partition),
-                metadata=committed.get(tp.partition, (None, ""))[1],
-            )
-            for tp in wanted
+            PartitionLag(p, offset, ends[p], owners.get(p), note)
+            for p in numbers
+            for offset, note in [committed.get(p, (None, ""))]
         ]
 
     def _committed(

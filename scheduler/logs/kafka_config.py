@@ -278,12 +278,10 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
 def any_broker_listens(bootstrap: str, timeout: float = 2.0) -> bool:
     """Whether any address of a bootstrap list (`host:port,...`, a `PLAINTEXT://` prefix
     allowed) accepts a TCP connection: answered in seconds, where Kafka's tools wait 30 s."""
-    for address in bootstrap.split(","):
-        address = address.strip().rpartition("://")[2]
-        host, _, port = address.rpartition(":")
-        if host and port.isdigit() and port_open(host.strip("[]"), int(port), timeout):
-            return True
-    return False
+    return any(
+        host and port.isdigit() and port_open(host.strip("[]"), int(port), timeout)
+        for _, host, port in _addresses(bootstrap)
+    )
 
 
 def nothing_listens(bootstrap: str, timeout: float = 1.0) -> str | None:
@@ -291,9 +289,7 @@ def nothing_listens(bootstrap: str, timeout: float = 1.0) -> str | None:
     closed port, a host name that does not resolve). None when any address takes a TCP
     connection or does not answer within `timeout`: waiting may help there."""
     reasons = []
-    for address in bootstrap.split(","):
-        address = address.strip().rpartition("://")[2]
-        host, _, port = address.rpartition(":")
+    for address, host, port in _addresses(bootstrap):
         if not host or not port.isdigit():
             return None  # librdkafka's to judge
         try:
@@ -306,3 +302,9 @@ def nothing_listens(bootstrap: str, timeout: float = 1.0) -> str | None:
         except OSError:
             return None  # a timeout, an unreachable network: it may yet answer
     return "; ".join(reasons) or None
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, str, str]]:
+    """(address, host, port) of each address of a bootstrap list, without a `PLAINTEXT://`."""
+    addresses = [address.strip().rpartition("://")[2] for address in bootstrap.split(",")]
+    return [(address, *address.rpartition(":")[::2]) for address in addresses]

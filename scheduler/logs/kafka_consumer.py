@@ -261,7 +261,12 @@ class KafkaLogConsumer(LogConsumer):
                 return records
 
     def seek(self, partition: int, offset: int) -> None:
-        self._check_assigned(partition)
+        if partition not in self._assigned:
+            raise NotAssignedError(
+                f"partition {partition} of topic {self._topic!r} is not assigned to this "
+                f"consumer (it owns {sorted(self._assigned)}); only owned partitions can be "
+                "sought"
+            )
         if partition in self._arriving:
             self._start_offsets[partition] = offset
             return
@@ -520,14 +525,6 @@ class KafkaLogConsumer(LogConsumer):
         return not_allowed(
             error, action=action, operation="Read", resource=resource, config=self._config
         )
-
-    def _check_assigned(self, partition: int) -> None:
-        if partition not in self._assigned:
-            raise NotAssignedError(
-                f"partition {partition} of topic {self._topic!r} is not assigned to this "
-                f"consumer (it owns {sorted(self._assigned)}); only owned partitions can be "
-                "sought"
-            )
 
     def _partitions(
         self, partitions: Collection[int], starts: Mapping[int, int] | None = None

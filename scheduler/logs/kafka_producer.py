@@ -295,12 +295,7 @@ class KafkaLogProducer(LogProducer):
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         batch = BatchFuture(len(records), _BatchDelivery(self))
         on_delivery = batch.reporter(self.failure)
-        produce, poll, topic, sends = (
-            self._producer.produce,
-            self._poll,
-            self._topic,
-            self._sends,
-        )
+        produce, poll, topic, sends = (self._producer.produce, self._poll, self._topic, self._sends)
         for key, value in records:
             try:
                 produce(topic, value, key, _ANY_PARTITION, on_delivery)
