@@ -45,13 +45,11 @@ class DeliveryFuture(Future[int]):
     """A running future whose `Future` part is made only once somebody needs more than its
     outcome."""
 
-    # Slots: the fields a future nobody waits on needs, without building Future's instance
-    # dict (the base part, once made, lives there).
+    # What a future nobody waits on needs; the `Future` part, once made, lives in the dict.
     __slots__ = ("_made", "_on_success", "_outcome")
 
     def __init__(self, on_success: Callable[[], object] | None = None) -> None:
-        # Future.__init__ is deferred on purpose (`_make`): it builds the condition this class
-        # spares a future nobody waits on.
+        # No Future.__init__: `_make` runs it once something needs the condition it builds.
         self._on_success = on_success
         self._made = False
         """Whether the `Future` part exists: from then on, Future's methods hold the state."""
@@ -112,8 +110,7 @@ class DeliveryFuture(Future[int]):
     # A future settled before anybody needed its `Future` part answers from `_outcome`.
 
     def done(self) -> bool:
-        # Never cancelled, so done is settled. A thread that serves delivery reports until a
-        # future is done asks this in a loop, and must not make the part of every future.
+        # Never cancelled, so done is settled; asked in a loop while serving delivery reports.
         if self._outcome is not None:
             return True
         return self._made and super().done()

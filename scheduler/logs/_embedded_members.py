@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from scheduler._sqlite_open import unavailable
 from scheduler.errors import ConfigurationError
 from scheduler.logs._embedded_schema import transaction
+
+if TYPE_CHECKING:
+    from scheduler.logs.embedded import EmbeddedTaskLog
 
 LIVE_S = 30.0
 """A member whose heartbeat is older than this is gone."""
@@ -57,20 +60,8 @@ def _live(pid: int, heartbeat_ms: int, now_ms: int) -> bool:
 class MemberTable:
     """The `members` rows of one topic."""
 
-    def __init__(
-        self,
-        *,
-        topic: str,
-        path: str | None,
-        db: sqlite3.Connection,
-        db_lock: threading.Lock,
-        reader: sqlite3.Connection,
-        read_lock: threading.Lock,
-    ) -> None:
-        self._topic = topic
-        self._path = path
-        self._db, self._db_lock = db, db_lock
-        self._reader, self._read_lock = reader, read_lock
+    def __init__(self, log: EmbeddedTaskLog) -> None:
+        self._log = log
         self._pid = os.getpid()
 
     def claim(self, group_id: str, member_id: str, client_id: str) -> None:
@@ -81,10 +72,10 @@ class MemberTable:
         """
         now = _now_ms()
         try:
-            with self._db_lock, transaction(self._db) as db:
+            with self._log.db_lock, transaction(self._log.db) as db:
                 rivals = []
                 for member, other_client, pid, _, heartbeat in db.execute(
-                    _SELECT, (self._topic, group_id)
+                    _SELECT, (self._log.topic, group_id)
                 ).fetchall():
                     if pid == self._pid:
                         continue
@@ -93,19 +84,20 @@ class MemberTable:
                     else:
                         db.execute(
                             "DELETE FROM members WHERE topic = ? AND grp = ? AND member = ?",
-                            (self._topic, group_id, member),
+                            (self._log.topic, group_id, member),
                         )
                 if not rivals:
                     db.execute(
-                        _UPSERT, (self._topic, group_id, member_id, client_id, self._pid, "[]", now)
+                        _UPSERT,
+                        (self._log.topic, group_id, member_id, client_id, self._pid, "[]", now),
                     )
         except sqlite3.Error as error:
-            raise unavailable(f"embedded log {self._path!r}", error) from error
+            raise unavailable(f"embedded log {self._log.path!r}", error) from error
         if rivals:
             pid, other_client = rivals[0]
             raise ConfigurationError(
-                f"group {group_id!r} of the embedded log {self._path or 'in memory'} is already "
-                f"consumed by another worker process (pid {pid}, client {other_client!r}); "
+                f"group {group_id!r} of the embedded log {self._log.path or 'in memory'} is "
+                f"already consumed by another worker process (pid {pid}, client {other_client!r}); "
                 "the embedded log supports one worker process: stop that one first, or use "
                 "Kafka (SCHEDULER_LOG=kafka) for several workers"
             )
@@ -115,22 +107,22 @@ class MemberTable:
     ) -> None:
         """Write this member's partitions and a fresh heartbeat."""
         owned = json.dumps(sorted(partitions))
-        row = (self._topic, group_id, member_id, client_id, self._pid, owned, _now_ms())
+        row = (self._log.topic, group_id, member_id, client_id, self._pid, owned, _now_ms())
         try:
-            with self._db_lock:
-                self._db.execute(_UPSERT, row)
+            with self._log.db_lock:
+                self._log.db.execute(_UPSERT, row)
         except sqlite3.Error as error:
-            raise unavailable(f"embedded log {self._path!r}", error) from error
+            raise unavailable(f"embedded log {self._log.path!r}", error) from error
 
     def remove(self, group_id: str, member_ids: Collection[str]) -> None:
         """Delete these members' rows (they left the group), if the file can still be written.
 
         Best effort: a row left behind stops counting after `LIVE_S`, or when this process ends.
         """
-        rows = [(self._topic, group_id, member) for member in member_ids]
+        rows = [(self._log.topic, group_id, member) for member in member_ids]
         try:
-            with self._db_lock:
-                self._db.executemany(
+            with self._log.db_lock:
+                self._log.db.executemany(
                     "DELETE FROM members WHERE topic = ? AND grp = ? AND member = ?", rows
                 )
         except sqlite3.Error:
@@ -138,8 +130,8 @@ class MemberTable:
 
     def foreign_owners(self, group_id: str) -> dict[int, str]:
         """Partition → client id, for the live members of *other* processes."""
-        with self._read_lock:
-            rows = self._reader.execute(_SELECT, (self._topic, group_id)).fetchall()
+        with self._log.read_lock:
+            rows = self._log.reader.execute(_SELECT, (self._log.topic, group_id)).fetchall()
         now = _now_ms()
         owners: dict[int, str] = {}
         for _, client_id, pid, partitions, heartbeat in rows:

@@ -105,9 +105,8 @@ class LogProducer(ABC):
         The future resolves to the record's partition once the record is durable (Kafka:
         acknowledged by all in-sync replicas), and fails with `BackendUnavailableError` if it
         could not be made durable. `on_durable` runs first, on the thread that learnt of it (a
-        metric's increment: cheaper than a done-callback, which would build the future's lock).
-        `send` itself may block briefly when the producer's buffer is full (backpressure) but
-        never drops a record silently.
+        metric's increment, cheaper than a done-callback). `send` may block briefly while the
+        producer's buffer is full (backpressure) but never drops a record silently.
         """
 
     def sender(self, on_durable: Callable[[], object] | None = None) -> Sender:
@@ -278,10 +277,9 @@ class TaskLog(ABC):
 class BatchFuture:
     """Resolves one future once `expected` deliveries succeeded, or fails it on the first error.
 
-    `delivered` may be called from any thread (Kafka's delivery reports, a writer thread). A
-    success is counted by `next` on an `itertools.count`, one C call and atomic under the GIL: it
-    runs once per record of a bulk call, where a lock per record cost as much as the record.
-    """
+    `delivered` may be called from any thread. A success is counted by `next` on an
+    `itertools.count` (one C call, atomic under the GIL): a lock per record costs as much as the
+    record."""
 
     def __init__(self, expected: int, future: Future[int] | None = None) -> None:
         self.future: Future[int] = Future() if future is None else future
@@ -307,8 +305,8 @@ class BatchFuture:
 
     def reporter(self, failure: Callable[[Any, Any], BaseException]) -> Callable[[Any, Any], None]:
         """A delivery callback for each record of the batch, `(error, report)`: None counts a
-        success, anything else fails the batch with `failure(error, report)`. `delivered` in
-        one Python call instead of two, for Kafka's report per record."""
+        success, anything else fails the batch with `failure(error, report)` (`delivered` in one
+        Python call instead of two)."""
         successes, expected, finish = self._successes, self._expected, self._finish
 
         def report(error: Any, detail: Any) -> None:

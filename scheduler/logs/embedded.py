@@ -111,21 +111,14 @@ class EmbeddedTaskLog(TaskLog):
             """The connection that writes (the writer thread, commits, members); under `db_lock`."""
             self.db.executescript(SCHEMA)
             if path is None:  # a second connection to ":memory:" would be another database
-                self._reader, self._read_lock = self.db, self.db_lock
+                self.reader, self.read_lock = self.db, self.db_lock
             else:
                 reader = open_wal(path, synchronous=synchronous)
-                self._reader, self._read_lock = reader, threading.Lock()
+                self.reader, self.read_lock = reader, threading.Lock()
         except sqlite3.Error as error:
             raise unavailable(f"cannot open the embedded log {path!r}", error) from error
-        self._data_version = self._reader.execute("PRAGMA data_version").fetchone()[0]
-        self.members = MemberTable(
-            topic=topic,
-            path=path,
-            db=self.db,
-            db_lock=self.db_lock,
-            reader=self._reader,
-            read_lock=self._read_lock,
-        )
+        self._data_version = self.reader.execute("PRAGMA data_version").fetchone()[0]
+        self.members = MemberTable(self)
         self.writer = GroupCommitWriter(self, max_buffered=max_buffered)
         self._placement: dict[RecordKey, int] = {}
         """Partition per key: murmur2 in Python costs more than the rest of `send`."""
@@ -135,8 +128,8 @@ class EmbeddedTaskLog(TaskLog):
     # -- topic -----------------------------------------------------------------------------
 
     def _load_topic(self) -> None:
-        with self._read_lock:
-            cursor = self._reader.execute(PARTITIONS + " ORDER BY partition", (self.topic,))
+        with self.read_lock:
+            cursor = self.reader.execute(PARTITIONS + " ORDER BY partition", (self.topic,))
             rows = cursor.fetchall()
         per_partition = max(256, self._tail_records // max(1, len(rows)))
         with self.cond:
@@ -248,8 +241,8 @@ class EmbeddedTaskLog(TaskLog):
             return [LogRecord(partition, *record) for record in fresh]
         if limit <= 0:
             return []
-        with self._read_lock:
-            cursor = self._reader.execute(RECORDS, (self.topic, partition, offset, limit))
+        with self.read_lock:
+            cursor = self.reader.execute(RECORDS, (self.topic, partition, offset, limit))
             rows = cursor.fetchall()
         return [LogRecord(partition, o, k, v, ts) for o, k, v, ts in rows]
 
@@ -261,12 +254,12 @@ class EmbeddedTaskLog(TaskLog):
         changes only when another connection committed: the usual answer is one statement."""
         if self.path is None:
             return False
-        with self._read_lock:
-            version = self._reader.execute("PRAGMA data_version").fetchone()[0]
+        with self.read_lock:
+            version = self.reader.execute("PRAGMA data_version").fetchone()[0]
             if version == self._data_version:
                 return False
             self._data_version = version
-            stored = self._reader.execute(PARTITIONS, (self.topic,)).fetchall()
+            stored = self.reader.execute(PARTITIONS, (self.topic,)).fetchall()
             with self.cond:
                 if len(stored) != len(self.partitions):
                     return False  # the topic was created since; `_load_topic` reads it whole
@@ -277,7 +270,7 @@ class EmbeddedTaskLog(TaskLog):
                     if end > state.end:
                         behind.append((p, state.end, end, state.tail.maxlen or 0))
             gaps = {
-                p: self._reader.execute(RECORDS, (self.topic, p, mine, end - mine)).fetchall()
+                p: self.reader.execute(RECORDS, (self.topic, p, mine, end - mine)).fetchall()
                 for p, mine, end, room in behind
                 if end - mine <= room
             }
@@ -312,8 +305,8 @@ class EmbeddedTaskLog(TaskLog):
     def committed_with_metadata(
         self, group_id: str, partitions: Collection[int]
     ) -> dict[int, tuple[int | None, str]]:
-        with self._read_lock:
-            rows = self._reader.execute(
+        with self.read_lock:
+            rows = self.reader.execute(
                 "SELECT o.partition, o.offset, coalesce(m.metadata, '') FROM offsets o"
                 " LEFT JOIN offset_metadata m"
                 " ON m.topic = o.topic AND m.grp = o.grp AND m.partition = o.partition"
@@ -371,8 +364,8 @@ class EmbeddedTaskLog(TaskLog):
         count = self.partition_count()
         numbers = range(count) if partitions is None else sorted(partitions)
         committed = self.committed_with_metadata(group_id, numbers)
-        with self._read_lock:
-            stored = self._reader.execute(PARTITIONS, (self.topic,)).fetchall()
+        with self.read_lock:
+            stored = self.reader.execute(PARTITIONS, (self.topic,)).fetchall()
         ends = {p: end for p, _, end in stored}
         owners = self.members.foreign_owners(group_id)
         owners.update(self.groups.owners(group_id))  # this process's members, exactly
@@ -392,9 +385,9 @@ class EmbeddedTaskLog(TaskLog):
         self.groups.forget_all()
         with self.db_lock:
             self.db.close()
-        if self._reader is not self.db:
-            with self._read_lock:
-                self._reader.close()
+        if self.reader is not self.db:
+            with self.read_lock:
+                self.reader.close()
 
 
 class EmbeddedProducer(LogProducer):

@@ -101,8 +101,7 @@ class KafkaLogProducer(LogProducer):
     ) -> None:
         self._topic = topic
         self._serve_also = serve_also
-        """Called every `_SERVE_ALSO_EVERY_S` by the background thread (the log's admin client,
-        whose log lines nothing else in a producing process releases)."""
+        """Called every `_SERVE_ALSO_EVERY_S` by the background thread (the log's `serve`)."""
         self._bootstrap = str(config.get("bootstrap.servers", ""))
         self._config = config
         self._fatal: KafkaError | None = None
@@ -127,8 +126,7 @@ class KafkaLogProducer(LogProducer):
         sender per call, past `_MAX_SENDERS`)."""
         self._rebinds: weakref.WeakKeyDictionary[Sender, Callable[[Callable[..., Any]], None]]
         self._rebinds = weakref.WeakKeyDictionary()
-        """Each Python send's way to follow a new client's `produce` (`_renew_if_stranded`),
-        for as long as the send lives."""
+        """Each live Python send's way to follow a new client's `produce`."""
         self._renewing = threading.Lock()
         self._producer = self._new_client()
         self._connect_early()
@@ -138,8 +136,8 @@ class KafkaLogProducer(LogProducer):
         self._sends = itertools.count(1)
         """Paces the senders' polls; its repr tells the background thread that somebody sent."""
         self._senders: dict[Callable[[], object] | None, Sender] = {}
-        """`sender`s by their `on_durable`, for `send`: making one builds a class. Callers pass a
-        few long-lived callbacks; past `_MAX_SENDERS` distinct ones, `send` stops keeping them."""
+        """`sender`s by their `on_durable`, for `send` (making one builds a class); at most
+        `_MAX_SENDERS`."""
         self._close_lock = threading.Lock()
         self._serving = threading.Lock()
         """Held by a thread serving delivery reports while it waits on a future."""
@@ -166,10 +164,9 @@ class KafkaLogProducer(LogProducer):
             raise config_refused("producer", exc, "producer_config") from None
 
     def _renew_if_stranded(self) -> bool:
-        """Replace the librdkafka client once it has known no broker for `RENEW_AFTER_S`: it
-        would never connect again (librdkafka issue 5301, see `kafka_brokers`). The records
-        queued on it fail (their futures say the log was unavailable: sent or not, the caller
-        may send them again); the senders follow the new client. True if it replaced it."""
+        """Replace the librdkafka client once it has known no broker for `RENEW_AFTER_S` (see
+        `kafka_brokers`). The records queued on it fail as unavailable; the senders follow the
+        new client. True if it replaced it."""
         with self._renewing:
             stranded_s = self._brokers.known_none_for()
             if stranded_s < RENEW_AFTER_S or not self._open:
