@@ -18,7 +18,7 @@ from scheduler._sqlbatch import many_rows
 from scheduler._sqlite_open import in_words, unavailable
 from scheduler.errors import BackendUnavailableError
 from scheduler.logs._embedded_schema import transaction
-from scheduler.logs.abc import RecordKey, key_bytes
+from scheduler.logs.abc import BatchFuture, RecordKey, key_bytes
 
 if TYPE_CHECKING:
     from scheduler.logs.embedded import EmbeddedTaskLog
@@ -31,7 +31,7 @@ _INSERT = "INSERT INTO records VALUES"
 _ENDS = "SELECT partition, end_offset FROM partitions WHERE topic = ?"
 _SET_END = "UPDATE partitions SET end_offset = ? WHERE topic = ? AND partition = ?"
 
-Pending = tuple[int, RecordKey, bytes, int, "Future[int]"]
+Pending = tuple[int, RecordKey, bytes, int, "Future[int] | BatchFuture"]
 """A queued record: (partition, key, value, timestamp_ms, future); a str key is encoded here, on
 the writer's thread, rather than on the sender's."""
 Row = tuple[str, int, int, bytes, bytes, int]

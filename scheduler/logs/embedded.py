@@ -23,7 +23,6 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
 from scheduler._sqlite_open import file_identity, open_wal, unavailable
 from scheduler.codec import compact
@@ -192,15 +191,9 @@ class EmbeddedTaskLog(TaskLog):
         self.partition_count()
         return EmbeddedProducer(self)
 
-    def append(self, key: RecordKey, value: bytes, future: Any = None) -> Future[int]:
-        """Queue a record for the writer thread; blocks while the buffer is full.
-
-        `future` is anything with `set_result`/`set_exception` (a whole batch's `BatchFuture`);
-        a new `DeliveryFuture` by default.
-        """
-        if future is None:
-            future = DeliveryFuture()
-        delivered: Future[int] = future
+    def append(self, key: RecordKey, value: bytes, future: Future[int] | BatchFuture) -> None:
+        """Queue a record for the writer thread, which resolves `future` (the record's, or its
+        batch's); blocks while the buffer is full."""
         partition = self._placement.get(key)
         if partition is None:
             if len(self._placement) >= _PLACEMENT_CACHE:
@@ -208,7 +201,6 @@ class EmbeddedTaskLog(TaskLog):
             partition = self._placement[key] = partition_for(key_bytes(key), len(self.partitions))
         # The queue and the tail keep values for a while: at their own size.
         self.writer.append((partition, key, compact(value), time.time_ns() // 1_000_000, future))
-        return delivered
 
     def took_written(self, rows: list[Row]) -> None:
         """The writer committed these rows: add them to the tails and wake the polls."""
@@ -399,7 +391,9 @@ class EmbeddedProducer(LogProducer):
     def send(
         self, key: RecordKey, value: bytes, *, on_durable: Callable[[], object] | None = None
     ) -> Future[int]:
-        return self._log.append(key, value, DeliveryFuture(on_durable))
+        future = DeliveryFuture(on_durable)
+        self._log.append(key, value, future)
+        return future
 
     def send_many(self, records: Sequence[tuple[RecordKey, bytes]]) -> Future[int]:
         """Queue the whole batch behind one `BatchFuture`: no future per record."""
