@@ -47,26 +47,22 @@ class CommittedOffsets:
         committed). Raises `KafkaException` as `Consumer.committed` does. A consumer whose
         request timed out is replaced once and asked again: after a broker restart a long-lived
         client may hold on to a coordinator it can no longer reach (librdkafka issue 5511)."""
-        consumer = self._consumer(group_id)
-        try:
-            return consumer.committed(partitions, timeout=self._timeout)
-        except KafkaException as exc:
-            error = kafka_error(exc)
-            if error is None or error.code() != KafkaError._TIMED_OUT:
-                raise
-            refused = _refusal_queued(consumer)
-            if refused is not None:
-                raise KafkaException(refused) from exc
+        for last in (False, True):
+            consumer = self._consumer(group_id)
+            try:
+                return consumer.committed(partitions, timeout=self._timeout)
+            except KafkaException as exc:
+                error = kafka_error(exc)
+                if not last and (error is None or error.code() != KafkaError._TIMED_OUT):
+                    raise
+                refused = _refusal_queued(consumer)
+                if refused is not None:
+                    raise KafkaException(refused) from exc
+                if last:
+                    raise
             logger.info("reading the offsets of group %r timed out: asking again", group_id)
-        self._discard(group_id)
-        consumer = self._consumer(group_id)
-        try:
-            return consumer.committed(partitions, timeout=self._timeout)
-        except KafkaException as exc:
-            refused = _refusal_queued(consumer)
-            if refused is not None:
-                raise KafkaException(refused) from exc
-            raise
+            self._discard(group_id)
+        raise AssertionError("unreachable: the second try returns or raises")
 
     def serve(self) -> None:
         """Deliver what the consumers queued (librdkafka's log lines, errors) to their
