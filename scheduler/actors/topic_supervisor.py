@@ -1,11 +1,10 @@
 """TopicSupervisor: the top of the actor system; one PartitionSupervisor per owned partition.
 
-It starts and stops partition trees as the worker's consumer gains and loses partitions, routes
-each polled batch to the partitions' TaskPersistence actors, and restarts a partition whose tree
-failed (a bug: a store that is down is an OUTAGE of the partition, `engine.outage`, and its tree
-stays up). A restart rebuilds the tree from the store, which has every task persisted; a batch
-whose persist the dead tree did not finish failed its future, and the worker holds it until the
-new tree takes it, so nothing that sat only in a dead actor's mailbox is lost.
+It starts and stops partition trees as the worker gains and loses partitions, routes each
+polled batch to the partitions' TaskPersistence actors, and restarts a partition whose tree
+failed on a bug (a store that is down is an OUTAGE, `engine.outage`, and the tree stays up). A
+restart rebuilds the tree from the store; a batch the dead tree did not store failed its future,
+and the worker holds it for the new tree.
 """
 
 from __future__ import annotations
@@ -43,25 +42,15 @@ from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger(__name__)
 
-#: Upper bound of the delay before restarting a partition that keeps failing. It is also how
-#: long a partition may sit idle after its store comes back, so it stays short; a failed restart
-#: costs a few log lines, not work.
+#: Upper bound of the delay before restarting a partition that keeps failing.
 MAX_RESTART_BACKOFF_S = MAX_BACKOFF_S
 #: A partition that ran this long without failing is restarted after the base delay again.
 STABLE_AFTER_S = 60.0
 #: How often a partition due to restart looks whether its failed tree is down yet.
 DYING_LOOK_S = 0.1
-#: Failures kept, with their tracebacks, for `failures_so_far` (tests re-raise the first). Later
-#: ones are counted and logged only: a traceback holds the dead tree's actors alive, and a store
-#: down for an hour fails every partition every MAX_RESTART_BACKOFF_S.
+#: Failures kept, with their tracebacks, for `failures_so_far`; later ones are only counted and
+#: logged (a traceback holds the dead tree's actors alive).
 KEPT_FAILURES = 20
-
-
-def restart_delay(base_s: float, failures: int) -> float:
-    """The wait after `failures` failures in a row of a partition that cannot make progress:
-    `base_s`, doubled for each further failure, at most MAX_RESTART_BACKOFF_S (the outages'
-    policy: `engine.outage.Backoff`)."""
-    return Backoff(base_s, MAX_RESTART_BACKOFF_S).delay(failures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +90,7 @@ class TopicSupervisor(pykka.ThreadingActor):
     ) -> None:
         super().__init__()
         self.lease = lease
-        """The worker's lease on its partitions, handed to every tree (see `engine.lease`)."""
         self.worker_id = worker_id
-        """The worker's id (its client id), kept in the records of the attempts it runs."""
         self.store = store
         self._executor = executor
         self.executor_service = executor_service
@@ -114,8 +101,6 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.generations: dict[int, int] = {}
         self.failures: list[PartitionFailure] = []
         """The first KEPT_FAILURES failures since start."""
-        # A partition's first failure is logged at once; its repeats while it keeps failing
-        # (every partition's, together) once a minute.
         self.repeats = RepeatedFailures(
             logger,
             "partitions {partitions} failed again {count} times in the last {seconds:.0f} s "
@@ -123,21 +108,16 @@ class TopicSupervisor(pykka.ThreadingActor):
             f"{MAX_RESTART_BACKOFF_S:g} s at most while it fails, and nothing is lost meanwhile",
         )
         self.restarting: set[int] = set() if restarting is None else restarting
-        """Partitions whose tree failed and waits for its restart. The worker gave this set and
-        reads copies of it for its probes from another thread, without asking this actor (busy
-        for up to `shutdown_deadline_s` while a revocation drains): `set.copy` holds the GIL."""
+        """Partitions whose tree failed and waits for its restart; the worker's set, which its
+        probes copy from another thread without asking this actor."""
         self.streaks: dict[int, int] = {}
         self.started_at: dict[int, float] = {}
         self.marks: dict[int, MarkHolder] = {}
         self.unflushed: dict[int, UnflushedStatuses] = {}
-        """Per partition, the status changes its trees could not write yet: kept across a
-        restart (a tree that died on a bug), dropped when the partition leaves."""
+        """Per partition, status changes not written yet: kept across restarts."""
         self.dying: dict[int, threading.Event] = {}
-        """Per partition, its failed tree going down (set once it is down). Nobody waits for it
-        but the partition's next tree, which starts once it is down: waiting here would hold
-        this actor, and the worker's poll loop that asks it for every batch, while one of the
-        tree's actors finishes a call the store outage holds (a Cassandra restart left the loop
-        silent for 5 s and /healthz said stalled)."""
+        """Per partition, its failed tree going down (set once down). Only its next tree waits
+        for it: waiting here would hold this actor, which the poll loop asks every batch."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -147,8 +127,8 @@ class TopicSupervisor(pykka.ThreadingActor):
     def assign(
         self, partitions: Iterable[int], marks: Mapping[int, ReloadMark | None] | None = None
     ) -> dict[int, MarkHolder]:
-        """Start trees for these partitions, each from its committed reload mark if it has one;
-        returns each partition's mark holder, which the worker commits with its offsets."""
+        """Start trees for these partitions, each from its committed reload mark; returns each
+        partition's mark holder, which the worker commits with its offsets."""
         holders: dict[int, MarkHolder] = {}
         for partition in partitions:
             self.restarting.discard(partition)
@@ -164,9 +144,8 @@ class TopicSupervisor(pykka.ThreadingActor):
     def revoke(
         self, partitions: Iterable[int], deadline: StopDeadline | float, reason: str
     ) -> None:
-        """Stop these partitions' trees in parallel, failed ones still going down included;
-        returns when all are down. Their running attempts get until `deadline` (one for all:
-        `StopDeadline.end_now` cancels them at once)."""
+        """Stop these partitions' trees in parallel (failed ones going down included); returns
+        when all are down. Running attempts get until `deadline`."""
         if not isinstance(deadline, StopDeadline):
             deadline = StopDeadline(deadline)
         stopping, dying = [], []
@@ -181,8 +160,8 @@ class TopicSupervisor(pykka.ThreadingActor):
                 dying.append(self.dying.pop(partition))
         try:
             shut_down_all(stopping, deadline, reason)
-        except Exception:  # the trees are going down regardless; raised here, it would stop
-            logger.exception("stopping partitions failed (%s)", reason)  # every partition
+        except Exception:  # the trees go down regardless; raised, it would stop every partition
+            logger.exception("stopping partitions failed (%s)", reason)
         for down in dying:
             down.wait(deadline.remaining() + 30)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
@@ -211,8 +190,8 @@ class TopicSupervisor(pykka.ThreadingActor):
     def persist(
         self, batches: Mapping[int, Sequence[Command]], last_offsets: Mapping[int, int]
     ) -> dict[int, pykka.Future[int]]:
-        """Hand each partition its commands, read up to its offset in `last_offsets`; the
-        futures resolve once they are in the store."""
+        """Hand each partition its commands (read up to `last_offsets`); the futures resolve
+        once they are stored."""
         futures: dict[int, pykka.Future[int]] = {}
         for partition, commands in batches.items():
             tree = self.trees.get(partition)
@@ -248,14 +227,12 @@ class TopicSupervisor(pykka.ThreadingActor):
         self._restart_later(partition, generation, error)
 
     def _restart_later(self, partition: int, generation: int, error: BaseException) -> None:
-        """Keep, count and log the failure of a partition whose tree is down, and restart the
-        partition after a delay that grows while it keeps failing."""
+        """Keep, count and log the failure, and restart the partition after a delay that grows
+        while it keeps failing (from the base again once it ran `STABLE_AFTER_S`)."""
         if len(self.failures) < KEPT_FAILURES:
             self.failures.append(PartitionFailure(partition, generation, error))
         metrics.PARTITION_RESTARTS.inc()
         self.restarting.add(partition)
-        # A partition that keeps failing (its store is down) backs off exponentially, up to
-        # MAX_RESTART_BACKOFF_S; one that ran for a while starts from the base delay again.
         if self.timers.clock.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
             self.streaks[partition] = 0
         streak = self.streaks[partition] = self.streaks.get(partition, 0) + 1
@@ -269,7 +246,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             )
         else:
             self.repeats.failed_again(partition, error)
-        delay = restart_delay(self.settings.restart_backoff_s, streak)
+        delay = Backoff(self.settings.restart_backoff_s, MAX_RESTART_BACKOFF_S).delay(streak)
         me = self._me
         self.timers.call_later(delay, lambda: me.restart.defer(partition, generation))
 
@@ -298,9 +275,8 @@ class TopicSupervisor(pykka.ThreadingActor):
     def failures_so_far(self) -> list[PartitionFailure]:
         return list(self.failures)
 
-    def _start(self, partition: int) -> bool:
-        """Start a tree for `partition`; False if it died as it started (it is then restarted
-        later, as a tree that died running)."""
+    def _start(self, partition: int) -> None:
+        """Start a tree for `partition` (one that fails to start is restarted later)."""
         self.started_at[partition] = self.timers.clock.monotonic()
         generation = self.generations.get(partition, 0) + 1
         self.generations[partition] = generation
@@ -331,12 +307,10 @@ class TopicSupervisor(pykka.ThreadingActor):
         try:
             supervisor.start()
         except Exception as error:
-            # Raised here, this would kill this actor, and every partition of the worker with
-            # it: one partition's failure stays that partition's.
+            # Raised here, it would kill every partition of the worker.
             self._restart_later(partition, generation, error)
-            return False
+            return
         self.trees[partition] = _Tree(supervisor, supervisor.persistence, generation)
-        return True
 
     def on_stop(self) -> None:
         owned = {*self.trees, *self.dying}
