@@ -404,10 +404,7 @@ def _pinned_elsewhere(log: TaskLog, pinned: int, partitions: int) -> PartitionCo
         actual = None
     if actual is None or actual == pinned:
         topic = "" if actual is None else f" (topic {log.topic!r} has {pinned} too)"
-        return PartitionCountMismatchError(
-            f"{held}{topic}; set {count}={pinned}, or start over with an empty store (a new "
-            "data directory or keyspace) and a new topic"
-        )
+        return _pinned_to(pinned, partitions, topic)
     return PartitionCountMismatchError(
         f"{held}, and topic {log.topic!r} has {actual}: the store and the topic are not of one "
         f"deployment. Point {env_name('topic')} at the topic of this store's data (one of "
@@ -458,14 +455,17 @@ def store_partition_check(store: TaskStore, partitions: int, *, pin: bool = True
         pinned = store.read_meta(PARTITION_COUNT_META)
         stored = partitions if pinned is None else int(pinned)
     if stored != partitions:
-        raise PartitionCountMismatchError(
-            f"the task store is pinned to {stored} partitions but "
-            f"{env_name('partitions')}={partitions} (the first worker that used the store had "
-            f"{stored}); set "
-            f"{env_name('partitions')}={stored}, or start over with an empty store (a new data "
-            "directory or keyspace) and a new topic"
-        )
+        raise _pinned_to(stored, partitions)
     return stored
+
+
+def _pinned_to(pinned: int, partitions: int, topic: str = "") -> PartitionCountMismatchError:
+    count = env_name("partitions")
+    return PartitionCountMismatchError(
+        f"the task store is pinned to {pinned} partitions but {count}={partitions} (the first "
+        f"worker that used the store had {pinned}){topic}; set {count}={pinned}, or start over "
+        "with an empty store (a new data directory or keyspace) and a new topic"
+    )
 
 
 def topic_partition_check(

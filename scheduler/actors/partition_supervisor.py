@@ -56,7 +56,11 @@ class PartitionSupervisor:
             self.persistence = persistence_ref.proxy()
             self.executor.attach_controller(self.persistence).get(timeout=ASK_TIMEOUT_S)
         except BaseException:
-            self.stop_now()
+            for ref in self.refs:  # stopped without waiting
+                try:
+                    ref.stop(block=False)
+                except Exception:  # an actor that already died: its failure is reported
+                    pass
             raise
         self.persistence.begin.defer()  # the first load, now that every actor is wired
 
@@ -82,29 +86,14 @@ class PartitionSupervisor:
             return False
         return self.ctx.store.count_due(self.ctx.partition, horizon_ms) == 0
 
-    def running_keys(self) -> pykka.Future[list[TaskKey]]:
-        """The tasks whose attempts run now (a future: ask every partition, then wait)."""
-        keys: pykka.Future[list[TaskKey]] = self.executor.running_keys()
-        return keys
-
-    def stop_now(self) -> None:
-        """Stop the tree's actors without waiting (a tree that failed as it started)."""
-        for ref in self.refs:
-            try:
-                ref.stop(block=False)
-            except Exception:  # an actor that already died: its failure is reported
-                pass
-
 
 def shut_down_all(
-    trees: Sequence[PartitionSupervisor], deadline: StopDeadline | float, reason: str
+    trees: Sequence[PartitionSupervisor], deadline: StopDeadline, reason: str
 ) -> None:
     """Take these trees down together, each step asked of every tree before any answer is
     awaited: stop loading and scheduling, drain until `deadline`, cancel what is left and give
     it `CANCEL_GRACE_S`, then stop the actors in order. An actor that does not answer a step
     within STEP_TIMEOUT_S is named, and the stop goes on."""
-    if not isinstance(deadline, StopDeadline):
-        deadline = StopDeadline(deadline)
     live = [tree for tree in trees if tree.refs]
     _step_all(
         [(t, "TaskPersistence (stop loading)", t.persistence.stop_loading) for t in live], reason
@@ -194,7 +183,7 @@ def shut_down_in_background(tree: PartitionSupervisor, reason: str) -> threading
 
     def run() -> None:
         try:
-            shut_down_all([tree], 0.0, reason)
+            shut_down_all([tree], StopDeadline(0.0), reason)
         finally:
             down.set()
 

@@ -50,8 +50,11 @@ class ThroughputController:
         self.reported_in_flight = 0
         self.stopped = False
         self._mark_due = ctx.clock.monotonic() + MARK_INTERVAL_S
-        self.outage = ctx.store_probe("schedule reads", executor.store_outage.defer)
+        self.outage = ctx.store_probe("schedule reads", self._tell_executor)
         """While the store refuses loads, the next tick is its probe."""
+
+    def _tell_executor(self, what: str, down: bool) -> None:
+        self._executor.store_outage.defer(what, down)
 
     def tick(self) -> None:
         """Top the partition up if it has room, then re-arm the timer (OUTAGE on a refusal)."""

@@ -24,7 +24,6 @@ from scheduler.actors.partition_supervisor import (
     shut_down_all,
     shut_down_in_background,
 )
-from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
@@ -58,18 +57,9 @@ class PartitionFailure:
     """A partition's actor tree died."""
 
     partition: int
-    """Which partition."""
     generation: int
     """Which incarnation of its tree."""
     error: BaseException
-    """What killed it."""
-
-
-@dataclass(slots=True)
-class _Tree:
-    supervisor: PartitionSupervisor
-    persistence: pykka.ActorProxy[TaskPersistence]
-    generation: int
 
 
 class TopicSupervisor(pykka.ThreadingActor):
@@ -97,7 +87,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.timers = timers
         self.settings = settings
         self.rng = rng or random.Random()
-        self.trees: dict[int, _Tree] = {}
+        self.trees: dict[int, PartitionSupervisor] = {}
         self.generations: dict[int, int] = {}
         self.failures: list[PartitionFailure] = []
         """The first KEPT_FAILURES failures since start."""
@@ -155,7 +145,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             self.marks.pop(partition, None)
             self.unflushed.pop(partition, None)
             if tree is not None:
-                stopping.append(tree.supervisor)
+                stopping.append(tree)
             if partition in self.dying:
                 dying.append(self.dying.pop(partition))
         try:
@@ -174,7 +164,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         futures = []
         for tree in self.trees.values():
             try:
-                futures.append(tree.supervisor.running_keys())
+                futures.append(tree.executor.running_keys())
             except pykka.ActorDeadError:
                 pass  # a partition failing: it says what it cancels itself
         keys: list[TaskKey] = []
@@ -201,14 +191,14 @@ class TopicSupervisor(pykka.ThreadingActor):
         return futures
 
     def counts(self) -> dict[int, PartitionCounts]:
-        return {p: tree.supervisor.counts() for p, tree in self.trees.items()}
+        return {p: tree.counts() for p, tree in self.trees.items()}
 
     def is_idle(self, horizon_ms: int | None = None) -> bool:
         """See `PartitionSupervisor.is_idle`; False while a partition is restarting."""
         if self.restarting:
             return False
         try:
-            return all(tree.supervisor.is_idle(horizon_ms) for tree in self.trees.values())
+            return all(tree.is_idle(horizon_ms) for tree in self.trees.values())
         except pykka.ActorDeadError:
             return False  # a partition is failing; its restart is on the way
 
@@ -217,12 +207,12 @@ class TopicSupervisor(pykka.ThreadingActor):
     def partition_failed(self, partition: int, generation: int, error: BaseException) -> None:
         """An actor of a partition's tree died: rebuild that partition, leave the others alone."""
         tree = self.trees.get(partition)
-        if tree is None or tree.generation != generation:
+        if tree is None or tree.ctx.generation != generation:
             return  # already restarted, or no longer ours
         del self.trees[partition]
         # Its marks and unflushed statuses stay: the next tree goes on from them.
         reason = "partition restarting after a failure"
-        self.dying[partition] = shut_down_in_background(tree.supervisor, reason)
+        self.dying[partition] = shut_down_in_background(tree, reason)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
         self._restart_later(partition, generation, error)
 
@@ -310,7 +300,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             # Raised here, it would kill every partition of the worker.
             self._restart_later(partition, generation, error)
             return
-        self.trees[partition] = _Tree(supervisor, supervisor.persistence, generation)
+        self.trees[partition] = supervisor
 
     def on_stop(self) -> None:
         owned = {*self.trees, *self.dying}
