@@ -9,6 +9,7 @@ and the worker holds it for the new tree.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -79,11 +80,17 @@ class TopicSupervisor(pykka.ThreadingActor):
         lease: Lease = ALWAYS_HELD,
     ) -> None:
         super().__init__()
-        self.lease = lease
-        self.worker_id = worker_id
-        self.store = store
-        self._executor = executor
-        self.executor_service = executor_service
+        self._context = functools.partial(
+            PartitionContext,
+            store=store,
+            executor=executor,
+            executor_service=executor_service,
+            timers=timers,
+            settings=settings,
+            worker_id=worker_id,
+            lease=lease,
+        )
+        """Makes a partition's context from what every partition shares."""
         self.timers = timers
         self.settings = settings
         self.rng = rng or random.Random()
@@ -278,20 +285,13 @@ class TopicSupervisor(pykka.ThreadingActor):
             except pykka.ActorDeadError:
                 pass
 
-        ctx = PartitionContext(
+        ctx = self._context(
             partition=partition,
             generation=generation,
-            store=self.store,
-            executor=self._executor,
-            executor_service=self.executor_service,
-            timers=self.timers,
-            settings=self.settings,
             report_failure=report,
             rng=random.Random(self.rng.random()),
             mark=self.marks.setdefault(partition, MarkHolder()),
             unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
-            worker_id=self.worker_id,
-            lease=self.lease,
         )
         supervisor = PartitionSupervisor(ctx)
         try:
