@@ -1,8 +1,7 @@
 """The single-machine default: the embedded log, the SQLite store and a worker, in one process.
 
-`data_dir` holds two SQLite files, `log.db` (the task log) and `store.db` (schedule and status
-rows). They are separate files so that the poll loop appending to the log and the partition
-actors writing the store do not queue behind one database lock.
+Two SQLite files in `data_dir`, `log.db` and `store.db`, so the poll loop and the partition
+actors do not queue behind one database lock.
 """
 
 from __future__ import annotations
@@ -64,9 +63,8 @@ class EmbeddedScheduler:
         clock: Clock = SYSTEM_CLOCK,
         lease: Lease | None = None,
     ) -> None:
-        """`clock` is the engine's time (`SteppedClock` in tests that step it); the client's
-        grace-window check reads the real clock. `lease`: the worker's (see `engine.lease`;
-        an embedded log has no group sessions, so none by default)."""
+        """`clock` is the engine's time (the client's grace window reads the real clock);
+        `lease`: the worker's (none by default: an embedded log has no group sessions)."""
         self._temporary = data_dir is None
         self.data_dir = (
             Path(tempfile.mkdtemp(prefix="scheduler-")) if data_dir is None else Path(data_dir)
@@ -124,11 +122,8 @@ class EmbeddedScheduler:
         self.stop()
 
     def is_idle(self, *, include_future: bool = False) -> bool:
-        """Every accepted task that is due has reached a final state (no retry is pending).
-
-        With `include_future`, tasks scheduled for later count too: idle means every accepted
-        task is done.
-        """
+        """Every accepted task that is due has reached a final state (no retry is pending);
+        with `include_future`, every accepted task."""
         self.client.flush()
         lags = self.log.describe_group(self.worker.group_id)
         if any(lag.lag > 0 for lag in lags):

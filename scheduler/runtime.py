@@ -1,9 +1,7 @@
 """Adapters built from `Settings`: the one place that maps configuration onto constructors.
 
-The CLI (and later the service) call these; library code takes the built objects. Heavy imports
-(confluent-kafka, cassandra-driver, pyspark) happen inside the branch that needs them, so a
-SQLite-only command never pays for them and a missing optional dependency is reported for the
-setting that asked for it.
+Heavy imports (confluent-kafka, cassandra-driver, pyspark) happen inside the branch that needs
+them, so a missing optional dependency is reported for the setting that asked for it.
 """
 
 from __future__ import annotations
@@ -79,22 +77,14 @@ def connect(
     validate: Callable[[Task], None] | None = _FROM_SETTINGS,
     admin: bool = False,
 ) -> SchedulerClient:
-    """A `SchedulerClient` for the deployment `settings` describe: what a producer (a web
-    service, a pipeline step) calls to schedule tasks for the workers of that deployment.
+    """A `SchedulerClient` for the deployment `settings` describe (default: the workers'
+    `SCHEDULER_*` variables over the `$SCHEDULER_CONFIG` file); it owns the log it opened.
 
-    Without `settings`, the ones the workers read: the `SCHEDULER_*` environment variables over
-    the `$SCHEDULER_CONFIG` file. The topic gets the configured partition count if it is missing
-    (a producer itself never creates it, see docs/kafka.md) and is refused with
-    `PartitionCountMismatchError` if its count differs, as `scheduler enqueue` does. The client
-    owns the log it opened: closing the client closes both.
-
-    Every task is checked before it is sent by `validate`: by default `task_check(settings)`,
-    the configured executor's own check, the one `scheduler enqueue` applies under the same
-    settings (None checks only the time and the data's size).
-
-    `admin`: open the deployment's task store too (it must exist, see `open_existing_store`),
-    for the bulk operations that find their tasks there (`SchedulerClient.retry_tasks`,
-    `drop_tasks`, `rerun_tasks`); the client owns it as well.
+    The topic's partition count is checked as `scheduler enqueue` does
+    (`PartitionCountMismatchError`). Every task is checked by `validate` before it is sent:
+    by default `task_check(settings)`, the configured executor's own check (None checks only
+    the time and the data's size). `admin`: open the deployment's existing task store too, for
+    the bulk operations (`retry_tasks`, `drop_tasks`, `rerun_tasks`).
     """
     from scheduler.client import SchedulerClient
     from scheduler.config import load_settings
@@ -175,10 +165,9 @@ def open_beside(
     sqlite: Callable[[str], BesideStore],
     create_schema: bool | None = None,
 ) -> BesideStore:
-    """A store that keeps its tables beside the opened task store `store` (SQLite: made by
-    `sqlite` on the same file; Cassandra: by `cassandra` on the same keyspace and connection),
-    opened; its tables are created if `create_schema` (default: the setting on Cassandra, always
-    on SQLite)."""
+    """A store that keeps its tables beside the opened task store `store` (made by `sqlite` on
+    the same file, or by `cassandra` on the same keyspace), opened; its tables are created if
+    `create_schema` (default: the setting on Cassandra, always on SQLite)."""
     beside: BesideStore
     if settings.store == "cassandra":
         from scheduler.stores.cassandra import CassandraTaskStore
@@ -194,9 +183,8 @@ def open_beside(
 
 
 def open_existing(settings: Settings) -> tuple[TaskLog, TaskStore]:
-    """The log and the opened store of a deployment that exists, for commands that look at it
-    or change what it holds: none of them creates a topic, a keyspace or a data directory, so a
-    mistyped name is said at once instead of answered with an empty one made on the spot."""
+    """The log and the opened store of a deployment that exists: no topic, keyspace or data
+    directory is created, so a mistyped name is said at once."""
     store = open_existing_store(settings)
     try:
         return build_log(settings), store
@@ -206,9 +194,8 @@ def open_existing(settings: Settings) -> tuple[TaskLog, TaskStore]:
 
 
 def open_existing_store(settings: Settings) -> TaskStore:
-    """The opened store of a deployment that exists (see `open_existing`). A Cassandra keyspace
-    is never created here. An embedded data directory must hold the log or the store; its store
-    is created if only the log is there (tasks enqueued, no worker has run yet)."""
+    """The opened store of a deployment that exists (see `open_existing`); an embedded store is
+    created if only the log is there (tasks enqueued, no worker has run yet)."""
     _require_embedded_files(settings)
     return open_store(settings, create_schema=settings.store == "sqlite")
 
@@ -284,10 +271,8 @@ def cassandra_contact(settings: Settings) -> tuple[list[str], int]:
 
 def task_check(settings: Settings, *, set_by: str | None = None) -> Callable[[Task], None] | None:
     """The configured executor's check of a task at enqueue, or None if it has none: the one
-    check `connect()` and the CLI (`enqueue`, `enqueue-many`) apply, so that both refuse the
-    same tasks under the same settings. What it refuses names the executor and where it was set
-    (`set_by`, as for `build_executor`): the check is only right if the producer's executor
-    setting is the workers', and a producer that did not set it checks against the default."""
+    `connect()` and the CLI apply. What it refuses names the executor and where it was set
+    (`set_by`): the check is only right if the producer's executor setting is the workers'."""
     from scheduler.errors import TaskRejected
 
     validate = getattr(build_executor(settings, set_by=set_by), "validate", None)
@@ -310,16 +295,11 @@ def task_check(settings: Settings, *, set_by: str | None = None) -> Callable[[Ta
 
 
 def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor:
-    """The executor named by `settings.executor`: a built-in or a `package.module:callable`.
-
-    `auto` (the default) routes each task by its data's `"executor"` key to the built-in
-    executors (`spark` when the key is absent). A class is instantiated without arguments; any
-    other callable is the executor itself. Errors name the setting as `set_by` (the CLI passes
-    `--executor` or the settings file's key when the value came from there), else as its
-    environment variable.
-
-    `spark` and `spark-submit` need pyspark (the `scheduler[spark]` extra) and are refused here
-    without it; `auto` builds without it and refuses only the tasks that need it.
+    """The executor named by `settings.executor`: a built-in or a `package.module:callable`
+    (a class is instantiated without arguments). `auto` routes each task by its data's
+    `"executor"` key (`spark` when absent). Errors name the setting as `set_by`, else as its
+    environment variable. `spark` and `spark-submit` are refused without pyspark; `auto`
+    refuses only the tasks that need it.
     """
     name = settings.executor
     setting = f"{set_by or env_name('executor')}={name!r}"
@@ -396,14 +376,11 @@ def _import_executor(path: str, setting: str) -> Executor:
 def partition_count_check(
     log: TaskLog, store: TaskStore, partitions: int, *, create_topic: bool = True
 ) -> int:
-    """Make sure the topic, the store and the settings agree on the partition count.
+    """Make sure the topic, the store and the settings agree on the partition count (a
+    task's partition is `murmur2(ordering_id) % count`).
 
-    Creates the topic with `partitions` if it is missing (unless not `create_topic`: then a
-    missing topic is a `ConfigurationError`) and pins the count in the store the first time,
-    once both checks passed: a count pinned by a start that was refused would refuse the count
-    that works on the next start. A task's partition is `murmur2(ordering_id) % count`, so
-    running with another count would look for tasks where they are not: refuse, saying which
-    count to use.
+    Creates a missing topic (unless not `create_topic`: then it is a `ConfigurationError`) and
+    pins the count in the store the first time, once both checks passed.
     """
     pinned = store.read_meta(PARTITION_COUNT_META)
     if pinned is not None and int(pinned) != partitions:
@@ -415,8 +392,7 @@ def partition_count_check(
 
 
 def _pinned_elsewhere(log: TaskLog, pinned: int, partitions: int) -> PartitionCountMismatchError:
-    """The refusal of a setting that differs from the count the store is pinned to, with the
-    advice that works given what the topic has (looked at, never created)."""
+    """The refusal of a count that differs from the store's, with advice fitting the topic's."""
     count = env_name("partitions")
     held = (
         f"the task store is pinned to {pinned} partitions but {count}={partitions} (the first "
@@ -428,10 +404,7 @@ def _pinned_elsewhere(log: TaskLog, pinned: int, partitions: int) -> PartitionCo
         actual = None
     if actual is None or actual == pinned:
         topic = "" if actual is None else f" (topic {log.topic!r} has {pinned} too)"
-        return PartitionCountMismatchError(
-            f"{held}{topic}; set {count}={pinned}, or start over with an empty store (a new "
-            "data directory or keyspace) and a new topic"
-        )
+        return _pinned_to(pinned, partitions, topic)
     return PartitionCountMismatchError(
         f"{held}, and topic {log.topic!r} has {actual}: the store and the topic are not of one "
         f"deployment. Point {env_name('topic')} at the topic of this store's data (one of "
@@ -442,9 +415,7 @@ def _pinned_elsewhere(log: TaskLog, pinned: int, partitions: int) -> PartitionCo
 
 def new_store_check(log: TaskLog, store: TaskStore, settings: Settings) -> None:
     """Refuse a store no worker has used (no partition count pinned) for a group that has
-    already read records of the topic: those records' tasks are in the store the group used
-    before, and workers here would never run them. A mistyped keyspace made a new one, which
-    workers create on start, and every pending task was silently left behind."""
+    already read records of the topic: their tasks are in another store (a mistyped keyspace)."""
     if store.read_meta(PARTITION_COUNT_META) is not None:
         return
     try:
@@ -453,8 +424,7 @@ def new_store_check(log: TaskLog, store: TaskStore, settings: Settings) -> None:
         return
     read = sum(lag.committed or 0 for lag in lags)
     if not read or store.read_meta(PARTITION_COUNT_META) is not None:
-        # Asked again: a worker pins the count before it commits anything, so commits made
-        # through this store since the first look (a worker starting beside this one) show here.
+        # Asked again: a worker starting beside this one pins the count before it commits.
         return
     if settings.store == "cassandra":
         where = (
@@ -477,23 +447,25 @@ def new_store_check(log: TaskLog, store: TaskStore, settings: Settings) -> None:
 
 def store_partition_check(store: TaskStore, partitions: int, *, pin: bool = True) -> int:
     """The partition count the store is pinned to, pinned to `partitions` the first time (a
-    lightweight transaction on Cassandra, so two workers starting at once agree); refuse if it
-    differs. Without `pin`, a store with no count pinned is left so and taken to agree: a
-    command that only reads the count must not decide it for the workers."""
+    lightweight transaction on Cassandra); refuse if it differs. Without `pin`, a store with no
+    count pinned is left so and taken to agree."""
     if pin:
         stored = int(store.claim_meta(PARTITION_COUNT_META, str(partitions)))
     else:
         pinned = store.read_meta(PARTITION_COUNT_META)
         stored = partitions if pinned is None else int(pinned)
     if stored != partitions:
-        raise PartitionCountMismatchError(
-            f"the task store is pinned to {stored} partitions but "
-            f"{env_name('partitions')}={partitions} (the first worker that used the store had "
-            f"{stored}); set "
-            f"{env_name('partitions')}={stored}, or start over with an empty store (a new data "
-            "directory or keyspace) and a new topic"
-        )
+        raise _pinned_to(stored, partitions)
     return stored
+
+
+def _pinned_to(pinned: int, partitions: int, topic: str = "") -> PartitionCountMismatchError:
+    count = env_name("partitions")
+    return PartitionCountMismatchError(
+        f"the task store is pinned to {pinned} partitions but {count}={partitions} (the first "
+        f"worker that used the store had {pinned}){topic}; set {count}={pinned}, or start over "
+        "with an empty store (a new data directory or keyspace) and a new topic"
+    )
 
 
 def topic_partition_check(
@@ -552,9 +524,7 @@ MOVE_ADVICE = (
 
 
 def topic_changed_error(topic: str, actual: int, expected: int) -> PartitionCountMismatchError:
-    """A running worker found its topic with `actual` partitions instead of the `expected` its
-    tasks are partitioned into: every ordering id's partition is `murmur2(id) % count`, so from
-    the change on, producers send many ids to partitions whose stored rows are elsewhere."""
+    """A running worker found its topic with `actual` partitions instead of `expected`."""
     how = (
         "partitions were added to it"
         if actual > expected

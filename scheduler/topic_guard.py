@@ -1,21 +1,14 @@
 """What a worker checks about the topic itself, beside reading it: `TopicGuard`.
 
-A task's partition is `murmur2(ordering id) % partition count`, and the store keeps every task
-under the partition its record came from. Three things break that without failing any call, so
-the worker looks for them:
+The store keeps every task under the partition its record came from, and a task's partition is
+`murmur2(ordering id) % partition count`. The worker looks for what breaks that silently:
 
-* a record on another partition than its ordering id's (a producer with another partitioner):
-  kept and run, but said loudly (`scheduler_records_misrouted_total`);
-* partitions added to the topic (or the topic created again with another count): from then on
-  producers send many ordering ids elsewhere, so the worker stops before storing anything the
-  change moved (`scheduler topic move` is the way back);
-* the topic deleted, or deleted and created again under its name: the worker's offsets are the
-  old topic's, so it stops (started again, it creates a missing topic and reads it from its
-  first record; `kafka_topic_id` keeps its late commits from passing for the new topic's);
-* records the topic's retention deleted before any worker stored them: lost, and said so
-  (`scheduler_records_deleted_unread_total`), whether the group's committed offset was gone at
-  assignment (a fleet down longer than the retention) or the worker was reading behind the
-  retention (a store refusing writes for days, a backlog under `retention.bytes`).
+* a record on another partition than its ordering id's: kept and run, but said loudly;
+* partitions added to the topic (or the topic created again with another count): the worker
+  stops before storing anything the change moved (`scheduler topic move` is the way back);
+* the topic deleted, or created again under its name: its offsets are the old topic's, so it
+  stops;
+* records the topic's retention deleted before any worker stored them: lost, and said so.
 """
 
 from __future__ import annotations
@@ -40,11 +33,10 @@ _HOMES_CACHED = 100_000
 _MISROUTED_LOG_EVERY = 1000
 """A partition's first misrouted record is logged, then one in this many."""
 _COUNT_CHECK_EVERY_S = 10.0
-"""At most this often a misrouted record makes the guard ask the log for the topic's partition
-count: after partitions are added, every producer misroutes many ordering ids."""
+"""At most this often a misrouted record makes the guard ask for the topic's partition count."""
 _SKIP_CHECK_EVERY_S = 10.0
-"""After a skipped offset that deleted nothing, the partition's next skip is checked no sooner:
-a transactional producer's commit markers leave a gap before almost every batch."""
+"""After a skipped offset that deleted nothing, the partition's next skip is checked no sooner
+(transaction markers leave a gap before almost every batch)."""
 _TOPIC_CHECK_EVERY_S = 10.0
 """How often a worker asks whether its topic is still the one it started on."""
 
@@ -55,27 +47,21 @@ class TopicGuard:
     def __init__(self, log: TaskLog) -> None:
         self.log = log
         self.partition_count: int | None = None
-        """The topic's count when the worker started (the CLI has checked it against the
-        store's); None if the log could not say, and then partitions go unchecked."""
-        # Each ordering id's partition under Kafka's default partitioner; hashing in Python
-        # costs a microsecond a record.
-        self._homes: dict[str, int] = {}
+        """The topic's count when the worker started; None (unchecked) if the log could not say."""
+        self._homes: dict[str, int] = {}  # each ordering id's partition, cached
         self._misrouted_counts: dict[int, int] = defaultdict(int)
         self._next_count_check = 0.0
         self._expected: dict[int, int] = {}
         """Per owned partition, the offset of the next record it should read."""
         self._next_skip_check: dict[int, float] = {}
         self.topic_id: str | None = None
-        """The topic's ID when the worker started; None if the log has none (or could not say),
-        and then the topic's identity goes unchecked."""
+        """The topic's ID when the worker started; None (unchecked) if the log has none."""
         self._next_topic_check = 0.0
         self._topic_asked: Future[str | None] | None = None
-        """The question about the topic's ID that is out, if one is (see `check_topic`)."""
         self._asker: ThreadPoolExecutor | None = None
         self._missing_once = False
         self._reported: dict[int, int] = {}
-        """Per partition, the offset up to which deleted records were reported: a partition read
-        again from before them (another assignment) must not count them twice."""
+        """Per partition, the offset up to which deleted records were reported (counted once)."""
 
     def start(self) -> None:
         try:
@@ -90,15 +76,12 @@ class TopicGuard:
 
     def check_topic(self, *, now_and_certain: bool = False) -> None:
         """Raise `TopicReplacedError` if the topic was deleted, or deleted and created again,
-        since the worker started; asks the log every `_TOPIC_CHECK_EVERY_S` at most.
+        since the worker started; asks every `_TOPIC_CHECK_EVERY_S` at most.
 
-        The poll loop calls this every turn and must never wait on the log: a Kafka outage
-        would hold the request (and the loop, which the health probes watch) for the request
-        timeout. So the question goes to a thread of the guard's, and its answer is judged on
-        the first call after it came. A topic missing once may be a broker that does not know
-        it yet; missing at two answers in a row, it was deleted. A new ID is certain at once.
-        `now_and_certain` asks at once, waits, and takes a missing topic as deleted: the
-        caller has seen its data dir go."""
+        The poll loop must never wait on the log, so the question goes to a thread of the
+        guard's and its answer is judged on the first call after it came. Missing at two
+        answers in a row, the topic was deleted; a new ID is certain at once.
+        `now_and_certain` asks, waits, and takes a missing topic as deleted."""
         if self.topic_id is None:
             return
         if now_and_certain:
@@ -159,7 +142,7 @@ class TopicGuard:
 
     def check_assigned(self, consumer: LogConsumer, partitions: list[int]) -> None:
         """Raise if `partitions` include some the topic did not have at start; report records
-        of theirs deleted before the group committed past them."""
+        deleted before the group committed past them."""
         if self.partition_count is not None and max(partitions) >= self.partition_count:
             actual = max(self._topic_partition_count(), max(partitions) + 1)
             raise topic_changed_error(self.log.topic, actual, self.partition_count)
@@ -167,8 +150,7 @@ class TopicGuard:
 
     def check_read(self, firsts: dict[int, int], lasts: dict[int, int]) -> None:
         """A batch read `firsts[p]` to `lasts[p]` of each partition p: report records it skipped
-        because the log had deleted them (the consumer then starts at the first record left:
-        Kafka's `auto.offset.reset=earliest`, with no more than a WARNING from librdkafka)."""
+        because the log had deleted them."""
         for partition, first in firsts.items():
             expected = self._expected.get(partition)
             if expected is not None and first > expected:
@@ -192,9 +174,8 @@ class TopicGuard:
         return home
 
     def _check_partition_count(self) -> None:
-        """Raise if the topic's partition count is not the one at start: a producer that learnt
-        of added partitions sends ordering ids elsewhere, and its records look misrouted. The
-        consumer would notice the new partitions only at its next metadata refresh (5 min)."""
+        """Raise if the topic's partition count is not the one at start (added partitions make
+        records look misrouted long before the consumer's metadata refresh)."""
         now = time.monotonic()
         if self.partition_count is None or now < self._next_count_check:
             return
@@ -213,11 +194,8 @@ class TopicGuard:
             return self.partition_count
 
     def _misrouted(self, record: LogRecord, command: Command, home: int) -> None:
-        """A valid task on a partition other than its ordering id's: its producer does not use
-        Kafka's default partitioner. It is kept and runs (dropping it would lose a task its
-        producer saw accepted), but said loudly: it is ordered only with the other records of
-        the partition it is on, and lookups by key (`scheduler tasks show`, cancel, retry) go
-        to its ordering id's partition and do not find it."""
+        """A valid task on a partition other than its ordering id's: kept and run (its producer
+        saw it accepted), but said loudly."""
         metrics.MISROUTED.inc()
         self._misrouted_counts[record.partition] += 1
         count = self._misrouted_counts[record.partition]
@@ -238,13 +216,8 @@ class TopicGuard:
             )
 
     def _report_deleted_unread(self, consumer: LogConsumer, partitions: Collection[int]) -> None:
-        """Say so if the log deleted records of `partitions` the group never committed past.
-
-        The log starts a partition's reading at its first record left when the committed offset
-        is gone (Kafka's `auto.offset.reset=earliest`), so without this such records, tasks
-        somebody saw accepted, would be skipped without a word. Checked when a partition is
-        assigned, which is when a fleet that was down longer than the topic's retention comes
-        back. Best effort: a log that cannot answer costs a warning, not the assignment."""
+        """Say so if the log deleted records of `partitions` the group never committed past
+        (the consumer would skip them without a word). Best effort."""
         try:
             committed = consumer.committed(partitions)
             first = self.log.first_offsets(partitions)
@@ -258,9 +231,8 @@ class TopicGuard:
                 self._log_deleted(partition, offset, left)
 
     def _check_skipped(self, partition: int, expected: int, read: int) -> None:
-        """Offsets `expected` to `read - 1` were not read: deleted, or only a gap (transaction
-        markers, compaction). The log's first offset tells which. Best effort, like the
-        assignment's check."""
+        """Offsets `expected` to `read - 1` were not read: deleted, or only a gap; the log's
+        first offset tells which. Best effort."""
         now = time.monotonic()
         if now < self._next_skip_check.get(partition, 0.0):
             return

@@ -1,11 +1,10 @@
 """The worker: one member of the consumer group, running the engine for its partitions.
 
-One thread polls the log (the seed's single-threaded poll loop). Rebalance callbacks run inside
-`poll`, on that thread, so a revocation can block until the partition's running tasks are done
-or cancelled before Kafka moves the partition elsewhere. Each polled batch goes to the
-TopicSupervisor; the batch's offsets are committed only after its partitions' TaskPersistence
-actors report the tasks durably stored. A partition whose batch the store refuses is in OUTAGE:
-paused, holding the batch, which it writes again as the store's probe (`engine.outage`).
+One thread polls the log. Rebalance callbacks run inside `poll`, so a revocation can block
+until the partition's running tasks are done or cancelled. Each batch goes to the
+TopicSupervisor; its offsets are committed only once the partitions' TaskPersistence actors
+have stored it. A partition whose batch the store refuses is paused, holding the batch, which
+it writes again as the store's probe (`engine.outage`).
 """
 
 from __future__ import annotations
@@ -50,11 +49,10 @@ logger = logging.getLogger(__name__)
 PERSIST_TIMEOUT_S = 120.0
 T = TypeVar("T")
 TOPIC_ASK_TIMEOUT_S = ASK_TIMEOUT_S
-"""The longest the worker waits for the TopicSupervisor's answer to a question (a revocation
-gets its deadline on top): past it, an actor is stuck, and the worker stops rather than hang."""
+"""The longest the worker waits for the TopicSupervisor's answer (a revocation gets its deadline
+on top): past it an actor is stuck, and the worker stops rather than hang."""
 REVOKE_SAY_AFTER_S = 15.0
-"""How long past its deadline a revocation may take before the worker says what it waits on:
-a tree's stop steps each wait 10 s at most (`partition_supervisor.STEP_TIMEOUT_S`)."""
+"""How long past its deadline a revocation may take before the worker says what it waits on."""
 MARK_COMMIT_INTERVAL_S = 5.0
 """How often reload marks that moved are committed on partitions without new records."""
 
@@ -78,10 +76,8 @@ class Worker:
     ) -> None:
         self.log = log
         self.clock = clock
-        """The one clock of the engine: its timers, due times and status stamps read it."""
         self.lease: Lease = lease or ALWAYS_HELD
-        """No attempt starts while it is not held; stamped after every poll (see
-        `engine.lease`). Unless given, made at `start` from the consumer's session timing."""
+        """See `engine.lease`; unless given, made at `start` from the consumer's session timing."""
         self._lease_given = lease is not None
         self.store = store
         self.executor = executor
@@ -93,11 +89,10 @@ class Worker:
         self._deadline: StopDeadline | None = None
         """Set with `_stop`: how long running attempts may still finish."""
         self._trees_down = False
-        """Set once `_shutdown` stopped every partition's tree: the consumer's close then
-        revokes partitions that have nothing left to let finish."""
+        """Set once `_shutdown` stopped every tree, before the consumer's close revokes."""
         self._reports_fatal = False
-        """Set by `run_until_signalled`, which raises the fatal error to its caller: the poll
-        loop then does not log it too (the CLI printed it twice)."""
+        """Set by `run_until_signalled`, which raises the fatal error: the loop then does not
+        log it too."""
         self._stopped = threading.Event()
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,22 +100,15 @@ class Worker:
         self._topic: pykka.ActorProxy[TopicSupervisor] | None = None
         self._timers: TimerService | None = None
         self._service: TaskExecutorService | None = None
-        # Per partition, the offset up to which records are in the store (the reload mark's
-        # commits go there), and the offsets stored but not yet committed (a commit can fail
-        # during a rebalance; it is retried with the next batch, and at worst records are read
-        # again).
+        # Per partition, the offset up to which records are stored (the reload mark's commits
+        # go there), and those not committed yet (a failed commit is retried with the next).
         self._persisted: dict[int, int] = {}
         self._to_commit: dict[int, int] = {}
         self._outages = PartitionOutages(poll_clock, Backoff(settings.restart_backoff_s))
-        """Partitions whose store refused their batch: paused, holding it (`engine.outage`).
-        Their probes wait on `poll_clock`, the poll loop's: real time unless a test steps it,
-        even when `clock` is stepped (a stepped engine holds its clock until every record sent
-        is stored, which a probe waiting for that clock would never let happen)."""
-        # Partitions whose tree failed and waits for its restart: the TopicSupervisor's own set.
-        self._restarting: set[int] = set()
-        # Per partition, its reload mark (where its next owner starts reading the store; see
-        # `engine.reload_mark`), kept true by its tree and committed with its offset, and the
-        # version of it last committed.
+        """Partitions whose store refused their batch (`engine.outage`). Their probes wait on
+        `poll_clock`, real time even when a test steps `clock`."""
+        self._restarting: set[int] = set()  # the TopicSupervisor's own set
+        # Per partition, its reload mark and the version of it last committed.
         self._marks: dict[int, MarkHolder] = {}
         self._marks_committed: dict[int, int] = {}
         self._marks_due = 0.0
@@ -128,16 +116,14 @@ class Worker:
         self._replaced_store: StoreReplacedError | None = None
         self.fatal_error: BaseException | None = None
         self._last_turn = time.monotonic()
-        """When the poll loop last turned (read by `health` from the probes' thread)."""
+        """When the poll loop last turned (read by `health`)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Join the group and start working on a background thread."""
-        # The consumer first, subscribed: one its configuration refuses, or a group that refuses
-        # it (a second worker process on an embedded log), must fail before any thread of ours
-        # exists, or the actors and timers left running would keep the process alive, and
-        # before a caller says the worker started.
+        # The consumer first: a refusal must fail before any thread of ours exists (they would
+        # keep the process alive) and before a caller says the worker started.
         consumer = self.log.consumer(self.group_id, client_id=self.client_id)
         try:
             consumer.subscribe(self)
@@ -192,9 +178,7 @@ class Worker:
         received: list[int] = []
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            # Only note it: a handler runs between two bytecodes of the main thread, which may
-            # hold the very lock (an Event's, the logging module's) that set() or a log call
-            # would take; a second SIGTERM arriving there deadlocked the stop.
+            # Only note it: the main thread may hold the lock that set() or logging would take.
             received.append(signum)
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -258,16 +242,15 @@ class Worker:
         return self._service
 
     def failures(self) -> list[PartitionFailure]:
-        """The first partition failures since start, up to `KEPT_FAILURES` (each was followed by
-        a restart of that partition; `scheduler_partition_restarts_total` counts them all)."""
+        """The first partition failures since start, up to `KEPT_FAILURES`."""
         return _answer(self.topic.failures_so_far(), TOPIC_ASK_TIMEOUT_S, "failures_so_far")
 
     def owned_partitions(self) -> list[int]:
         return _answer(self.topic.owned(), TOPIC_ASK_TIMEOUT_S, "owned")
 
     def consumer_lag(self) -> dict[int, int]:
-        """Per owned partition, the records past the group's committed offset: enqueued, not yet
-        in the store (`scheduler_consumer_lag_records`). Asks the log; any thread."""
+        """Per owned partition, the records past the group's committed offset (not yet stored);
+        asks the log; any thread."""
         owned = self._consumer.assignment() if self._consumer is not None else set()
         if not owned:
             return {}
@@ -291,8 +274,7 @@ class Worker:
         else:
             state = "running"
         if problem is None and state != "stopped":
-            # A refused login or ACL, a store with no node up: said, though the probes still
-            # pass (the worker keeps trying by itself, and a restart would not help).
+            # A refused login, a store with no node up: said, though the probes still pass.
             found = [self.store.problem(), consumer.problem() if consumer is not None else None]
             problem = "; ".join(said for said in found if said) or None
         return Health(
@@ -306,9 +288,7 @@ class Worker:
 
     def wait_until_assigned(self, timeout: float) -> bool:
         """True once the group has assigned this worker its partitions, False after `timeout`
-        seconds. If the worker stops first (the log refused its join: another worker process
-        on the embedded log, a consumer setting Kafka rejects), raise the error that stopped it
-        at once rather than wait out the timeout."""
+        seconds; if the worker stops first, raise the error that stopped it."""
         deadline = time.monotonic() + timeout
         while not self._started.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
             if self._stopped.is_set():
@@ -325,8 +305,7 @@ class Worker:
         logger.info("assigned partitions %s", partitions)
         assert self._consumer is not None
         self._forget(partitions)
-        # Partitions the topic did not have at start raise, before any tree reads them (the
-        # error propagates out of `poll` and stops the worker).
+        # Partitions the topic did not have at start raise (out of `poll`: the worker stops).
         self._guard.check_assigned(self._consumer, partitions)
         committed = self._consumer.committed_with_metadata(partitions)
         marks = {p: ReloadMark.decode(metadata) for p, (_, metadata) in committed.items()}
@@ -359,7 +338,6 @@ class Worker:
         began = time.monotonic()
         self._forget(partitions)
         self._revoke(partitions, 0.0, PARTITION_LOST)
-        # Said, so that a worker never assigned again shows that it is not the one waiting.
         logger.info(
             "lost partitions %s are down here after %.1f s; waiting for the group to assign "
             "partitions again (the consumer rejoins by itself)",
@@ -368,9 +346,8 @@ class Worker:
         )
 
     def _revoke(self, partitions: list[int], deadline: StopDeadline | float, reason: str) -> None:
-        """Have the TopicSupervisor take these partitions' trees down; wait for it, up to the
-        deadline and `TOPIC_ASK_TIMEOUT_S` more. Past the deadline and REVOKE_SAY_AFTER_S, say
-        what the poll loop waits on (the trees' own lines name the actors that hold them)."""
+        """Have the TopicSupervisor take these partitions' trees down; wait up to the deadline
+        and `TOPIC_ASK_TIMEOUT_S` more, saying so past REVOKE_SAY_AFTER_S."""
         grace = deadline.seconds if isinstance(deadline, StopDeadline) else deadline
         future = self.topic.revoke(partitions, deadline, reason)
         first = grace + REVOKE_SAY_AFTER_S
@@ -395,8 +372,7 @@ class Worker:
         self._guard.forget(partitions)
         paused = [p for p in partitions if p in self._outages]
         if paused and self._consumer is not None:
-            # Leaving paused, a partition could come back paused (a client may keep the flag
-            # across an unassignment), with no outage of ours to resume it.
+            # Else it could come back paused, with no outage of ours to resume it.
             try:
                 self._consumer.resume(paused)
             except Exception as error:  # leaving anyway: a log that refuses says why elsewhere
@@ -428,8 +404,7 @@ class Worker:
                     self._guard.check_topic(now_and_certain=True)
                     raise replaced
         except SchedulerError as error:
-            # Ours, with a message that says what to do: no traceback for the operator, and
-            # said once (`run_until_signalled` raises it to its caller, the CLI prints it).
+            # Ours, with a message that says what to do: no traceback, and said once.
             if not self._reports_fatal:
                 logger.error("worker stopped: %s", error)
             self.fatal_error = error
@@ -473,8 +448,7 @@ class Worker:
         self._stored(consumer, stored)
 
     def _probe_outages(self, consumer: LogConsumer) -> None:
-        """Write again the batches of the partitions in OUTAGE whose probe is due; resume those
-        the store took (see `engine.outage`)."""
+        """Write again the held batches whose probe is due; resume those the store took."""
         due = dict(self._outages.due())
         if not due:
             return
@@ -490,9 +464,8 @@ class Worker:
     def _store(
         self, batches: dict[int, HeldBatch]
     ) -> tuple[dict[int, int], dict[int, BaseException]]:
-        """Have each partition's batch stored: its malformed records here, its commands by its
-        tree. Returns the offsets to commit of the partitions stored, and the error of each
-        partition the store (or a tree restarting after a failure) refused."""
+        """Have each partition's batch stored (malformed records here, commands by its tree);
+        returns the offsets to commit of those stored, and the error of each refused."""
         refused: dict[int, BaseException] = self._keep_malformed(
             [record for batch in batches.values() for record in batch.malformed]
         )
@@ -536,8 +509,7 @@ class Worker:
             else {p: o for p, o in self._to_commit.items() if p in only}
         )
         if not wanted or self._store_replaced() is not None:
-            # Records stored since the store's file was deleted are in no file anyone reads:
-            # left uncommitted, they are read again into the next worker's new store.
+            # Left uncommitted, they are read again into the next worker's new store.
             return
         offsets = dict(wanted)
         marks = {p: self._marks[p].encoded() for p in offsets if p in self._marks}
@@ -558,8 +530,7 @@ class Worker:
         self._marks_committed.update((p, version) for p, (version, _) in marks.items())
 
     def _store_replaced(self) -> StoreReplacedError | None:
-        """Why the store must not be written any more (see `TaskStore.check_replaced`): asked
-        before every commit and once a turn of the poll loop, a microsecond each."""
+        """Why the store must not be written any more (see `TaskStore.check_replaced`)."""
         if self._replaced_store is None:
             try:
                 self.store.check_replaced()
@@ -569,15 +540,12 @@ class Worker:
 
     def _commit_marks(self, consumer: LogConsumer) -> None:
         """Every few seconds, commit the reload marks that moved on partitions with no new
-        records to commit (the offset stays; only its metadata changes): an idle partition's
-        next owner must not read the tombstones of everything completed since the last record."""
+        records (the offset stays; only its metadata changes)."""
         now = time.monotonic()
         if now < self._marks_due:
             return
         self._marks_due = now + MARK_COMMIT_INTERVAL_S
-        # The same few seconds serve the log's shared clients, whose lines would otherwise wait
-        # for the close (Kafka: the idle admin client's connection failures in an outage, logged
-        # at shutdown minutes later as if the brokers were down then).
+        # The same few seconds serve the log's shared clients, whose lines would wait otherwise.
         self.log.serve()
         for partition, holder in self._marks.items():
             if (
@@ -589,8 +557,7 @@ class Worker:
         self._commit(consumer)
 
     def _set_aside(self, record: LogRecord, error: Exception) -> MalformedRecord:
-        """A record nobody can run: log it and count it; the caller keeps it in the store,
-        where `scheduler malformed list` shows it after the log lines are gone."""
+        """A record nobody can run: log it and count it; the caller keeps it in the store."""
         metrics.MALFORMED.inc()
         logger.error(
             "malformed record at partition %d offset %d set aside: %s (key=%r, value=%r); "
@@ -613,8 +580,7 @@ class Worker:
         )
 
     def _keep_malformed(self, records: list[MalformedRecord]) -> dict[int, BaseException]:
-        """Store the batch's malformed records before their offsets are committed; the
-        partitions whose records the store refused, with its error (they enter OUTAGE)."""
+        """Store the batch's malformed records; returns the partitions the store refused."""
         if not records:
             return {}
         try:
@@ -646,8 +612,8 @@ class Worker:
             logger.info("worker %s stopped", self.client_id)
 
     def _stop_topic(self, deadline: StopDeadline) -> None:
-        """Stop the TopicSupervisor (it takes down trees still up, each within its deadline and
-        30 s more); past that and `TOPIC_ASK_TIMEOUT_S`, say so and stop without it."""
+        """Stop the TopicSupervisor; past its deadline, 30 s and `TOPIC_ASK_TIMEOUT_S`, say so
+        and stop without it."""
         assert self._topic is not None
         timeout = deadline.seconds + 30 + TOPIC_ASK_TIMEOUT_S
         try:
@@ -673,8 +639,7 @@ def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
 
 
 def _lease_for(consumer: LogConsumer, clock: Clock) -> Lease:
-    """The lease of a worker whose consumer joins a group with this session timing: it lapses
-    two heartbeats before the session would, and settles for two heartbeats after a lapse."""
+    """A lease that lapses two heartbeats before the session would, and settles for two."""
     timing = consumer.session_timing()
     if timing is None:
         return ALWAYS_HELD

@@ -1,8 +1,7 @@
 """The base of every partition actor: failures escalate to the partition's supervisor.
 
-The seed's supervision rule: an actor that fails must not be restarted on its own, because it
-would come back with an empty mailbox and the tasks in that mailbox would be lost. Instead the
-failure escalates and the whole partition is rebuilt from the store, which holds every task.
+An actor restarted on its own would come back with an empty mailbox; instead the whole
+partition is rebuilt from the store, which holds every task (the seed's supervision rule).
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ import pykka
 
 from scheduler.actors.context import PartitionContext
 
-#: The longest an actor waits for another's answer. Past it, something below (a store call) is
-#: hung: the waiting actor fails, which restarts the partition instead of stalling it for ever.
+#: The longest an actor waits for another's answer; past it something below is hung.
 ASK_TIMEOUT_S = 300.0
 
 
@@ -29,10 +27,9 @@ class PartitionActor(pykka.ThreadingActor):
 
     @staticmethod
     def _create_actor_inbox() -> Any:
-        """A `SimpleQueue` instead of pykka's `queue.Queue`: its put and get are C, without the
-        Python `Condition` whose notify and wait held the interpreter in about a quarter of a
-        loaded worker's samples (py-spy --gil, docs/benchmark-history.md). pykka uses only
-        `put`, `get` and `empty`, which both have; nothing here bounds or joins an inbox."""
+        """A `SimpleQueue` (C put and get) instead of pykka's `queue.Queue`, whose Python
+        `Condition` was a quarter of a loaded worker's samples; pykka only calls `put`, `get`
+        and `empty`."""
         return queue.SimpleQueue()
 
     def on_failure(

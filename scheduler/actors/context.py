@@ -21,14 +21,8 @@ from scheduler.stores.abc import TaskStore
 
 class HeldCounts:
     """The tasks a partition's PartitionScheduler and PartitionExecutor hold, as last published,
-    and those on their way to them.
-
-    TaskPersistence (and the ThroughputController it owns) reads it to keep the partition under
-    the in-flight bound without asking the PartitionExecutor: an ask blocks TaskPersistence
-    until the executor's thread has run, and the poll loop waits for every partition's persist,
-    so an ask per top-up delayed every partition's next batch. Each field has one writer and is
-    a plain int, so a reader sees a recent value, never a torn one.
-    """
+    and those on their way to them: TaskPersistence reads it instead of asking the executor
+    (an ask per top-up delayed every persist). Each field has one writer."""
 
     __slots__ = ("executing", "handed", "scheduled", "taken")
 
@@ -40,8 +34,8 @@ class HeldCounts:
         self.handed = 0
         """Tasks TaskPersistence has sent the PartitionExecutor so far (its writer)."""
         self.taken = 0
-        """Of those, how many the PartitionExecutor has taken in (its writer): it adds them
-        once `scheduled` and `executing` count them, so `total` never misses one in between."""
+        """Of those, how many the PartitionExecutor has taken in (its writer), added once
+        `scheduled` and `executing` count them."""
 
     @property
     def total(self) -> int:
@@ -64,7 +58,7 @@ class PartitionContext:
     executor_service: TaskExecutorService
     """The worker's bounded pool."""
     timers: TimerService
-    """The worker's timer thread, and through it the worker's clock (`clock`)."""
+    """The worker's timer thread, and through it the worker's clock."""
     settings: EngineSettings
     """Engine settings."""
     report_failure: Callable[[int, int, BaseException], None]
@@ -74,11 +68,9 @@ class PartitionContext:
     held: HeldCounts = field(default_factory=HeldCounts)
     """What the tree's scheduler and executor hold (shared; see `HeldCounts`)."""
     mark: MarkHolder = field(default_factory=MarkHolder)
-    """Where the partition's next owner starts reading the store (kept across the tree's
-    restarts and committed with the partition's offset; see `reload_mark`)."""
+    """Where the partition's next owner starts reading the store (see `reload_mark`)."""
     unflushed: UnflushedStatuses = field(default_factory=UnflushedStatuses)
-    """Status changes not yet in the store, shared by the tree's actors and kept across its
-    restarts (see `unflushed`)."""
+    """Status changes not yet in the store, kept across restarts (see `unflushed`)."""
     worker_id: str = ""
     """The worker running the tree (its client id), kept in each attempt's record."""
     lease: Lease = ALWAYS_HELD
@@ -86,21 +78,13 @@ class PartitionContext:
 
     @property
     def clock(self) -> Clock:
-        """The worker's one clock (its timer service's): every reading of time in the tree."""
+        """The worker's one clock: every reading of time in the tree."""
         return self.timers.clock
 
     def store_probe(self, what: str, on_change: Callable[[str, bool], object]) -> StoreProbe:
-        """The OUTAGE state of one kind of this partition's store calls (`engine.outage`), on
-        the worker's clock and the restart backoff; `on_change` is told each refusal and the
-        outage's end."""
-        return StoreProbe(
-            what,
-            self.partition,
-            Backoff(self.settings.restart_backoff_s),
-            self.clock,
-            logging.getLogger("scheduler.partition"),
-            on_change=on_change,
-        )
+        """The OUTAGE state of one kind of this partition's store calls (`engine.outage`)."""
+        backoff = Backoff(self.settings.restart_backoff_s)
+        return StoreProbe(what, self.partition, backoff, self.clock, on_change)
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

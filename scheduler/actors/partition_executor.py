@@ -1,10 +1,8 @@
 """PartitionExecutor: holds a partition's tasks until due, runs them one at a time per ordering id.
 
-It owns the PartitionScheduler (the heap of tasks not yet due), an OrderingExecutor (a plain
-queue object) per ordering id and a TaskExecutor (a plain object) per running attempt; only this
-actor's thread touches them. Attempts run on the worker's
-bounded pool; their starts and outcomes come back through a deque, with one actor message per
-burst of events rather than one per task.
+It owns the PartitionScheduler (tasks not yet due), an OrderingExecutor per ordering id and a
+TaskExecutor per running attempt; only this actor's thread touches them. Attempts run on the
+worker's pool; their starts and ends come back through a deque, one actor message per burst.
 """
 
 from __future__ import annotations
@@ -12,9 +10,9 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
@@ -25,8 +23,8 @@ from scheduler.actors.partition_scheduler import PartitionScheduler
 from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.ordering_executor import OrderingExecutor
-from scheduler.engine.task_executor import NOT_STARTED, TIMEOUT, TaskExecutor
-from scheduler.executors.abc import CANCELLED_BY_OPERATOR
+from scheduler.engine.task_executor import NOT_STARTED, TaskExecutor
+from scheduler.executors.abc import CANCELLED_BY_OPERATOR, TIMED_OUT
 from scheduler.model import (
     Attempt,
     AttemptOutcome,
@@ -40,14 +38,11 @@ if TYPE_CHECKING:
     from scheduler.actors.task_persistence import TaskPersistence
 
 
-#: The reason given to attempts cancelled because an operator cancelled their task.
-ADMIN_CANCEL = CANCELLED_BY_OPERATOR
 #: The reason given to attempts of a partition the group gave to another worker before this one
 #: let it go: its new owner may be running them already, so this one writes nothing of them.
 PARTITION_LOST = "partition lost"
 
-#: Finished keys remembered at most (see `PartitionExecutor.finished`): a memory bound for a
-#: partition that finishes this many tasks while no new copy reaches its executor.
+#: Finished keys remembered at most (see `PartitionExecutor.finished`).
 FINISHED_MEMORY_MAX = 100_000
 
 
@@ -65,9 +60,9 @@ _DURATIONS = {kind: metrics.TASK_DURATION.labels(kind.value) for kind in Attempt
 def _outcome_of(outcome: AttemptFinished) -> AttemptOutcome:
     if outcome.error is None:
         return AttemptOutcome.SUCCEEDED
-    if outcome.cancelled == ADMIN_CANCEL:
+    if outcome.cancelled == CANCELLED_BY_OPERATOR:
         return AttemptOutcome.CANCELLED
-    if outcome.cancelled is not None and outcome.cancelled != TIMEOUT:
+    if outcome.cancelled is not None and outcome.cancelled != TIMED_OUT:
         return AttemptOutcome.INTERRUPTED  # revoked, or the worker stopping
     if outcome.timed_out:
         return AttemptOutcome.TIMED_OUT
@@ -87,22 +82,27 @@ def _record_of(outcome: AttemptFinished, kind: AttemptOutcome, worker: str) -> A
     )
 
 
+def _closed(
+    outcome: AttemptFinished,
+    record: Attempt,
+    now: int,
+    state: TaskState,
+    error: str | None = None,
+    next_ms: int | None = None,
+    data: Mapping[str, Any] | None = None,
+) -> TaskStatus:
+    """The status `outcome` leads to, carrying the attempt's `record`."""
+    return TaskStatus(outcome.key, state, outcome.attempt, error, next_ms, now, data, (record,))
+
+
 def _succeeded(outcome: AttemptFinished, record: Attempt, now: int) -> TaskStatus:
-    return TaskStatus(
-        outcome.key,
-        TaskState.SUCCEEDED,
-        outcome.attempt,
-        updated_ms=now,
-        data=outcome.data,
-        attempt_log=(record,),
-    )
+    return _closed(outcome, record, now, TaskState.SUCCEEDED, data=outcome.data)
 
 
 def _drain(
     events: collections.deque[AttemptStarted | AttemptFinished],
 ) -> list[AttemptStarted | AttemptFinished]:
-    """Take every event in the deque, oldest first (atomically one by one: pool threads may
-    append meanwhile)."""
+    """Take every event in the deque, oldest first (one by one: pool threads may append)."""
     batch = []
     take = events.popleft
     try:
@@ -149,8 +149,8 @@ class PartitionExecutor(PartitionActor):
         self.awaiting_lease = False
         """Set while due tasks wait for the worker's lease to hold again (see `engine.lease`)."""
         self.store_down: set[str] = set()
-        """What of the tree the store refuses now ("status rows", "schedule reads"): while
-        anything is, no attempt starts (the partition is in OUTAGE; see `engine.outage`)."""
+        """What the store refuses now ("status rows", "schedule reads"): while anything is, no
+        attempt starts (the partition is in OUTAGE; see `engine.outage`)."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -170,8 +170,7 @@ class PartitionExecutor(PartitionActor):
         super().on_failure(exception_type, exception_value, traceback)
 
     def attach_controller(self, controller: pykka.ActorProxy[TaskPersistence]) -> None:
-        """`controller` (TaskPersistence, where the ThroughputController lives and the writer
-        of the partition's rows) is told `tick` when the tasks held drop to the level
+        """TaskPersistence, told `tick` when the tasks held drop to the level
         `notify_when_at_most` asked for, `changed` when status changes wait in the buffer, and
         `discard` for the rows of keys found final."""
         self._controller = controller
@@ -179,13 +178,11 @@ class PartitionExecutor(PartitionActor):
     # -- tasks not yet due (the PartitionScheduler) ------------------------------------------
 
     def schedule(self, items: list[ScheduledTask], arrived: Iterable[TaskKey] = ()) -> None:
-        """Hold these tasks until due; those due already are executed at once. `arrived`: the
-        keys of an `await_keys` this settles."""
+        """Hold these tasks until due (see `PartitionScheduler.schedule`)."""
         self.scheduler.schedule(items, arrived)
         self.ctx.held.taken += len(items)  # after: `held` counts them by now
 
     def await_keys(self, keys: list[TaskKey]) -> None:
-        """A push of these keys is on its way (see `PartitionScheduler.await_keys`)."""
         self.scheduler.await_keys(keys)
 
     def _fire_soon(self) -> None:
@@ -195,15 +192,12 @@ class PartitionExecutor(PartitionActor):
             me.fire.defer()
 
     def fire(self) -> None:
-        """Dispatch every held task due now."""
         self.scheduler.fire()
 
     def scheduled_counts(self) -> tuple[int, int]:
-        """(tasks held until due, of which already due)."""
         return self.scheduler.counts()
 
     def stop_scheduling(self) -> None:
-        """Revocation: dispatch no held task any more."""
         self.scheduler.stop_scheduling()
 
     # -- incoming tasks -----------------------------------------------------------------------
@@ -211,10 +205,8 @@ class PartitionExecutor(PartitionActor):
     def execute(self, items: list[ScheduledTask]) -> None:
         """Queue due tasks; start the head of every idle queue they touch.
 
-        Their status rows were read when they were loaded or pushed (TaskPersistence), so
-        nothing is read here; only a finish since that read is caught: "is it final?" is a
-        lookup of the key in `finished`, whose version says whether the copy's reader saw the
-        finish (`checked` at or past it) or not."""
+        Their statuses were read when they were loaded or pushed; a finish since that read is
+        caught here: `finished` has the key at a version past the copy's `checked`."""
         touched: dict[str, OrderingExecutor] = {}
         already_final: list[TaskKey] = []
         interrupted: list[TaskStatus] = []
@@ -268,11 +260,7 @@ class PartitionExecutor(PartitionActor):
             extra={"partition": self.ctx.partition, "task": str(item.key)},
         )
         record = Attempt(
-            item.attempts,
-            since,
-            now,
-            AttemptOutcome.INTERRUPTED,
-            error=INTERRUPTED_ERROR,
+            item.attempts, since, now, AttemptOutcome.INTERRUPTED, error=INTERRUPTED_ERROR
         )
         return TaskStatus(
             item.key, TaskState.PENDING, item.attempts, updated_ms=now, attempt_log=(record,)
@@ -280,8 +268,7 @@ class PartitionExecutor(PartitionActor):
 
     def cancel(self, keys: Iterable[TaskKey]) -> None:
         """An operator cancelled these tasks (TaskPersistence wrote their CANCELLED status):
-        forget the held ones, drop the queued ones, cancel the running attempts (their job group
-        or process is stopped)."""
+        forget the held ones, drop the queued ones, cancel the running attempts."""
         keys = self.scheduler.cancel(keys)
         cancelled = []
         now = self.ctx.clock.now_ms()
@@ -294,18 +281,16 @@ class PartitionExecutor(PartitionActor):
                 self.held -= 1
                 self._pump(queue)
                 assert queued is not None
-                cancelled.append(
-                    TaskStatus(key, TaskState.CANCELLED, queued.attempts, None, None, now)
-                )
+                attempts = queued.attempts
             elif key in self.running:
                 attempt = self.running[key]
-                attempt.cancel(ADMIN_CANCEL)
-                cancelled.append(
-                    TaskStatus(key, TaskState.CANCELLED, attempt.context.attempt, None, None, now)
-                )
+                attempt.cancel(CANCELLED_BY_OPERATOR)
+                attempts = attempt.context.attempt
+            else:
+                continue
+            cancelled.append(TaskStatus(key, TaskState.CANCELLED, attempts, None, None, now))
         if cancelled:
-            # Written again through the buffer: a RUNNING or RETRYING of these keys waiting in it
-            # would otherwise overwrite the CANCELLED at the next flush.
+            # Through the buffer: a RUNNING or RETRYING waiting there would overwrite it.
             self._record(cancelled)
         self.ctx.held.executing = self.held
 
@@ -319,11 +304,10 @@ class PartitionExecutor(PartitionActor):
             del self.queues[queue.ordering_id]
             return
         if item.next_attempt_ms is not None and item.next_attempt_ms > self.ctx.clock.now_ms():
-            me, generation, ordering_id = self._me, self.ctx.generation, queue.ordering_id
+            me, ordering_id = self._me, queue.ordering_id
             assert me is not None
             queue.retry_timer = self.ctx.timers.call_at_ms(
-                item.next_attempt_ms,
-                lambda: me.retry_due.defer(ordering_id, generation),
+                item.next_attempt_ms, lambda: me.retry_due.defer(ordering_id)
             )
             return
         if not self.ctx.lease.held():
@@ -343,15 +327,12 @@ class PartitionExecutor(PartitionActor):
         self.running[item.key] = attempt
         if self.idle.is_set():  # Event.clear takes its lock: not once per task
             self.idle.clear()
-        settings = self.ctx.settings
-        attempt.start(
-            self.ctx.executor, self.ctx.executor_service, self.ctx.timers, settings.task_timeout_s
-        )
+        ctx = self.ctx
+        attempt.start(ctx.executor, ctx.executor_service, ctx.timers, ctx.settings.task_timeout_s)
 
     def _await_lease(self) -> None:
-        """The lease lapsed (the worker was stopped or its poll loop stalled past the session
-        timeout's term): start nothing until the poll loop confirms it again, by which time a
-        revocation has reached this partition if the group moved it."""
+        """The lease lapsed: start nothing until the poll loop confirms it again, by which time
+        a revocation has reached this partition if the group moved it."""
         if self.awaiting_lease:
             return
         self.awaiting_lease = True
@@ -362,35 +343,37 @@ class PartitionExecutor(PartitionActor):
             self.ctx.lease.age_s(),
             self.ctx.lease.term_s,
         )
-        me, generation = self._me, self.ctx.generation
+        me = self._me
         assert me is not None
 
         def wake() -> None:
             try:
-                me.lease_held.defer(generation)
+                me.lease_held.defer()
             except pykka.ActorDeadError:
                 pass  # the partition left meanwhile
 
         self.ctx.lease.when_held(wake)
 
     def store_outage(self, what: str, down: bool) -> None:
-        """The store refused `what` (`down`), or took it again: starts are held while anything
-        is refused, then the heads of the queues that waited start."""
+        """The store refused `what` (`down`), or took it again: no attempt starts while
+        anything is refused."""
         if down:
             self.store_down.add(what)
             return
         self.store_down.discard(what)
         if not self.store_down:
-            for queue in list(self.queues.values()):
-                self._pump(queue)
+            self._pump_all()
 
-    def lease_held(self, generation: int) -> None:
+    def lease_held(self) -> None:
         """The poll loop confirmed the lease: start the heads of the queues that waited."""
         self.awaiting_lease = False
+        self._pump_all()
+
+    def _pump_all(self) -> None:
         for queue in list(self.queues.values()):
             self._pump(queue)
 
-    def retry_due(self, ordering_id: str, generation: int) -> None:
+    def retry_due(self, ordering_id: str) -> None:
         """Timer callback: a retry backoff of this ordering id ended."""
         queue = self.queues.get(ordering_id)
         if queue is not None:
@@ -402,10 +385,9 @@ class PartitionExecutor(PartitionActor):
     def _report(self, outcome: AttemptStarted | AttemptFinished) -> None:
         """Called on a pool thread: hand the event to the actor, one message per burst.
 
-        No lock (eight pool threads queued on one cost more than the rest of a report): a
-        deque's `append` and `popleft` are atomic, and the actor clears the flag before it
-        reads, so an event appended after its read finds the flag clear and sends a message of
-        its own. Two threads may both find it clear and send two; the second reads nothing."""
+        No lock: a deque's `append` and `popleft` are atomic, and the actor clears the flag
+        before it reads, so an event appended after its read sends a message of its own (two
+        threads may both send one; the second reads nothing)."""
         self.outcomes.append(outcome)
         if self.outcomes_signalled:
             return
@@ -418,15 +400,10 @@ class PartitionExecutor(PartitionActor):
             self._keep_successes()
 
     def _keep_successes(self) -> None:
-        """Called once this actor is gone (its tree was stopped, or died on a bug):
-        keep the successes among the outcomes no one will read, for the tree that follows on
-        this worker, which writes them instead of running those tasks again. Other outcomes are
-        dropped: their tasks are still in the store and run again.
-
-        From a pool thread that finds the actor dead, and from the actor's own `on_stop` and
-        `on_failure`: pykka drops the messages left in a stopping actor's mailbox, so the
-        outcomes whose `attempts_finished` was sent just before the stop are read here or not
-        at all, and unread, their tasks would run again on the next tree."""
+        """Once this actor is gone: keep the successes among the outcomes no one will read, for
+        the next tree on this worker to write instead of running them again (other outcomes
+        are dropped: their tasks run again). pykka drops a stopping actor's mailbox, so the
+        outcomes signalled just before the stop are read here or not at all."""
         self.outcomes_signalled = False  # the next outcome comes here too
         batch = _drain(self.outcomes)
         worker, now = self.ctx.worker_id, self.ctx.clock.now_ms()
@@ -439,8 +416,7 @@ class PartitionExecutor(PartitionActor):
     def attempts_finished(self) -> None:
         self.outcomes_signalled = False  # first: see `_report`
         batch = _drain(self.outcomes)
-        # An attempt that started and ended within one burst needs no RUNNING status: the
-        # finish replaces it in the same `put`, and its record carries the start.
+        # An attempt that started and ended within one burst needs no RUNNING status.
         ended = {(e.key, e.attempt) for e in batch if isinstance(e, AttemptFinished)}
         statuses = []
         for event in batch:
@@ -452,7 +428,7 @@ class PartitionExecutor(PartitionActor):
                 if (event.key, event.attempt) in ended:
                     continue
                 attempt = self.running.get(event.key)
-                if attempt is not None and attempt.context.reason == ADMIN_CANCEL:
+                if attempt is not None and attempt.context.reason == CANCELLED_BY_OPERATOR:
                     continue  # cancelled before its start was read: CANCELLED stands
                 record = Attempt(event.attempt, event.started_ms, worker=self.ctx.worker_id)
                 statuses.append(
@@ -493,7 +469,8 @@ class PartitionExecutor(PartitionActor):
         took = _seconds(record)
         if outcome.started_ms is not None:
             _DURATIONS[kind].observe(took)
-        status: TaskStatus | None = None
+        retry = self.ctx.settings.retry
+        status: TaskStatus | None
         if kind is AttemptOutcome.SUCCEEDED:
             metrics.EXECUTED.inc()
             if task_log.isEnabledFor(logging.INFO):  # the hot path: no fields built for nothing
@@ -503,19 +480,15 @@ class PartitionExecutor(PartitionActor):
                     extra=self._extra(record, key),
                 )
             status = _succeeded(outcome, record, now)
-            self.held -= 1
         elif kind is AttemptOutcome.CANCELLED:
-            # Its CANCELLED status was written when the command arrived; this adds the attempt and
-            # writes CANCELLED once more, after anything of this attempt the buffer may still hold.
+            # Written CANCELLED when the command arrived; once more with the attempt, after
+            # anything of this attempt the buffer may still hold.
             task_log.info(
                 "task %s cancelled after %.3f s (attempt %d)",
                 *(key, took, outcome.attempt),
                 extra=self._extra(record, key),
             )
-            status = TaskStatus(
-                key, TaskState.CANCELLED, outcome.attempt, updated_ms=now, attempt_log=(record,)
-            )
-            self.held -= 1
+            status = _closed(outcome, record, now, TaskState.CANCELLED)
         elif kind is AttemptOutcome.INTERRUPTED:
             # Revoked or stopping: the row stays for the next owner, which runs it again.
             task_log.info(
@@ -524,32 +497,19 @@ class PartitionExecutor(PartitionActor):
                 extra=self._extra(record, key),
             )
             status = self._stopped(key, outcome.attempt, outcome.cancelled, record, now)
-            self.held -= 1
-        elif outcome.attempt < self.ctx.settings.retry.max_attempts and not outcome.permanent:
+        elif outcome.attempt < retry.max_attempts and not outcome.permanent:
             metrics.RETRIED.inc()
-            delay = self.ctx.settings.retry.delay_s(outcome.attempt, self.ctx.rng.random())
+            delay = retry.delay_s(outcome.attempt, self.ctx.rng.random())
             next_ms = now + int(delay * 1000)
             task_log.warning(
                 "task %s %s in %.3f s (attempt %d of %d), retrying in %.1fs: %s",
-                key,
-                _FAILED_WORDS[kind],
-                took,
-                outcome.attempt,
-                self.ctx.settings.retry.max_attempts,
-                delay,
+                *(key, _FAILED_WORDS[kind], took, outcome.attempt, retry.max_attempts, delay),
                 outcome.error,
                 extra=self._extra(record, key),
             )
             queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, self._unflushed.version))
-            status = TaskStatus(
-                key,
-                TaskState.RETRYING,
-                outcome.attempt,
-                outcome.error,
-                next_ms,
-                now,
-                attempt_log=(record,),
-            )
+            self._pump(queue)
+            return _closed(outcome, record, now, TaskState.RETRYING, outcome.error, next_ms)
         else:
             metrics.FAILED.inc()
             why = "not retried, the failure is permanent" if outcome.permanent else "the last"
@@ -558,24 +518,16 @@ class PartitionExecutor(PartitionActor):
                 *(key, outcome.attempt, _FAILED_WORDS[kind], took, why, outcome.error),
                 extra=self._extra(record, key),
             )
-            status = TaskStatus(
-                key,
-                TaskState.FAILED,
-                outcome.attempt,
-                outcome.error,
-                None,
-                now,
-                item.task.data,
-                (record,),
+            status = _closed(
+                outcome, record, now, TaskState.FAILED, outcome.error, None, item.task.data
             )
-            self.held -= 1
+        self.held -= 1
         self._pump(queue)
         return status
 
     def _not_started(self, queue: OrderingExecutor, item: ScheduledTask) -> None:
-        """The pool refused to start `item`: the lease lapsed after the hand-off (see
-        `engine.task_executor`). It never began, so nothing is recorded: it goes back to the
-        head of its queue, to start once the lease holds, or to leave with its partition."""
+        """The pool refused to start `item` (the lease lapsed after the hand-off): it never
+        began, so nothing is recorded; it goes back to the head of its queue."""
         task_log.info(
             "task %s not started: the worker's lease lapsed before the pool reached it; it "
             "waits for the lease",
@@ -584,7 +536,6 @@ class PartitionExecutor(PartitionActor):
         if item.key not in queue.entries:  # a copy queued meanwhile has the newer data
             queue.offer(item)
         self._pump(queue)
-        return None
 
     def _extra(self, record: Attempt, key: TaskKey) -> dict[str, object]:
         """The fields of a task's log line, for JSON logs (`extra`)."""
@@ -599,11 +550,9 @@ class PartitionExecutor(PartitionActor):
     def _stopped(
         self, key: TaskKey, attempt: int, reason: str | None, record: Attempt, now: int
     ) -> TaskStatus | None:
-        """The status of a task whose attempt this worker stopped (revocation, shutdown): back to
-        PENDING with the attempt closed as interrupted, so that no worker's status says `running`
-        once it is gone. None for a lost partition, whose new owner writes its statuses, and when
-        a later attempt of it is already recorded (a tree restarted on this worker runs it again
-        while this one winds down)."""
+        """The status of a task whose attempt this worker stopped: PENDING with the attempt
+        closed as interrupted. None for a lost partition (its new owner writes its statuses),
+        and when a later attempt of it is already recorded (a restarted tree runs it again)."""
         if reason == PARTITION_LOST:
             return None
         later = self._unflushed.peek([key]).get(key)
@@ -613,13 +562,11 @@ class PartitionExecutor(PartitionActor):
         return TaskStatus(key, TaskState.PENDING, attempt, error, None, now, attempt_log=(record,))
 
     def _record(self, statuses: list[TaskStatus]) -> None:
-        """Make these changes visible to TaskPersistence now, and have it write them.
+        """Make these changes visible to lookups now, and have TaskPersistence write them.
 
-        Put into the shared buffer here, not in TaskPersistence's mailbox, where a slow write
-        could keep them for a while: a rewrite of a finished key pushed meanwhile would find no
-        final status and run again. The put's version is the finish's: a push that took the version
-        before the put may have missed the finish, and `execute` refuses its copy; one that
-        took it after saw the finish in the buffer (or, once flushed, in the store)."""
+        Into the shared buffer, not TaskPersistence's mailbox, where a rewrite of a finished
+        key pushed meanwhile would find no final status. The put's version is the finish's:
+        `execute` refuses copies checked before it."""
         version = self._unflushed.put(statuses)
         for status in statuses:
             if status.state.is_final:
@@ -629,10 +576,7 @@ class PartitionExecutor(PartitionActor):
         try:
             self._controller.changed.defer()
         except pykka.ActorDeadError:
-            # TaskPersistence died (a bug, or it stopped first) and the tree is going down. The
-            # changes are in the buffer, which the next tree writes; this actor stays up to take
-            # the outcomes of the attempts still running, and to cancel them.
-            pass
+            pass  # the tree is going down; the next tree writes the buffer
 
     def _remember_finished(self, key: TaskKey, version: int) -> None:
         finished = self.finished
@@ -644,13 +588,10 @@ class PartitionExecutor(PartitionActor):
     def _forget_finished(self, checked: int) -> None:
         """Drop the finishes no copy still on its way can have missed.
 
-        TaskPersistence takes a version before each read and hands its copies on in that order,
-        and the PartitionScheduler passes a copy of a due key straight on (only a due key can
-        have finished), so the copies of finished keys reach this actor in the order of their
-        versions; a due copy the scheduler keeps back (behind a push on its way) holds
-        `checked` down to its own until it is dispatched (see `execute`). Once one checked at
-        `checked` arrived, every later one was checked at or past it: a finish of a version up
-        to `checked` was seen by all of them."""
+        Copies of finished keys reach this actor in the order of their `checked` versions
+        (TaskPersistence hands them on in that order, the scheduler passes due keys straight
+        on, and a copy it keeps back holds `checked` down to its own): once one checked at
+        `checked` arrived, a finish up to `checked` was seen by every later one."""
         if checked <= self.seen_checked:
             return
         self.seen_checked = checked
@@ -693,10 +634,8 @@ class PartitionExecutor(PartitionActor):
         return list(self.running)
 
     def _left_running(self, attempts: Iterable[TaskExecutor]) -> None:
-        """The tree goes down with these attempts still running (cancelled, they did not end
-        within the grace): write them as if they had ended, each attempt closed - PENDING again
-        (interrupted), or CANCELLED once more for an operator's cancel. One that ends later after
-        all is run again by the next owner (at-least-once)."""
+        """The tree goes down with these attempts still running: write them as if they had
+        ended, PENDING again (interrupted), or CANCELLED once more for an operator's cancel."""
         now = self.ctx.clock.now_ms()
         worker = self.ctx.worker_id or None
         statuses = []
@@ -704,16 +643,14 @@ class PartitionExecutor(PartitionActor):
             key, number = attempt.context.key, attempt.context.attempt
             reason = attempt.context.reason or "partition stopped"
             error = f"cancelled: {reason}"
-            if reason == ADMIN_CANCEL:
+            if reason == CANCELLED_BY_OPERATOR:
                 record = Attempt(number, None, now, AttemptOutcome.CANCELLED, None, error, worker)
-                statuses.append(
-                    TaskStatus(
-                        key, TaskState.CANCELLED, number, updated_ms=now, attempt_log=(record,)
-                    )
+                status: TaskStatus | None = TaskStatus(
+                    key, TaskState.CANCELLED, number, updated_ms=now, attempt_log=(record,)
                 )
-                continue
-            record = Attempt(number, None, now, AttemptOutcome.INTERRUPTED, None, error, worker)
-            status = self._stopped(key, number, reason, record, now)
+            else:
+                record = Attempt(number, None, now, AttemptOutcome.INTERRUPTED, None, error, worker)
+                status = self._stopped(key, number, reason, record, now)
             if status is not None:
                 statuses.append(status)
         self._unflushed.put(statuses)

@@ -1,13 +1,8 @@
 """PartitionScheduler: holds a partition's tasks until they are due, then dispatches them.
 
-Tasks sit in a heap ordered by due time. One timer is armed for the earliest; when it fires, every
-task due by then is dispatched in one batch. Nothing polls: with no task due nothing runs. A task
-handed on already due takes the heap's due tasks with it, in key order, since their timer's `fire`
-may still be on its way to this thread.
-
-It is a plain object owned by the PartitionExecutor actor, whose thread is the only one that
-touches it: holding tasks needs no thread of its own, and a due task goes to its ordering id's
-queue without a message between two actors.
+A heap ordered by due time, one timer armed for the earliest; when it fires, every task due by
+then goes in one batch. A plain object of the PartitionExecutor actor, whose thread alone
+touches it.
 """
 
 from __future__ import annotations
@@ -32,30 +27,27 @@ class PartitionScheduler:
     ) -> None:
         self.ctx = ctx
         self._dispatch = dispatch
-        """Takes the tasks due now (on the owning actor's thread)."""
         self._wake = wake
-        """Called on the timer thread when the earliest task falls due: it has the owning actor
-        call `fire`."""
+        """Called on the timer thread when the earliest task falls due (the owner calls `fire`)."""
         self.held: dict[TaskKey, ScheduledTask] = {}
         self.heap: list[tuple[int, TaskKey]] = []
         self.timer: TimerHandle | None = None
         self.timer_due_ms: int | None = None
         self.stopped = False
         self.awaited: dict[str, list[TaskKey]] = {}
-        """Per ordering id, keys being pushed (TaskPersistence is reading their statuses): a
-        due task of the ordering id after one of them waits for it (`kept_back`)."""
+        """Per ordering id, keys being pushed: a due task after one of them waits for it."""
         self.kept_back: set[TaskKey] = set()
         """Due keys held (in `held`, not in the heap) behind an awaited earlier key."""
 
     def await_keys(self, keys: Iterable[TaskKey]) -> None:
         """These keys are on their way (a push reading their statuses): until `schedule` takes
-        them, no later task of their ordering ids is dispatched."""
+        them, no later task of their ordering ids is dispatched, so a slow look-up does not let
+        a later task start first."""
         for key in keys:
             self.awaited.setdefault(key.ordering_id, []).append(key)
 
     def oldest_kept_back(self) -> int | None:
-        """The lowest `checked` version of the kept-back tasks (None without any): the
-        executor must remember finishes past it until they are dispatched."""
+        """The lowest `checked` version of the kept-back tasks (None without any)."""
         held = self.held
         return min((held[key].checked for key in self.kept_back if key in held), default=None)
 
@@ -97,7 +89,7 @@ class PartitionScheduler:
 
     def schedule(self, items: Iterable[ScheduledTask], arrived: Iterable[TaskKey] = ()) -> None:
         """Hold these tasks until due (dispatch at once those already due). `arrived`: the
-        awaited keys this call settles (a push's, handed on here or dropped)."""
+        awaited keys this call settles."""
         if self.stopped:
             return
         now = self.ctx.clock.now_ms()
@@ -113,9 +105,7 @@ class PartitionScheduler:
                 self.held[key] = item
                 heapq.heappush(self.heap, (key.scheduled_ms, key))
         if due:
-            # Tasks of the heap that fell due before their timer's `fire` reached this thread
-            # (a worker stalled, a busy mailbox) go first: else a task pushed due now starts
-            # before an earlier task of its ordering id that has waited here since it was loaded.
+            # Held tasks that fell due before their `fire` arrived go too, in key order.
             due += self._pop_due(now)
         if self.awaited:
             due += self._arrived(arrived)

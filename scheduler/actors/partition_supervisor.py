@@ -1,21 +1,12 @@
 """PartitionSupervisor: builds one partition's actor tree and takes it down in order.
 
-A plain object of the TopicSupervisor, whose thread alone calls it: building a tree and taking
-it down are a few calls in order, and need no thread of their own.
-
-A tree is two actors, two threads: the PartitionExecutor (with the PartitionScheduler in it:
-holds, queues and runs tasks; it calls no store), started first so that TaskPersistence is given
-its live proxy, and TaskPersistence (with the ThroughputController in it: the single writer of
-the partition's rows, schedule rows and statuses, and the loads), whose first tick, once the
-tree is wired, loads the partition's incomplete tasks from the store.
-
-Stopping is the seed's revocation choreography, per partition and under a deadline: stop loading
-and scheduling at once, let running attempts finish, cancel those that outlive the deadline,
-then stop the PartitionExecutor (which records the attempts it leaves behind) and
-TaskPersistence last, whose stop writes the status rows still buffered. `shut_down_all` takes
-several trees down together, step by step, under one deadline: a revocation of many
-partitions lasts as long as its slowest partition, not as long as all of them one after the
-other.
+A plain object of the TopicSupervisor. A tree is two actors: the PartitionExecutor (started
+first, so TaskPersistence gets its proxy) and TaskPersistence, whose first tick loads the
+partition's incomplete tasks. Stopping is the seed's revocation choreography under a deadline:
+stop loading and scheduling, let running attempts finish, cancel those left, then stop the
+PartitionExecutor (which records what it leaves behind) and TaskPersistence last (which writes
+the statuses still buffered). `shut_down_all` does this for many trees step by step, so a
+revocation lasts as long as its slowest partition.
 """
 
 from __future__ import annotations
@@ -50,8 +41,7 @@ class PartitionSupervisor:
     def __init__(self, ctx: PartitionContext) -> None:
         self.ctx = ctx
         self.refs: list[pykka.ActorRef[Any]] = []
-        """The tree's actors in stop order: the executor first, the writer (which flushes what
-        the executor left) last."""
+        """The tree's actors in stop order: the executor first, the writer last."""
 
     def start(self) -> None:
         """Start the tree and its first load; if an actor fails to start, those started are
@@ -66,7 +56,11 @@ class PartitionSupervisor:
             self.persistence = persistence_ref.proxy()
             self.executor.attach_controller(self.persistence).get(timeout=ASK_TIMEOUT_S)
         except BaseException:
-            self.stop_now()
+            for ref in self.refs:  # stopped without waiting
+                try:
+                    ref.stop(block=False)
+                except Exception:  # an actor that already died: its failure is reported
+                    pass
             raise
         self.persistence.begin.defer()  # the first load, now that every actor is wired
 
@@ -75,8 +69,7 @@ class PartitionSupervisor:
         counts_future = self.executor.counts()
         scheduled, due_held = scheduled_future.get(timeout=ASK_TIMEOUT_S)
         executing, running = counts_future.get(timeout=ASK_TIMEOUT_S)
-        # The buffer's length, read here: asked, it would wait behind a write TaskPersistence
-        # is in.
+        # Read here: asked, it would wait behind TaskPersistence's write.
         return PartitionCounts(scheduled, due_held, executing, running, len(self.ctx.unflushed))
 
     def is_idle(self, horizon_ms: int | None = None) -> bool:
@@ -93,34 +86,14 @@ class PartitionSupervisor:
             return False
         return self.ctx.store.count_due(self.ctx.partition, horizon_ms) == 0
 
-    def running_keys(self) -> pykka.Future[list[TaskKey]]:
-        """The tasks whose attempts run now (a future: ask every partition, then wait)."""
-        keys: pykka.Future[list[TaskKey]] = self.executor.running_keys()
-        return keys
-
-    def shut_down(self, deadline: StopDeadline | float, reason: str) -> None:
-        """Stop the tree: running attempts get until `deadline` to finish, then are cancelled
-        (their tasks go back to pending for the partition's next owner, see PartitionExecutor)."""
-        shut_down_all([self], deadline, reason)
-
-    def stop_now(self) -> None:
-        """Stop the tree's actors without waiting (a tree that failed as it started)."""
-        for ref in self.refs:
-            try:
-                ref.stop(block=False)
-            except Exception:  # an actor that already died: its failure is reported
-                pass
-
 
 def shut_down_all(
-    trees: Sequence[PartitionSupervisor], deadline: StopDeadline | float, reason: str
+    trees: Sequence[PartitionSupervisor], deadline: StopDeadline, reason: str
 ) -> None:
     """Take these trees down together, each step asked of every tree before any answer is
-    awaited: stop loading and scheduling, drain the running attempts until `deadline` (one for
-    all), cancel those left and give them `CANCEL_GRACE_S`, then stop the actors in order. An
-    actor that does not answer a step within STEP_TIMEOUT_S is named, and the stop goes on."""
-    if not isinstance(deadline, StopDeadline):
-        deadline = StopDeadline(deadline)
+    awaited: stop loading and scheduling, drain until `deadline`, cancel what is left and give
+    it `CANCEL_GRACE_S`, then stop the actors in order. An actor that does not answer a step
+    within STEP_TIMEOUT_S is named, and the stop goes on."""
     live = [tree for tree in trees if tree.refs]
     _step_all(
         [(t, "TaskPersistence (stop loading)", t.persistence.stop_loading) for t in live], reason
@@ -173,9 +146,8 @@ def _step_all(
     stop: bool = False,
 ) -> list[tuple[PartitionSupervisor, Any]]:
     """Send one stop step to several trees' actors, then collect the answers within one
-    STEP_TIMEOUT_S; returns the trees that answered, with their answers. An actor that does not
-    answer in time is named in the log (what a stop that takes long waits on); one that already
-    died is skipped (its failure is reported)."""
+    STEP_TIMEOUT_S; returns the trees that answered, with their answers. One that does not
+    answer in time is named in the log; one that died is skipped (its failure is reported)."""
     sent: list[tuple[PartitionSupervisor, str, pykka.Future[Any]]] = []
     for tree, name, action in steps:
         try:
@@ -205,14 +177,13 @@ def _said_stuck(tree: PartitionSupervisor, name: str, reason: str) -> None:
 
 
 def shut_down_in_background(tree: PartitionSupervisor, reason: str) -> threading.Event:
-    """Take a failed tree down at once (deadline 0) on a short-lived thread of its own, and
-    return the event set once it is down. Its actors may be held in a store call for a while,
-    and the TopicSupervisor, which the poll loop asks for every batch, must not wait for it."""
+    """Take a failed tree down at once on a short-lived thread (its actors may be held in a
+    store call); returns the event set once it is down."""
     down = threading.Event()
 
     def run() -> None:
         try:
-            shut_down_all([tree], 0.0, reason)
+            shut_down_all([tree], StopDeadline(0.0), reason)
         finally:
             down.set()
 

@@ -1,26 +1,14 @@
 """TaskPersistence: the single writer of one partition's rows; keeps the read checkpoint.
 
-It writes the schedule rows of every polled batch, applies the operators' commands, loads the
-rows the ThroughputController (a plain object it owns) decides to load, and writes the status
-changes the PartitionExecutor records (the seed's TaskCompletionTracker, now this actor's
-`flush`). No other thread of the partition writes a row, so a CANCELLED written for an
-operator cannot be overwritten by a RUNNING still waiting in the status buffer: the cancel
-goes through that same buffer.
+It writes the schedule rows of every polled batch, applies the operators' commands, does the
+loads its ThroughputController decides, and writes the status changes the PartitionExecutor
+puts in the shared buffer (the seed's TaskCompletionTracker: `flush`). A cancel goes through
+that same buffer, so a RUNNING waiting there cannot overwrite it. Status changes are written
+in batches every `status_flush_ms`; lookups read the buffer before the store.
 
-Status changes are buffered for `status_flush_ms` and written in one batch: a task's RUNNING and
-SUCCEEDED usually land in the same flush and collapse into one write. Losing a buffer in a
-crash is safe: the task's schedule row is still there and it runs again (at-least-once).
-Look-ups consult the buffer before the store, so a completion is visible before it is flushed.
-The buffer (`UnflushedStatuses`, in the context) outlives the tree when the tree is restarted
-after a failure: the PartitionExecutor puts changes in it as attempts start and finish (a finish
-is visible to a push at once, not once this actor gets to it), this actor writes it out.
-
-The read checkpoint is the position in schedule order up to which every schedule row has been
-handed to the PartitionScheduler (in the PartitionExecutor). Rows behind it that arrive later (a
-task due soon, enqueued after its time was loaded) cannot be found by a later load, so they are
-pushed to the scheduler directly ("push for tasks in the past, pull for tasks in the future").
-Rows ahead of it wait in the store until the ThroughputController asks for them, which is what
-bounds memory.
+The read checkpoint: every schedule row up to it has been handed to the PartitionScheduler.
+Rows written behind it are pushed to the scheduler directly; rows ahead of it wait in the store
+until the controller loads them, which is what bounds memory (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -49,11 +37,8 @@ if TYPE_CHECKING:
 
 
 def window_end(until_ms: int) -> ScheduleCursor:
-    """The cursor just past every key scheduled at or before `until_ms`.
-
-    Ordering ids are never empty, so no key sorts between `(until_ms + 1, "", "")` and the
-    first real key of the next millisecond.
-    """
+    """The cursor just past every key scheduled at or before `until_ms` (ordering ids are
+    never empty)."""
     return (until_ms + 1, "", "")
 
 
@@ -74,14 +59,8 @@ def _scheduled(task: Task, status: TaskStatus | None, checked: int) -> Scheduled
     """A task on its way to the scheduler, with what its (non-final) status says of its past."""
     if status is None:
         return ScheduledTask(task, checked=checked)
-    running = status.state is TaskState.RUNNING
-    return ScheduledTask(
-        task,
-        status.attempts,
-        status.next_attempt_ms,
-        checked,
-        status.updated_ms if running else None,
-    )
+    running = status.updated_ms if status.state is TaskState.RUNNING else None
+    return ScheduledTask(task, status.attempts, status.next_attempt_ms, checked, running)
 
 
 def _live(row: StoredTask) -> bool:
@@ -96,7 +75,6 @@ class TaskPersistence(PartitionActor):
     ) -> None:
         super().__init__(ctx)
         self._executor = executor
-        """The PartitionExecutor (its PartitionScheduler holds what this actor hands on)."""
         self._unflushed = ctx.unflushed
         self._unwritten = UnwrittenRows()
         """Batches the store refused part-way: loads stop before their earliest row."""
@@ -111,26 +89,20 @@ class TaskPersistence(PartitionActor):
         self._me: pykka.ActorProxy[TaskPersistence] | None = None
         self.flush_timer: TimerHandle | None = None
         self._deferred = 0
-        """How many periods the armed flush has waited for a busy mailbox (`flush_due`)."""
-        self.status_outage = ctx.store_probe("status rows", self._tell_executor)
-        """Whether the store refuses the partition's status rows; while it does, the flush
-        timer is the store's probe and the PartitionExecutor starts nothing."""
+        self.status_outage = ctx.store_probe("status rows", executor.store_outage.defer)
+        """While the store refuses status rows, the flush timer is its probe."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
 
     def on_stop(self) -> None:
         self.controller.close()
-        self.flush()  # in an outage, the changes left are lost: the next owner runs them again
-
-    def _tell_executor(self, what: str, down: bool) -> None:
-        self._executor.store_outage.defer(what, down)
+        self.flush()  # in an outage the changes left are lost: the next owner reruns them
 
     # -- status rows (the seed's TaskCompletionTracker) ---------------------------------------
 
     def changed(self) -> None:
-        """Status changes were put in the buffer: flush now if many wait, else arm the timer
-        (in an outage, the probe's timer is armed already)."""
+        """Status changes wait in the buffer: flush now if many do, else arm the timer."""
         if len(self._unflushed) >= FLUSH_AT and not self.status_outage.down:
             self.flush()
         elif self.flush_timer is None:
@@ -144,10 +116,9 @@ class TaskPersistence(PartitionActor):
         )
 
     def flush_due(self) -> None:
-        """The flush timer fired. While other messages wait in the mailbox (a persist the poll
-        loop waits for, a load the executor waits for), the flush waits one more period, up to
-        `FLUSH_DEFERS` periods: under load the statuses are written between those turns, in
-        fewer and larger batches, instead of making each of them wait for a write."""
+        """The flush timer fired. While other messages (persists, loads) wait in the mailbox,
+        the flush waits one more period, up to `FLUSH_DEFERS`: under load statuses are written
+        in fewer, larger batches instead of delaying each of those."""
         self.flush_timer = None
         busy = not self.actor_inbox.empty() and len(self._unflushed) < FLUSH_AT
         if busy and self._deferred < FLUSH_DEFERS and not self.status_outage.down:
@@ -180,13 +151,11 @@ class TaskPersistence(PartitionActor):
     # -- the ThroughputController's calls ---------------------------------------------------
 
     def begin(self) -> None:
-        """Start loading and ticking, once the whole tree is up. Not from `on_start`: a store
-        that fails the first load at once would kill this actor before its supervisor had even
-        taken its proxy, and with it the supervisor's start."""
+        """Start loading and ticking, once the whole tree is up (not in `on_start`: a failed
+        first load would kill the supervisor's start)."""
         self.controller.tick()
 
     def tick(self) -> None:
-        """Top the partition up if it has room (the controller decides)."""
         self.controller.tick()
 
     def _tick_soon(self) -> None:
@@ -196,19 +165,15 @@ class TaskPersistence(PartitionActor):
             me.tick.defer()
 
     def stop_loading(self) -> None:
-        """Revocation: load nothing more."""
         self.controller.stop_loading()
 
     # -- writes ---------------------------------------------------------------------------------
 
     def persist(self, commands: Sequence[Command], last_offset: int) -> int:
-        """Apply a batch of log commands, read up to `last_offset`, durably; returns when the
-        store has them all.
+        """Apply a batch of log commands, read up to `last_offset`; returns once all are stored.
 
-        Rows written behind the checkpoint are pushed once the whole batch is applied, so their
-        status look-up sees what the batch's admin commands did: a task cancelled by a later
-        record of the same batch (a topic move puts a task and its cancel in one) is not handed
-        on, where it could start before the cancel reached the executor."""
+        Rows behind the checkpoint are pushed after the whole batch is applied, so a task
+        cancelled by a later record of the same batch is not handed on."""
         to_write: dict[TaskKey, Task] = {}
         behind: dict[TaskKey, Task] = {}
         try:
@@ -223,8 +188,7 @@ class TaskPersistence(PartitionActor):
             if to_write:
                 behind.update(self._write(list(to_write.values())))
         except BaseException:
-            # Some rows may be in the store and earlier ones not: loads stop before the
-            # earliest until a batch reaching `last_offset` is stored (see `unwritten`).
+            # Some rows may be stored and earlier ones not: see `unwritten`.
             self._unwritten.refused(
                 (c.task.key for c in commands if c.op is Op.SCHEDULE), last_offset
             )
@@ -241,8 +205,7 @@ class TaskPersistence(PartitionActor):
         # The mark first: a row it does not cover would be skipped by the partition's next owner.
         self.ctx.mark.cover(task.key for task in tasks)
         store, partition = self.ctx.store, self.ctx.partition
-        # The status changes waiting go with the rows, in one round trip (`together`): the
-        # partition's flush and persist share this thread, and would otherwise wait for two.
+        # The status changes waiting go with the rows, in one round trip.
         waiting = len(self._unflushed) and not self.status_outage.down
         statuses = self._unflushed.waiting() if waiting else []
         if statuses:
@@ -258,17 +221,11 @@ class TaskPersistence(PartitionActor):
         return {task.key: task for task in tasks if task.key.cursor <= checkpoint}
 
     def _push(self, tasks: list[Task]) -> None:
-        """Hand tasks behind the checkpoint to the scheduler, with their status rows read now.
-
-        Read here rather than when they fall due, so that a due task starts without a store
-        read; the tracker's unflushed changes come first. A key that finishes between this read
-        and its start is caught by the executor (`checked`)."""
+        """Hand tasks behind the checkpoint to the scheduler, with their statuses read now (a
+        finish between this read and the start is caught by the executor: `checked`)."""
         if self.ctx.held.total + len(tasks) > self.ctx.settings.max_in_flight_per_partition:
-            # Over the in-flight bound (a backlog arriving faster than it runs): leave them in
-            # the store and move the checkpoint back before them, so that the controller loads
-            # them when there is room. Rows between there and the old checkpoint that were
-            # handed already are read again; the scheduler and executor take a known key as an
-            # overwrite, and `load` sees finishes not yet flushed.
+            # Over the in-flight bound: leave them in the store and move the checkpoint back
+            # before them; rows read again are taken as overwrites.
             first_ms = min(task.key.scheduled_ms for task in tasks)
             assert self.checkpoint is not None
             self.checkpoint = min(self.checkpoint, window_end(first_ms - 1))
@@ -276,8 +233,7 @@ class TaskPersistence(PartitionActor):
             return
         checked = self._unflushed.version
         keys = [task.key for task in tasks]
-        # The executor holds back later tasks of these ordering ids until the push arrives: a
-        # slow look-up must not let a later task loaded before it start first.
+        # Later tasks of these ordering ids wait for the push (see `await_keys`).
         self._executor.await_keys.defer(keys)
         try:
             statuses = self._unflushed.lookup(self.ctx.store, self.ctx.partition, keys)
@@ -300,16 +256,12 @@ class TaskPersistence(PartitionActor):
     def _hand(self, items: list[ScheduledTask], arrived: list[TaskKey] | None = None) -> None:
         """Send tasks to the PartitionExecutor, counted as on their way (`HeldCounts`)."""
         self.ctx.held.handed += len(items)
-        if arrived is None:
-            self._executor.schedule.defer(items)
-        else:
-            self._executor.schedule.defer(items, arrived)
+        self._executor.schedule.defer(items, arrived or ())
 
     def _apply_admin(self, command: Command) -> None:
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
         if command.op is Op.CANCEL:
-            # Through the buffer, written now: it replaces a RUNNING or RETRYING of the key
-            # waiting there, which a later flush would otherwise write over the CANCELLED.
+            # Through the buffer, so it replaces a RUNNING waiting there.
             self._unflushed.put(
                 [TaskStatus(key, TaskState.CANCELLED, updated_ms=self.ctx.clock.now_ms())]
             )
@@ -328,21 +280,16 @@ class TaskPersistence(PartitionActor):
                 store.delete_statuses(partition, [key])
 
     def flush_now(self) -> None:
-        """Write the buffered status rows as part of the batch being persisted: a refusal fails
-        the persist (the poll loop holds the batch and writes it again), and the flush timer,
-        if armed, stays so (in an outage it is the store's probe)."""
+        """Write the buffered status rows as part of the batch being persisted (a refusal fails
+        the persist)."""
         self._unflushed.write(self.ctx.store, self.ctx.partition)
         if self.status_outage.down:
             self.status_outage.answered()
 
     def _run_again(self, command: Command, states: Collection[TaskState]) -> None:
-        """An operator's retry or rerun: the finished task's key runs once more, from its first
-        attempt, where it stands in its ordering id's key order.
-
-        Its schedule row is written before its final status is deleted: a crash between the two
-        leaves a row whose final status the next load skips, and this record, not committed
-        yet, is applied again. The other order would leave neither, and the record applied
-        again would find no finished task to run."""
+        """An operator's retry or rerun: the finished key runs once more, from its first attempt.
+        The row is written before the final status is deleted, so a crash between the two is
+        repaired by applying the (uncommitted) record again."""
         store, partition, key = self.ctx.store, self.ctx.partition, command.task.key
         if self._unflushed.peek([key]):
             # Its finish is not in the store yet: written later, it would delete the new row.
@@ -364,22 +311,16 @@ class TaskPersistence(PartitionActor):
         """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
         store, partition = self.ctx.store, self.ctx.partition
         if self.checkpoint is None:
-            # A restarted tree's first load: write first what the tree before it could not.
-            # Read first, a row whose finish was written between the read and the look into
-            # the buffer would be found finished in neither, and run again. A store that
-            # refuses fails this load, and the controller probes it with a later one.
+            # A restarted tree's first load: write first what the tree before could not.
             self._unflushed.write(store, partition)
         unwritten = self._unwritten.earliest()
         if unwritten is not None:
-            # The store refused a batch part-way: its later rows may be in, its earlier ones
-            # not, until the worker's retry lands (see `unwritten`). Nothing past its earliest
-            # row is loaded meanwhile; and no first load, whose reload-mark stragglers, read
-            # only once, may lie past it.
+            # Nothing past a refused batch's earliest row is loaded (see `unwritten`); nor a
+            # first load, whose stragglers may lie past it.
             if self.checkpoint is None:
                 return TasksLoaded(0, True, BEFORE_ALL)
             until_ms = min(until_ms, unwritten[0] - 1)
         checked = self._unflushed.version
-        # Nothing changes before every read succeeded: a load the store refuses is made again.
         start, stragglers = self._start_from_mark() if self.checkpoint is None else (None, [])
         start = self.checkpoint or start
         rows = store.load_tasks(partition, start, until_ms, limit)
@@ -406,8 +347,7 @@ class TaskPersistence(PartitionActor):
         return TasksLoaded(len(handed), exhausted, self.checkpoint)
 
     def _start_from_mark(self) -> tuple[ScheduleCursor | None, list[StoredTask]]:
-        """A new tree's first load: where to read from (the reload mark's `after`, so that the
-        rows of tasks completed before it, tombstones, are not read), and its stragglers."""
+        """A new tree's first load: where to read from (the reload mark), and its stragglers."""
         mark = self.ctx.mark.mark
         if mark is None:
             return None, []  # no mark committed yet: read from the first row
@@ -415,12 +355,8 @@ class TaskPersistence(PartitionActor):
 
     def advance_mark(self) -> None:
         """Move the reload mark forward over what the store shows completed: up to rows
-        scheduled `MARK_AGE_MS` ago, never past the checkpoint (rows beyond are not loaded
-        yet). The live rows it steps over become stragglers, up to `MAX_STRAGGLERS`.
-
-        Runs in this actor, between writes, so no row is written while the store is read; the
-        rows read are those completed since the last call (tombstones read once, not at every
-        reassignment)."""
+        scheduled `MARK_AGE_MS` ago, never past the checkpoint. Runs between this actor's
+        writes, so no row is written while the store is read."""
         if self.checkpoint is None:
             return  # not loaded yet: the mark the tree started from stands
         mark = self.ctx.mark.mark or ReloadMark(BEFORE_ALL)
@@ -430,17 +366,14 @@ class TaskPersistence(PartitionActor):
 
 
 def advanced_mark(store: TaskStore, partition: int, mark: ReloadMark, upper_ms: int) -> ReloadMark:
-    """`mark` moved forward over the rows the store shows completed, up to rows scheduled at
-    `upper_ms`: the stragglers still live, and the live rows stepped over, up to
-    `MAX_STRAGGLERS`; the cursor stops at the last of them that fits."""
+    """`mark` moved forward over the rows the store shows completed, up to `upper_ms`; live
+    rows stepped over become stragglers, up to `MAX_STRAGGLERS`."""
     alive = [row.task.key for row in store.load_keys(partition, mark.stragglers) if _live(row)]
     room = MAX_STRAGGLERS - len(alive)
     after, found = mark.after, list[TaskKey]()
     while room > 0:
         wanted = room + 1 - len(found)
         rows = store.load_tasks(partition, after, upper_ms, wanted)
-        # Rows with a final status (a crash between the status and the row's deletion) are
-        # as good as completed: the engine skips them.
         found += [row.task.key for row in rows if _live(row)]
         if len(found) > room:  # more live rows than fit: stop at the last that fits
             after = found[room - 1].cursor

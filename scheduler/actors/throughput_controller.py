@@ -1,13 +1,9 @@
 """ThroughputController: loads more of the schedule only while in-flight work is under a bound.
 
-However large the backlog in the store, a partition holds at most `max_in_flight_per_partition`
-tasks in memory. The controller tops the partition up on a timer (to pull the next lookahead
-window as time moves on) and when the PartitionExecutor reports that it drained below half the
-bound while rows were left behind (a backlog draining at full speed). Every few seconds it also
-moves the partition's reload mark forward.
-
-It is a plain object owned by the TaskPersistence actor, which does the loads it decides: a
-decision needs no thread of its own, and a load needs no message between two actors.
+A partition holds at most `max_in_flight_per_partition` tasks in memory, however large the
+backlog. The controller tops it up on a timer (the next lookahead window) and when the
+PartitionExecutor drained below half the bound while rows were left behind; every few seconds
+it moves the reload mark forward. A plain object of TaskPersistence, which does the loads.
 """
 
 from __future__ import annotations
@@ -45,27 +41,23 @@ class ThroughputController:
     ) -> None:
         self.ctx = ctx
         self._load = load
-        """Loads (until_ms, limit) rows: TaskPersistence.load, on the same thread."""
         self._advance_mark = advance_mark
         self._executor = executor
-        """The PartitionExecutor, told to notify when it drained (`notify_when_at_most`)."""
         self._wake = wake
-        """Called on the timer thread when the next top-up is due: has the owner call `tick`."""
+        """Called on the timer thread when the next top-up is due (the owner calls `tick`)."""
         self.timer: TimerHandle | None = None
         self.backlogged = True  # until the first load says otherwise
         self.reported_in_flight = 0
         self.stopped = False
         self._mark_due = ctx.clock.monotonic() + MARK_INTERVAL_S
         self.outage = ctx.store_probe("schedule reads", self._tell_executor)
-        """Whether the store refuses the partition's loads; while it does, the next tick is the
-        store's probe and the PartitionExecutor starts nothing."""
+        """While the store refuses loads, the next tick is its probe."""
 
     def _tell_executor(self, what: str, down: bool) -> None:
         self._executor.store_outage.defer(what, down)
 
     def tick(self) -> None:
-        """Top the partition up if it has room, then re-arm the periodic timer; a store that
-        refuses the load puts the partition in OUTAGE until a later tick's load succeeds."""
+        """Top the partition up if it has room, then re-arm the timer (OUTAGE on a refusal)."""
         if self.stopped or not self.outage.due():
             return  # in an outage, only the probe's timer ticks
         try:
@@ -79,7 +71,6 @@ class ThroughputController:
     def _top_up(self) -> None:
         settings = self.ctx.settings
         bound = settings.max_in_flight_per_partition
-        # Read from the published counts, not asked: see `HeldCounts`.
         in_flight = self.ctx.held.total
         room = bound - in_flight
         # Small top-ups while a backlog drains would mean a store query per handful of tasks.

@@ -1,15 +1,15 @@
 """TopicSupervisor: the top of the actor system; one PartitionSupervisor per owned partition.
 
-It starts and stops partition trees as the worker's consumer gains and loses partitions, routes
-each polled batch to the partitions' TaskPersistence actors, and restarts a partition whose tree
-failed (a bug: a store that is down is an OUTAGE of the partition, `engine.outage`, and its tree
-stays up). A restart rebuilds the tree from the store, which has every task persisted; a batch
-whose persist the dead tree did not finish failed its future, and the worker holds it until the
-new tree takes it, so nothing that sat only in a dead actor's mailbox is lost.
+It starts and stops partition trees as the worker gains and loses partitions, routes each
+polled batch to the partitions' TaskPersistence actors, and restarts a partition whose tree
+failed on a bug (a store that is down is an OUTAGE, `engine.outage`, and the tree stays up). A
+restart rebuilds the tree from the store; a batch the dead tree did not store failed its future,
+and the worker holds it for the new tree.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -25,7 +25,6 @@ from scheduler.actors.partition_supervisor import (
     shut_down_all,
     shut_down_in_background,
 )
-from scheduler.actors.task_persistence import TaskPersistence
 from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
@@ -43,25 +42,15 @@ from scheduler.stores.abc import TaskStore
 
 logger = logging.getLogger(__name__)
 
-#: Upper bound of the delay before restarting a partition that keeps failing. It is also how
-#: long a partition may sit idle after its store comes back, so it stays short; a failed restart
-#: costs a few log lines, not work.
+#: Upper bound of the delay before restarting a partition that keeps failing.
 MAX_RESTART_BACKOFF_S = MAX_BACKOFF_S
 #: A partition that ran this long without failing is restarted after the base delay again.
 STABLE_AFTER_S = 60.0
 #: How often a partition due to restart looks whether its failed tree is down yet.
 DYING_LOOK_S = 0.1
-#: Failures kept, with their tracebacks, for `failures_so_far` (tests re-raise the first). Later
-#: ones are counted and logged only: a traceback holds the dead tree's actors alive, and a store
-#: down for an hour fails every partition every MAX_RESTART_BACKOFF_S.
+#: Failures kept, with their tracebacks, for `failures_so_far`; later ones are only counted and
+#: logged (a traceback holds the dead tree's actors alive).
 KEPT_FAILURES = 20
-
-
-def restart_delay(base_s: float, failures: int) -> float:
-    """The wait after `failures` failures in a row of a partition that cannot make progress:
-    `base_s`, doubled for each further failure, at most MAX_RESTART_BACKOFF_S (the outages'
-    policy: `engine.outage.Backoff`)."""
-    return Backoff(base_s, MAX_RESTART_BACKOFF_S).delay(failures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,18 +58,9 @@ class PartitionFailure:
     """A partition's actor tree died."""
 
     partition: int
-    """Which partition."""
     generation: int
     """Which incarnation of its tree."""
     error: BaseException
-    """What killed it."""
-
-
-@dataclass(slots=True)
-class _Tree:
-    supervisor: PartitionSupervisor
-    persistence: pykka.ActorProxy[TaskPersistence]
-    generation: int
 
 
 class TopicSupervisor(pykka.ThreadingActor):
@@ -100,22 +80,24 @@ class TopicSupervisor(pykka.ThreadingActor):
         lease: Lease = ALWAYS_HELD,
     ) -> None:
         super().__init__()
-        self.lease = lease
-        """The worker's lease on its partitions, handed to every tree (see `engine.lease`)."""
-        self.worker_id = worker_id
-        """The worker's id (its client id), kept in the records of the attempts it runs."""
-        self.store = store
-        self._executor = executor
-        self.executor_service = executor_service
+        self._context = functools.partial(
+            PartitionContext,
+            store=store,
+            executor=executor,
+            executor_service=executor_service,
+            timers=timers,
+            settings=settings,
+            worker_id=worker_id,
+            lease=lease,
+        )
+        """Makes a partition's context from what every partition shares."""
         self.timers = timers
         self.settings = settings
         self.rng = rng or random.Random()
-        self.trees: dict[int, _Tree] = {}
+        self.trees: dict[int, PartitionSupervisor] = {}
         self.generations: dict[int, int] = {}
         self.failures: list[PartitionFailure] = []
         """The first KEPT_FAILURES failures since start."""
-        # A partition's first failure is logged at once; its repeats while it keeps failing
-        # (every partition's, together) once a minute.
         self.repeats = RepeatedFailures(
             logger,
             "partitions {partitions} failed again {count} times in the last {seconds:.0f} s "
@@ -123,21 +105,16 @@ class TopicSupervisor(pykka.ThreadingActor):
             f"{MAX_RESTART_BACKOFF_S:g} s at most while it fails, and nothing is lost meanwhile",
         )
         self.restarting: set[int] = set() if restarting is None else restarting
-        """Partitions whose tree failed and waits for its restart. The worker gave this set and
-        reads copies of it for its probes from another thread, without asking this actor (busy
-        for up to `shutdown_deadline_s` while a revocation drains): `set.copy` holds the GIL."""
+        """Partitions whose tree failed and waits for its restart; the worker's set, which its
+        probes copy from another thread without asking this actor."""
         self.streaks: dict[int, int] = {}
         self.started_at: dict[int, float] = {}
         self.marks: dict[int, MarkHolder] = {}
         self.unflushed: dict[int, UnflushedStatuses] = {}
-        """Per partition, the status changes its trees could not write yet: kept across a
-        restart (a tree that died on a bug), dropped when the partition leaves."""
+        """Per partition, status changes not written yet: kept across restarts."""
         self.dying: dict[int, threading.Event] = {}
-        """Per partition, its failed tree going down (set once it is down). Nobody waits for it
-        but the partition's next tree, which starts once it is down: waiting here would hold
-        this actor, and the worker's poll loop that asks it for every batch, while one of the
-        tree's actors finishes a call the store outage holds (a Cassandra restart left the loop
-        silent for 5 s and /healthz said stalled)."""
+        """Per partition, its failed tree going down (set once down). Only its next tree waits
+        for it: waiting here would hold this actor, which the poll loop asks every batch."""
 
     def on_start(self) -> None:
         self._me = self.actor_ref.proxy()
@@ -147,8 +124,8 @@ class TopicSupervisor(pykka.ThreadingActor):
     def assign(
         self, partitions: Iterable[int], marks: Mapping[int, ReloadMark | None] | None = None
     ) -> dict[int, MarkHolder]:
-        """Start trees for these partitions, each from its committed reload mark if it has one;
-        returns each partition's mark holder, which the worker commits with its offsets."""
+        """Start trees for these partitions, each from its committed reload mark; returns each
+        partition's mark holder, which the worker commits with its offsets."""
         holders: dict[int, MarkHolder] = {}
         for partition in partitions:
             self.restarting.discard(partition)
@@ -164,9 +141,8 @@ class TopicSupervisor(pykka.ThreadingActor):
     def revoke(
         self, partitions: Iterable[int], deadline: StopDeadline | float, reason: str
     ) -> None:
-        """Stop these partitions' trees in parallel, failed ones still going down included;
-        returns when all are down. Their running attempts get until `deadline` (one for all:
-        `StopDeadline.end_now` cancels them at once)."""
+        """Stop these partitions' trees in parallel (failed ones going down included); returns
+        when all are down. Running attempts get until `deadline`."""
         if not isinstance(deadline, StopDeadline):
             deadline = StopDeadline(deadline)
         stopping, dying = [], []
@@ -176,13 +152,13 @@ class TopicSupervisor(pykka.ThreadingActor):
             self.marks.pop(partition, None)
             self.unflushed.pop(partition, None)
             if tree is not None:
-                stopping.append(tree.supervisor)
+                stopping.append(tree)
             if partition in self.dying:
                 dying.append(self.dying.pop(partition))
         try:
             shut_down_all(stopping, deadline, reason)
-        except Exception:  # the trees are going down regardless; raised here, it would stop
-            logger.exception("stopping partitions failed (%s)", reason)  # every partition
+        except Exception:  # the trees go down regardless; raised, it would stop every partition
+            logger.exception("stopping partitions failed (%s)", reason)
         for down in dying:
             down.wait(deadline.remaining() + 30)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
@@ -195,7 +171,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         futures = []
         for tree in self.trees.values():
             try:
-                futures.append(tree.supervisor.running_keys())
+                futures.append(tree.executor.running_keys())
             except pykka.ActorDeadError:
                 pass  # a partition failing: it says what it cancels itself
         keys: list[TaskKey] = []
@@ -211,8 +187,8 @@ class TopicSupervisor(pykka.ThreadingActor):
     def persist(
         self, batches: Mapping[int, Sequence[Command]], last_offsets: Mapping[int, int]
     ) -> dict[int, pykka.Future[int]]:
-        """Hand each partition its commands, read up to its offset in `last_offsets`; the
-        futures resolve once they are in the store."""
+        """Hand each partition its commands (read up to `last_offsets`); the futures resolve
+        once they are stored."""
         futures: dict[int, pykka.Future[int]] = {}
         for partition, commands in batches.items():
             tree = self.trees.get(partition)
@@ -222,14 +198,14 @@ class TopicSupervisor(pykka.ThreadingActor):
         return futures
 
     def counts(self) -> dict[int, PartitionCounts]:
-        return {p: tree.supervisor.counts() for p, tree in self.trees.items()}
+        return {p: tree.counts() for p, tree in self.trees.items()}
 
     def is_idle(self, horizon_ms: int | None = None) -> bool:
         """See `PartitionSupervisor.is_idle`; False while a partition is restarting."""
         if self.restarting:
             return False
         try:
-            return all(tree.supervisor.is_idle(horizon_ms) for tree in self.trees.values())
+            return all(tree.is_idle(horizon_ms) for tree in self.trees.values())
         except pykka.ActorDeadError:
             return False  # a partition is failing; its restart is on the way
 
@@ -238,24 +214,22 @@ class TopicSupervisor(pykka.ThreadingActor):
     def partition_failed(self, partition: int, generation: int, error: BaseException) -> None:
         """An actor of a partition's tree died: rebuild that partition, leave the others alone."""
         tree = self.trees.get(partition)
-        if tree is None or tree.generation != generation:
+        if tree is None or tree.ctx.generation != generation:
             return  # already restarted, or no longer ours
         del self.trees[partition]
         # Its marks and unflushed statuses stay: the next tree goes on from them.
         reason = "partition restarting after a failure"
-        self.dying[partition] = shut_down_in_background(tree.supervisor, reason)
+        self.dying[partition] = shut_down_in_background(tree, reason)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
         self._restart_later(partition, generation, error)
 
     def _restart_later(self, partition: int, generation: int, error: BaseException) -> None:
-        """Keep, count and log the failure of a partition whose tree is down, and restart the
-        partition after a delay that grows while it keeps failing."""
+        """Keep, count and log the failure, and restart the partition after a delay that grows
+        while it keeps failing (from the base again once it ran `STABLE_AFTER_S`)."""
         if len(self.failures) < KEPT_FAILURES:
             self.failures.append(PartitionFailure(partition, generation, error))
         metrics.PARTITION_RESTARTS.inc()
         self.restarting.add(partition)
-        # A partition that keeps failing (its store is down) backs off exponentially, up to
-        # MAX_RESTART_BACKOFF_S; one that ran for a while starts from the base delay again.
         if self.timers.clock.monotonic() - self.started_at.get(partition, 0.0) > STABLE_AFTER_S:
             self.streaks[partition] = 0
         streak = self.streaks[partition] = self.streaks.get(partition, 0) + 1
@@ -269,7 +243,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             )
         else:
             self.repeats.failed_again(partition, error)
-        delay = restart_delay(self.settings.restart_backoff_s, streak)
+        delay = Backoff(self.settings.restart_backoff_s, MAX_RESTART_BACKOFF_S).delay(streak)
         me = self._me
         self.timers.call_later(delay, lambda: me.restart.defer(partition, generation))
 
@@ -298,9 +272,8 @@ class TopicSupervisor(pykka.ThreadingActor):
     def failures_so_far(self) -> list[PartitionFailure]:
         return list(self.failures)
 
-    def _start(self, partition: int) -> bool:
-        """Start a tree for `partition`; False if it died as it started (it is then restarted
-        later, as a tree that died running)."""
+    def _start(self, partition: int) -> None:
+        """Start a tree for `partition` (one that fails to start is restarted later)."""
         self.started_at[partition] = self.timers.clock.monotonic()
         generation = self.generations.get(partition, 0) + 1
         self.generations[partition] = generation
@@ -312,31 +285,22 @@ class TopicSupervisor(pykka.ThreadingActor):
             except pykka.ActorDeadError:
                 pass
 
-        ctx = PartitionContext(
+        ctx = self._context(
             partition=partition,
             generation=generation,
-            store=self.store,
-            executor=self._executor,
-            executor_service=self.executor_service,
-            timers=self.timers,
-            settings=self.settings,
             report_failure=report,
             rng=random.Random(self.rng.random()),
             mark=self.marks.setdefault(partition, MarkHolder()),
             unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
-            worker_id=self.worker_id,
-            lease=self.lease,
         )
         supervisor = PartitionSupervisor(ctx)
         try:
             supervisor.start()
         except Exception as error:
-            # Raised here, this would kill this actor, and every partition of the worker with
-            # it: one partition's failure stays that partition's.
+            # Raised here, it would kill every partition of the worker.
             self._restart_later(partition, generation, error)
-            return False
-        self.trees[partition] = _Tree(supervisor, supervisor.persistence, generation)
-        return True
+            return
+        self.trees[partition] = supervisor
 
     def on_stop(self) -> None:
         owned = {*self.trees, *self.dying}

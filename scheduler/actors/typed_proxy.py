@@ -1,32 +1,15 @@
 """Typed pykka proxies: declare once what an actor answers, and mypy checks every call to it.
 
-A pykka proxy is dynamic (`ActorProxy.__getattr__`): to mypy, `ref.proxy().add(tasks)` is `Any`,
-so a renamed method, a missing argument or a wrong type is found only when the call runs, in
-another thread. pykka 4 ships the pieces of a static type (`pykka.typing`): a proxy class whose
-members are declared with `proxy_method` (a method returning `pykka.Future[R]` for the actor's
-`R`, with the actor method's parameters) and `proxy_field` (a field as `pykka.Future[T]`). This
-module turns an actor ref into such a type, and checks a proxy type against its actor.
+Declare the proxy type beside its actor, with pykka's `proxy_method` and `proxy_field`::
 
-Declare the proxy type beside its actor, in the actor's module (one actor per module)::
+    class CounterProxy(ActorMemberMixin, pykka.ActorProxy[Counter]):
+        add = proxy_method(Counter.add)
 
-    class PartitionScheduler(PartitionActor):
-        def add(self, tasks: list[Task]) -> int: ...
+    counter = start_proxy(Counter, CounterProxy, 10)  # constructor arguments checked by mypy
+    counter.add(1).get(timeout=5)  # an int, to mypy
 
-
-    class PartitionSchedulerProxy(ActorMemberMixin, pykka.ActorProxy[PartitionScheduler]):
-        add = proxy_method(PartitionScheduler.add)
-
-then make proxies only through this module::
-
-    scheduler = start_proxy(PartitionScheduler, PartitionSchedulerProxy, ctx)  # ctx is checked
-    scheduler.add(tasks).get(timeout=ASK_TIMEOUT_S)  # an int, to mypy
-    scheduler.add("x")  # mypy: incompatible type "str"; expected "list[Task]"
-    me = typed_proxy(self.actor_ref, PartitionSchedulerProxy)  # inside the actor, in on_start
-
-Both calls check at run time, once per pair of classes, that the proxy type declares nothing its
-actor lacks (`mismatches`), so a proxy type that drifted from its actor fails where the proxy is
-made, not at the first call. `ActorMemberMixin` gives the proxy `stop`, `on_start` and the other
-members every actor has.
+`start_proxy` and `typed_proxy` check at run time, once per pair of classes, that the proxy type
+declares nothing its actor lacks (`mismatches`).
 """
 
 from __future__ import annotations
@@ -58,9 +41,8 @@ class ProxyTypeError(TypeError):
 
 
 def typed_proxy(ref: pykka.ActorRef[A], proxy_type: type[P]) -> P:
-    """The proxy of the actor behind `ref`, typed as `proxy_type` (see the module's docstring).
-
-    Raises `ProxyTypeError` if `proxy_type` does not fit the actor's class."""
+    """The proxy of the actor behind `ref`, typed as `proxy_type`; `ProxyTypeError` if it does
+    not fit the actor's class."""
     _check(ref.actor_class, proxy_type)
     return cast(P, ref.proxy())
 

@@ -1,13 +1,9 @@
 """UnflushedStatuses: a partition's status changes recorded but not yet in the store.
 
-While the store refuses status writes (an OUTAGE of the partition, `engine.outage`) the changes
-wait here, where every look-up sees them, and the flush that ends the outage writes them. The
-TopicSupervisor keeps the buffer across the restarts of the partition's tree (in its
-`PartitionContext`), like the reload mark: a tree that dies on a bug cannot write its last
-changes, and a fresh tree that forgot them would run again every task that finished just
-before. The new tree writes them first, and its loads skip what they show finished. When the
-partition leaves the worker they are dropped: its next owner reruns those tasks
-(at-least-once), as after a crash.
+Lookups see them here first. The TopicSupervisor keeps the buffer across restarts of the
+partition's tree (a tree that died on a bug cannot write its last changes; the next one writes
+them first); it is dropped when the partition leaves the worker (its next owner reruns those
+tasks, at-least-once).
 """
 
 from __future__ import annotations
@@ -30,13 +26,10 @@ the buffer is full."""
 class UnflushedStatuses:
     """Status changes recorded but not yet in the store; thread-safe.
 
-    Entries leave only after the store has them, so a reader that looks here first and in the
-    store second never misses a change made before it looked.
-
-    Every `put` moves the buffer's `version` on by one. A reader that takes the version before
-    it looks knows which changes it saw: all those of a version up to its own. That is how the
-    PartitionExecutor tells a copy of a task read before the task finished (refused) from one
-    read after (whose reader saw the finish): by versions, not by times.
+    Entries leave only after the store has them, so a reader that looks here, then in the store,
+    misses no change. Every `put` moves `version` on: a reader that took the version before it
+    looked saw every change up to it (how the PartitionExecutor tells a copy read before a
+    finish from one read after).
     """
 
     def __init__(self) -> None:
@@ -52,9 +45,8 @@ class UnflushedStatuses:
             return self._version
 
     def put(self, statuses: Iterable[TaskStatus]) -> int:
-        """Add changes (a later status of a key replaces an earlier, and takes over the attempt
-        records the earlier one carried: a start and an end, or a retry's failure and the next
-        start, written in one flush are all kept); returns the version they were given."""
+        """Add changes (a later status of a key replaces an earlier and takes over its attempt
+        records); returns the version they were given."""
         with self._lock:
             self._version += 1
             pending = self._pending
@@ -66,11 +58,9 @@ class UnflushedStatuses:
             return self._version
 
     def wake_writer(self, full_at: int) -> bool:
-        """Whether the writer must be told that changes wait: once after each `waiting`
-        (the writer arms its flush timer then), and once more when `full_at` changes wait
-        (it flushes at once). The writer is told once per flush, not once per `put`: under
-        load a partition's changes came as tens of thousands of messages a second into the
-        mailbox its persists wait in."""
+        """Whether the writer must be told that changes wait: once after each `waiting` (it
+        arms its flush timer), and once more when `full_at` wait (it flushes at once); not
+        once per `put`, which flooded its mailbox under load."""
         with self._lock:
             if self._woken == _ASLEEP:
                 self._woken = _FULL if len(self._pending) >= full_at else _WOKEN

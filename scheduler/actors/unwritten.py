@@ -1,26 +1,13 @@
-"""UnwrittenRows: the batches of one partition that the store refused, each with its earliest
-schedule row and the last log offset it was read from. A plain object of the partition's
-TaskPersistence, which alone reads and writes it.
+"""UnwrittenRows: the batches of one partition the store refused, each with its earliest schedule
+row and the last log offset it was read from; a plain object of TaskPersistence.
 
-A store can take some rows of a batch and refuse the rest (a Cassandra batch is written row by
-row; with `LOCAL_QUORUM` out of reach some rows land and some do not). The partition enters
-OUTAGE (`engine.outage`): the poll loop holds the batch and writes it again when the store's
-probe is due, while the tree stays up and keeps loading. Until the retry lands, the store holds
-rows due *after* keys it does not hold yet; a load that read past the earliest missing key
-would hand the later rows on and move the read checkpoint past the missing ones, which the
-retry would then push behind tasks already run (issue 45, `cassandra-quorum-lost`).
-
-So a refused batch is noted here, and TaskPersistence's loads stop before the earliest row
-noted. A note goes when a batch read up to its last offset (or further) is stored: the poll
-loop stores a partition's records in offset order and writes a refused batch again, with what
-it read after it, before anything later, so that batch has stored the refused one's rows. The
-retry is not the refused batch itself (records read after the pause are held behind it), so a
-note is tied to an offset, not to its batch; and so no note outlives the records it waits for,
-whatever brought the stored offset past them (a refused batch whose records the log's retention
-deleted ends its note as well, and the partition loads on).
-
-Notes die with the tree: a partition that leaves the worker is read again from its committed
-offset by its next owner, before the refused batch.
+A store can take some rows of a batch and refuse the rest (Cassandra writes a batch row by row).
+Until the poll loop's retry lands, the store holds rows due after keys it does not hold yet; a
+load that read past the earliest missing key would move the checkpoint past it, and the retry
+would push it behind tasks already run. So loads stop before the earliest row noted here. A
+note goes once a batch read up to its last offset (or further) is stored: the poll loop stores
+a partition's records in offset order, retrying a refused batch before anything later. Notes
+die with the tree: a partition's next owner reads again from its committed offset.
 """
 
 from __future__ import annotations
@@ -44,8 +31,6 @@ class Refused:
 class UnwrittenRows:
     """The refused batches of a partition whose records no stored batch has reached yet."""
 
-    __slots__ = ("_refused",)
-
     def __init__(self) -> None:
         self._refused: list[Refused] = []
 
@@ -64,9 +49,6 @@ class UnwrittenRows:
     def earliest(self) -> ScheduleCursor | None:
         """The cursor of the earliest row of a refused batch; None when there is none."""
         return min((r.earliest for r in self._refused), default=None)
-
-    def __bool__(self) -> bool:
-        return bool(self._refused)
 
     def __len__(self) -> int:
         return len(self._refused)

@@ -1,13 +1,7 @@
 """The engine's time: one `Clock` a worker hands to its timer service and every partition.
 
-Tasks are scheduled in epoch milliseconds (`now_ms`); waits and deadlines are measured on a
-monotonic scale (`monotonic`), which a wall-clock step (NTP) does not move. Everything in the
-engine that asks what time it is asks the worker's clock, so a test can give the worker a
-`SteppedClock` and move time forward itself: a task due in an hour runs when the test steps an
-hour, at once, and a retry backoff or an attempt's timeout ends exactly when the test says.
-
-`SYSTEM_CLOCK` is the real one; the module-level `now_ms` and `monotonic_at` read it, for code
-outside the engine that has no clock handed to it.
+Tasks are scheduled in epoch milliseconds (`now_ms`); waits on a monotonic scale (`monotonic`).
+A test gives the worker a `SteppedClock` and moves time itself. `SYSTEM_CLOCK` is the real one.
 """
 
 from __future__ import annotations
@@ -56,11 +50,8 @@ class SystemClock:
 
 
 class SteppedClock:
-    """A clock that stands still until `advance` moves it; for tests.
-
-    It starts at `start_ms` (default: the real time of its creation), so tasks a test enqueues
-    for "now plus a little" pass a client's grace-window check, which reads the real clock.
-    """
+    """A clock that stands still until `advance` moves it; for tests. It starts at `start_ms`
+    (default: now, so tasks enqueued for "now plus a little" pass the client's grace window)."""
 
     def __init__(self, start_ms: int | None = None) -> None:
         self._start_ms = SYSTEM_CLOCK.now_ms() if start_ms is None else start_ms
@@ -82,8 +73,7 @@ class SteppedClock:
             self._listeners.append(wake)
 
     def advance(self, seconds: float) -> None:
-        """Move time forward by `seconds` (rounded to whole milliseconds); timers due by then
-        fire on their timer thread."""
+        """Move time forward by `seconds` (rounded to milliseconds); due timers fire."""
         if seconds < 0:
             raise ValueError(f"a clock only moves forward; advance({seconds}) would go back")
         with self._lock:

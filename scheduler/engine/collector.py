@@ -1,15 +1,9 @@
 """The garbage collector's pace in a worker process.
 
-A worker keeps many small long-lived objects (every task it holds: its key, its `Task`, its
-`ScheduledTask`; the partitions' actor trees; imported modules) and allocates a few short-lived
-ones per task. With CPython's default first-generation threshold (700 allocations) the collector
-runs every few tasks, and every tenth run also walks the second generation: in an execute run a
-sixth of the worker's CPU samples were allocations that triggered a collection. The engine makes
-no reference cycles per task, so collecting seventy times less often costs memory only for the
-rare cycles, and the objects of start-up (modules, settings, actors) are moved out of the
-collector's sight (`gc.freeze`), so a full collection does not walk them again and again.
-
-Only the worker's entry point calls this: a library embedding the engine keeps its own pace.
+The engine makes no reference cycles per task, so the youngest generation is collected seventy
+times less often than CPython's default (which, every few tasks, was a sixth of an execute
+run's CPU), and what start-up made is frozen out of the collector's sight. Only the worker's
+entry point calls this.
 """
 
 from __future__ import annotations

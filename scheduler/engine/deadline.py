@@ -1,10 +1,7 @@
 """StopDeadline: how long a stop lets running attempts finish, and the way to end it early.
 
-A worker's stop (and a revocation) gives running attempts `shutdown_deadline_s` to finish, then
-cancels them. An operator who does not want to wait (a second Ctrl-C) ends the deadline at once:
-every partition still draining cancels its attempts now. One object is handed to every
-partition's shutdown, so one call reaches them all, the ones whose shutdown has not begun yet
-included.
+One object is handed to every partition's shutdown, so one `end_now` (a second Ctrl-C) cancels
+the attempts of them all, including those whose shutdown has not begun yet.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ class StopDeadline:
 
     def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
-        """The grace it was given."""
         self._clock = clock
         self._ends = clock() + seconds
         self._ended = threading.Event()

@@ -1,11 +1,7 @@
-"""The TaskExecutorService: the worker's bounded pool of executor calls.
-
-The seed bounds concurrent executions with "an ExecutorService with an unbounded waiting queue
-backed by a fixed-size thread pool", so that the backends are never flooded by the number of due
-tasks. Here that is `pool_size` threads reading one queue. It is not a
-`concurrent.futures.ThreadPoolExecutor` because that builds a Future (a lock and a condition) per
-call, which at thousands of tasks a second costs more than a no-op task; outcomes travel back to
-the partitions through their own channel instead.
+"""The TaskExecutorService: the worker's bounded pool of executor calls (the seed's fixed
+thread pool with an unbounded queue), so the backends are never flooded by due tasks. Not a
+`ThreadPoolExecutor`, which builds a Future (a lock and a condition) per call; outcomes travel
+back through the partitions' own channel.
 """
 
 from __future__ import annotations
@@ -60,10 +56,6 @@ class TaskExecutorService:
                 metrics.RUNNING.dec()
                 with lock:
                     self._running -= 1
-
-    @property
-    def running(self) -> int:
-        return self._running
 
     @property
     def queued(self) -> int:

@@ -1,18 +1,11 @@
 """The worker's lease on its partitions: no attempt starts once the group may have moved them.
 
-A worker owns its partitions only while its consumer group session lives. A process stopped
-(SIGSTOP, a VM frozen, a long GC pause) past the session timeout has lost them to another worker,
-but does not know it yet when it resumes: its timer thread runs first and would start every task
-that fell due meanwhile, some 200 ms before the consumer's poll delivers the revocation. For those
-milliseconds two workers would run one ordering id at once.
-
-So the poll loop stamps the lease after every poll that returns (`confirm`), and a partition
-starts an attempt only while the lease is `held`: the last stamp is younger than `term_s` (the
-session timeout minus a margin) on the worker's clock. Once a stamp comes after a lapse, the lease
-stays lapsed for `settle_s` more of real time while the loop keeps polling: time for a heartbeat
-to reach the coordinator and for the poll to deliver the revocation (or confirm the assignment),
-before anything starts. Tasks that fell due meanwhile wait, and start when it is held again
-(`when_held`), or leave with their partition.
+A process stopped past the session timeout (SIGSTOP, a frozen VM) has lost its partitions but
+does not know it yet when it resumes: its timer thread would start every task that fell due some
+200 ms before the poll delivers the revocation. So the poll loop stamps the lease after every
+poll (`confirm`), and attempts start only while the last stamp is younger than `term_s`. After a
+lapse the lease stays lapsed for `settle_s` more of real polling, time for the revocation to
+arrive; tasks due meanwhile start when it holds again (`when_held`).
 """
 
 from __future__ import annotations
@@ -43,7 +36,6 @@ class Lease:
         self.term_s = term_s
         """How long after its last stamp the lease holds (None: always held)."""
         self.settle_s = settle_s
-        """After a lapse, real seconds of polling before it holds again."""
         self._clock = clock
         self._real = real_monotonic
         self._lock = threading.Lock()

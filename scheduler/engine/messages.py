@@ -1,13 +1,8 @@
 """What the partition actors and the engine's plain objects pass to each other.
 
-In `engine` rather than `actors`: the plain objects (TaskExecutor, OrderingExecutor) make and
-take them too, and `engine` imports nothing of `actors`, so the two packages form no cycle.
-Messages are immutable; events are named in the past tense. Proxies carry them as method
-arguments (pykka's typed-proxy style), so this module holds the payloads, not envelopes.
-
-The ones made once or more per task (`ScheduledTask`, `AttemptStarted`, `AttemptFinished`) are
-NamedTuples: a frozen dataclass's `__init__` sets each field through `object.__setattr__`,
-which made `AttemptFinished` alone the worker's costliest constructor.
+In `engine`, which imports nothing of `actors`, so the two form no cycle. Messages are
+immutable; events are named in the past tense. Those made per task are NamedTuples (a frozen
+dataclass's `__init__` cost more than the rest of a report).
 """
 
 from __future__ import annotations
@@ -30,12 +25,10 @@ class ScheduledTask(NamedTuple):
     """A retry's earliest start; None for a first attempt."""
     checked: int = 0
     """The partition's status version (`UnflushedStatuses.version`) taken just before its status
-    was read (it was not final then): a key that finished at a later version must not run
-    again."""
+    was read: a key that finished at a later version must not run again."""
     running_since_ms: int | None = None
-    """Set when that status row said RUNNING: attempt `attempts` started then (on a worker that
-    died or was stopped, or on this worker's tree before a restart) and never ended. Unless the
-    task is running here, that attempt is closed as interrupted before the task runs again."""
+    """Set when that status row said RUNNING: unless running here, that attempt is closed as
+    interrupted before the task runs again."""
 
     @property
     def key(self) -> TaskKey:
@@ -46,20 +39,16 @@ class AttemptStarted(NamedTuple):
     """A pool thread began an executor call (it may have waited in the pool's queue)."""
 
     key: TaskKey
-    """The task."""
     attempt: int
     """Which attempt (1-based)."""
     started_ms: int
-    """When the call began."""
 
 
 class AttemptFinished(NamedTuple):
     """An executor call returned or raised."""
 
     key: TaskKey
-    """The task."""
     attempt: int
-    """Which attempt (1-based)."""
     error: str | None
     """None on success; the error text otherwise."""
     cancelled: str | None
@@ -69,11 +58,8 @@ class AttemptFinished(NamedTuple):
     started_ms: int | None = None
     """When the executor call began (None: it never began, cancelled while queued)."""
     ended_ms: int = 0
-    """When it returned or raised."""
     exit_code: int | None = None
-    """The exit code the executor reported (`ExecutionContext.exit_code`)."""
     log_path: str | None = None
-    """Where the executor wrote its output (`ExecutionContext.log_path`)."""
     data: Mapping[str, Any] | None = None
     """The data the attempt ran with, kept in a final status."""
     timed_out: bool = False
@@ -89,7 +75,6 @@ class TasksLoaded:
     exhausted: bool
     """True when every row up to the requested bound is now loaded."""
     checkpoint: ScheduleCursor
-    """The read checkpoint after this load."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +84,9 @@ class PartitionCounts:
     scheduled: int
     """Tasks the PartitionScheduler holds (not yet due)."""
     due_held: int
-    """Of those, tasks already due (should be ~0 except in the instant before dispatch)."""
+    """Of those, tasks already due."""
     executing: int
     """Tasks the PartitionExecutor holds: queued per ordering id, running, or waiting to retry."""
     running: int
-    """Attempts running now."""
     unflushed: int
     """Status writes waiting for the next flush."""

@@ -1,10 +1,8 @@
 """OrderingExecutor: the queue of one ordering id.
 
-The seed gives every ordering id an actor. There can be millions of ordering ids and a pykka actor
-is an OS thread, so here it is a plain object owned by its partition's PartitionExecutor actor,
-which is the only thread that touches it: it keeps the seed's responsibility (run the ordering
-id's tasks one at a time, in key order, the next only after the previous reached a final state or
-a retry wait) without costing a thread.
+The seed gives every ordering id an actor; there can be millions, so here it is a plain object
+of its partition's PartitionExecutor: it runs the ordering id's tasks one at a time, in key
+order, the next only after the previous reached a final state or a retry wait.
 """
 
 from __future__ import annotations
@@ -60,11 +58,3 @@ class OrderingExecutor:
     def busy(self) -> bool:
         """True while an attempt runs or a retry waits: the queue must not start another task."""
         return self.running is not None or self.retry_timer is not None
-
-    @property
-    def size(self) -> int:
-        """Tasks this queue holds, the running one included."""
-        return len(self.entries) + (1 if self.running is not None else 0)
-
-    def is_empty(self) -> bool:
-        return not self.entries and not self.busy

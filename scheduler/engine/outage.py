@@ -31,8 +31,8 @@ from scheduler.wording import counted
 logger = logging.getLogger("scheduler.worker")
 
 MAX_BACKOFF_S = 5.0
-"""The longest wait between two probes of a store that keeps refusing: also how long a
-partition may stay paused after its store is back, so it stays short."""
+"""The longest wait between two probes (also how long a partition may stay paused after its
+store is back, so it stays short)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +41,7 @@ class Backoff:
     failure in a row, at most `max_s`."""
 
     base_s: float
-    """The wait after the first failure."""
     max_s: float = MAX_BACKOFF_S
-    """The longest wait."""
 
     def delay(self, failures: int) -> float:
         """The wait after `failures` failures in a row (1 for the first)."""
@@ -55,7 +53,6 @@ class HeldBatch:
     """What a partition in OUTAGE read from the log and has not stored yet."""
 
     commands: list[Command]
-    """Its commands, in log order."""
     malformed: list[MalformedRecord]
     """Its records nobody can run, to keep in the store before the offsets are committed."""
     next_offset: int
@@ -73,13 +70,11 @@ class Outage:
     """One partition's OUTAGE state."""
 
     batch: HeldBatch
-    """What it holds."""
     failures: int
     """Failed attempts in a row, the first write included."""
     probe_at: float
     """When (the clock's `monotonic`) the next probe is due."""
     since: float
-    """When it began."""
 
 
 class PartitionOutages:
@@ -101,13 +96,11 @@ class PartitionOutages:
         return partition in self._outages
 
     def failures(self) -> dict[int, int]:
-        """Per partition in OUTAGE, its failed attempts in a row; from any thread (a copy,
-        taken under the GIL, of a dict the poll loop changes)."""
+        """Per partition in OUTAGE, its failed attempts in a row; from any thread."""
         return {p: outage.failures for p, outage in sorted(self._outages.copy().items())}
 
     def enter(self, partition: int, batch: HeldBatch, error: BaseException) -> None:
-        """The store refused `batch` of a RUNNING partition: hold it, probe later. The caller
-        pauses the partition's consumption."""
+        """The store refused `batch`: hold it, probe later (the caller pauses the partition)."""
         now = self._clock.monotonic()
         delay = self.backoff.delay(1)
         self._outages[partition] = Outage(batch, 1, now + delay, now)
@@ -139,7 +132,7 @@ class PartitionOutages:
         self._repeats.failed_again(partition, error)
 
     def ended(self, partition: int) -> None:
-        """A probe succeeded: the held batch is stored. The caller commits it and resumes."""
+        """A probe succeeded (the caller commits the batch and resumes)."""
         outage = self._outages.pop(partition)
         logger.warning(
             "partition %d is persisting again after %s in %.1f s; resuming its consumption",
@@ -150,8 +143,7 @@ class PartitionOutages:
         )
 
     def forget(self, partitions: Iterable[int]) -> None:
-        """These partitions left the worker: what they held is not committed, so their next
-        owner reads it from the log."""
+        """These partitions left: what they held is read again by their next owner."""
         for partition in partitions:
             self._outages.pop(partition, None)
 
@@ -160,8 +152,9 @@ def _said(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+_partition_log = logging.getLogger("scheduler.partition")
 _TREE_REPEATS = RepeatedFailures(
-    logging.getLogger("scheduler.partition"),
+    _partition_log,
     "the store refused partitions {partitions} {count} more times in the last {seconds:.0f} s "
     "(the latest: {error}); each stays in OUTAGE, starting nothing, and probes the store every "
     f"{MAX_BACKOFF_S:g} s at most",
@@ -169,9 +162,8 @@ _TREE_REPEATS = RepeatedFailures(
 
 
 class StoreProbe:
-    """Whether the store refuses one kind of a partition's calls (its status writes, its
-    loads), and when to try again: the OUTAGE state of a part of the partition's tree, kept by
-    the actor that makes those calls, whose next call is the probe."""
+    """Whether the store refuses one kind of a partition's calls (status writes, loads), and
+    when to try again; kept by the actor that makes those calls, whose next call is the probe."""
 
     def __init__(
         self,
@@ -179,19 +171,14 @@ class StoreProbe:
         partition: int,
         backoff: Backoff,
         clock: Clock,
-        log: logging.Logger,
-        *,
-        on_change: Callable[[str, bool], object] | None = None,
+        on_change: Callable[[str, bool], object],
     ) -> None:
         self.what = what
-        """What the store refuses, as said in the log ("status rows")."""
         self._partition = partition
         self._backoff = backoff
         self._clock = clock
-        self._log = log
         self._on_change = on_change
-        """Told (`what`, True) at each refusal and (`what`, False) when the outage ends: the
-        PartitionExecutor, which starts nothing while a part of its tree is in OUTAGE."""
+        """Told (`what`, True) at each refusal and (`what`, False) when the outage ends."""
         self.failures = 0
         """Refusals in a row; 0 while the store answers."""
         self._since = 0.0
@@ -206,15 +193,14 @@ class StoreProbe:
         return self._clock.monotonic() >= self._probe_at
 
     def refused(self, error: BaseException) -> float:
-        """The store refused a call: returns the wait before the next probe. Logs the first
-        refusal of an outage; its repeats are said once a minute."""
+        """The store refused a call: returns the wait before the next probe."""
         self.failures += 1
         now = self._clock.monotonic()
         delay = self._backoff.delay(self.failures)
         self._probe_at = now + delay
         if self.failures == 1:
             self._since = now
-            self._log.error(
+            _partition_log.error(
                 "partition %d is in OUTAGE: the store refuses its %s (%s); no attempt starts, "
                 "what it holds stays, and the store is probed again in %.1f s, and again, later "
                 "and later, while it refuses",
@@ -226,15 +212,14 @@ class StoreProbe:
             )
         else:
             _TREE_REPEATS.failed_again(self._partition, error)
-        if self._on_change is not None:
-            self._on_change(self.what, True)
+        self._on_change(self.what, True)
         return delay
 
     def answered(self) -> bool:
         """The store took a call: True if that ends an outage (said in the log, and told)."""
         if not self.failures:
             return False
-        self._log.warning(
+        _partition_log.warning(
             "partition %d: the store takes its %s again after %s in %.1f s; the partition resumes",
             self._partition,
             self.what,
@@ -243,6 +228,5 @@ class StoreProbe:
             extra={"partition": self._partition},
         )
         self.failures = 0
-        if self._on_change is not None:
-            self._on_change(self.what, False)
+        self._on_change(self.what, False)
         return True

@@ -1,26 +1,16 @@
 """ReloadMark: where a partition's next owner starts reading the store, past the tombstones.
 
-A partition's tree reads its schedule rows forward from a cursor, so the rows deleted behind the
-cursor (completed tasks: Cassandra tombstones) are never scanned again while the tree lives. A
-new owner of the partition (after a rebalance, a restart or a crash) has no cursor, and reading
-from the first row of the oldest bucket would scan every tombstone of every task completed there
-since compaction last purged them: slow, and past `tombstone_failure_threshold` (100,000) the
-read fails and the partition cannot load at all.
+A new owner of a partition has no read cursor; reading from the first row would scan every
+tombstone of the tasks completed since compaction (slow, and past Cassandra's
+`tombstone_failure_threshold` the read fails). The mark says where to start: every schedule row
+at or before `after` that may still be live is one of `stragglers`. The owner keeps it true:
+before it writes a row at or before `after` it adds the key to the stragglers or moves `after`
+back (`covering`); now and then it moves `after` forward over completed rows (TaskPersistence's
+`advance_mark`).
 
-The mark says where to start instead: every schedule row at or before `after` that may still be
-live is one of `stragglers` (a task retrying for hours, a long run). A new owner loads the
-stragglers by key and reads forward from `after`. The owner keeps the mark true:
-
-* **before** it writes a row at or before `after`, it adds the row's key to the stragglers, or
-  moves `after` back before it (`covering`);
-* now and then it moves `after` forward over what the store shows completed (TaskPersistence's
-  `advance_mark`), recording the live rows it steps over as stragglers.
-
-The mark travels as the metadata of the partition's committed log offset. Every schedule row
-comes from a log record, so rows written after the last commit come from records the next owner
-reads again and covers itself; and Kafka refuses commits from a worker that lost the partition,
-so a stalled former owner cannot overwrite the mark of the current one. A commit without a mark
-(an operator's rewind, another tool) leaves none, and the next owner reads from the beginning.
+The mark travels as the metadata of the partition's committed offset: rows written after the
+last commit come from records the next owner reads again, and Kafka refuses commits from a
+worker that lost the partition. A commit without a mark leaves none: the next owner reads all.
 """
 
 from __future__ import annotations
@@ -57,8 +47,7 @@ class ReloadMark:
         """The mark once rows of `keys` are written: keys at or before `after` become
         stragglers, or, past `MAX_STRAGGLERS`, `after` moves back before the earliest of them."""
         known, after, after_ms = set(self.stragglers), self.after, self.after[0]
-        # The time first: most rows are ahead of the mark, and `cursor` builds a tuple per key
-        # (this runs for every persisted batch).
+        # The time first: `cursor` builds a tuple per key, and most rows are ahead of the mark.
         behind = sorted(
             {k for k in keys if k.scheduled_ms <= after_ms and k.cursor <= after and k not in known}
         )
@@ -107,9 +96,8 @@ class ReloadMark:
 
 
 class MarkHolder:
-    """One partition's current mark, shared by its tree (which keeps it true) and the worker's
-    poll thread (which commits it); kept across restarts of the tree. Thread-safe: the mark is
-    immutable and replaced in one assignment."""
+    """One partition's current mark, shared by its tree (which keeps it true) and the poll
+    thread (which commits it); kept across restarts of the tree; thread-safe."""
 
     def __init__(self, mark: ReloadMark | None = None) -> None:
         self._lock = threading.Lock()

@@ -1,9 +1,5 @@
-"""Failures that repeat while a store is down, said together once a minute.
-
-With the store down, each of a worker's partitions fails again every few seconds (its tree is
-restarted, its batch read again) for as long as the outage lasts: a line for each would be
-hundreds a minute, burying the lines that matter. The first failure of each partition is logged
-by itself, at once, by the caller; `RepeatedFailures` sums up the repeats.
+"""Failures that repeat while a store is down, said together once a minute (the caller logs
+each partition's first failure itself).
 """
 
 from __future__ import annotations
@@ -20,9 +16,8 @@ LOGGED_EVERY_S = 60.0
 class RepeatedFailures:
     """Counts repeated failures of partitions and logs them as one line a minute.
 
-    `says` is the line, with `{partitions}`, `{count}`, `{seconds}` and `{error}` in it. The
-    first repeat of a spell of failures is held back (each partition's first failure was logged
-    just before it); a spell ends when nothing repeats for two minutes."""
+    `says` is the line, with `{partitions}`, `{count}`, `{seconds}` and `{error}` in it; a spell
+    of failures ends when nothing repeats for two minutes."""
 
     def __init__(
         self, log: logging.Logger, says: str, clock: Callable[[], float] = time.monotonic

@@ -1,13 +1,9 @@
 """TaskExecutor: one attempt of one task, run on the TaskExecutorService.
 
-The seed makes it a short-lived actor per task; at thousands of tasks a second an actor (a
-thread) per task is too dear, so it is a plain object: the PartitionExecutor creates it, it puts
-the executor call on the bounded pool, and it reports the outcome back as an `AttemptFinished`.
-
-The pool thread checks the worker's lease once more right before the executor call: a process
-stopped after the partition handed the attempt over, and resumed past the lease, would otherwise
-start it (the pool's threads run before the poll loop hears of a revocation). Such an attempt
-reports `NOT_STARTED` and never began: the partition queues it again.
+A plain object rather than the seed's actor per task (a thread per task is too dear). The pool
+thread checks the worker's lease once more right before the executor call: an attempt handed
+over just before the process was stopped past its lease reports `NOT_STARTED` and is queued
+again.
 """
 
 from __future__ import annotations
@@ -25,8 +21,6 @@ from scheduler.executors.abc import TIMED_OUT, ExecutionContext, Executor
 
 #: Longest error text kept in a status row; the full traceback goes to the log.
 MAX_ERROR_CHARS = 4000
-
-TIMEOUT = TIMED_OUT
 
 NOT_STARTED = "not started: the worker's lease lapsed before the pool reached it"
 """The `cancelled` reason of an attempt the pool refused to start (see the module): it never
@@ -48,9 +42,7 @@ class TaskExecutor:
         lease: Lease = ALWAYS_HELD,
     ) -> None:
         self.clock = clock
-        """Stamps the attempt's start and end."""
         self.lease = lease
-        """Checked by the pool thread right before the executor call."""
         self.item = item
         self.context = ExecutionContext(item.task, attempt=item.attempts + 1, partition=partition)
         self.report = report
@@ -64,7 +56,7 @@ class TaskExecutor:
         timeout_s: float | None,
     ) -> None:
         if timeout_s is not None:
-            self.timer = timers.call_later(timeout_s, lambda: self.cancel(TIMEOUT))
+            self.timer = timers.call_later(timeout_s, lambda: self.cancel(TIMED_OUT))
         service.submit(lambda: self._run(executor))
 
     def cancel(self, reason: str) -> None:
@@ -103,7 +95,7 @@ class TaskExecutor:
             if self.timer is not None:
                 self.timer.cancel()
             reason = context.reason
-            if reason == TIMEOUT:
+            if reason == TIMED_OUT:
                 timed_out = True
                 error = f"{TaskTimeoutError.__name__}: attempt ran past its timeout" + (
                     f" ({error})" if error else ""

@@ -1,13 +1,7 @@
-"""One timer thread for the whole worker.
+"""One timer thread for the whole worker: a heap of deadlines behind a condition variable.
 
-Partitions need to act at given instants (a task falls due, a retry backoff ends, a status flush
-is due, the next top-up of the schedule). A thread per timer, or a loop that wakes every few
-milliseconds to look, would cost threads or CPU in proportion to the work; a single heap of
-deadlines behind a condition variable costs neither and wakes within a millisecond or so of the
-deadline. Callbacks run on the timer thread and must be cheap: they tell an actor, nothing more.
-
-Deadlines are read on the service's `Clock`: the real one in a worker, a `SteppedClock` in tests,
-where a timer fires when the test steps the clock past its deadline, not when real time passes.
+Callbacks run on the timer thread and must be cheap (they tell an actor). Deadlines are read on
+the service's `Clock`: a `SteppedClock` in tests fires timers when the test steps it.
 """
 
 from __future__ import annotations
@@ -42,7 +36,6 @@ class TimerService:
 
     def __init__(self, name: str = "scheduler-timers", *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
-        """The clock every deadline is read on (the worker's one clock)."""
         self._heap: list[tuple[float, int, TimerHandle]] = []
         self._sequence = itertools.count()
         self._condition = threading.Condition()
@@ -97,5 +90,4 @@ class TimerService:
             try:
                 handle.callback()
             except Exception:
-                # A timer callback only tells an actor; if that actor is gone the message is moot.
                 logger.debug("timer callback failed", exc_info=True)

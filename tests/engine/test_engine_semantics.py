@@ -32,7 +32,7 @@ def status_of(engine, key):
 def executor_of(engine, ordering_id):
     """A proxy of the PartitionExecutor of `ordering_id`'s partition."""
     tree = engine.worker.topic.trees.get()[partition_for(ordering_id.encode(), 4)]
-    refs = tree.supervisor.refs
+    refs = tree.refs
     return next(ref for ref in refs if ref.actor_class is PartitionExecutor).proxy()
 
 
