@@ -26,7 +26,12 @@ from scheduler import metrics
 from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.partition_executor import PARTITION_LOST
 from scheduler.actors.partition_supervisor import describe_keys
-from scheduler.actors.topic_supervisor import PartitionFailure, TopicSupervisor
+from scheduler.actors.topic_supervisor import (
+    PartitionFailure,
+    TopicSupervisor,
+    TopicSupervisorProxy,
+)
+from scheduler.actors.typed_proxy import typed_proxy
 from scheduler.codec import MalformedRecordError, decode
 from scheduler.engine.clock import SYSTEM_CLOCK, Clock
 from scheduler.engine.deadline import StopDeadline
@@ -97,7 +102,7 @@ class Worker:
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: LogConsumer | None = None
-        self._topic: pykka.ActorProxy[TopicSupervisor] | None = None
+        self._topic: TopicSupervisorProxy | None = None
         self._timers: TimerService | None = None
         self._service: TaskExecutorService | None = None
         # Per partition, the offset up to which records are stored (the reload mark's commits
@@ -138,7 +143,7 @@ class Worker:
         self._guard.start()
         self._timers = TimerService(clock=self.clock)
         self._service = TaskExecutorService(self.settings.pool_size)
-        self._topic = TopicSupervisor.start(
+        topic_ref = TopicSupervisor.start(
             store=self.store,
             executor=self.executor,
             executor_service=self._service,
@@ -148,7 +153,8 @@ class Worker:
             restarting=self._restarting,
             worker_id=self.client_id,
             lease=self.lease,
-        ).proxy()
+        )
+        self._topic = typed_proxy(topic_ref, TopicSupervisorProxy)
         logger.info("worker %s started in group %s", self.client_id, self.group_id)
         self._thread = threading.Thread(target=self._run, name="scheduler-poll", daemon=True)
         self._thread.start()
@@ -232,7 +238,7 @@ class Worker:
         )
 
     @property
-    def topic(self) -> pykka.ActorProxy[TopicSupervisor]:
+    def topic(self) -> TopicSupervisorProxy:
         assert self._topic is not None, "worker not started"
         return self._topic
 
@@ -309,9 +315,8 @@ class Worker:
         self._guard.check_assigned(self._consumer, partitions)
         committed = self._consumer.committed_with_metadata(partitions)
         marks = {p: ReloadMark.decode(metadata) for p, (_, metadata) in committed.items()}
-        self._marks.update(
-            _answer(self.topic.assign(partitions, marks), TOPIC_ASK_TIMEOUT_S, "assign")
-        )
+        holders = _answer(self.topic.assign(partitions, marks), TOPIC_ASK_TIMEOUT_S, "assign")
+        self._marks.update(holders)
         for partition, (offset, _) in committed.items():
             if offset is not None:  # where the mark's commits go
                 self._persisted[partition] = offset

@@ -107,6 +107,8 @@ def test_mypy_reports_a_wrong_call_through_a_typed_proxy(tmp_path: Path) -> None
             total: int = counter.add(2).get()
             counter.add("two")
             start_proxy(Counter, CounterProxy, "one")
+            counter.add.defer(3)
+            counter.add.defer("three")
             """
         )
     )
@@ -122,6 +124,8 @@ def test_mypy_reports_a_wrong_call_through_a_typed_proxy(tmp_path: Path) -> None
     )
     out, _, status = mypy_api.run(["--config-file", str(config), str(module)])
     errors = [line for line in out.splitlines() if ": error:" in line]
-    assert status == 1 and len(errors) == 2, out
-    assert 'py:20: error: Argument 1 has incompatible type "str"; expected "int"' in errors[0]
+    assert status == 1 and len(errors) == 3, out
+    assert "py:20: error: Argument 1" in errors[0]
+    assert 'incompatible type "str"; expected "int"' in errors[0]
     assert "py:21: error:" in errors[1] and '"start_proxy"' in errors[1]
+    assert "py:23: error: Argument 1" in errors[2] and '"defer"' in errors[2]

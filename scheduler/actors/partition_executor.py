@@ -20,6 +20,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.partition_scheduler import PartitionScheduler
+from scheduler.actors.typed_proxy import ActorMemberMixin, proxy_method, typed_proxy
 from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.engine.messages import AttemptFinished, AttemptStarted, ScheduledTask
 from scheduler.engine.ordering_executor import OrderingExecutor
@@ -35,7 +36,7 @@ from scheduler.model import (
 )
 
 if TYPE_CHECKING:
-    from scheduler.actors.task_persistence import TaskPersistence
+    from scheduler.actors.task_persistence import TaskPersistenceProxy
 
 
 #: The reason given to attempts of a partition the group gave to another worker before this one
@@ -128,7 +129,7 @@ class PartitionExecutor(PartitionActor):
         super().__init__(ctx)
         self.scheduler = PartitionScheduler(ctx, self.execute, self._fire_soon)
         self._unflushed = ctx.unflushed
-        self._controller: pykka.ActorProxy[TaskPersistence] | None = None
+        self._controller: TaskPersistenceProxy | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
         self.finished: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
@@ -145,7 +146,7 @@ class PartitionExecutor(PartitionActor):
         self.outcomes_signalled = False
         """Set by the pool thread that sent `attempts_finished`, cleared by the actor before it
         reads `outcomes`."""
-        self._me: pykka.ActorProxy[PartitionExecutor] | None = None
+        self._me: PartitionExecutorProxy | None = None
         self.awaiting_lease = False
         """Set while due tasks wait for the worker's lease to hold again (see `engine.lease`)."""
         self.store_down: set[str] = set()
@@ -153,7 +154,7 @@ class PartitionExecutor(PartitionActor):
         attempt starts (the partition is in OUTAGE; see `engine.outage`)."""
 
     def on_start(self) -> None:
-        self._me = self.actor_ref.proxy()
+        self._me = typed_proxy(self.actor_ref, PartitionExecutorProxy)
 
     def on_stop(self) -> None:
         self.scheduler.stop_scheduling()
@@ -169,7 +170,7 @@ class PartitionExecutor(PartitionActor):
         self._keep_successes()
         super().on_failure(exception_type, exception_value, traceback)
 
-    def attach_controller(self, controller: pykka.ActorProxy[TaskPersistence]) -> None:
+    def attach_controller(self, controller: TaskPersistenceProxy) -> None:
         """TaskPersistence, told `tick` when the tasks held drop to the level
         `notify_when_at_most` asked for, `changed` when status changes wait in the buffer, and
         `discard` for the rows of keys found final."""
@@ -654,3 +655,24 @@ class PartitionExecutor(PartitionActor):
             if status is not None:
                 statuses.append(status)
         self._unflushed.put(statuses)
+
+
+class PartitionExecutorProxy(ActorMemberMixin, pykka.ActorProxy[PartitionExecutor]):
+    """What the partition's other parts, and the executor's own timers and pool threads, send it."""
+
+    attach_controller = proxy_method(PartitionExecutor.attach_controller)
+    schedule = proxy_method(PartitionExecutor.schedule)
+    await_keys = proxy_method(PartitionExecutor.await_keys)
+    fire = proxy_method(PartitionExecutor.fire)
+    scheduled_counts = proxy_method(PartitionExecutor.scheduled_counts)
+    stop_scheduling = proxy_method(PartitionExecutor.stop_scheduling)
+    cancel = proxy_method(PartitionExecutor.cancel)
+    store_outage = proxy_method(PartitionExecutor.store_outage)
+    lease_held = proxy_method(PartitionExecutor.lease_held)
+    retry_due = proxy_method(PartitionExecutor.retry_due)
+    attempts_finished = proxy_method(PartitionExecutor.attempts_finished)
+    counts = proxy_method(PartitionExecutor.counts)
+    notify_when_at_most = proxy_method(PartitionExecutor.notify_when_at_most)
+    begin_drain = proxy_method(PartitionExecutor.begin_drain)
+    cancel_running = proxy_method(PartitionExecutor.cancel_running)
+    running_keys = proxy_method(PartitionExecutor.running_keys)

@@ -20,8 +20,9 @@ import pykka
 
 from scheduler.actors.base import ASK_TIMEOUT_S
 from scheduler.actors.context import PartitionContext
-from scheduler.actors.partition_executor import PartitionExecutor
-from scheduler.actors.task_persistence import TaskPersistence
+from scheduler.actors.partition_executor import PartitionExecutor, PartitionExecutorProxy
+from scheduler.actors.task_persistence import TaskPersistence, TaskPersistenceProxy
+from scheduler.actors.typed_proxy import typed_proxy
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.messages import PartitionCounts
 from scheduler.model import TaskKey
@@ -50,10 +51,10 @@ class PartitionSupervisor:
         try:
             executor_ref = PartitionExecutor.start(ctx)
             self.refs.append(executor_ref)
-            self.executor = executor_ref.proxy()
+            self.executor = typed_proxy(executor_ref, PartitionExecutorProxy)
             persistence_ref = TaskPersistence.start(ctx, self.executor)
             self.refs.append(persistence_ref)
-            self.persistence = persistence_ref.proxy()
+            self.persistence = typed_proxy(persistence_ref, TaskPersistenceProxy)
             self.executor.attach_controller(self.persistence).get(timeout=ASK_TIMEOUT_S)
         except BaseException:
             for ref in self.refs:  # stopped without waiting

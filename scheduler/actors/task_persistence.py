@@ -22,6 +22,7 @@ from scheduler import metrics
 from scheduler.actors.base import PartitionActor
 from scheduler.actors.context import PartitionContext
 from scheduler.actors.throughput_controller import ThroughputController
+from scheduler.actors.typed_proxy import ActorMemberMixin, proxy_method, typed_proxy
 from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command, Op
@@ -33,7 +34,7 @@ from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState
 from scheduler.stores.abc import TaskStore
 
 if TYPE_CHECKING:
-    from scheduler.actors.partition_executor import PartitionExecutor
+    from scheduler.actors.partition_executor import PartitionExecutorProxy
 
 
 def window_end(until_ms: int) -> ScheduleCursor:
@@ -70,9 +71,7 @@ def _live(row: StoredTask) -> bool:
 class TaskPersistence(PartitionActor):
     """Single writer of a partition's rows: schedule rows, statuses, operators' changes."""
 
-    def __init__(
-        self, ctx: PartitionContext, executor: pykka.ActorProxy[PartitionExecutor]
-    ) -> None:
+    def __init__(self, ctx: PartitionContext, executor: PartitionExecutorProxy) -> None:
         super().__init__(ctx)
         self._executor = executor
         self._unflushed = ctx.unflushed
@@ -86,14 +85,14 @@ class TaskPersistence(PartitionActor):
             executor=executor,
             wake=self._tick_soon,
         )
-        self._me: pykka.ActorProxy[TaskPersistence] | None = None
+        self._me: TaskPersistenceProxy | None = None
         self.flush_timer: TimerHandle | None = None
         self._deferred = 0
         self.status_outage = ctx.store_probe("status rows", executor.store_outage.defer)
         """While the store refuses status rows, the flush timer is its probe."""
 
     def on_start(self) -> None:
-        self._me = self.actor_ref.proxy()
+        self._me = typed_proxy(self.actor_ref, TaskPersistenceProxy)
 
     def on_stop(self) -> None:
         self.controller.close()
@@ -363,6 +362,19 @@ class TaskPersistence(PartitionActor):
         upper_ms = min(self.ctx.clock.now_ms() - MARK_AGE_MS, self.checkpoint[0] - 1)
         if mark.after <= window_end(upper_ms):
             self.ctx.mark.replace(advanced_mark(self.ctx.store, self.ctx.partition, mark, upper_ms))
+
+
+class TaskPersistenceProxy(ActorMemberMixin, pykka.ActorProxy[TaskPersistence]):
+    """What the PartitionExecutor, the supervisors and the writer's own timers send it."""
+
+    changed = proxy_method(TaskPersistence.changed)
+    flush_due = proxy_method(TaskPersistence.flush_due)
+    flush = proxy_method(TaskPersistence.flush)
+    discard = proxy_method(TaskPersistence.discard)
+    begin = proxy_method(TaskPersistence.begin)
+    tick = proxy_method(TaskPersistence.tick)
+    stop_loading = proxy_method(TaskPersistence.stop_loading)
+    persist = proxy_method(TaskPersistence.persist)
 
 
 def advanced_mark(store: TaskStore, partition: int, mark: ReloadMark, upper_ms: int) -> ReloadMark:

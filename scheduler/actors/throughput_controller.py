@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import pykka
-
 from scheduler import metrics
 from scheduler.actors.context import PartitionContext
 from scheduler.engine.messages import TasksLoaded
@@ -20,7 +18,7 @@ from scheduler.engine.timers import TimerHandle
 from scheduler.errors import BackendUnavailableError
 
 if TYPE_CHECKING:
-    from scheduler.actors.partition_executor import PartitionExecutor
+    from scheduler.actors.partition_executor import PartitionExecutorProxy
 
 MARK_INTERVAL_S = 5.0
 """How often the partition's reload mark is moved forward (the worker commits it when it
@@ -36,7 +34,7 @@ class ThroughputController:
         *,
         load: Callable[[int, int], TasksLoaded],
         advance_mark: Callable[[], None],
-        executor: pykka.ActorProxy[PartitionExecutor],
+        executor: PartitionExecutorProxy,
         wake: Callable[[], None],
     ) -> None:
         self.ctx = ctx

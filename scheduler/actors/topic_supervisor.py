@@ -25,6 +25,7 @@ from scheduler.actors.partition_supervisor import (
     shut_down_all,
     shut_down_in_background,
 )
+from scheduler.actors.typed_proxy import ActorMemberMixin, proxy_method, typed_proxy
 from scheduler.actors.unflushed import UnflushedStatuses
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
@@ -117,7 +118,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         for it: waiting here would hold this actor, which the poll loop asks every batch."""
 
     def on_start(self) -> None:
-        self._me = self.actor_ref.proxy()
+        self._me = typed_proxy(self.actor_ref, TopicSupervisorProxy)
 
     # -- assignment ---------------------------------------------------------------------------
 
@@ -305,3 +306,18 @@ class TopicSupervisor(pykka.ThreadingActor):
     def on_stop(self) -> None:
         owned = {*self.trees, *self.dying}
         self.revoke(sorted(owned), self.settings.shutdown_deadline_s, "worker stopping")
+
+
+class TopicSupervisorProxy(ActorMemberMixin, pykka.ActorProxy[TopicSupervisor]):
+    """What the worker's poll loop and the partitions' failure reports send it."""
+
+    assign = proxy_method(TopicSupervisor.assign)
+    revoke = proxy_method(TopicSupervisor.revoke)
+    owned = proxy_method(TopicSupervisor.owned)
+    running_keys = proxy_method(TopicSupervisor.running_keys)
+    persist = proxy_method(TopicSupervisor.persist)
+    counts = proxy_method(TopicSupervisor.counts)
+    is_idle = proxy_method(TopicSupervisor.is_idle)
+    partition_failed = proxy_method(TopicSupervisor.partition_failed)
+    restart = proxy_method(TopicSupervisor.restart)
+    failures_so_far = proxy_method(TopicSupervisor.failures_so_far)

@@ -1,12 +1,15 @@
 """Typed pykka proxies: declare once what an actor answers, and mypy checks every call to it.
 
-Declare the proxy type beside its actor, with pykka's `proxy_method` and `proxy_field`::
+Declare the proxy type beside its actor, with `proxy_method` and pykka's `proxy_field`::
 
     class CounterProxy(ActorMemberMixin, pykka.ActorProxy[Counter]):
         add = proxy_method(Counter.add)
 
     counter = start_proxy(Counter, CounterProxy, 10)  # constructor arguments checked by mypy
     counter.add(1).get(timeout=5)  # an int, to mypy
+    counter.add.defer(1)  # arguments checked too; no future
+
+`proxy_method` is pykka's, typed also for `defer` (pykka's types only the call).
 
 `start_proxy` and `typed_proxy` check at run time, once per pair of classes, that the proxy type
 declares nothing its actor lacks (`mismatches`).
@@ -16,13 +19,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 
 import pykka
-from pykka.typing import ActorMemberMixin, proxy_field, proxy_method
+from pykka.typing import ActorMemberMixin, proxy_field
 
 __all__ = [
     "ActorMemberMixin",
+    "ProxyCall",
     "ProxyTypeError",
     "mismatches",
     "proxy_field",
@@ -34,6 +38,28 @@ __all__ = [
 A = TypeVar("A", bound=pykka.Actor)
 P = TypeVar("P")
 Params = ParamSpec("Params")
+R = TypeVar("R")
+
+
+class ProxyCall(Protocol, Generic[Params, R]):
+    """An actor's method as its proxy exposes it: a call answers a future of its result;
+    `defer` sends the same message and answers nothing."""
+
+    def __call__(self, *args: Params.args, **kwargs: Params.kwargs) -> pykka.Future[R]: ...
+
+    def defer(self, *args: Params.args, **kwargs: Params.kwargs) -> None: ...
+
+
+class ProxyMethod(Protocol, Generic[Params, R]):
+    """The descriptor a proxy class declares: read on a proxy, a `ProxyCall`."""
+
+    def __get__(self, instance: Any, owner: type | None = None) -> ProxyCall[Params, R]: ...
+
+
+def proxy_method(method: Callable[Concatenate[Any, Params], R]) -> ProxyMethod[Params, R]:
+    """Declare `method` of the actor on its proxy type (the actor's own function object, so
+    `mismatches` can tell it is the right one)."""
+    return cast(ProxyMethod[Params, R], method)
 
 
 class ProxyTypeError(TypeError):
