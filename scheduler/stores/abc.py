@@ -34,9 +34,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.model import (
     Attempt,
+    AttemptOutcome,
     ScheduleCursor,
     StoredTask,
     Task,
@@ -106,6 +108,29 @@ class MalformedRecord:
             timestamp_ms,
             seen_ms,
         )
+
+
+def encode_attempt(attempt: Attempt, unset: Any = None) -> tuple[Any, ...]:
+    """An attempt record's columns after its task's key, as both stores keep them: `unset` for
+    what the record does not know (Cassandra: the driver's UNSET_VALUE, which leaves a stored
+    value as it is and writes no tombstone)."""
+    values = (
+        attempt.started_ms,
+        attempt.ended_ms,
+        attempt.outcome.value,
+        attempt.exit_code,
+        attempt.error,
+        attempt.worker,
+        attempt.log_path,
+    )
+    return (attempt.number, *(unset if value is None else value for value in values))
+
+
+def decode_attempt(row: Sequence[Any]) -> Attempt:
+    """An attempt record from the columns `encode_attempt` makes."""
+    number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path = row
+    outcome = AttemptOutcome(outcome) if outcome else AttemptOutcome.RUNNING
+    return Attempt(number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from scheduler._sqlite_open import rollback
 from scheduler.batch.codec import encode_state
 from scheduler.batch.state import JobState
 from scheduler.batch.store import (
@@ -132,25 +130,6 @@ class SqliteBatchStore(SqliteFile, BatchStore):
                 ("DELETE FROM batch_states WHERE name = ? AND job = ?", (name, job)),
             ]
         )
-
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._conn().execute(sql, params).fetchall()
-            except sqlite3.Error as error:
-                raise self._unavailable(error) from error
-
-    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-        with self._lock:
-            db = self._conn()
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                for sql, params in statements:
-                    db.execute(sql, params)
-                db.execute("COMMIT")
-            except sqlite3.Error as error:
-                rollback(db)
-                raise self._unavailable(error) from error
 
 
 _Write = tuple[str, tuple[Any, ...]]

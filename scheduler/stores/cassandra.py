@@ -59,7 +59,13 @@ from scheduler.stores._cassandra_session import (
     unit_batches,
 )
 from scheduler.stores._retry import RetryPolicy
-from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
+from scheduler.stores.abc import (
+    MalformedRecord,
+    TaskStore,
+    TaskView,
+    decode_attempt,
+    encode_attempt,
+)
 from scheduler.stores.cassandra_security import Credentials, TlsOptions
 
 log = logging.getLogger(__name__)
@@ -88,6 +94,11 @@ _ONE_TRY = RetryPolicy(attempts=1)
 def _some_node_up(cluster: Any) -> bool:
     """Whether the driver holds a connection to any node, from what it knows already."""
     return any(host.is_up for host in cluster.metadata.all_hosts())
+
+
+def ttl_of(seconds: float) -> int:
+    """A retention as a TTL: whole seconds, at most Cassandra's limit of 20 years."""
+    return min(_MAX_TTL_S, math.ceil(seconds))
 
 
 def _now_ms() -> int:
@@ -137,8 +148,9 @@ class CassandraTaskStore(TaskStore):
             "bucket_ms": bucket_ms,
             "read_slice_ms": read_slice_ms,
             "status_retention_s": status_retention_s,
+            "max_concurrency": max_concurrency,
         }
-        for name, value in {**positive, "max_concurrency": max_concurrency}.items():
+        for name, value in positive.items():
             if value <= 0:
                 raise ConfigurationError(f"{name} must be positive, got {value!r}")
         self.hosts = list(hosts)
@@ -161,7 +173,7 @@ class CassandraTaskStore(TaskStore):
         schema.replication_literal(self.replication)  # validate now, not at first open
         self._consistency = consistency_level(consistency)
         self.local_dc = local_dc
-        self.ttl_s = min(_MAX_TTL_S, math.ceil(status_retention_s))
+        self.ttl_s = ttl_of(status_retention_s)
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self.max_concurrency = max_concurrency
@@ -488,7 +500,7 @@ class CassandraTaskStore(TaskStore):
             ),
             key=lambda task: task.key,
         )
-        statuses = self._statuses(partition, [task.key for task in tasks]) if tasks else {}
+        statuses = self.fetch_statuses(partition, [task.key for task in tasks]) if tasks else {}
         return [StoredTask(task, statuses.get(task.key)) for task in tasks]
 
     def _by_bucket(self, keys: Iterable[TaskKey]) -> list[tuple[int, list[ScheduleCursor]]]:
@@ -527,7 +539,7 @@ class CassandraTaskStore(TaskStore):
             if len(rows) == caps[bucket]:
                 rest += [task.key for task in tasks if task.key > decoded[-1].key]
         if rest:
-            statuses.update(self._statuses(partition, rest))
+            statuses.update(self.fetch_statuses(partition, rest))
         return statuses
 
     def _prune(self, partition: int, bucket: int) -> None:
@@ -563,55 +575,42 @@ class CassandraTaskStore(TaskStore):
         latest = _latest(statuses)
         if not latest:
             return
-        q, run, ttl_s = self._q, self._runner(), self.ttl_s
-        now_s = time.time()
-        rows: list[Params] = []
+        q, ttl_s, now_s = self._q, self.ttl_s, time.time()
         buckets: set[int] = set()
+        # Each task's status row, attempt rows and, once final, the delete of its schedule row
+        # go in one single-partition batch (one mutation on each replica): the schedule row is
+        # never gone while its final status is not there, and the deletes cost no second round
+        # of requests after the writes.
+        units: list[list[Write]] = []
         for key, status in latest.items():
-            bucket = key.scheduled_ms // self.bucket_ms
-            buckets.add(bucket)
-            rows.append((partition, bucket, *schema.encode_status(status), self.ttl_s))
+            key_row = self._row_key(partition, key)
+            buckets.add(key_row[1])
+            row = (partition, key_row[1], *schema.encode_status(status), ttl_s)
+            unit: list[Write] = [(q["status_write"], row)]
+            unit += [
+                (q["attempt_write"], (*key_row, *encode_attempt(attempt, UNSET_VALUE), ttl_s))
+                for attempt in status.attempt_log
+            ]
+            if status.state.is_final:
+                unit.append((q["delete"], key_row))
+            units.append(unit)
         # The status-bucket index row must outlive every status row under it; it is written
         # with some slack, so that it is rewritten at most once per slack period.
-        ttl = min(_MAX_TTL_S, self.ttl_s + _STATUS_INDEX_SLACK_S)
+        ttl = min(_MAX_TTL_S, ttl_s + _STATUS_INDEX_SLACK_S)
         with self._lock:
             if len(self._status_indexed) > _CACHE_LIMIT:  # forget index rows that expired
                 for entry in [e for e, expiry in self._status_indexed.items() if expiry < now_s]:
                     del self._status_indexed[entry]
             stale = [
-                b
-                for b in buckets
-                if self._status_indexed.get((partition, b), 0) < now_s + self.ttl_s
+                b for b in buckets if self._status_indexed.get((partition, b), 0) < now_s + ttl_s
             ]
-        # Each task's status row, attempt rows and, once final, the delete of its schedule row
-        # go in one single-partition batch (one mutation on each replica): the schedule row is
-        # never gone while its final status is not there, and the deletes cost no second round
-        # of requests after the writes.
-        status_write, attempt_write, delete = q["status_write"], q["attempt_write"], q["delete"]
-        units: list[list[Write]] = []
-        for row, (key, status) in zip(rows, latest.items(), strict=True):
-            unit: list[Write] = [(status_write, row)]
-            if status.attempt_log:
-                key_row = self._row_key(partition, key)
-                unit += [
-                    (attempt_write, (*key_row, *schema.encode_attempt(attempt, UNSET_VALUE), ttl_s))
-                    for attempt in status.attempt_log
-                ]
-            if status.state.is_final:
-                unit.append((delete, self._row_key(partition, key)))
-            units.append(unit)
         items: list[Item] = [(q["status_index"], (partition, b, ttl)) for b in stale]
         items += unit_batches(units)
-        run.many(items, f"record {len(rows)} statuses of partition {partition}")
+        self._runner().many(items, f"record {len(units)} statuses of partition {partition}")
         with self._lock:
             self._status_indexed.update(((partition, b), now_s + ttl) for b in stale)
 
-    def fetch_statuses(
-        self, partition: int, keys: Collection[TaskKey]
-    ) -> dict[TaskKey, TaskStatus]:
-        return self._statuses(partition, keys)
-
-    def _statuses(self, partition: int, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
+    def fetch_statuses(self, partition: int, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
         """Status rows of `keys`: one multi-column IN per bucket (in chunks), run concurrently."""
         items: list[Item] = [
             (self._q["status_in"], (partition, bucket, cursors))
@@ -636,7 +635,7 @@ class CassandraTaskStore(TaskStore):
         rows = self._runner().one(
             self._q["attempts_read"], self._row_key(partition, key), "read attempts"
         )
-        return sorted(map(schema.decode_attempt, rows), key=lambda attempt: attempt.number)
+        return sorted(map(decode_attempt, rows), key=lambda attempt: attempt.number)
 
     # -- admin --------------------------------------------------------------------------------
 
@@ -760,3 +759,44 @@ class CassandraTaskStore(TaskStore):
             for offset in set(offsets)
         ]
         self._runner().many(items, f"drop {len(items)} malformed records")
+
+
+class KeyspaceTenant:
+    """A store with tables of its own in the keyspace of `tasks`, over its connection (open
+    `tasks` first); subclasses give `what`, `ddl` and `statements`."""
+
+    what = "store"
+    """How errors name the store ("run store", "schedule store", ...)."""
+
+    def __init__(self, *, tasks: CassandraTaskStore) -> None:
+        self.tasks = tasks
+        self._q: dict[str, Any] = {}
+
+    def ddl(self, ks: str) -> list[str]:
+        """CREATE TABLE IF NOT EXISTS statements of the store's tables in keyspace `ks`."""
+        raise NotImplementedError
+
+    def statements(self, ks: str) -> dict[str, str]:
+        """The store's queries by name, to be prepared on open."""
+        raise NotImplementedError
+
+    def open(self, *, create_schema: bool = True) -> None:
+        run, ks = self.tasks.runner(), self.tasks.keyspace
+        if create_schema:
+            driver.apply_schema(run, self.ddl(ks), timeout=60.0)
+        self._q = driver.prepare(run, ks, self.statements(ks), expect_tables=create_schema)
+
+    def close(self) -> None:
+        self._q = {}  # the connection is the task store's to close
+
+    def _runner(self) -> Runner:
+        if not self._q:
+            raise RuntimeError(f"the {self.what} is not open; call open()")
+        return self.tasks.runner()
+
+    def _one(self, name: str, params: Params, what: str) -> list[tuple[Any, ...]]:
+        return self._runner().one(self._q[name], params, what)
+
+    def _many(self, items: Sequence[tuple[str, Params]], what: str) -> list[list[tuple[Any, ...]]]:
+        run = self._runner()
+        return run.many([(self._q[name], params) for name, params in items], what)

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from scheduler.errors import ConfigurationError
-from scheduler.model import Attempt, AttemptOutcome, ScheduleCursor, TaskKey, TaskState, TaskStatus
+from scheduler.model import ScheduleCursor, TaskKey, TaskState, TaskStatus
 
 #: Cassandra's own rule for unquoted keyspace names (48 characters since 3.0).
 _KEYSPACE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
@@ -299,34 +299,4 @@ def decode_status(row: tuple[Any, ...]) -> TaskStatus:
         next_attempt_ms=None if next_ms is None or next_ms == NO_TIME else next_ms,
         updated_ms=updated_ms or 0,
         data=json.loads(data) if data else None,
-    )
-
-
-def encode_attempt(attempt: Attempt, unset: Any) -> tuple[Any, ...]:
-    """Attempt column values after the key: `unset` (the driver's UNSET_VALUE) for what the
-    record does not know, which leaves a stored value as it is and writes no tombstone."""
-    values = (
-        attempt.started_ms,
-        attempt.ended_ms,
-        attempt.outcome.value,
-        attempt.exit_code,
-        attempt.error,
-        attempt.worker,
-        attempt.log_path,
-    )
-    return (attempt.number, *(unset if value is None else value for value in values))
-
-
-def decode_attempt(row: tuple[Any, ...]) -> Attempt:
-    """An attempt record as read by the `attempts_read` statement."""
-    number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path = row
-    return Attempt(
-        number,
-        started_ms,
-        ended_ms,
-        AttemptOutcome(outcome) if outcome else AttemptOutcome.RUNNING,
-        exit_code,
-        error,
-        worker,
-        log_path,
     )

@@ -7,7 +7,6 @@ expired ones, so the table stays bounded without a sweeping thread.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -43,7 +42,7 @@ class SqliteRunStore(SqliteFile, RunStore):
 
     def create(self, run: Run) -> Run:
         now = _now_ms()
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "DELETE FROM runs WHERE rowid IN "
                 "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
@@ -63,7 +62,7 @@ class SqliteRunStore(SqliteFile, RunStore):
         lock from the read to the insert)."""
         now = _now_ms()
         ids = list(dict.fromkeys(run.run_id for run in runs))
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "DELETE FROM runs WHERE rowid IN "
                 "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
@@ -93,16 +92,15 @@ class SqliteRunStore(SqliteFile, RunStore):
         return stored
 
     def get(self, run_id: str) -> Run | None:
-        with self._lock:
-            row = self._read(
-                "SELECT record FROM runs WHERE run_id = ? AND expires_ms > ?", (run_id, _now_ms())
-            )
+        row = self._read(
+            "SELECT record FROM runs WHERE run_id = ? AND expires_ms > ?", (run_id, _now_ms())
+        )
         return _run(row[0][0]) if row else None
 
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
         now = _now_ms()
         marks = ",".join("?" * len(expected))
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             cursor = db.execute(
                 f"UPDATE runs SET status = ?, expires_ms = ?, record = ? "
                 f"WHERE run_id = ? AND expires_ms > ? AND status IN ({marks})",
@@ -144,15 +142,8 @@ class SqliteRunStore(SqliteFile, RunStore):
             f"SELECT record FROM runs WHERE {' AND '.join(where)} "
             "ORDER BY created_ms DESC, run_id LIMIT ?"
         )
-        with self._lock:
-            rows = self._read(sql, (*params, limit))
+        rows = self._read(sql, (*params, limit))
         return [_run(row[0]) for row in rows]
-
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        try:
-            return self._conn().execute(sql, params).fetchall()
-        except sqlite3.Error as error:
-            raise self._unavailable(error) from error
 
 
 def _columns(run: Run) -> tuple[str, str, str, int]:

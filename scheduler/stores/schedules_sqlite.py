@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -46,13 +45,6 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
     what = "schedule store"
     schema = _SCHEMA
 
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._conn().execute(sql, params).fetchall()
-            except sqlite3.Error as error:
-                raise self._unavailable(error) from error
-
     def get(self, name: str) -> ScheduleRecord | None:
         rows = self._read("SELECT record FROM schedules WHERE name = ?", (name,))
         return ScheduleRecord.from_json(json.loads(rows[0][0])) if rows else None
@@ -60,7 +52,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
     def put(self, record: ScheduleRecord) -> None:
         previous = self.get(record.name)
         stale = event_keys(previous.schedule) - event_keys(record.schedule) if previous else set()
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO schedules VALUES (?, ?, ?, ?)",
                 (record.name, record.trigger_type, record.status, _dump(stored_json(record))),
@@ -73,7 +65,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
                 db.execute("INSERT OR IGNORE INTO schedule_keys VALUES (?, ?)", (key, record.name))
 
     def delete(self, name: str) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute("DELETE FROM schedules WHERE name = ?", (name,))
             db.execute("DELETE FROM schedule_keys WHERE name = ?", (name,))
             db.execute("DELETE FROM schedule_jobs WHERE name = ?", (name,))
@@ -122,15 +114,15 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return [row[0] for row in rows]
 
     def add_key(self, key: str, name: str) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute("INSERT OR IGNORE INTO schedule_keys VALUES (?, ?)", (key, name))
 
     def remove_key(self, key: str, name: str) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute("DELETE FROM schedule_keys WHERE event_key = ? AND name = ?", (key, name))
 
     def put_job(self, job: Job) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
                 (job.schedule.name, job.key, job.model_dump_json(by_alias=True)),
@@ -149,11 +141,11 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return found
 
     def delete_job(self, name: str, job_key: str) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", (name, job_key))
 
     def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
                 [(j.schedule.name, j.key, j.model_dump_json(by_alias=True)) for j in jobs],
@@ -161,7 +153,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
             db.executemany("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", delete)
 
     def put_fires(self, rows: list[FireRow]) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO schedule_fires VALUES (?, ?, ?, ?, ?)",
                 [(r.fire_ms, r.shard, r.name, r.cron, r.revision) for r in rows],
@@ -176,7 +168,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return [FireRow(*row) for row in rows]
 
     def delete_fires(self, fire_ms: int, shard: int) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "DELETE FROM schedule_fires WHERE fire_ms = ? AND shard = ?", (fire_ms, shard)
             )
@@ -193,7 +185,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         # (BEGIN IMMEDIATE holds the write lock from the read to the write).
         texts = {record.name: (text, record) for text, record in changes}
         names = list(texts)
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             stored = dict(
                 _records_of(lambda sql, args: db.execute(sql, args).fetchall(), "schedules", names)
             )

@@ -29,13 +29,11 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from scheduler._sqlbatch import chunks, many_rows
-from scheduler._sqlbatch import many_keys as _many_keys_of
+from scheduler._sqlbatch import chunks, many_keys, many_rows
 from scheduler._sqlite_open import file_identity, open_wal, rollback, unavailable
 from scheduler.errors import BackendUnavailableError, ConfigurationError, StoreReplacedError
 from scheduler.model import (
     Attempt,
-    AttemptOutcome,
     ScheduleCursor,
     StoredTask,
     Task,
@@ -44,7 +42,13 @@ from scheduler.model import (
     TaskStatus,
 )
 from scheduler.stores._group_commit import GroupCommit
-from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
+from scheduler.stores.abc import (
+    MalformedRecord,
+    TaskStore,
+    TaskView,
+    decode_attempt,
+    encode_attempt,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedule (
@@ -87,37 +91,27 @@ _JOIN_STATUS = (
     " AND t.scheduled_ms = s.scheduled_ms AND t.ordering_id = s.ordering_id"
     " AND t.uniqueness_key = s.uniqueness_key AND t.expires_ms > ?"
 )
+_KEY_WHERE = (
+    "partition = ? AND bucket = ? AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
+)
+_SELECT_JOINED = (
+    f"SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data, {_STATUS_COLUMNS}"
+    " FROM schedule s"
+)
 _LOAD_HEAD = (
-    "SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data, "
-    f"{_STATUS_COLUMNS} FROM schedule s INDEXED BY schedule_by_time {_JOIN_STATUS}"
+    f"{_SELECT_JOINED} INDEXED BY schedule_by_time {_JOIN_STATUS}"
     " WHERE s.partition = ? AND s.scheduled_ms <= ?"
 )
 _LOAD_AFTER = (
     f"{_LOAD_HEAD} AND (s.scheduled_ms, s.ordering_id, s.uniqueness_key) > (?, ?, ?)"
     " ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?"
 )
-_LOAD_KEY = (
-    "SELECT s.scheduled_ms, s.ordering_id, s.uniqueness_key, s.data, "
-    f"{_STATUS_COLUMNS} FROM schedule s {_JOIN_STATUS} WHERE "
-    + " AND ".join(
-        f"s.{term}"
-        for term in (
-            "partition = ?",
-            "bucket = ?",
-            "scheduled_ms = ?",
-            "ordering_id = ?",
-            "uniqueness_key = ?",
-        )
-    )
-)
+_LOAD_KEY = f"{_SELECT_JOINED} {_JOIN_STATUS} WHERE s.{_KEY_WHERE.replace(' AND ', ' AND s.')}"
 _LOAD_ALL = f"{_LOAD_HEAD} ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?"
-_KEY_WHERE = (
-    "partition = ? AND bucket = ? AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key = ?"
-)
 _FINAL = tuple(state.value for state in TaskState if state.is_final)
 _FINAL_STATES = frozenset(state for state in TaskState if state.is_final)
 _DUMPS = json.JSONEncoder(separators=(",", ":")).encode
-"""Task data as the status row keeps it (one encoder for the process: it holds no state)."""
+"""Task data as the rows keep it (one encoder for the process: it holds no state)."""
 _PURGE_INTERVAL_S = 60.0
 
 
@@ -178,10 +172,10 @@ class SqliteTaskStore(TaskStore):
         """This thread's connection, for reads."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = self._local.connection = self._connect(cache_kib=_READ_CACHE_KIB)
+            connection = self._local.connection = self._connect()
         return connection
 
-    def _connect(self, *, cache_kib: int) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         if self._closed:
             raise BackendUnavailableError(f"task store {self.path!r} is closed; call open() first")
         try:
@@ -191,7 +185,7 @@ class SqliteTaskStore(TaskStore):
                 synchronous=self._synchronous,
                 cached_statements=256,  # the chunked writes use up to 9 sizes per statement
             )
-            connection.execute(f"PRAGMA cache_size=-{cache_kib}")
+            connection.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except sqlite3.Error as error:
             raise unavailable(f"cannot open task store {self.path!r}", error) from error
         with self._connections_lock:
@@ -231,7 +225,7 @@ class SqliteTaskStore(TaskStore):
         with self._write_lock:
             connection = self._writer
             if connection is None:
-                connection = self._writer = self._connect(cache_kib=_WRITE_CACHE_KIB)
+                connection = self._writer = self._connect()
             try:
                 connection.execute("BEGIN IMMEDIATE")
                 try:
@@ -276,8 +270,7 @@ class SqliteTaskStore(TaskStore):
         return self._group.together()
 
     def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
-        dumps = json.JSONEncoder(separators=(",", ":")).encode
-        rows = [(*self._key_row(partition, task.key), dumps(task.data)) for task in tasks]
+        rows = [(*self._key_row(partition, task.key), _DUMPS(task.data)) for task in tasks]
         self._group.run(many_rows("INSERT INTO schedule VALUES", rows, _UPSERT_DATA))
 
     def load_tasks(
@@ -298,7 +291,7 @@ class SqliteTaskStore(TaskStore):
 
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
-        self._group.run(_many_keys("DELETE FROM schedule WHERE", rows))
+        self._group.run(many_keys("DELETE FROM schedule WHERE", _KEY_WHERE, rows))
 
     # -- status rows -----------------------------------------------------------------------
 
@@ -330,13 +323,13 @@ class SqliteTaskStore(TaskStore):
                 )
             )
             for attempt in status.attempt_log:
-                attempts.append((*key_row, *_attempt_columns(attempt), expires))
+                attempts.append((*key_row, *encode_attempt(attempt), expires))
             if state in _FINAL_STATES:
                 finished.append(key_row)
         self._group.run(
             many_rows("INSERT OR REPLACE INTO status VALUES", rows)
             + many_rows("INSERT INTO attempts VALUES", attempts, _MERGE_ATTEMPT)
-            + _many_keys("DELETE FROM schedule WHERE", finished)
+            + many_keys("DELETE FROM schedule WHERE", _KEY_WHERE, finished)
         )
         self._purge_expired()
 
@@ -366,8 +359,8 @@ class SqliteTaskStore(TaskStore):
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
         self._group.run(
-            _many_keys("DELETE FROM status WHERE", rows)
-            + _many_keys("DELETE FROM attempts WHERE", rows)
+            many_keys("DELETE FROM status WHERE", _KEY_WHERE, rows)
+            + many_keys("DELETE FROM attempts WHERE", _KEY_WHERE, rows)
         )
 
     def attempts(self, partition: int, key: TaskKey) -> list[Attempt]:
@@ -376,7 +369,7 @@ class SqliteTaskStore(TaskStore):
             " ORDER BY attempt",
             (*self._key_row(partition, key), _now_ms()),
         )
-        return [_attempt(row) for row in rows]
+        return [decode_attempt(row) for row in rows]
 
     def _purge_expired(self) -> None:
         """Delete expired status rows, at most once a minute (reads already skip them)."""
@@ -470,7 +463,7 @@ class SqliteTaskStore(TaskStore):
         keys = [(partition, offset) for offset in offsets]
         if keys:
             match = "partition = ? AND log_offset = ?"
-            self._group.run(_many_keys_of("DELETE FROM malformed WHERE", match, keys))
+            self._group.run(many_keys("DELETE FROM malformed WHERE", match, keys))
 
 
 _UPSERT_DATA = " ON CONFLICT DO UPDATE SET data = excluded.data"
@@ -483,36 +476,10 @@ _MERGE_ATTEMPT = (
 """A record written again updates the stored one field by field: a None keeps what is there."""
 
 
-def _attempt_columns(attempt: Attempt) -> tuple[Any, ...]:
-    return (
-        attempt.number,
-        attempt.started_ms,
-        attempt.ended_ms,
-        attempt.outcome.value,
-        attempt.exit_code,
-        attempt.error,
-        attempt.worker,
-        attempt.log_path,
-    )
-
-
-def _attempt(row: Sequence[Any]) -> Attempt:
-    number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path = row
-    return Attempt(
-        number, started_ms, ended_ms, AttemptOutcome(outcome), exit_code, error, worker, log_path
-    )
-
-
-def _many_keys(head: str, keys: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
-    """`head` (a DELETE ... WHERE) over these primary keys, in as few statements as can be."""
-    return _many_keys_of(head, _KEY_WHERE, keys)
-
-
-_WRITE_CACHE_KIB = 2 * 1024
-"""The writer's page cache: SQLite's default. Measured with 64 MiB: no faster, and a million-task
-drain peaked at 615 MB RSS instead of ~120 (`scheduler bench backlog`)."""
-_READ_CACHE_KIB = 2 * 1024
-"""SQLite's default too: a reader's cache is dropped whenever the writer commits."""
+_CACHE_KIB = 2 * 1024
+"""Each connection's page cache: about SQLite's default. Measured with 64 MiB for the writer: no
+faster, and a million-task drain peaked at 615 MB RSS instead of ~120 (`scheduler bench
+backlog`); a reader's cache is dropped whenever the writer commits."""
 
 
 @functools.lru_cache(maxsize=16)
