@@ -147,11 +147,7 @@ class CassandraBatchStore(KeyspaceTenant, BatchStore):
         self.write(Changes(states=states, removed=removed), name)
 
     def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
-        self._one(
-            "put_attempt",
-            _attempt_row(attempt, name),
-            f"write attempt {attempt.attempt} of {attempt.job}",
-        )
+        self.write(Changes(attempts=[attempt]), name)
 
     def attempts(
         self,

@@ -41,20 +41,7 @@ class SqliteRunStore(SqliteFile, RunStore):
         return now + int(self.retention_s * 1000)
 
     def create(self, run: Run) -> Run:
-        now = _now_ms()
-        with self._transaction() as db:
-            db.execute(
-                "DELETE FROM runs WHERE rowid IN "
-                "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
-                (now, _PURGE_PER_CREATE),
-            )
-            db.execute("DELETE FROM runs WHERE run_id = ? AND expires_ms <= ?", (run.run_id, now))
-            db.execute(
-                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
-                (*_columns(run), self._expiry(now), _record(run)),
-            )
-            row = db.execute("SELECT record FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
-        return _run(row[0])
+        return self.create_many([run])[0]
 
     def create_many(self, runs: Sequence[Run]) -> list[Run]:
         """`create` for each run in one transaction: the runs of these ids that exist read in a

@@ -197,11 +197,7 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
         self._one("key_remove", (key, name), f"unindex {name} from {key}")
 
     def put_job(self, job: Job) -> None:
-        self._one(
-            "job_put",
-            (job.schedule.name, job.revision, job.generation, job.model_dump_json(by_alias=True)),
-            f"write job {job.key}",
-        )
+        self.put_jobs([job])
 
     def jobs(self, name: str) -> list[Job]:
         rows = self._one("jobs", (name,), f"read jobs of {name}")
@@ -216,8 +212,7 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
         }
 
     def delete_job(self, name: str, job_key: str) -> None:
-        revision, generation = job_key.rsplit(":", 2)[1:]
-        self._one("job_delete", (name, int(revision), int(generation)), f"delete job {job_key}")
+        self.put_jobs([], delete=[(name, job_key)])
 
     def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
         items: list[tuple[str, tuple[Any, ...]]] = [

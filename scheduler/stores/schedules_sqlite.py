@@ -122,11 +122,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
             db.execute("DELETE FROM schedule_keys WHERE event_key = ? AND name = ?", (key, name))
 
     def put_job(self, job: Job) -> None:
-        with self._transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
-                (job.schedule.name, job.key, job.model_dump_json(by_alias=True)),
-            )
+        self.put_jobs([job])
 
     def jobs(self, name: str) -> list[Job]:
         rows = self._read("SELECT record FROM schedule_jobs WHERE name = ?", (name,))
@@ -141,8 +137,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return found
 
     def delete_job(self, name: str, job_key: str) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", (name, job_key))
+        self.put_jobs([], delete=[(name, job_key)])
 
     def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
         with self._transaction() as db:
