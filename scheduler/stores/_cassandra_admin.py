@@ -1,11 +1,7 @@
-"""The admin view's reads of the Cassandra task store.
-
-Unlike the engine's loads, these read buckets from any cursor, tombstones included: a page
-reads about the rows it shows (each query has a LIMIT, see `page`). Like the loads,
-they read a bucket in spans of the store's `read_slice_ms` (`schema.slices`), so no one query
-scans more tombstones than the tasks completed in one span. Both bucket indexes are walked,
-because a failed task's status outlives its schedule bucket's index row.
-"""
+"""The admin view's reads of the Cassandra task store: from any cursor, tombstones included, a
+page reading about the rows it shows (each query has a LIMIT), a bucket in spans of
+`read_slice_ms` (`schema.slices`) like the loads. Both bucket indexes are walked: a failed
+task's status outlives its schedule bucket's index row."""
 
 from __future__ import annotations
 
@@ -46,15 +42,11 @@ def page(
     statuses without one, in schedule order, joined: only those after the cursor `after`,
     scheduled before `until_ms` if given, of `ordering_id` if given, and that `keep` keeps.
 
-    Each query reads one span of a bucket from its cursor with a LIMIT of the rows still
-    wanted, so a page of 100 reads about 100 rows of each table, not the spans around them. A
-    table whose read filled its LIMIT is known only up to its last row: the join shows the rows
-    up to the smaller of the two tables' last rows and reads on from there. Spans found empty
-    widen the next round (1, 2, 4, ... `SPANS_AT_ONCE` spans read at once), so a sparse bucket
-    costs a few rounds, not a round per span; rows that `keep` refuses grow the LIMIT (up to
-    `MAX_ROWS`). `at_once` spans are read in the first round, and at least that many in each
-    round that follows an empty one: `FILTERED_AT_ONCE` for an ordering id filtered in the node,
-    whose spans return a few rows each."""
+    Each query reads one span from its cursor with a LIMIT of the rows still wanted. A table
+    whose read filled its LIMIT is known only up to its last row, so the join shows the rows up
+    to the smaller of the two tables' last rows and reads on from there. Empty spans widen the
+    next round (1, 2, 4, ... `SPANS_AT_ONCE`, starting from `at_once`); rows `keep` refuses grow
+    the LIMIT (up to `MAX_ROWS`)."""
     if limit <= 0:
         return []
     found: list[TaskView] = []

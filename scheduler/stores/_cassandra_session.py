@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cassandra import (
     ConsistencyLevel,
@@ -49,8 +49,6 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, tuple_
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.cassandra_security import (
-    Credentials,
-    TlsOptions,
     not_permitted,
     per_node,
     refusal,
@@ -58,6 +56,9 @@ from scheduler.stores.cassandra_security import (
     unreachable_hint,
 )
 from scheduler.wording import counted
+
+if TYPE_CHECKING:
+    from scheduler.stores.cassandra import CassandraTaskStore
 
 log = logging.getLogger(__name__)
 
@@ -119,29 +120,20 @@ def consistency_level(name: str) -> int:
         ) from None
 
 
-def open_runner(
-    *,
-    hosts: Sequence[str],
-    port: int,
-    consistency: int,
-    local_dc: str | None,
-    connect_timeout_s: float,
-    request_timeout_s: float,
-    concurrency: int,
-    policy: RetryPolicy,
-    credentials: Credentials | None = None,
-    tls: TlsOptions | None = None,
-) -> tuple[Cluster, Runner]:
-    """Connect (retrying a node that is still starting), or raise `BackendUnavailableError`
-    saying which setting to fix; a refused login or TLS handshake raises `ConfigurationError` at
-    once. Statements go token-aware to a replica, DC-aware so that LOCAL_* consistency never
-    waits on another data center; protocol v4 (Cassandra 3.0 to 5.x) spares the driver a probe."""
+def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster, Runner]:
+    """Connect with the store's settings (retrying a node that is still starting), or raise
+    `BackendUnavailableError` saying which setting to fix; a refused login or TLS handshake
+    raises `ConfigurationError` at once. Statements go token-aware to a replica, DC-aware so
+    that LOCAL_* consistency never waits on another data center; protocol v4 (Cassandra 3.0 to
+    5.x) spares the driver a probe."""
+    hosts, port, local_dc = store.hosts, store.port, store.local_dc
+    credentials, tls = store.credentials, store.tls
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)),
-        consistency_level=consistency,
+        consistency_level=store.consistency,
         # The LWT's Paxos round spans all DCs so that workers in different DCs agree.
         serial_consistency_level=ConsistencyLevel.SERIAL,
-        request_timeout=request_timeout_s,
+        request_timeout=store.request_timeout_s,
         row_factory=tuple_factory,
     )
     target = ", ".join(f"{host}:{port}" for host in hosts)
@@ -157,8 +149,8 @@ def open_runner(
             port=port,
             protocol_version=ProtocolVersion.V4,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-            connect_timeout=connect_timeout_s,
-            control_connection_timeout=connect_timeout_s,
+            connect_timeout=store.connect_timeout_s,
+            control_connection_timeout=store.connect_timeout_s,
             # The default waits up to 10 minutes between reconnection attempts to a node that
             # went down; a restarted node must be used again within seconds.
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
@@ -216,7 +208,7 @@ def open_runner(
         describe=describe,
         announce=announce,
     )
-    return cluster, Runner(session, target=target, concurrency=concurrency, policy=policy)
+    return cluster, Runner(session, target=target, concurrency=store.max_concurrency, policy=policy)
 
 
 #: A try to connect that failed after this long is announced before the next.

@@ -1,13 +1,7 @@
-"""Bounded retries with exponential backoff and full jitter, for transient backend errors.
-
-Backends blink: a coordinator times out, a replica restarts, a node is briefly unreachable. The
-stores retry such errors a few times before giving up with `BackendUnavailableError`, so that a
-blink costs a moment rather than a partition restart, while a real outage still surfaces within
-seconds. Full jitter (a uniform delay between zero and the exponential cap) keeps the many
-partitions of a worker from retrying in lockstep.
-
-This module knows nothing of any driver: the caller says which exceptions are transient.
-"""
+"""Bounded retries with exponential backoff and full jitter, for transient backend errors: a
+blink (a coordinator timing out, a replica restarting) costs a moment, a real outage surfaces
+within seconds as `BackendUnavailableError`, and full jitter keeps a worker's partitions from
+retrying in lockstep. The caller says which exceptions are transient."""
 
 from __future__ import annotations
 

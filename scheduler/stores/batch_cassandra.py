@@ -1,18 +1,10 @@
-"""The batch store on Cassandra, sharing the task store's connection and keyspace.
+"""The batch store on Cassandra, sharing the task store's connection and keyspace (its tables:
+docs/cassandra.md, Tables).
 
-Tables, designed from the queries:
-
-* `batch_configurations` (name): the configuration in force, one small record.
-* `batch_states` ((name), job): each job's compact state (ranges stay ranges: a few hundred
-  bytes for a year of hourly successes), all read at once by the engine's batch queue.
-* `batch_attempts` ((name, job), partition_ms DESC, attempt DESC): the history of a job's
-  partitions, newest first; retention is a range delete on the clustering key.
-
-One writer per name (the `batch:<name>` queue) makes every write a plain upsert. The queue's
-task reads the configuration and the states in one concurrent round, looks up the attempts of
-the partitions it starts in one query per job (concurrently), and writes its attempts (batched
-by job), then its changed states (one partition, `name`: unlogged batches), then the
-configuration if it changed: a round each.
+One writer per name (the `batch:<name>` queue) makes every write a plain upsert. A task of the
+queue reads the configuration and the states in one concurrent round, the attempts of the
+partitions it starts in one query per job, and writes its attempts, then its changed states,
+then the configuration if it changed: a round each.
 """
 
 from __future__ import annotations

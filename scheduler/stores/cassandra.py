@@ -1,23 +1,17 @@
 """The Cassandra task store: the seed's wide rows, read forward so tombstones stay behind.
 
-Tables and why they are keyed as they are: see `cassandra_schema` and docs/cassandra.md. The
-points that shape this module:
+Tables and why they are keyed as they are: `cassandra_schema` and docs/cassandra.md.
 
-* A load walks the `buckets` index from the cursor's bucket to the bucket of `until_ms` and reads
-  each with clustering bounds `(scheduled_ms, ordering_id, uniqueness_key) > cursor`, so rows
-  deleted behind the cursor (completed tasks, i.e. tombstones) are never scanned again.
-* Every range read spans at most `read_slice_ms` of scheduled time (`schema.slices`), so one
-  query scans at most the tombstones of the tasks completed in that span, never a whole
-  bucket's: Cassandra refuses a read past `tombstone_failure_threshold`.
-* Writes group rows of one Cassandra partition into small UNLOGGED batches (one mutation, no
-  batchlog) and run them concurrently: the driver's cost is per request, not per row.
-* Status rows are joined by reading the same slice of the status table, capped; past the cap
-  (many retained statuses of completed tasks) the rest are fetched by a multi-column `IN`.
-* Index rows of buckets that are long past and empty are pruned when a load reads through them,
-  so a restart does not visit every finished hour again. Entries of the in-memory index cache are
-  trusted only while their bucket is recent; see `_PRUNE_AGE_MS`.
-* Absent optional status fields are stored as sentinels, not nulls: a null in an INSERT writes a
-  cell tombstone, three per status write would add up in every read.
+* A load walks the `buckets` index from the cursor's bucket and reads each bucket with clustering
+  bounds `> cursor`, so rows deleted behind the cursor (tombstones) are never scanned again; each
+  range read spans at most `read_slice_ms` (`schema.slices`), so one query never scans a whole
+  bucket's tombstones (Cassandra refuses a read past `tombstone_failure_threshold`).
+* Writes group rows of one Cassandra partition into small UNLOGGED batches, run concurrently: the
+  driver's cost is per request, not per row.
+* Status rows are joined by reading the same slice of the status table, capped; past the cap the
+  rest are fetched by a multi-column `IN`.
+* Index rows of long-past empty buckets are pruned when a load reads through them; the in-memory
+  index cache is trusted only while a bucket is recent (`_PRUNE_AGE_MS`).
 """
 
 from __future__ import annotations
@@ -73,10 +67,9 @@ log = logging.getLogger(__name__)
 _INDEX_BUILDING = "INDEX_NOT_AVAILABLE"
 """In the error of a read through an index the node has not built yet."""
 
-#: A bucket's index row is pruned only once the bucket ended this long ago, and the in-memory
-#: cache vouches for an index row only while its bucket ended less than half that long ago. The
-#: gap absorbs clock skew between a worker that cached an entry, lost the partition and got it
-#: back, and the worker that pruned the entry in between.
+#: A bucket's index row is pruned only once the bucket ended this long ago; the in-memory cache
+#: vouches for one only while its bucket ended less than half that long ago (the gap absorbs
+#: clock skew between a worker that cached an entry and one that pruned it meanwhile).
 _PRUNE_AGE_MS = 3_600_000
 _CACHE_TRUST_MS = _PRUNE_AGE_MS // 2
 _STATUS_INDEX_SLACK_S = 3600  # see record_statuses
@@ -171,7 +164,8 @@ class CassandraTaskStore(TaskStore):
         resolved when the store opens)."""
         self.replication = dict(replication or schema.DEFAULT_REPLICATION)
         schema.replication_literal(self.replication)  # validate now, not at first open
-        self._consistency = consistency_level(consistency)
+        self.consistency = consistency_level(consistency)
+        """The driver's value of the consistency level of every read and write."""
         self.local_dc = local_dc
         self.ttl_s = ttl_of(status_retention_s)
         self.connect_timeout_s = connect_timeout_s
@@ -222,33 +216,17 @@ class CassandraTaskStore(TaskStore):
         self._cluster, self._run = self._open_runner(self.retry_policy)
 
     def _open_runner(self, policy: RetryPolicy) -> tuple[Any, Runner]:
-        cluster, run = open_runner(
-            hosts=self.hosts,
-            port=self.port,
-            consistency=self._consistency,
-            local_dc=self.local_dc,
-            connect_timeout_s=self.connect_timeout_s,
-            request_timeout_s=self.request_timeout_s,
-            concurrency=self.max_concurrency,
-            policy=policy,
-            credentials=self.credentials,
-            tls=self.tls,
-        )
+        cluster, run = open_runner(self, policy)
         run.on_schema_gone = self._forget_indexes
         run.on_unavailable = self._unavailable
         return cluster, run
 
     def _unavailable(self, failing: Runner) -> BaseException | None:
         """After a statement failed for good on unreachable nodes: connect anew once every node
-        has been down for `_RECONNECT_AFTER_S`, and say why a new connection is refused.
-
-        The driver reconnects to a node that went down by itself, but it stops for good when the
-        node refuses the login once (cassandra-driver's reconnection handlers give up on
-        `AuthenticationFailed`): a password changed while a node restarted, or a role that could
-        not be read just then, would leave the store down even after the login works again. A
-        new connection is the way back, and one that is refused says why. The failing statement
-        still fails: its caller retries it, on the new connection if there is one.
-        """
+        has been down for `_RECONNECT_AFTER_S`, and say why a new connection is refused. The
+        driver's reconnections give up for good on a refused login (`AuthenticationFailed`), so
+        a password changed while a node restarted would leave the store down for ever; the
+        failing statement still fails, and its caller retries it on the new connection."""
         cluster = self._cluster
         if failing is not self._run or cluster is None:
             return None  # closed, or connected anew already

@@ -1,32 +1,11 @@
 """CQL definitions of the Cassandra task store, kept apart from the code that runs them.
 
-Seven tables in one keyspace. The schedule and status tables share one primary key, so that a
-status row sits beside the schedule row it describes and both are read with the same partition key
-and clustering bounds:
-
-* `schedule` ((partition, bucket), scheduled_ms, ordering_id, uniqueness_key) -> data: the seed's
-  ScheduledColumnFamily. One wide row per partition and time bucket, sorted in schedule order, so
-  loading is a forward slice of a few partitions.
-* `status` (same key) -> state, attempts, last_error, next_attempt_ms, updated_ms, data: the seed's
-  CompletionColumnFamily, extended; every row is written with a TTL (the status retention).
-  TimeWindowCompactionStrategy lets whole SSTables of expired rows be dropped at once.
-* `task_attempts` (same key, then attempt) -> started_ms, ended_ms, outcome, exit_code, error,
-  worker, log_path: each attempt's record, beside the status row it belongs to and clustered
-  by attempt number under it, so a task's history is one slice of one partition. Written with
-  the status retention as TTL, with unset (never null) values for what a write does not know,
-  so a record written at an attempt's start and again at its end merges without tombstones.
-* `buckets` (partition, bucket): which buckets may hold schedule rows, so that a load finds rows
-  of every age without probing every empty hour since the epoch.
-* `status_buckets` (partition, bucket): which buckets may hold status rows, for the admin view of
-  retained final states (their schedule buckets may already be pruned). Entries expire like the
-  status rows they point at.
-* `meta` (name) -> value: facts pinned once, such as the partition count, by a lightweight
-  transaction.
-
-With `ordering_index` (by default on a node of Cassandra 5.0 or later), `schedule.ordering_id`
-and `status.ordering_id` carry a Storage-Attached Index (Cassandra 5.0), so that a listing of
-one ordering id reads that id's rows of a bucket, not the bucket's (docs/cassandra.md,
-"Listings").
+The tables and why they are keyed as they are: docs/cassandra.md (Tables, Why this key
+structure). The schedule, status and task_attempts tables share one primary key, so a status row
+and a task's attempts sit beside the schedule row they describe and are read with the same
+partition key and clustering bounds. With `ordering_index`, `ordering_id` of schedule and status
+carries a Storage-Attached Index (Cassandra 5.0), so a listing of one ordering id reads that id's
+rows of a bucket, not the bucket's (docs/cassandra.md, Listings).
 
 Nothing here imports the driver; `scheduler schema apply` and the tests can show the DDL as text.
 """

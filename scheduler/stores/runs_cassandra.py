@@ -1,20 +1,12 @@
 """The run store on Cassandra, sharing the task store's connection and keyspace.
 
-Tables, designed from the queries:
-
-* `runs` by run id: the record. Created with a lightweight transaction (`IF NOT EXISTS`), so a
-  launch re-executed on another worker gets the run the first made; changed with conditional
-  updates (`IF status IN ...`), so a kill and the run's start on a PENDING run cannot both win.
-* `runs_by_program` ((program), created_ms DESC, run_id): `runs list --program`, newest first;
-  a page after a cursor is read with clustering bounds (the rest of the cursor's millisecond,
-  then the older ones), never by skipping rows.
-* `active_runs` ((program), run_id): a program's PENDING and RUNNING runs, what a launch counts
-  against a concurrency limit; a run leaves it when it ends. A crash between the `runs` write and
-  these index writes leaves them stale for a moment: the next write of the run repairs them,
-  and `active` checks each listed run's record, so a stale entry is never counted.
-
-Every write carries the retention as its TTL. Listing every program's runs reads `runs`
-(an admin read, bounded by `_SCAN_LIMIT`) and sorts it here.
+A run is created with a lightweight transaction (`IF NOT EXISTS`: a launch re-executed on another
+worker gets the run the first made) and changed with conditional updates (`IF status IN ...`: a
+kill and the start of a PENDING run cannot both win). `runs_by_program` pages with clustering
+bounds, never by skipping rows. A crash between the `runs` write and the index writes leaves them
+stale until the run's next write; `active` checks each listed run's record, so a stale entry is
+never counted. Every write carries the retention as its TTL; listing every program's runs reads
+`runs` (an admin read, bounded by `_SCAN_LIMIT`) and sorts it here.
 """
 
 from __future__ import annotations

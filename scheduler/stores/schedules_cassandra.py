@@ -1,15 +1,5 @@
-"""The schedule store on Cassandra, sharing the task store's connection and keyspace.
-
-Tables, designed from the queries:
-
-* `schedules` (name): the record; `schedules show`, and every task of the schedule's queue.
-* `schedules_by_kind` ((trigger_type, status), name): `schedules list` paged by name with a
-  trigger-type and/or status filter. Each (type, status) pair is one partition holding only
-  names (100,000 schedules are a few MB); a list without a filter merges the ten partitions by
-  name, reading at most `limit` rows of each.
-* `schedule_keys` ((event_key), name): the reverse index the events handler reads
-  (`program:<name>`, `dataset:<name>`, and `run-end:<program>` while a job waits for a run end).
-* `schedule_jobs` ((name), revision, generation): a schedule's jobs, oldest first.
+"""The schedule store on Cassandra, sharing the task store's connection and keyspace (its tables,
+designed from the queries: docs/cassandra.md, Tables).
 
 Writes come from the schedule's own queue one at a time and are idempotent (a task re-executed
 after a crash writes the same rows again), so no lightweight transactions are needed. Index rows
