@@ -178,8 +178,6 @@ class TaskStore(ABC):
         one (see `schema_gone`)."""
         return None
 
-    # -- metadata ---------------------------------------------------------------------------
-
     @abstractmethod
     def read_meta(self, name: str) -> str | None:
         """The value stored under `name`, or None if none is."""
@@ -191,8 +189,6 @@ class TaskStore(ABC):
         Used to pin the partition count the data was partitioned with (Cassandra: a lightweight
         transaction, so two workers starting at once agree).
         """
-
-    # -- schedule rows ----------------------------------------------------------------------
 
     def together(self) -> AbstractContextManager[None]:
         """A block whose writes (`write_tasks`, `record_statuses`, `delete_tasks`) this thread
@@ -223,8 +219,6 @@ class TaskStore(ABC):
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         """Remove schedule rows (no status change). Missing rows are ignored."""
 
-    # -- status rows ------------------------------------------------------------------------
-
     @abstractmethod
     def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
         """Upsert status rows (a later status of a key in `statuses` wins), and the attempt
@@ -252,8 +246,6 @@ class TaskStore(ABC):
         """The attempt records of one task not yet expired, by attempt number (an admin read;
         the engine never reads them). Empty for a task that never started."""
 
-    # -- admin ------------------------------------------------------------------------------
-
     @abstractmethod
     def list_tasks(
         self,
@@ -276,8 +268,6 @@ class TaskStore(ABC):
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
         """How many schedule rows of the partition are due at or before `now_ms` (only those
         after `after`, if given: from a reload mark, without reading the rows behind it)."""
-
-    # -- malformed records ------------------------------------------------------------------
 
     @abstractmethod
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:

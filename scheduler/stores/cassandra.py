@@ -23,6 +23,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 from cassandra.query import UNSET_VALUE, PreparedStatement
@@ -197,8 +198,6 @@ class CassandraTaskStore(TaskStore):
     def target(self) -> str:
         return ", ".join(f"{host}:{self.port}" for host in self.hosts)
 
-    # -- lifecycle ----------------------------------------------------------------------------
-
     def open(self, *, create_schema: bool = True) -> None:
         if self._run is None:
             self._connect()
@@ -361,8 +360,6 @@ class CassandraTaskStore(TaskStore):
             run, self.keyspace, schema.statements(self.keyspace), expect_tables=expect_tables
         )
 
-    # -- metadata -----------------------------------------------------------------------------
-
     def read_meta(self, name: str) -> str | None:
         rows = self._runner().one(self._q["meta_get"], (name,), f"read meta {name!r}")
         return str(rows[0][0]) if rows and rows[0][0] is not None else None
@@ -383,8 +380,6 @@ class CassandraTaskStore(TaskStore):
             claimed = str(row[list(result.column_names).index("value")])
         self._claimed[name] = claimed
         return claimed
-
-    # -- schedule rows ------------------------------------------------------------------------
 
     def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
         latest = {task.key: task for task in tasks}  # concurrent upserts of one key would race
@@ -547,8 +542,6 @@ class CassandraTaskStore(TaskStore):
         bucket = key.scheduled_ms // self.bucket_ms
         return (partition, bucket, key.scheduled_ms, key.ordering_id, key.uniqueness_key)
 
-    # -- status rows --------------------------------------------------------------------------
-
     def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
         latest = _latest(statuses)
         if not latest:
@@ -615,8 +608,6 @@ class CassandraTaskStore(TaskStore):
         )
         return sorted(map(decode_attempt, rows), key=lambda attempt: attempt.number)
 
-    # -- admin --------------------------------------------------------------------------------
-
     def list_tasks(
         self,
         partition: int,
@@ -642,18 +633,13 @@ class CassandraTaskStore(TaskStore):
         # Without the index the node filters each span for the id: a span answers a few rows,
         # so a bucket's spans are read in one round, not in widening ones.
         filtered = ordering_id is not None and not indexed
-        run = self._runner()
         width, span = self.bucket_ms, self.read_slice_ms
+        page = partial(admin.page, self._runner(), self._q, partition, width, limit=limit)
+        page = partial(page, after=after, until_ms=until_ms)
         try:
-            return admin.page(
-                *(run, self._q, partition, width, width if indexed else span),
-                limit=limit,
-                after=after,
-                until_ms=until_ms,
-                ordering_id=ordering_id,
-                keep=keep,
-                at_once=admin.FILTERED_AT_ONCE if filtered else 1,
-            )
+            at_once = admin.FILTERED_AT_ONCE if filtered else 1
+            spans = width if indexed else span
+            return page(spans, ordering_id=ordering_id, keep=keep, at_once=at_once)
         except Exception as error:
             if ordering_id is None or _INDEX_BUILDING not in str(error):
                 raise
@@ -666,19 +652,13 @@ class CassandraTaskStore(TaskStore):
         )
         # A name of its own: `keep` above closes over `wanted`, the states asked for.
         the_id, kept = ordering_id, keep
-        return admin.page(
-            *(run, self._q, partition, width, span),
-            limit=limit,
-            after=after,
-            until_ms=until_ms,
-            keep=lambda view: view.task.ordering_id == the_id and (kept is None or kept(view)),
+        return page(
+            span, keep=lambda view: view.task.ordering_id == the_id and (kept is None or kept(view))
         )
 
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
         run, width, span = self._runner(), self.bucket_ms, self.read_slice_ms
         return admin.count_due(run, self._q, partition, now_ms, width, span, after)
-
-    # -- malformed records --------------------------------------------------------------------
 
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:
         block = schema.MALFORMED_BLOCK

@@ -83,18 +83,10 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
 
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
         record = _record(run)
+        row = (self.ttl_s, run.program, str(run.status), run.created_ms, record, run.run_id)
+        statuses = [str(s) for s in expected]
         result = self._runner().result(
-            self._q["transition"],
-            (
-                self.ttl_s,
-                run.program,
-                str(run.status),
-                run.created_ms,
-                record,
-                run.run_id,
-                [str(s) for s in expected],
-            ),
-            f"update run {run.run_id}",
+            self._q["transition"], (*row, statuses), f"update run {run.run_id}"
         )
         applied = bool(result.was_applied)
         if not applied:
@@ -106,20 +98,13 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
         return applied
 
     def _index(self, run: Run) -> None:
-        record = _record(run)
-        self._one(
-            "index",
-            (run.program, run.created_ms, run.run_id, str(run.status), record, self.ttl_s),
-            f"index run {run.run_id}",
-        )
+        what = f"index run {run.run_id}"
+        row = (run.program, run.created_ms, run.run_id, str(run.status), _record(run), self.ttl_s)
+        self._one("index", row, what)
         if run.status.is_active:
-            self._one(
-                "activate",
-                (run.program, run.run_id, run.created_ms, self.ttl_s),
-                f"index run {run.run_id}",
-            )
+            self._one("activate", (run.program, run.run_id, run.created_ms, self.ttl_s), what)
         else:
-            self._one("deactivate", (run.program, run.run_id), f"index run {run.run_id}")
+            self._one("deactivate", (run.program, run.run_id), what)
 
     def active(self, program: str) -> list[Run]:
         ids = [row[0] for row in self._one("active", (program,), f"list active runs of {program}")]

@@ -149,8 +149,6 @@ class SqliteTaskStore(TaskStore):
         """The file's device and inode when this process first opened it (None: not yet, or in
         memory); its connections keep that file open even after it is deleted."""
 
-    # -- lifecycle -------------------------------------------------------------------------
-
     def open(self, *, create_schema: bool = True) -> None:
         self._closed = False
         if create_schema:
@@ -247,8 +245,6 @@ class SqliteTaskStore(TaskStore):
         ms = key.scheduled_ms
         return (partition, ms // self.bucket_ms, ms, key.ordering_id, key.uniqueness_key)
 
-    # -- metadata --------------------------------------------------------------------------
-
     def read_meta(self, name: str) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE name = ?", (name,))
         return str(rows[0][0]) if rows else None
@@ -260,8 +256,6 @@ class SqliteTaskStore(TaskStore):
             )
             row = connection.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return str(row[0])
-
-    # -- schedule rows ---------------------------------------------------------------------
 
     def together(self) -> AbstractContextManager[None]:
         return self._group.together()
@@ -289,8 +283,6 @@ class SqliteTaskStore(TaskStore):
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._key_row(partition, key) for key in keys]
         self._group.run(many_keys("DELETE FROM schedule WHERE", _KEY_WHERE, rows))
-
-    # -- status rows -----------------------------------------------------------------------
 
     def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
         # Run by every partition's tracker for every task: each key's row values are made once
@@ -379,8 +371,6 @@ class SqliteTaskStore(TaskStore):
             connection.execute("DELETE FROM malformed WHERE expires_ms <= ?", (_now_ms(),))
             connection.execute("DELETE FROM attempts WHERE expires_ms <= ?", (_now_ms(),))
 
-    # -- admin -----------------------------------------------------------------------------
-
     def list_tasks(
         self,
         partition: int,
@@ -425,8 +415,6 @@ class SqliteTaskStore(TaskStore):
             sql += " AND (scheduled_ms, ordering_id, uniqueness_key) > (?, ?, ?)"
             rows = self._read(sql, (partition, now_ms, *after))
         return int(rows[0][0])
-
-    # -- malformed records -----------------------------------------------------------------
 
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:
         expires = _now_ms() + self.status_retention_ms
