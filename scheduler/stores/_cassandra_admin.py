@@ -5,14 +5,13 @@ task's status outlives its schedule bucket's index row."""
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from scheduler.model import ScheduleCursor, Task, TaskKey
+from scheduler.model import ScheduleCursor, Task
 from scheduler.stores import cassandra_schema as schema
 from scheduler.stores._cassandra_session import Item, Runner
 from scheduler.stores.abc import TaskView
@@ -148,7 +147,7 @@ class _Read:
         status, status_end = self._table(results)
         ends = [end for end in (task_end, status_end) if end is not None]
         boundary = min(ends) if ends else None
-        tasks = {TaskKey.from_ms(oid, ms, uk): data for ms, oid, uk, data in schedule}
+        tasks = {task.key: task for task in map(schema.decode_task, schedule)}
         statuses = {s.key: s for s in map(schema.decode_status, status)}
         views = []
         for key in sorted(tasks.keys() | statuses.keys()):
@@ -159,9 +158,7 @@ class _Read:
                 break
             found = statuses.get(key)
             if key in tasks:
-                views.append(
-                    TaskView(self.partition, Task.from_key(key, json.loads(tasks[key])), found)
-                )
+                views.append(TaskView(self.partition, tasks[key], found))
             elif found is not None and found.state.is_final:
                 views.append(TaskView(self.partition, Task.from_key(key, found.data or {}), found))
         return views, boundary

@@ -385,14 +385,9 @@ class CassandraTaskStore(TaskStore):
         latest = {task.key: task for task in tasks}  # concurrent upserts of one key would race
         if not latest:
             return
-        q, width = self._q, self.bucket_ms
-        rows: list[Params] = []
-        buckets: set[int] = set()
-        for key, task in latest.items():
-            buckets.add(key.scheduled_ms // width)
-            data = json.dumps(task.data, separators=(",", ":"))
-            rows.append((*self._row_key(partition, key), data))
-        unindexed = self._unindexed(partition, buckets)
+        q, dumps = self._q, json.JSONEncoder(separators=(",", ":")).encode
+        rows = [(*self._row_key(partition, key), dumps(task.data)) for key, task in latest.items()]
+        unindexed = self._unindexed(partition, {row[1] for row in rows})
         # Index rows go first in the same concurrent run; the call returns only when all rows
         # are written, and a caller that sees an error writes the batch again.
         items: list[Item] = [(q["index"], (partition, bucket)) for bucket in unindexed]
@@ -450,10 +445,7 @@ class CassandraTaskStore(TaskStore):
             if not rows and whole and end <= _now_ms() - _PRUNE_AGE_MS:
                 self._prune(partition, bucket)
             if rows:
-                found[bucket] = [
-                    Task.from_key(TaskKey.from_ms(oid, ms, uk), json.loads(data))
-                    for ms, oid, uk, data in rows
-                ]
+                found[bucket] = [schema.decode_task(row) for row in rows]
                 count += len(rows)
             if count >= limit:
                 break
@@ -465,14 +457,9 @@ class CassandraTaskStore(TaskStore):
             (self._q["load_in"], (partition, bucket, cursors))
             for bucket, cursors in self._by_bucket(keys)
         ]
-        tasks = sorted(
-            (
-                Task.from_key(TaskKey.from_ms(oid, ms, uk), json.loads(data))
-                for rows in self._runner().many(items, "load tasks by key")
-                for ms, oid, uk, data in rows
-            ),
-            key=lambda task: task.key,
-        )
+        found = self._runner().many(items, "load tasks by key")
+        tasks = [schema.decode_task(row) for rows in found for row in rows]
+        tasks.sort(key=lambda task: task.key)
         statuses = self.fetch_statuses(partition, [task.key for task in tasks]) if tasks else {}
         return [StoredTask(task, statuses.get(task.key)) for task in tasks]
 

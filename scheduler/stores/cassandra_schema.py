@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from scheduler.errors import ConfigurationError
-from scheduler.model import ScheduleCursor, TaskKey, TaskState, TaskStatus
+from scheduler.model import ScheduleCursor, Task, TaskKey, TaskState, TaskStatus
 
 #: Cassandra's own rule for unquoted keyspace names (48 characters since 3.0).
 _KEYSPACE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
@@ -265,6 +265,12 @@ def encode_status(status: TaskStatus) -> tuple[Any, ...]:
         status.updated_ms,
         "" if status.data is None else json.dumps(status.data, separators=(",", ":")),
     )
+
+
+def decode_task(row: tuple[Any, ...]) -> Task:
+    """A schedule row as read by the `load_*` and `scan*` statements."""
+    ms, ordering_id, uniqueness_key, data = row
+    return Task.from_key(TaskKey.from_ms(ordering_id, ms, uniqueness_key), json.loads(data))
 
 
 def decode_status(row: tuple[Any, ...]) -> TaskStatus:
