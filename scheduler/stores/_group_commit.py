@@ -57,14 +57,10 @@ class GroupCommit:
         self._held.statements = held
         try:
             yield
-        except BaseException:
+        finally:
             self._held.statements = None
             if held:
                 self.run(held)
-            raise
-        self._held.statements = None
-        if held:
-            self.run(held)
 
     def run(self, statements: Sequence[Statement]) -> None:
         """Execute `statements` durably (in one savepoint); raise what made them fail."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from scheduler.model import (
@@ -73,17 +73,9 @@ class MalformedRecord:
     seen_ms: int
     """When a worker set it aside."""
 
-    def columns(self) -> tuple[int, str, bytes | None, bytes | None, int, int, int]:
+    def columns(self) -> tuple[Any, ...]:
         """Every field after `partition`, in order: what the stores write beside their keys."""
-        return (
-            self.offset,
-            self.reason,
-            self.key,
-            self.value,
-            self.value_bytes,
-            self.timestamp_ms,
-            self.seen_ms,
-        )
+        return astuple(self)[1:]
 
     @classmethod
     def of(

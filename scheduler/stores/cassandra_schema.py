@@ -167,15 +167,8 @@ def slices(
 ) -> Iterator[tuple[ScheduleCursor, int]]:
     """The (after, below) bounds of the reads that cover the rows after the cursor `after` and
     scheduled before `below_ms`, each at most `width_ms` of scheduled time wide (aligned to
-    multiples of it).
-
-    Cassandra scans every tombstone between a read's bounds before it finds the next live row,
-    and refuses a read past `tombstone_failure_threshold` (100,000 by default). A read that
-    crosses hours of completed tasks in one query (a new owner without a reload mark, a mark
-    held back by stragglers, `scheduler tasks list`) could hit it; one bounded to `width_ms`
-    scans at most the tombstones of the tasks completed in that span. The steady read from a
-    tree's checkpoint spans a second or two, so it stays one query.
-    """
+    multiples of it): Cassandra scans every tombstone between a read's bounds and refuses a read
+    past `tombstone_failure_threshold`, which hours of completed tasks in one query could hit."""
     while after[0] < below_ms:
         upper = min(below_ms, (after[0] // width_ms + 1) * width_ms)
         yield after, upper
@@ -185,16 +178,11 @@ def slices(
 def statements(ks: str) -> dict[str, str]:
     """The store's queries by name, to be prepared once per session.
 
-    Upper bounds are written `(scheduled_ms, ordering_id, uniqueness_key) < (hi, '', '')`, which
-    is exactly `scheduled_ms < hi` because no key has an empty ordering id; lower bounds
-    `> (lo, '', '')` likewise mean `scheduled_ms >= lo`. Range reads of a bucket carry both
-    bounds, one `slices` span at a time; the listing scans (`scan`, `status_scan`) take a whole
-    cursor as their lower bound, so that a page resumes inside the bucket, after the last row
-    shown, rather than reading the cursor's millisecond again, and a LIMIT, so that a page reads
-    about the rows it shows. A listing of one ordering id cannot restrict `ordering_id` beside a
-    tuple bound (Cassandra refuses an equality and an inequality on one column), so it reads the
-    rest of the cursor's millisecond by key (`*_at`) and the span after it filtered (`*_of`).
-    """
+    Bounds `< (hi, '', '')` and `> (lo, '', '')` mean exactly `scheduled_ms < hi` and
+    `scheduled_ms >= lo`, since no key has an empty ordering id. The listing scans take a whole
+    cursor as lower bound (a page resumes right after its last row) and a LIMIT. A listing of one
+    ordering id cannot restrict `ordering_id` beside a tuple bound, so it reads the rest of the
+    cursor's millisecond by key (`*_at`) and the span after it filtered (`*_of`)."""
     return {
         "write": f"INSERT INTO {ks}.schedule (partition, bucket, {_COLUMNS}, data)"
         " VALUES (?, ?, ?, ?, ?, ?)",

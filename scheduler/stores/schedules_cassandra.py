@@ -102,11 +102,8 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
         self._one("list_add", (record.trigger_type, record.status, name), what)
         for key in sorted(event_keys(record.schedule)):
             self._one("key_add", (key, name), what)
-        self._one(
-            "put",
-            (name, record.trigger_type, record.status, _dump(stored_json(record))),
-            what,
-        )
+        row = (name, record.trigger_type, record.status, _dump(stored_json(record)))
+        self._one("put", row, what)
 
     def delete(self, name: str) -> None:
         what = f"delete schedule {name}"
@@ -190,8 +187,7 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
         self.put_jobs([job])
 
     def jobs(self, name: str) -> list[Job]:
-        rows = self._one("jobs", (name,), f"read jobs of {name}")
-        return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
+        return self.jobs_of([name])[name]
 
     def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
         unique = list(dict.fromkeys(names))

@@ -95,13 +95,9 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
     def _page(
         self, trigger_type: str | None, status: str | None, after: str, limit: int
     ) -> list[Any]:
-        where, params = ["name > ?"], [after]
-        if trigger_type is not None:
-            where.append("trigger_type = ?")
-            params.append(trigger_type)
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
+        given = {"trigger_type = ?": trigger_type, "status = ?": status}
+        where = ["name > ?", *(term for term, value in given.items() if value is not None)]
+        params = [after, *(value for value in given.values() if value is not None)]
         return self._read(
             f"SELECT record FROM schedules WHERE {' AND '.join(where)} ORDER BY name LIMIT ?",
             (*params, limit),
@@ -125,8 +121,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         self.put_jobs([job])
 
     def jobs(self, name: str) -> list[Job]:
-        rows = self._read("SELECT record FROM schedule_jobs WHERE name = ?", (name,))
-        return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
+        return self.jobs_of([name])[name]
 
     def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
         found: dict[str, list[Job]] = {name: [] for name in names}

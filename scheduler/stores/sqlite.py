@@ -367,9 +367,8 @@ class SqliteTaskStore(TaskStore):
             return
         self._next_purge = now + _PURGE_INTERVAL_S
         with self._write() as connection:
-            connection.execute("DELETE FROM status WHERE expires_ms <= ?", (_now_ms(),))
-            connection.execute("DELETE FROM malformed WHERE expires_ms <= ?", (_now_ms(),))
-            connection.execute("DELETE FROM attempts WHERE expires_ms <= ?", (_now_ms(),))
+            for table in ("status", "malformed", "attempts"):
+                connection.execute(f"DELETE FROM {table} WHERE expires_ms <= ?", (_now_ms(),))
 
     def list_tasks(
         self,
