@@ -199,8 +199,7 @@ class CassandraTaskStore(TaskStore):
         return ", ".join(f"{host}:{self.port}" for host in self.hosts)
 
     def open(self, *, create_schema: bool = True) -> None:
-        if self._run is None:
-            self._connect()
+        self._runner(connect_if_needed=True)
         if create_schema:
             self.apply_schema()
         else:
@@ -210,9 +209,6 @@ class CassandraTaskStore(TaskStore):
                 self.ordering_index = driver.has_ordering_indexes(
                     self._runner(), self.keyspace, schema.ORDERING_INDEXES.values()
                 )
-
-    def _connect(self) -> None:
-        self._cluster, self._run = self._open_runner(self.retry_policy)
 
     def _open_runner(self, policy: RetryPolicy) -> tuple[Any, Runner]:
         cluster, run = open_runner(self, policy)
@@ -300,12 +296,10 @@ class CassandraTaskStore(TaskStore):
 
     def apply_schema(self) -> str:
         """Create the keyspace and tables if missing (idempotent), then prepare statements;
-        the keyspace's replication as Cassandra has it (a CQL map literal).
-
-        Connects first if `open()` was not called (the `scheduler schema apply` command); call
-        `close()` afterwards. An existing keyspace keeps its replication: a mismatch is logged,
-        since changing it needs `ALTER KEYSPACE` and a repair, an operator's decision.
-        """
+        the keyspace's replication as Cassandra has it (a CQL map literal). Connects first if
+        `open()` was not called (`scheduler schema apply`; call `close()` afterwards). An
+        existing keyspace keeps its replication (changing it needs a repair): a mismatch is
+        logged."""
         run = self._runner(connect_if_needed=True)
         if self.ordering_index_setting == "auto":
             # SAI exists from Cassandra 5.0: a 4.x node would refuse the index and the start.
@@ -343,7 +337,7 @@ class CassandraTaskStore(TaskStore):
 
     def _runner(self, *, connect_if_needed: bool = False) -> Runner:
         if self._run is None and connect_if_needed:
-            self._connect()
+            self._cluster, self._run = self._open_runner(self.retry_policy)
         if self._run is None:
             raise BackendUnavailableError("the Cassandra task store is not open; call open()")
         return self._run

@@ -146,6 +146,4 @@ def _run(record: str) -> Run:
 
 
 def _now_ms() -> int:
-    # The stores read the wall clock themselves, as stores/sqlite.py does: an adapter imports
-    # nothing of the engine above it (the import contracts in pyproject.toml).
     return time.time_ns() // 1_000_000
