@@ -386,14 +386,34 @@ class SqliteTaskStore(TaskStore):
             return []
         s_range, range_params = _time_range("s", after, from_ms, until_ms)
         t_range, _ = _time_range("t", after, from_ms, until_ms)
-        if ordering_id is None:
-            sql, params = _page_sql(partition, s_range, t_range, range_params, wanted, limit)
+        now = _now_ms()
+        s_params: list[Any] = [now, partition, *range_params]
+        t_params: list[Any] = [partition, now, *_FINAL, *range_params]
+        marks = ", ".join("?" * len(wanted or ()))
+        if ordering_id is not None:
+            # One id's rows are few and scattered over the partition: the filter is left to
+            # the planner, which finds them through the key and sorts only them.
+            sql = f"SELECT * FROM ({_union(s_range, t_range)}) WHERE ordering_id = ?"
+            params = [*s_params, *t_params, ordering_id]
+            if wanted is not None:
+                sql += f" AND st IN ({marks})"
+                params += wanted
         else:
-            sql, params = _ordering_id_sql(
-                partition, ordering_id, s_range, t_range, range_params, wanted, limit
-            )
+            # Each half ordered and limited on its own (the by-time indexes serve both), so a
+            # page reads about `limit` rows of each table; a union ordered only as a whole is
+            # materialised and sorted whole: the whole partition for a page of 100.
+            if wanted is not None:
+                s_range += f" AND COALESCE(t.state, 'pending') IN ({marks})"
+                t_range += f" AND t.state IN ({marks})"
+                s_params += wanted
+                t_params += wanted
+            s_order = " ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?"
+            t_order = " ORDER BY t.scheduled_ms, t.ordering_id, t.uniqueness_key LIMIT ?"
+            sql = _union(s_range, t_range, s_order, t_order)
+            params = [*s_params, limit, *t_params, limit]
+        sql += " ORDER BY scheduled_ms, ordering_id, uniqueness_key LIMIT ?"
         views = []
-        for ms, oid, uk, task_data, _state, *status in self._read(sql, params):
+        for ms, oid, uk, task_data, _state, *status in self._read(sql, [*params, limit]):
             key = TaskKey.from_ms(oid, ms, uk)
             row_status = _status(key, status) if status[0] else None
             if task_data is not None:
@@ -519,59 +539,6 @@ def _union(s_range: str, t_range: str, s_tail: str = "", t_tail: str = "") -> st
         " AND s.scheduled_ms = t.scheduled_ms AND s.ordering_id = t.ordering_id"
         f" AND s.uniqueness_key = t.uniqueness_key){t_tail})"
     )
-
-
-def _page_sql(
-    partition: int,
-    s_range: str,
-    t_range: str,
-    range_params: list[Any],
-    wanted: list[str] | None,
-    limit: int,
-) -> tuple[str, list[Any]]:
-    """`list_tasks` of a whole partition: each half of the union ordered and limited on its
-    own (the by-time indexes serve both), so a page reads about `limit` rows of each table. A
-    union ordered only as a whole is materialised and sorted whole: the whole partition for a
-    page of 100."""
-    now = _now_ms()
-    s_params: list[Any] = [now, partition, *range_params]
-    t_params: list[Any] = [partition, now, *_FINAL, *range_params]
-    if wanted is not None:
-        marks = ", ".join("?" * len(wanted))
-        s_range += f" AND COALESCE(t.state, 'pending') IN ({marks})"
-        t_range += f" AND t.state IN ({marks})"
-        s_params += wanted
-        t_params += wanted
-    sql = _union(
-        s_range,
-        t_range,
-        " ORDER BY s.scheduled_ms, s.ordering_id, s.uniqueness_key LIMIT ?",
-        " ORDER BY t.scheduled_ms, t.ordering_id, t.uniqueness_key LIMIT ?",
-    )
-    sql += " ORDER BY scheduled_ms, ordering_id, uniqueness_key LIMIT ?"
-    return sql, [*s_params, limit, *t_params, limit, limit]
-
-
-def _ordering_id_sql(
-    partition: int,
-    ordering_id: str,
-    s_range: str,
-    t_range: str,
-    range_params: list[Any],
-    wanted: list[str] | None,
-    limit: int,
-) -> tuple[str, list[Any]]:
-    """`list_tasks` of one ordering id: its rows are few and scattered over the partition, so
-    the filter is left to the planner, which finds them through the key and sorts only them."""
-    now = _now_ms()
-    sql = "SELECT * FROM (" + _union(s_range, t_range) + ") WHERE ordering_id = ?"
-    params: list[Any] = [now, partition, *range_params, partition, now, *_FINAL]
-    params += [*range_params, ordering_id]
-    if wanted is not None:
-        sql += f" AND st IN ({', '.join('?' * len(wanted))})"
-        params.extend(wanted)
-    sql += " ORDER BY scheduled_ms, ordering_id, uniqueness_key LIMIT ?"
-    return sql, [*params, limit]
 
 
 def _time_range(
