@@ -12,6 +12,16 @@ from typing import Any
 
 from scheduler._sqlite_open import open_wal, rollback, unavailable
 
+IN_LIMIT = 500
+"""Ids per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
+
+
+def in_chunks(ids: Sequence[str]) -> Iterator[tuple[tuple[str, ...], str]]:
+    """`ids` in chunks of at most `IN_LIMIT`, each with the `?` marks of its `IN (...)`."""
+    for start in range(0, len(ids), IN_LIMIT):
+        chunk = tuple(ids[start : start + IN_LIMIT])
+        yield chunk, ",".join("?" * len(chunk))
+
 
 class SqliteFile:
     """Opens, closes and guards one SQLite connection; subclasses name their `what` and

@@ -13,7 +13,7 @@ from typing import Any
 
 from scheduler.programs.abc import RunCursor, RunStore
 from scheduler.programs.model import ACTIVE, Run, RunStatus
-from scheduler.stores._sqlite_file import SqliteFile
+from scheduler.stores._sqlite_file import SqliteFile, in_chunks
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -23,8 +23,6 @@ CREATE INDEX IF NOT EXISTS runs_by_program ON runs (program, created_ms DESC);
 CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_ms DESC);
 """
 _PURGE_PER_CREATE = 100
-_IN_LIMIT = 500
-"""Ids per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
 
 
 class SqliteRunStore(SqliteFile, RunStore):
@@ -56,9 +54,7 @@ class SqliteRunStore(SqliteFile, RunStore):
                 (now, _PURGE_PER_CREATE),
             )
             found: dict[str, Run] = {}
-            for start in range(0, len(ids), _IN_LIMIT):
-                chunk = ids[start : start + _IN_LIMIT]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 db.execute(
                     f"DELETE FROM runs WHERE run_id IN ({marks}) AND expires_ms <= ?",
                     (*chunk, now),

@@ -19,7 +19,7 @@ from scheduler.schedules.abc import (
     with_fire_state,
 )
 from scheduler.schedules.job import Job
-from scheduler.stores._sqlite_file import SqliteFile
+from scheduler.stores._sqlite_file import SqliteFile, in_chunks
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedules (
@@ -191,17 +191,11 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return written
 
 
-_IN_LIMIT = 500
-"""Names per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
-
-
 def _records_of(
     read: Callable[[str, tuple[str, ...]], Iterable[Any]], table: str, names: Sequence[str]
 ) -> Iterator[tuple[str, str]]:
-    """The (name, record) rows of `table` for `names`, read `_IN_LIMIT` names at a time."""
-    for start in range(0, len(names), _IN_LIMIT):
-        chunk = tuple(names[start : start + _IN_LIMIT])
-        marks = ",".join("?" * len(chunk))
+    """The (name, record) rows of `table` for `names`, read `IN_LIMIT` names at a time."""
+    for chunk, marks in in_chunks(names):
         yield from read(f"SELECT name, record FROM {table} WHERE name IN ({marks})", chunk)
 
 
