@@ -328,21 +328,17 @@ class SqliteTaskStore(TaskStore):
         # One statement per chunk: the keys as a VALUES table joined on the primary key. A query
         # per key cost more than the rest of a task's trip through the engine.
         now = _now_ms()
-        connection = self._connection()
         found: dict[TaskKey, TaskStatus] = {}
-        try:
-            for chunk in chunks(list(keys)):
-                params: list[Any] = []
-                for key in chunk:
-                    ms = key.scheduled_ms
-                    params += (ms // self.bucket_ms, ms, key.ordering_id, key.uniqueness_key)
-                params += (partition, now)
-                rows = connection.execute(_fetch_sql(len(chunk)), params).fetchall()
-                for ms, ordering_id, uniqueness_key, *status in rows:
-                    key = TaskKey.from_ms(ordering_id, ms, uniqueness_key)
-                    found[key] = _status(key, status)
-        except sqlite3.OperationalError as error:
-            raise self._unavailable(error) from error
+        for chunk in chunks(list(keys)):
+            params: list[Any] = []
+            for key in chunk:
+                ms = key.scheduled_ms
+                params += (ms // self.bucket_ms, ms, key.ordering_id, key.uniqueness_key)
+            params += (partition, now)
+            rows = self._read(_fetch_sql(len(chunk)), params)
+            for ms, ordering_id, uniqueness_key, *status in rows:
+                key = TaskKey.from_ms(ordering_id, ms, uniqueness_key)
+                found[key] = _status(key, status)
         return found
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
