@@ -86,8 +86,7 @@ empty, so a round costs about one query's wait."""
 
 FILTERED_AT_ONCE = 64
 """Spans read in one concurrent round when the node filters them by ordering id (no index):
-each returns only that id's rows, so a bucket of an hour in spans of a minute is one round
-instead of seven widening ones (1, 2, 4, 8, 16, 16, 13 spans)."""
+each returns only that id's rows, so an hour's bucket is one round, not seven widening ones."""
 
 MAX_ROWS = 5_000
 """The largest LIMIT of one query, reached when a filter (the states) refuses the rows read."""

@@ -80,8 +80,7 @@ _IN_CHUNK = 100  # keys per multi-column IN; keeps each read small and its coord
 _MIN_BUCKET = -(2**63)
 _RECONNECT_AFTER_S = 10.0
 """With every node down this long, the store connects anew (see `_unavailable`), at most this
-often: the driver's own reconnections wait at most 5 s between tries, so a node that answers
-has been found by then."""
+often (the driver's own reconnections wait at most 5 s between tries)."""
 _ONE_TRY = RetryPolicy(attempts=1)
 
 
@@ -280,9 +279,8 @@ class CassandraTaskStore(TaskStore):
         )
 
     def _forget_indexes(self) -> None:
-        """The keyspace or a table was dropped: the index rows these caches vouch for went with
-        it. Kept, they would let rows written after `schema apply` recreates the tables go
-        without index rows, and loads, which read the index, would never find those tasks."""
+        """The keyspace or a table was dropped, and the index rows these caches vouch for with
+        it: kept, they would let rows written after `schema apply` go without index rows."""
         with self._lock:
             self._indexed.clear()
             self._status_indexed.clear()
@@ -685,9 +683,8 @@ class CassandraTaskStore(TaskStore):
         return {p: n for p, n in counts.items() if n}
 
     def _malformed_blocks(self, run: Runner) -> list[tuple[int, int]]:
-        """The malformed table's partition keys, (partition, block), in order. Malformed records
-        are few, so listing them is cheap; it is the only way to find a partition's blocks
-        without an index table."""
+        """The malformed table's partition keys, (partition, block), in order (malformed records
+        are few: listing them is cheap, and needs no index table)."""
         rows = run.one(self._q["malformed_blocks"], None, "list malformed records")
         return sorted((p, b) for p, b in rows)
 
