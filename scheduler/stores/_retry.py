@@ -47,11 +47,9 @@ def call_with_retries(
 ) -> T:
     """Return `operation()`, retrying on `transient` errors; when the policy is exhausted raise
     `BackendUnavailableError(describe(last_error))` chained to the last error. Other errors
-    propagate at once: retrying a bad query or a bug only hides it.
-
-    `announce(error, tries_made, seconds_the_try_took)` is called before each retry, for a
-    caller whose tries can be slow enough that a user would otherwise wait without a word; else
-    each retry is a DEBUG line."""
+    propagate at once: retrying a bad query or a bug only hides it. Before each retry,
+    `announce(error, tries_made, seconds_the_try_took)` if given (tries slow enough that a user
+    would otherwise wait without a word), else a DEBUG line."""
     delays = policy.delays()
     tries = 0
     while True:

@@ -1,20 +1,16 @@
 """The embedded task store: one SQLite file with the key structure of the Cassandra tables.
 
-The tables mirror Cassandra's so that the engine exercises the same access paths in both modes:
 `schedule` and `status` are keyed by `(partition, bucket, scheduled_ms, ordering_id,
-uniqueness_key)` and stored WITHOUT ROWID, so rows are clustered by that key as in a Cassandra
-partition. SQLite does not need the bucket to find rows, though: a secondary index on
-`(partition, scheduled_ms, ordering_id, uniqueness_key)` lets `load_tasks` read forward from the
-cursor with a row-value range, so rows of every age are found without walking buckets.
+uniqueness_key)` WITHOUT ROWID, clustered as in a Cassandra partition, so the engine exercises
+the same access paths in both modes; an index without the bucket lets `load_tasks` read forward
+from the cursor with a row-value range, finding rows of every age without walking buckets.
 
-Concurrency: every thread gets its own connection (readers never block each other in WAL mode);
-writers of this process queue on one lock instead of SQLite's busy handler, whose sleeps would
-add milliseconds under contention; `busy_timeout` still covers another process (the CLI) writing.
+Concurrency: a connection per reading thread (WAL readers never block each other); this
+process's writers queue on one lock rather than in SQLite's busy handler, whose sleeps add
+milliseconds; `busy_timeout` still covers another process (the CLI) writing.
 
-Durability: WAL with `synchronous=NORMAL` by default. A commit is in the WAL file when the call
-returns, so it survives a crash or kill -9 of the process, but not a power loss or OS crash,
-which may lose the last transactions. Pass `synchronous="FULL"` to fsync every commit when that
-matters more than write latency.
+Durability: WAL with `synchronous=NORMAL` by default: a commit survives a crash or kill -9 of the
+process, not a power loss or OS crash. `synchronous="FULL"` fsyncs every commit.
 """
 
 from __future__ import annotations
