@@ -1,22 +1,17 @@
-"""The admin view's reads of the Cassandra task store.
-
-Unlike the engine's loads, these read buckets from any cursor, tombstones included: a page
-reads about the rows it shows (each query has a LIMIT, see `page`). Like the loads,
-they read a bucket in spans of the store's `read_slice_ms` (`schema.slices`), so no one query
-scans more tombstones than the tasks completed in one span. Both bucket indexes are walked,
-because a failed task's status outlives its schedule bucket's index row.
-"""
+"""The admin view's reads of the Cassandra task store: from any cursor, tombstones included, a
+page reading about the rows it shows (each query has a LIMIT), a bucket in spans of
+`read_slice_ms` (`schema.slices`) like the loads. Both bucket indexes are walked: a failed
+task's status outlives its schedule bucket's index row."""
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from scheduler.model import ScheduleCursor, Task, TaskKey
+from scheduler.model import ScheduleCursor, Task
 from scheduler.stores import cassandra_schema as schema
 from scheduler.stores._cassandra_session import Item, Runner
 from scheduler.stores.abc import TaskView
@@ -46,15 +41,11 @@ def page(
     statuses without one, in schedule order, joined: only those after the cursor `after`,
     scheduled before `until_ms` if given, of `ordering_id` if given, and that `keep` keeps.
 
-    Each query reads one span of a bucket from its cursor with a LIMIT of the rows still
-    wanted, so a page of 100 reads about 100 rows of each table, not the spans around them. A
-    table whose read filled its LIMIT is known only up to its last row: the join shows the rows
-    up to the smaller of the two tables' last rows and reads on from there. Spans found empty
-    widen the next round (1, 2, 4, ... `SPANS_AT_ONCE` spans read at once), so a sparse bucket
-    costs a few rounds, not a round per span; rows that `keep` refuses grow the LIMIT (up to
-    `MAX_ROWS`). `at_once` spans are read in the first round, and at least that many in each
-    round that follows an empty one: `FILTERED_AT_ONCE` for an ordering id filtered in the node,
-    whose spans return a few rows each."""
+    Each query reads one span from its cursor with a LIMIT of the rows still wanted. A table
+    whose read filled its LIMIT is known only up to its last row, so the join shows the rows up
+    to the smaller of the two tables' last rows and reads on from there. Empty spans widen the
+    next round (1, 2, 4, ... `SPANS_AT_ONCE`, starting from `at_once`); rows `keep` refuses grow
+    the LIMIT (up to `MAX_ROWS`)."""
     if limit <= 0:
         return []
     found: list[TaskView] = []
@@ -95,8 +86,7 @@ empty, so a round costs about one query's wait."""
 
 FILTERED_AT_ONCE = 64
 """Spans read in one concurrent round when the node filters them by ordering id (no index):
-each returns only that id's rows, so a bucket of an hour in spans of a minute is one round
-instead of seven widening ones (1, 2, 4, 8, 16, 16, 13 spans)."""
+each returns only that id's rows, so an hour's bucket is one round, not seven widening ones."""
 
 MAX_ROWS = 5_000
 """The largest LIMIT of one query, reached when a filter (the states) refuses the rows read."""
@@ -156,7 +146,7 @@ class _Read:
         status, status_end = self._table(results)
         ends = [end for end in (task_end, status_end) if end is not None]
         boundary = min(ends) if ends else None
-        tasks = {TaskKey.from_ms(oid, ms, uk): data for ms, oid, uk, data in schedule}
+        tasks = {task.key: task for task in map(schema.decode_task, schedule)}
         statuses = {s.key: s for s in map(schema.decode_status, status)}
         views = []
         for key in sorted(tasks.keys() | statuses.keys()):
@@ -167,9 +157,7 @@ class _Read:
                 break
             found = statuses.get(key)
             if key in tasks:
-                views.append(
-                    TaskView(self.partition, Task.from_key(key, json.loads(tasks[key])), found)
-                )
+                views.append(TaskView(self.partition, tasks[key], found))
             elif found is not None and found.state.is_final:
                 views.append(TaskView(self.partition, Task.from_key(key, found.data or {}), found))
         return views, boundary

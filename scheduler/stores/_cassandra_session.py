@@ -7,7 +7,6 @@ product.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import socket
@@ -16,7 +15,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cassandra import (
     ConsistencyLevel,
@@ -49,8 +49,6 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, tuple_
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.stores._retry import RetryPolicy, call_with_retries
 from scheduler.stores.cassandra_security import (
-    Credentials,
-    TlsOptions,
     not_permitted,
     per_node,
     refusal,
@@ -58,6 +56,9 @@ from scheduler.stores.cassandra_security import (
     unreachable_hint,
 )
 from scheduler.wording import counted
+
+if TYPE_CHECKING:
+    from scheduler.stores.cassandra import CassandraTaskStore
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,8 @@ ANY_REFUSED = (
 
 
 def consistency_level(name: str) -> int:
-    """The driver's value of a consistency level name such as "LOCAL_QUORUM". The serial
-    levels only apply to lightweight transactions, and ANY to writes that need not reach a
-    replica, so they are refused here: the store reads and writes at one level."""
+    """The driver's value of a level name such as "LOCAL_QUORUM"; the serial levels (for
+    lightweight transactions only) and ANY are refused: the store reads and writes at one."""
     level = name.strip().upper()
     if level == "ANY":
         raise ConfigurationError(
@@ -120,33 +120,20 @@ def consistency_level(name: str) -> int:
         ) from None
 
 
-def open_runner(
-    *,
-    hosts: Sequence[str],
-    port: int,
-    consistency: int,
-    local_dc: str | None,
-    connect_timeout_s: float,
-    request_timeout_s: float,
-    concurrency: int,
-    policy: RetryPolicy,
-    credentials: Credentials | None = None,
-    tls: TlsOptions | None = None,
-) -> tuple[Cluster, Runner]:
-    """Connect (retrying a node that is still starting), or raise `BackendUnavailableError`
-    saying which setting to fix; a node that refuses the login or the TLS handshake raises
-    `ConfigurationError` at once (another try gets the same answer).
-
-    Statements are routed token-aware to a replica of their partition (one network hop fewer),
-    DC-aware so that LOCAL_* consistency never waits on another data center. Protocol v4 is
-    spoken by every Cassandra from 3.0 to 5.x, so the driver need not probe, downgrade and warn.
-    """
+def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster, Runner]:
+    """Connect with the store's settings (retrying a node that is still starting), or raise
+    `BackendUnavailableError` saying which setting to fix; a refused login or TLS handshake
+    raises `ConfigurationError` at once. Statements go token-aware to a replica, DC-aware so
+    that LOCAL_* consistency never waits on another data center; protocol v4 (Cassandra 3.0 to
+    5.x) spares the driver a probe."""
+    hosts, port, local_dc = store.hosts, store.port, store.local_dc
+    credentials, tls = store.credentials, store.tls
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)),
-        consistency_level=consistency,
+        consistency_level=store.consistency,
         # The LWT's Paxos round spans all DCs so that workers in different DCs agree.
         serial_consistency_level=ConsistencyLevel.SERIAL,
-        request_timeout=request_timeout_s,
+        request_timeout=store.request_timeout_s,
         row_factory=tuple_factory,
     )
     target = ", ".join(f"{host}:{port}" for host in hosts)
@@ -162,8 +149,8 @@ def open_runner(
             port=port,
             protocol_version=ProtocolVersion.V4,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-            connect_timeout=connect_timeout_s,
-            control_connection_timeout=connect_timeout_s,
+            connect_timeout=store.connect_timeout_s,
+            control_connection_timeout=store.connect_timeout_s,
             # The default waits up to 10 minutes between reconnection attempts to a node that
             # went down; a restarted node must be used again within seconds.
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
@@ -221,7 +208,7 @@ def open_runner(
         describe=describe,
         announce=announce,
     )
-    return cluster, Runner(session, target=target, concurrency=concurrency, policy=policy)
+    return cluster, Runner(session, target=target, concurrency=store.max_concurrency, policy=policy)
 
 
 #: A try to connect that failed after this long is announced before the next.
@@ -253,10 +240,9 @@ def _foreign(error: BaseException, target: str) -> ConfigurationError | None:
 
 
 def _silence_hint(error: BaseException) -> str:
-    """For a node that did not answer within the connect timeout: whether its port takes a
-    connection at all. One that does, yet never answers the driver's first request, is most
-    often another server's port (Kafka waits for the rest of what it reads as a 64 MiB
-    request); one that does not is a wrong address or a firewall that drops the packets."""
+    """For a node silent for the connect timeout: whether its port takes a connection at all
+    (then it is most often another server's port: Kafka waits for the rest of what it reads as a
+    64 MiB request), or not (a wrong address, or a firewall that drops the packets)."""
     silent = [str(node) for node, cause in per_node(error).items() if _timed_out(cause)]
     if not silent:
         return ""
@@ -325,15 +311,9 @@ def _what_to_do(error: BaseException) -> str:
 
 @contextmanager
 def _driver_quiet_on_this_thread() -> Iterator[None]:
-    """Silence the driver's own log lines about this thread's connecting.
-
-    A failed `Cluster.connect` logs a WARNING and an ERROR (with the whole NoHostAvailable) per
-    attempt, from the connecting thread, before the product's one error that names the address
-    and the setting: ten lines of noise on the way to the line that matters. Records from the
-    driver's other threads (a running store's reconnections) still go through, but for the
-    refused login its event loop reports while this thread waits, which suggests a DSE-only
-    remedy; the product's own error says which settings to check.
-    """
+    """Silence the driver's log lines about this thread's connecting (a WARNING and an ERROR
+    per try before the product's one error that names the setting), and its DSE-only advice on
+    a refused login; other threads' records (a running store's reconnections) go through."""
     driver = logging.getLogger("cassandra.cluster")
     connection = logging.getLogger("cassandra.connection")
     this_thread = threading.get_ident()
@@ -354,23 +334,17 @@ def _driver_quiet_on_this_thread() -> Iterator[None]:
 
 
 def partition_batches(statement: PreparedStatement, rows: Sequence[Params]) -> list[Item]:
-    """Group rows whose first two values, (partition, bucket), are one Cassandra partition key
-    into UNLOGGED batches of a few kilobytes.
-
-    A single-partition batch is applied as one mutation on one replica set: no batchlog, one
-    request instead of dozens. The Python driver spends most of its time per request, so this
-    multiplies write throughput several times over one request per row.
-    """
+    """Rows whose first two values, (partition, bucket), are one Cassandra partition key, in
+    UNLOGGED batches of a few kilobytes: one mutation on one replica set, no batchlog, and one
+    request instead of dozens (the driver's cost is per request)."""
     return statement_batches([(statement, row) for row in rows])
 
 
 def statement_batches(
     writes: Sequence[tuple[PreparedStatement, Params]], *, key_columns: int = 2
 ) -> list[Item]:
-    """`partition_batches` over writes of several statements: rows of different tables with the
-    same (partition, bucket) key share batches (a status row and its attempt row: one request,
-    one mutation on the replicas, instead of one batch per table). `key_columns`: how many
-    leading values of each row are its partition key."""
+    """`partition_batches` over writes of several statements, rows of different tables with the
+    same partition key (its first `key_columns` values) sharing batches."""
     return unit_batches([(write,) for write in writes], key_columns=key_columns)
 
 
@@ -379,10 +353,9 @@ Write = tuple[PreparedStatement, Params]
 
 
 def unit_batches(units: Sequence[Sequence[Write]], *, key_columns: int = 2) -> list[Item]:
-    """`statement_batches` over units that are never split: the writes of one unit, all of one
-    Cassandra partition (their first row's `key_columns` values), go in one batch, which each
-    replica applies as one mutation: a task's final status and the delete of its schedule row
-    become durable together, with no moment where the row is gone and the status not there."""
+    """`statement_batches` over units never split: the writes of one unit, of one partition,
+    go in one batch that each replica applies as one mutation (a task's final status and the
+    delete of its schedule row are durable together)."""
     groups: dict[tuple[Any, ...], list[Sequence[Write]]] = {}
     for unit in units:
         groups.setdefault(tuple(unit[0][1][:key_columns]), []).append(unit)
@@ -424,15 +397,6 @@ class Runner:
         """Called when a statement failed for good on unreachable nodes; returns the error to
         raise instead, if any (see `CassandraTaskStore._unavailable`)."""
 
-    def _describe(self, what: str) -> Callable[[BaseException], str]:
-        def describe(error: BaseException) -> str:
-            return (
-                f"Cassandra at {self.target} failed to {what} after "
-                f"{counted(self._policy.attempts, 'attempt')}: {_why(error)}; {_what_to_do(error)}"
-            )
-
-        return describe
-
     def one(self, statement: Any, params: Params | None, what: str) -> list[tuple[Any, ...]]:
         """Execute one statement; all its rows (every page) as tuples."""
         rows: list[tuple[Any, ...]] = self.result(statement, params, what, rows=True)
@@ -457,12 +421,9 @@ class Runner:
         return self._retrying(attempt, what)
 
     def _bounded(self, statement: Any, params: Params | None, timeout: float | None) -> Any:
-        """`session.execute`, but never waiting longer than the request timeout allows.
-
-        The driver's own timer should end every request; right after a node restart it was seen
-        not to, leaving a partition's actor waiting for ever. So the wait is bounded here too, and
-        a request that outlives it counts as a timeout (transient: retried).
-        """
+        """`session.execute`, but never waiting longer than the request timeout allows: the
+        driver's own timer does not always end a request (right after a node restart), and a
+        request that outlives the bound counts as a timeout (transient: retried)."""
         if timeout is None:
             future = self.session.execute_async(statement, params)
             limit = self._default_limit()
@@ -515,9 +476,16 @@ class Runner:
     def _retrying(self, attempt: Callable[[], T], what: str) -> T:
         """`attempt()`, retried on transient errors; a permission the role lacks is a
         configuration error (a retry gets the same answer, and a traceback helps nobody)."""
+
+        def describe(error: BaseException) -> str:
+            return (
+                f"Cassandra at {self.target} failed to {what} after "
+                f"{counted(self._policy.attempts, 'attempt')}: {_why(error)}; {_what_to_do(error)}"
+            )
+
         try:
             return call_with_retries(
-                attempt, policy=self._policy, transient=TRANSIENT, describe=self._describe(what)
+                attempt, policy=self._policy, transient=TRANSIENT, describe=describe
             )
         except Unauthorized as error:
             raise not_permitted(error, self.target, what) from None
@@ -551,15 +519,10 @@ def schema_gone(error: InvalidRequest, target: str, what: str) -> ConfigurationE
 
 class _Round:
     """One attempt of `Runner.many`: sends items, at most `concurrency` at a time, and keeps the
-    first page (a ResultSet) or the transient error of each.
-
-    `execute_concurrent` waits for every answer without any limit of its own, so one request
-    whose driver timer never fires hangs the caller (see `Runner._bounded`). Here each request
-    is given up after `limit` and counts as `OperationTimedOut`; its slot goes to the next item.
-    As in `execute_concurrent`, an answer's callback (on the driver's event-loop thread) sends the
-    next item itself: waking the calling thread for every answer halved the worker's
-    persistence rate. The caller wakes when every item is settled, or to expire requests.
-    """
+    first page (a ResultSet) or the transient error of each. Unlike `execute_concurrent`, a
+    request is given up after `limit` (as `OperationTimedOut`; see `Runner._bounded`). As there,
+    an answer's callback sends the next item itself: waking the caller for every answer halved
+    the persistence rate. The caller wakes when every item is settled, or to expire requests."""
 
     def __init__(
         self, session: Session, items: Sequence[Item], *, concurrency: int, limit: float
@@ -655,25 +618,15 @@ def apply_schema(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Run CREATE ... IF NOT EXISTS statements in order (the driver then waits until every node
-    agrees on the schema, so the next statement sees the table it needs). A keyspace whose
-    replication the nodes refuse (a datacenter they do not have) is a configuration error.
-
-    Another process creating the same keyspace at once may have it in the schema of one node
-    and not yet of the one asked: a statement refused for a keyspace or table that "does not
-    exist" runs again, after schema agreement, for up to `settle_s` (see `_TABLE_MISSING`)."""
-    deadline = clock() + settle_s
+    """Run CREATE ... IF NOT EXISTS statements in order, each after every node agrees on the
+    schema; a replication the nodes refuse (a datacenter they lack) is a configuration error. A
+    statement refused for a keyspace or table that "does not exist" (another process creating
+    it through another node) runs again, after schema agreement, for up to `settle_s`."""
+    settled = partial(_settled, run, deadline=clock() + settle_s, clock=clock, sleep=sleep)
     for statement in ddl:
         try:
-            _settled(
-                run,
-                statement,
-                functools.partial(run.result, statement, None, "apply the schema", timeout=timeout),
-                _schema_settling,
-                deadline,
-                clock,
-                sleep,
-            )
+            apply = partial(run.result, statement, None, "apply the schema", timeout=timeout)
+            settled(statement, apply, _schema_settling)
         except CqlConfigurationException as error:
             known = ", ".join(datacenters(run.session.cluster))
             raise ConfigurationError(
@@ -692,6 +645,7 @@ def _settled(
     text: str,
     call: Callable[[], T],
     settling: Callable[[BaseException], bool],
+    *,
     deadline: float,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
@@ -715,22 +669,6 @@ def _settled(
         run.session.cluster.control_connection.wait_for_schema_agreement(wait_time=pause * 20)
         sleep(pause)
         pause = min(pause * 2, 1.0)
-
-
-def _prepare_settled(
-    run: Runner,
-    text: str,
-    deadline: float,
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-    *,
-    expect_tables: bool,
-) -> Any:
-    """`session.prepare(text)`, again while its table is being created (see `_TABLE_OPENING`);
-    with `expect_tables` (this process just applied the schema), also while a node says it
-    does not exist (see `_TABLE_MISSING`)."""
-    settling = _schema_settling if expect_tables else _table_opening
-    return _settled(run, text, lambda: run.session.prepare(text), settling, deadline, clock, sleep)
 
 
 def _schema_settling(error: BaseException) -> bool:
@@ -798,18 +736,15 @@ def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:
     return dict(rows[0][0]) if rows else None
 
 
-#: What Cassandra answers a PREPARE that names a table another connection is creating at that
-#: moment: a CREATE TABLE puts the table in the schema a little before it opens its storage, and
-#: a statement prepared in between fails with a server error naming the table's id. A second
-#: creator's CREATE TABLE IF NOT EXISTS returns in that window too (the table exists), so two
-#: processes that create the same keyspace at once (a worker and a command) meet it.
+#: What Cassandra answers a PREPARE naming a table another connection is creating: a CREATE
+#: TABLE lists the table a little before it opens its storage (a second creator's IF NOT EXISTS
+#: returns in between, so two processes creating the same keyspace at once meet it).
 _TABLE_OPENING = "Unknown CF"
 
-#: What a node answers a statement naming a keyspace or table that another process created
-#: through another node, before the schema change reached it (Cassandra 5: "table malformed does
-#: not exist"; 4: "unconfigured table"; a CREATE TABLE: "Keyspace 'k' doesn't exist"). Waited
-#: for only by a process that has just applied the schema itself, so it knows they exist: a
-#: store opened without creating the schema is told at once to run `scheduler schema apply`.
+#: What a node answers a statement naming a keyspace or table created through another node
+#: before the change reached it (Cassandra 5: "table t does not exist"; 4: "unconfigured table";
+#: CREATE TABLE: "Keyspace 'k' doesn't exist"). Waited for only by a process that has just
+#: applied the schema itself; one that has not is told to run `scheduler schema apply`.
 _TABLE_MISSING = ("does not exist", "doesn't exist", "unconfigured table")
 
 
@@ -823,32 +758,25 @@ def prepare(
     sleep: Callable[[float], None] = time.sleep,
     expect_tables: bool = False,
 ) -> dict[str, Any]:
-    """Prepare the store's statements, or say how to create the tables they need.
-
-    A statement naming a table that another connection is still creating is prepared again,
-    after the nodes agree on the schema, for up to `settle_s`. With `expect_tables` (the caller
-    has just applied the schema, so the keyspace and tables exist somewhere in the cluster), a
-    keyspace or table that the node asked does not know yet is waited for the same way."""
-    deadline = clock() + settle_s
+    """Prepare the store's statements, or say how to create the tables they need. A statement
+    naming a table another connection is still creating is prepared again, after schema
+    agreement, for up to `settle_s`; with `expect_tables` (the caller has just applied the
+    schema), so is one naming a keyspace or table the node asked does not know yet."""
+    settled = partial(_settled, run, deadline=clock() + settle_s, clock=clock, sleep=sleep)
     if expect_tables:
-        _settled(
-            run,
-            f"keyspace {keyspace}",
-            lambda: _known_keyspace(run, keyspace),
-            _schema_settling,
-            deadline,
-            clock,
-            sleep,
-        )
+        settled(f"keyspace {keyspace}", partial(_known_keyspace, run, keyspace), _schema_settling)
     elif replication_of(run, keyspace) is None:
         # Said here rather than by the failed prepare, which the driver also logs as an ERROR.
         raise ConfigurationError(
             f"keyspace {keyspace!r} does not exist on {run.target} (SCHEDULER_CASSANDRA_KEYSPACE);"
             " check the name, or create it with `scheduler schema apply` (workers do on start)"
         )
+    # Prepared again while its table is being created (see `_TABLE_OPENING`); with
+    # `expect_tables`, also while a node says it does not exist (see `_TABLE_MISSING`).
+    settling = _schema_settling if expect_tables else _table_opening
     try:
         prepared = {
-            name: _prepare_settled(run, text, deadline, clock, sleep, expect_tables=expect_tables)
+            name: settled(text, partial(run.session.prepare, text), settling)
             for name, text in statements.items()
         }
     except Unauthorized as error:

@@ -1,12 +1,9 @@
-"""Group commit for the SQLite store: concurrent writers share one transaction.
-
-Every partition has its own TaskPersistence, and each writes its batch as soon as it has one: with
-16 partitions that was hundreds of small transactions a second, each rewriting the same index pages
-into the WAL, one after the other behind the single write lock. Here a writer that finds the lock
-busy queues its statements and waits; whoever holds the lock commits everything queued in one
-transaction, each caller's statements inside a savepoint so that one caller's failure is that
-caller's alone, and then hands the lead to the first writer still waiting. Callers keep their
-synchronous contract: `run` returns once their rows are committed, or raises.
+"""Group commit for the SQLite store: concurrent writers (every partition's TaskPersistence)
+share one transaction instead of each rewriting the same index pages into the WAL behind the one
+write lock. A writer that finds the lock busy queues its statements and waits; the one holding
+it commits everything queued, each caller's statements in a savepoint (one caller's failure is
+its own), then hands the lead to the first writer still waiting. `run` returns once the
+caller's rows are committed, or raises.
 """
 
 from __future__ import annotations
@@ -60,14 +57,10 @@ class GroupCommit:
         self._held.statements = held
         try:
             yield
-        except BaseException:
+        finally:
             self._held.statements = None
             if held:
                 self.run(held)
-            raise
-        self._held.statements = None
-        if held:
-            self.run(held)
 
     def run(self, statements: Sequence[Statement]) -> None:
         """Execute `statements` durably (in one savepoint); raise what made them fail."""

@@ -1,13 +1,7 @@
-"""Bounded retries with exponential backoff and full jitter, for transient backend errors.
-
-Backends blink: a coordinator times out, a replica restarts, a node is briefly unreachable. The
-stores retry such errors a few times before giving up with `BackendUnavailableError`, so that a
-blink costs a moment rather than a partition restart, while a real outage still surfaces within
-seconds. Full jitter (a uniform delay between zero and the exponential cap) keeps the many
-partitions of a worker from retrying in lockstep.
-
-This module knows nothing of any driver: the caller says which exceptions are transient.
-"""
+"""Bounded retries with exponential backoff and full jitter, for transient backend errors: a
+blink (a coordinator timing out, a replica restarting) costs a moment, a real outage surfaces
+within seconds as `BackendUnavailableError`, and full jitter keeps a worker's partitions from
+retrying in lockstep. The caller says which exceptions are transient."""
 
 from __future__ import annotations
 
@@ -53,11 +47,9 @@ def call_with_retries(
 ) -> T:
     """Return `operation()`, retrying on `transient` errors; when the policy is exhausted raise
     `BackendUnavailableError(describe(last_error))` chained to the last error. Other errors
-    propagate at once: retrying a bad query or a bug only hides it.
-
-    `announce(error, tries_made, seconds_the_try_took)` is called before each retry, for a
-    caller whose tries can be slow enough that a user would otherwise wait without a word; else
-    each retry is a DEBUG line."""
+    propagate at once: retrying a bad query or a bug only hides it. Before each retry,
+    `announce(error, tries_made, seconds_the_try_took)` if given (tries slow enough that a user
+    would otherwise wait without a word), else a DEBUG line."""
     delays = policy.delays()
     tries = 0
     while True:

@@ -6,8 +6,21 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from scheduler._sqlite_open import open_wal, rollback, unavailable
+
+IN_LIMIT = 500
+"""Ids per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
+
+
+def in_chunks(ids: Sequence[str]) -> Iterator[tuple[tuple[str, ...], str]]:
+    """`ids` in chunks of at most `IN_LIMIT`, each with the `?` marks of its `IN (...)`."""
+    for start in range(0, len(ids), IN_LIMIT):
+        chunk = tuple(ids[start : start + IN_LIMIT])
+        yield chunk, ",".join("?" * len(chunk))
 
 
 class SqliteFile:
@@ -45,32 +58,32 @@ class SqliteFile:
     def _unavailable(self, error: sqlite3.Error) -> Exception:
         return unavailable(f"{self.what} {self.path!r}", error)
 
-    def _transaction(self) -> Transaction:
-        return Transaction(self._conn(), self)
-
-
-class Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back and reported as unavailable on error."""
-
-    def __init__(self, db: sqlite3.Connection, store: SqliteFile) -> None:
-        self.db = db
-        self.store = store
-
-    def __enter__(self) -> sqlite3.Connection:
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            raise self.store._unavailable(error) from error
-        return self.db
-
-    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
-        if error is None:
+    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self._lock:
             try:
-                self.db.execute("COMMIT")
-                return
-            except sqlite3.Error as failed:
-                rollback(self.db)
-                raise self.store._unavailable(failed) from failed
-        rollback(self.db)
-        if isinstance(error, sqlite3.Error):
-            raise self.store._unavailable(error) from error
+                return self._conn().execute(sql, params).fetchall()
+            except sqlite3.Error as error:
+                raise self._unavailable(error) from error
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT under the lock, rolled back and reported as unavailable
+        on error."""
+        with self._lock:
+            db = self._conn()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                yield db
+                db.execute("COMMIT")
+            except sqlite3.Error as error:
+                rollback(db)
+                raise self._unavailable(error) from error
+            except BaseException:
+                rollback(db)
+                raise
+
+    def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """The statements in one transaction."""
+        with self._transaction() as db:
+            for sql, params in statements:
+                db.execute(sql, params)

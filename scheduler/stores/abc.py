@@ -33,10 +33,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from typing import Any
 
 from scheduler.model import (
     Attempt,
+    AttemptOutcome,
     ScheduleCursor,
     StoredTask,
     Task,
@@ -71,17 +73,9 @@ class MalformedRecord:
     seen_ms: int
     """When a worker set it aside."""
 
-    def columns(self) -> tuple[int, str, bytes | None, bytes | None, int, int, int]:
+    def columns(self) -> tuple[Any, ...]:
         """Every field after `partition`, in order: what the stores write beside their keys."""
-        return (
-            self.offset,
-            self.reason,
-            self.key,
-            self.value,
-            self.value_bytes,
-            self.timestamp_ms,
-            self.seen_ms,
-        )
+        return astuple(self)[1:]
 
     @classmethod
     def of(
@@ -106,6 +100,29 @@ class MalformedRecord:
             timestamp_ms,
             seen_ms,
         )
+
+
+def encode_attempt(attempt: Attempt, unset: Any = None) -> tuple[Any, ...]:
+    """An attempt record's columns after its task's key, as both stores keep them: `unset` for
+    what the record does not know (Cassandra: the driver's UNSET_VALUE, which leaves a stored
+    value as it is and writes no tombstone)."""
+    values = (
+        attempt.started_ms,
+        attempt.ended_ms,
+        attempt.outcome.value,
+        attempt.exit_code,
+        attempt.error,
+        attempt.worker,
+        attempt.log_path,
+    )
+    return (attempt.number, *(unset if value is None else value for value in values))
+
+
+def decode_attempt(row: Sequence[Any]) -> Attempt:
+    """An attempt record from the columns `encode_attempt` makes."""
+    number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path = row
+    outcome = AttemptOutcome(outcome) if outcome else AttemptOutcome.RUNNING
+    return Attempt(number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +170,6 @@ class TaskStore(ABC):
         one (see `schema_gone`)."""
         return None
 
-    # -- metadata ---------------------------------------------------------------------------
-
     @abstractmethod
     def read_meta(self, name: str) -> str | None:
         """The value stored under `name`, or None if none is."""
@@ -166,8 +181,6 @@ class TaskStore(ABC):
         Used to pin the partition count the data was partitioned with (Cassandra: a lightweight
         transaction, so two workers starting at once agree).
         """
-
-    # -- schedule rows ----------------------------------------------------------------------
 
     def together(self) -> AbstractContextManager[None]:
         """A block whose writes (`write_tasks`, `record_statuses`, `delete_tasks`) this thread
@@ -198,8 +211,6 @@ class TaskStore(ABC):
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         """Remove schedule rows (no status change). Missing rows are ignored."""
 
-    # -- status rows ------------------------------------------------------------------------
-
     @abstractmethod
     def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
         """Upsert status rows (a later status of a key in `statuses` wins), and the attempt
@@ -227,8 +238,6 @@ class TaskStore(ABC):
         """The attempt records of one task not yet expired, by attempt number (an admin read;
         the engine never reads them). Empty for a task that never started."""
 
-    # -- admin ------------------------------------------------------------------------------
-
     @abstractmethod
     def list_tasks(
         self,
@@ -251,8 +260,6 @@ class TaskStore(ABC):
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
         """How many schedule rows of the partition are due at or before `now_ms` (only those
         after `after`, if given: from a reload mark, without reading the rows behind it)."""
-
-    # -- malformed records ------------------------------------------------------------------
 
     @abstractmethod
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:

@@ -1,18 +1,10 @@
-"""The batch store on Cassandra, sharing the task store's connection and keyspace.
+"""The batch store on Cassandra, sharing the task store's connection and keyspace (its tables:
+docs/cassandra.md, Tables).
 
-Tables, designed from the queries:
-
-* `batch_configurations` (name): the configuration in force, one small record.
-* `batch_states` ((name), job): each job's compact state (ranges stay ranges: a few hundred
-  bytes for a year of hourly successes), all read at once by the engine's batch queue.
-* `batch_attempts` ((name, job), partition_ms DESC, attempt DESC): the history of a job's
-  partitions, newest first; retention is a range delete on the clustering key.
-
-One writer per name (the `batch:<name>` queue) makes every write a plain upsert. The queue's
-task reads the configuration and the states in one concurrent round, looks up the attempts of
-the partitions it starts in one query per job (concurrently), and writes its attempts (batched
-by job), then its changed states (one partition, `name`: unlogged batches), then the
-configuration if it changed: a round each.
+One writer per name (the `batch:<name>` queue) makes every write a plain upsert. A task of the
+queue reads the configuration and the states in one concurrent round, the attempts of the
+partitions it starts in one query per job, and writes its attempts, then its changed states,
+then the configuration if it changed: a round each.
 """
 
 from __future__ import annotations
@@ -33,74 +25,47 @@ from scheduler.batch.store import (
     read_state,
 )
 from scheduler.stores import _cassandra_session as driver
-from scheduler.stores.cassandra import CassandraTaskStore
-
-
-def _ddl(ks: str) -> list[str]:
-    return [
-        f"CREATE TABLE IF NOT EXISTS {ks}.batch_configurations (name text PRIMARY KEY, "
-        "record text)",
-        f"CREATE TABLE IF NOT EXISTS {ks}.batch_states (name text, job text, state text, "
-        "PRIMARY KEY ((name), job))",
-        f"CREATE TABLE IF NOT EXISTS {ks}.batch_attempts (name text, job text, "
-        "partition_ms bigint, attempt int, record text, "
-        "PRIMARY KEY ((name, job), partition_ms, attempt)) "
-        "WITH CLUSTERING ORDER BY (partition_ms DESC, attempt DESC)",
-    ]
-
-
-def _statements(ks: str) -> dict[str, str]:
-    attempts = f"SELECT record FROM {ks}.batch_attempts WHERE name = ? AND job = ?"
-    return {
-        "get_config": f"SELECT record FROM {ks}.batch_configurations WHERE name = ?",
-        "put_config": f"INSERT INTO {ks}.batch_configurations (name, record) VALUES (?, ?)",
-        "states": f"SELECT job, state FROM {ks}.batch_states WHERE name = ?",
-        "put_state": f"INSERT INTO {ks}.batch_states (name, job, state) VALUES (?, ?, ?)",
-        "drop_state": f"DELETE FROM {ks}.batch_states WHERE name = ? AND job = ?",
-        "put_attempt": f"INSERT INTO {ks}.batch_attempts (name, job, partition_ms, attempt, "
-        "record) VALUES (?, ?, ?, ?, ?)",
-        "attempts": attempts + " LIMIT ?",
-        "attempts_of": attempts + " AND partition_ms = ? LIMIT ?",
-        "last_attempts": f"SELECT partition_ms, attempt FROM {ks}.batch_attempts WHERE name = ? "
-        "AND job = ? AND partition_ms IN ?",
-        "attempts_between": attempts + " AND partition_ms >= ? AND partition_ms < ? LIMIT ?",
-        "forget_before": f"DELETE FROM {ks}.batch_attempts WHERE name = ? AND job = ? "
-        "AND partition_ms < ?",
-        "forget_job": f"DELETE FROM {ks}.batch_attempts WHERE name = ? AND job = ?",
-    }
-
+from scheduler.stores.cassandra import KeyspaceTenant
 
 _FAR = 2**62
 
 
-class CassandraBatchStore(BatchStore):
+class CassandraBatchStore(KeyspaceTenant, BatchStore):
     """Batch jobs in the keyspace of `tasks`, over its connection (open `tasks` first)."""
 
-    def __init__(self, *, tasks: CassandraTaskStore) -> None:
-        self.tasks = tasks
-        self._q: dict[str, Any] = {}
+    what = "batch store"
 
-    def open(self, *, create_schema: bool = True) -> None:
-        run = self.tasks.runner()
-        if create_schema:
-            driver.apply_schema(run, _ddl(self.tasks.keyspace), timeout=60.0)
-        self._q = driver.prepare(
-            run,
-            self.tasks.keyspace,
-            _statements(self.tasks.keyspace),
-            expect_tables=create_schema,
-        )
+    def ddl(self, ks: str) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {ks}.batch_configurations (name text PRIMARY KEY, "
+            "record text)",
+            f"CREATE TABLE IF NOT EXISTS {ks}.batch_states (name text, job text, state text, "
+            "PRIMARY KEY ((name), job))",
+            f"CREATE TABLE IF NOT EXISTS {ks}.batch_attempts (name text, job text, "
+            "partition_ms bigint, attempt int, record text, "
+            "PRIMARY KEY ((name, job), partition_ms, attempt)) "
+            "WITH CLUSTERING ORDER BY (partition_ms DESC, attempt DESC)",
+        ]
 
-    def close(self) -> None:
-        self._q = {}  # the connection is the task store's to close
-
-    def _check_open(self) -> None:
-        if not self._q:
-            raise RuntimeError("the batch store is not open; call open()")
-
-    def _one(self, name: str, params: tuple[Any, ...], what: str) -> list[tuple[Any, ...]]:
-        self._check_open()
-        return self.tasks.runner().one(self._q[name], params, what)
+    def statements(self, ks: str) -> dict[str, str]:
+        attempts = f"SELECT record FROM {ks}.batch_attempts WHERE name = ? AND job = ?"
+        return {
+            "get_config": f"SELECT record FROM {ks}.batch_configurations WHERE name = ?",
+            "put_config": f"INSERT INTO {ks}.batch_configurations (name, record) VALUES (?, ?)",
+            "states": f"SELECT job, state FROM {ks}.batch_states WHERE name = ?",
+            "put_state": f"INSERT INTO {ks}.batch_states (name, job, state) VALUES (?, ?, ?)",
+            "drop_state": f"DELETE FROM {ks}.batch_states WHERE name = ? AND job = ?",
+            "put_attempt": f"INSERT INTO {ks}.batch_attempts (name, job, partition_ms, attempt, "
+            "record) VALUES (?, ?, ?, ?, ?)",
+            "attempts": attempts + " LIMIT ?",
+            "attempts_of": attempts + " AND partition_ms = ? LIMIT ?",
+            "last_attempts": f"SELECT partition_ms, attempt FROM {ks}.batch_attempts "
+            "WHERE name = ? AND job = ? AND partition_ms IN ?",
+            "attempts_between": attempts + " AND partition_ms >= ? AND partition_ms < ? LIMIT ?",
+            "forget_before": f"DELETE FROM {ks}.batch_attempts WHERE name = ? AND job = ? "
+            "AND partition_ms < ?",
+            "forget_job": f"DELETE FROM {ks}.batch_attempts WHERE name = ? AND job = ?",
+        }
 
     def configuration(self, name: str = DEFAULT_NAME) -> StoredConfiguration | None:
         rows = self._one("get_config", (name,), f"read batch configuration {name}")
@@ -120,9 +85,8 @@ class CassandraBatchStore(BatchStore):
     def read(
         self, name: str = DEFAULT_NAME
     ) -> tuple[StoredConfiguration | None, dict[str, JobState]]:
-        self._check_open()
-        config, states = self.tasks.runner().many(
-            [(self._q["get_config"], (name,)), (self._q["states"], (name,))],
+        config, states = self._many(
+            [("get_config", (name,)), ("states", (name,))],
             f"read batch configuration and states of {name}",
         )
         record = None
@@ -134,8 +98,7 @@ class CassandraBatchStore(BatchStore):
         # In the port's order, a round each: a task that failed half-way and runs again finds
         # the states as they were whenever its attempts are not all written (it writes them
         # again), and the configuration last.
-        self._check_open()
-        q, run = self._q, self.tasks.runner()
+        q, run = self._q, self._runner()
         attempts = [(q["put_attempt"], _attempt_row(a, name)) for a in changes.attempts]
         states: list[tuple[Any, tuple[Any, ...]]] = [
             (q["put_state"], (name, job, dumps(encode_state(state))))
@@ -154,10 +117,9 @@ class CassandraBatchStore(BatchStore):
     def last_attempts(
         self, wanted: Mapping[str, Collection[int]], name: str = DEFAULT_NAME
     ) -> dict[tuple[str, int], int]:
-        self._check_open()
         jobs = [(job, sorted(set(partitions))) for job, partitions in wanted.items() if partitions]
-        rows = self.tasks.runner().many(
-            [(self._q["last_attempts"], (name, job, partitions)) for job, partitions in jobs],
+        rows = self._many(
+            [("last_attempts", (name, job, partitions)) for job, partitions in jobs],
             f"read the last attempts of batch {name}",
         )
         found: dict[tuple[str, int], int] = {}
@@ -177,11 +139,7 @@ class CassandraBatchStore(BatchStore):
         self.write(Changes(states=states, removed=removed), name)
 
     def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
-        self._one(
-            "put_attempt",
-            _attempt_row(attempt, name),
-            f"write attempt {attempt.attempt} of {attempt.job}",
-        )
+        self.write(Changes(attempts=[attempt]), name)
 
     def attempts(
         self,

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from scheduler._sqlite_open import rollback
 from scheduler.batch.codec import encode_state
 from scheduler.batch.state import JobState
 from scheduler.batch.store import (
@@ -30,6 +28,10 @@ CREATE TABLE IF NOT EXISTS batch_attempts (
     attempt INTEGER NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (name, job, partition_ms, attempt));
 """
+_PUT_ATTEMPT = "INSERT OR REPLACE INTO batch_attempts VALUES (?, ?, ?, ?, ?)"
+_PUT_STATE = "INSERT OR REPLACE INTO batch_states VALUES (?, ?, ?)"
+_DROP_STATE = "DELETE FROM batch_states WHERE name = ? AND job = ?"
+_PUT_CONFIGURATION = "INSERT OR REPLACE INTO batch_configurations VALUES (?, ?)"
 
 
 class SqliteBatchStore(SqliteFile, BatchStore):
@@ -44,7 +46,7 @@ class SqliteBatchStore(SqliteFile, BatchStore):
         return StoredConfiguration.from_json(json.loads(rows[0][0])) if rows else None
 
     def save_configuration(self, record: StoredConfiguration, name: str = DEFAULT_NAME) -> None:
-        self._write([_configuration_row(record, name)])
+        self.write(Changes(configuration=record), name)
 
     def states(self, name: str = DEFAULT_NAME) -> dict[str, JobState]:
         rows = self._read("SELECT job, state FROM batch_states WHERE name = ?", (name,))
@@ -52,10 +54,17 @@ class SqliteBatchStore(SqliteFile, BatchStore):
 
     def write(self, changes: Changes, name: str = DEFAULT_NAME) -> None:
         # One transaction: one commit (one fsync) per task of the batch queue.
-        writes = [_attempt_row(a, name) for a in changes.attempts]
-        writes += _state_rows(changes.states, changes.removed, name)
+        writes: list[tuple[str, tuple[Any, ...]]] = [
+            (_PUT_ATTEMPT, (name, a.job, a.partition, a.attempt, dumps(a.to_json())))
+            for a in changes.attempts
+        ]
+        writes += [
+            (_PUT_STATE, (name, job, dumps(encode_state(state))))
+            for job, state in changes.states.items()
+        ]
+        writes += [(_DROP_STATE, (name, job)) for job in changes.removed]
         if changes.configuration is not None:
-            writes.append(_configuration_row(changes.configuration, name))
+            writes.append((_PUT_CONFIGURATION, (name, dumps(changes.configuration.to_json()))))
         if writes:
             self._write(writes)
 
@@ -83,10 +92,10 @@ class SqliteBatchStore(SqliteFile, BatchStore):
         *,
         removed: Collection[str] = (),
     ) -> None:
-        self._write(_state_rows(states, removed, name))
+        self.write(Changes(states=states, removed=removed), name)
 
     def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
-        self._write([_attempt_row(attempt, name)])
+        self.write(Changes(attempts=[attempt]), name)
 
     def attempts(
         self,
@@ -98,16 +107,13 @@ class SqliteBatchStore(SqliteFile, BatchStore):
         stop_ms: int | None = None,
         limit: int = 1000,
     ) -> list[Attempt]:
-        where, params = ["name = ?", "job = ?"], [name, job]
-        if partition is not None:
-            where.append("partition_ms = ?")
-            params.append(partition)  # type: ignore[arg-type]
-        if first_ms is not None:
-            where.append("partition_ms >= ?")
-            params.append(first_ms)  # type: ignore[arg-type]
-        if stop_ms is not None:
-            where.append("partition_ms < ?")
-            params.append(stop_ms)  # type: ignore[arg-type]
+        given = {
+            "partition_ms = ?": partition,
+            "partition_ms >= ?": first_ms,
+            "partition_ms < ?": stop_ms,
+        }
+        where = ["name = ?", "job = ?", *(term for term, v in given.items() if v is not None)]
+        params = [name, job, *(v for v in given.values() if v is not None)]
         rows = self._read(
             f"SELECT record FROM batch_attempts WHERE {' AND '.join(where)} "
             "ORDER BY partition_ms DESC, attempt DESC LIMIT ?",
@@ -116,71 +122,13 @@ class SqliteBatchStore(SqliteFile, BatchStore):
         return [Attempt.from_json(json.loads(row[0])) for row in rows]
 
     def delete_attempts_before(self, job: str, cutoff_ms: int, name: str = DEFAULT_NAME) -> None:
-        self._write(
-            [
-                (
-                    "DELETE FROM batch_attempts WHERE name = ? AND job = ? AND partition_ms < ?",
-                    (name, job, cutoff_ms),
-                )
-            ]
-        )
+        forget = "DELETE FROM batch_attempts WHERE name = ? AND job = ? AND partition_ms < ?"
+        self._write([(forget, (name, job, cutoff_ms))])
 
     def delete_job(self, job: str, name: str = DEFAULT_NAME) -> None:
         self._write(
             [
                 ("DELETE FROM batch_attempts WHERE name = ? AND job = ?", (name, job)),
-                ("DELETE FROM batch_states WHERE name = ? AND job = ?", (name, job)),
+                (_DROP_STATE, (name, job)),
             ]
         )
-
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._conn().execute(sql, params).fetchall()
-            except sqlite3.Error as error:
-                raise self._unavailable(error) from error
-
-    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-        with self._lock:
-            db = self._conn()
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                for sql, params in statements:
-                    db.execute(sql, params)
-                db.execute("COMMIT")
-            except sqlite3.Error as error:
-                rollback(db)
-                raise self._unavailable(error) from error
-
-
-_Write = tuple[str, tuple[Any, ...]]
-
-
-def _configuration_row(record: StoredConfiguration, name: str) -> _Write:
-    return (
-        "INSERT OR REPLACE INTO batch_configurations VALUES (?, ?)",
-        (name, dumps(record.to_json())),
-    )
-
-
-def _state_rows(
-    states: Mapping[str, JobState], removed: Collection[str], name: str
-) -> list[_Write]:
-    writes: list[_Write] = [
-        (
-            "INSERT OR REPLACE INTO batch_states VALUES (?, ?, ?)",
-            (name, job, dumps(encode_state(state))),
-        )
-        for job, state in states.items()
-    ]
-    writes += [
-        ("DELETE FROM batch_states WHERE name = ? AND job = ?", (name, job)) for job in removed
-    ]
-    return writes
-
-
-def _attempt_row(attempt: Attempt, name: str) -> _Write:
-    return (
-        "INSERT OR REPLACE INTO batch_attempts VALUES (?, ?, ?, ?, ?)",
-        (name, attempt.job, attempt.partition, attempt.attempt, dumps(attempt.to_json())),
-    )

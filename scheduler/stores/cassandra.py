@@ -1,23 +1,17 @@
 """The Cassandra task store: the seed's wide rows, read forward so tombstones stay behind.
 
-Tables and why they are keyed as they are: see `cassandra_schema` and docs/cassandra.md. The
-points that shape this module:
+Tables and why they are keyed as they are: `cassandra_schema` and docs/cassandra.md.
 
-* A load walks the `buckets` index from the cursor's bucket to the bucket of `until_ms` and reads
-  each with clustering bounds `(scheduled_ms, ordering_id, uniqueness_key) > cursor`, so rows
-  deleted behind the cursor (completed tasks, i.e. tombstones) are never scanned again.
-* Every range read spans at most `read_slice_ms` of scheduled time (`schema.slices`), so one
-  query scans at most the tombstones of the tasks completed in that span, never a whole
-  bucket's: Cassandra refuses a read past `tombstone_failure_threshold`.
-* Writes group rows of one Cassandra partition into small UNLOGGED batches (one mutation, no
-  batchlog) and run them concurrently: the driver's cost is per request, not per row.
-* Status rows are joined by reading the same slice of the status table, capped; past the cap
-  (many retained statuses of completed tasks) the rest are fetched by a multi-column `IN`.
-* Index rows of buckets that are long past and empty are pruned when a load reads through them,
-  so a restart does not visit every finished hour again. Entries of the in-memory index cache are
-  trusted only while their bucket is recent; see `_PRUNE_AGE_MS`.
-* Absent optional status fields are stored as sentinels, not nulls: a null in an INSERT writes a
-  cell tombstone, three per status write would add up in every read.
+* A load walks the `buckets` index from the cursor's bucket and reads each bucket with clustering
+  bounds `> cursor`, so rows deleted behind the cursor (tombstones) are never scanned again; each
+  range read spans at most `read_slice_ms` (`schema.slices`), so one query never scans a whole
+  bucket's tombstones (Cassandra refuses a read past `tombstone_failure_threshold`).
+* Writes group rows of one Cassandra partition into small UNLOGGED batches, run concurrently: the
+  driver's cost is per request, not per row.
+* Status rows are joined by reading the same slice of the status table, capped; past the cap the
+  rest are fetched by a multi-column `IN`.
+* Index rows of long-past empty buckets are pruned when a load reads through them; the in-memory
+  index cache is trusted only while a bucket is recent (`_PRUNE_AGE_MS`).
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 from cassandra.query import UNSET_VALUE, PreparedStatement
@@ -59,7 +54,13 @@ from scheduler.stores._cassandra_session import (
     unit_batches,
 )
 from scheduler.stores._retry import RetryPolicy
-from scheduler.stores.abc import MalformedRecord, TaskStore, TaskView
+from scheduler.stores.abc import (
+    MalformedRecord,
+    TaskStore,
+    TaskView,
+    decode_attempt,
+    encode_attempt,
+)
 from scheduler.stores.cassandra_security import Credentials, TlsOptions
 
 log = logging.getLogger(__name__)
@@ -67,10 +68,9 @@ log = logging.getLogger(__name__)
 _INDEX_BUILDING = "INDEX_NOT_AVAILABLE"
 """In the error of a read through an index the node has not built yet."""
 
-#: A bucket's index row is pruned only once the bucket ended this long ago, and the in-memory
-#: cache vouches for an index row only while its bucket ended less than half that long ago. The
-#: gap absorbs clock skew between a worker that cached an entry, lost the partition and got it
-#: back, and the worker that pruned the entry in between.
+#: A bucket's index row is pruned only once the bucket ended this long ago; the in-memory cache
+#: vouches for one only while its bucket ended less than half that long ago (the gap absorbs
+#: clock skew between a worker that cached an entry and one that pruned it meanwhile).
 _PRUNE_AGE_MS = 3_600_000
 _CACHE_TRUST_MS = _PRUNE_AGE_MS // 2
 _STATUS_INDEX_SLACK_S = 3600  # see record_statuses
@@ -80,14 +80,18 @@ _IN_CHUNK = 100  # keys per multi-column IN; keeps each read small and its coord
 _MIN_BUCKET = -(2**63)
 _RECONNECT_AFTER_S = 10.0
 """With every node down this long, the store connects anew (see `_unavailable`), at most this
-often: the driver's own reconnections wait at most 5 s between tries, so a node that answers
-has been found by then."""
+often (the driver's own reconnections wait at most 5 s between tries)."""
 _ONE_TRY = RetryPolicy(attempts=1)
 
 
 def _some_node_up(cluster: Any) -> bool:
     """Whether the driver holds a connection to any node, from what it knows already."""
     return any(host.is_up for host in cluster.metadata.all_hosts())
+
+
+def ttl_of(seconds: float) -> int:
+    """A retention as a TTL: whole seconds, at most Cassandra's limit of 20 years."""
+    return min(_MAX_TTL_S, math.ceil(seconds))
 
 
 def _now_ms() -> int:
@@ -137,8 +141,9 @@ class CassandraTaskStore(TaskStore):
             "bucket_ms": bucket_ms,
             "read_slice_ms": read_slice_ms,
             "status_retention_s": status_retention_s,
+            "max_concurrency": max_concurrency,
         }
-        for name, value in {**positive, "max_concurrency": max_concurrency}.items():
+        for name, value in positive.items():
             if value <= 0:
                 raise ConfigurationError(f"{name} must be positive, got {value!r}")
         self.hosts = list(hosts)
@@ -159,9 +164,10 @@ class CassandraTaskStore(TaskStore):
         resolved when the store opens)."""
         self.replication = dict(replication or schema.DEFAULT_REPLICATION)
         schema.replication_literal(self.replication)  # validate now, not at first open
-        self._consistency = consistency_level(consistency)
+        self.consistency = consistency_level(consistency)
+        """The driver's value of the consistency level of every read and write."""
         self.local_dc = local_dc
-        self.ttl_s = min(_MAX_TTL_S, math.ceil(status_retention_s))
+        self.ttl_s = ttl_of(status_retention_s)
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self.max_concurrency = max_concurrency
@@ -191,11 +197,8 @@ class CassandraTaskStore(TaskStore):
     def target(self) -> str:
         return ", ".join(f"{host}:{self.port}" for host in self.hosts)
 
-    # -- lifecycle ----------------------------------------------------------------------------
-
     def open(self, *, create_schema: bool = True) -> None:
-        if self._run is None:
-            self._connect()
+        self._runner(connect_if_needed=True)
         if create_schema:
             self.apply_schema()
         else:
@@ -206,37 +209,18 @@ class CassandraTaskStore(TaskStore):
                     self._runner(), self.keyspace, schema.ORDERING_INDEXES.values()
                 )
 
-    def _connect(self) -> None:
-        self._cluster, self._run = self._open_runner(self.retry_policy)
-
     def _open_runner(self, policy: RetryPolicy) -> tuple[Any, Runner]:
-        cluster, run = open_runner(
-            hosts=self.hosts,
-            port=self.port,
-            consistency=self._consistency,
-            local_dc=self.local_dc,
-            connect_timeout_s=self.connect_timeout_s,
-            request_timeout_s=self.request_timeout_s,
-            concurrency=self.max_concurrency,
-            policy=policy,
-            credentials=self.credentials,
-            tls=self.tls,
-        )
+        cluster, run = open_runner(self, policy)
         run.on_schema_gone = self._forget_indexes
         run.on_unavailable = self._unavailable
         return cluster, run
 
     def _unavailable(self, failing: Runner) -> BaseException | None:
         """After a statement failed for good on unreachable nodes: connect anew once every node
-        has been down for `_RECONNECT_AFTER_S`, and say why a new connection is refused.
-
-        The driver reconnects to a node that went down by itself, but it stops for good when the
-        node refuses the login once (cassandra-driver's reconnection handlers give up on
-        `AuthenticationFailed`): a password changed while a node restarted, or a role that could
-        not be read just then, would leave the store down even after the login works again. A
-        new connection is the way back, and one that is refused says why. The failing statement
-        still fails: its caller retries it, on the new connection if there is one.
-        """
+        has been down for `_RECONNECT_AFTER_S`, and say why a new connection is refused. The
+        driver's reconnections give up for good on a refused login (`AuthenticationFailed`), so
+        a password changed while a node restarted would leave the store down for ever; the
+        failing statement still fails, and its caller retries it on the new connection."""
         cluster = self._cluster
         if failing is not self._run or cluster is None:
             return None  # closed, or connected anew already
@@ -295,9 +279,8 @@ class CassandraTaskStore(TaskStore):
         )
 
     def _forget_indexes(self) -> None:
-        """The keyspace or a table was dropped: the index rows these caches vouch for went with
-        it. Kept, they would let rows written after `schema apply` recreates the tables go
-        without index rows, and loads, which read the index, would never find those tasks."""
+        """The keyspace or a table was dropped, and the index rows these caches vouch for with
+        it: kept, they would let rows written after `schema apply` go without index rows."""
         with self._lock:
             self._indexed.clear()
             self._status_indexed.clear()
@@ -311,12 +294,10 @@ class CassandraTaskStore(TaskStore):
 
     def apply_schema(self) -> str:
         """Create the keyspace and tables if missing (idempotent), then prepare statements;
-        the keyspace's replication as Cassandra has it (a CQL map literal).
-
-        Connects first if `open()` was not called (the `scheduler schema apply` command); call
-        `close()` afterwards. An existing keyspace keeps its replication: a mismatch is logged,
-        since changing it needs `ALTER KEYSPACE` and a repair, an operator's decision.
-        """
+        the keyspace's replication as Cassandra has it (a CQL map literal). Connects first if
+        `open()` was not called (`scheduler schema apply`; call `close()` afterwards). An
+        existing keyspace keeps its replication (changing it needs a repair): a mismatch is
+        logged."""
         run = self._runner(connect_if_needed=True)
         if self.ordering_index_setting == "auto":
             # SAI exists from Cassandra 5.0: a 4.x node would refuse the index and the start.
@@ -354,7 +335,7 @@ class CassandraTaskStore(TaskStore):
 
     def _runner(self, *, connect_if_needed: bool = False) -> Runner:
         if self._run is None and connect_if_needed:
-            self._connect()
+            self._cluster, self._run = self._open_runner(self.retry_policy)
         if self._run is None:
             raise BackendUnavailableError("the Cassandra task store is not open; call open()")
         return self._run
@@ -370,8 +351,6 @@ class CassandraTaskStore(TaskStore):
         return driver.prepare(
             run, self.keyspace, schema.statements(self.keyspace), expect_tables=expect_tables
         )
-
-    # -- metadata -----------------------------------------------------------------------------
 
     def read_meta(self, name: str) -> str | None:
         rows = self._runner().one(self._q["meta_get"], (name,), f"read meta {name!r}")
@@ -394,20 +373,13 @@ class CassandraTaskStore(TaskStore):
         self._claimed[name] = claimed
         return claimed
 
-    # -- schedule rows ------------------------------------------------------------------------
-
     def write_tasks(self, partition: int, tasks: Sequence[Task]) -> None:
         latest = {task.key: task for task in tasks}  # concurrent upserts of one key would race
         if not latest:
             return
-        q, width = self._q, self.bucket_ms
-        rows: list[Params] = []
-        buckets: set[int] = set()
-        for key, task in latest.items():
-            buckets.add(key.scheduled_ms // width)
-            data = json.dumps(task.data, separators=(",", ":"))
-            rows.append((*self._row_key(partition, key), data))
-        unindexed = self._unindexed(partition, buckets)
+        q, dumps = self._q, json.JSONEncoder(separators=(",", ":")).encode
+        rows = [(*self._row_key(partition, key), dumps(task.data)) for key, task in latest.items()]
+        unindexed = self._unindexed(partition, {row[1] for row in rows})
         # Index rows go first in the same concurrent run; the call returns only when all rows
         # are written, and a caller that sees an error writes the batch again.
         items: list[Item] = [(q["index"], (partition, bucket)) for bucket in unindexed]
@@ -465,10 +437,7 @@ class CassandraTaskStore(TaskStore):
             if not rows and whole and end <= _now_ms() - _PRUNE_AGE_MS:
                 self._prune(partition, bucket)
             if rows:
-                found[bucket] = [
-                    Task.from_key(TaskKey.from_ms(oid, ms, uk), json.loads(data))
-                    for ms, oid, uk, data in rows
-                ]
+                found[bucket] = [schema.decode_task(row) for row in rows]
                 count += len(rows)
             if count >= limit:
                 break
@@ -480,15 +449,10 @@ class CassandraTaskStore(TaskStore):
             (self._q["load_in"], (partition, bucket, cursors))
             for bucket, cursors in self._by_bucket(keys)
         ]
-        tasks = sorted(
-            (
-                Task.from_key(TaskKey.from_ms(oid, ms, uk), json.loads(data))
-                for rows in self._runner().many(items, "load tasks by key")
-                for ms, oid, uk, data in rows
-            ),
-            key=lambda task: task.key,
-        )
-        statuses = self._statuses(partition, [task.key for task in tasks]) if tasks else {}
+        found = self._runner().many(items, "load tasks by key")
+        tasks = [schema.decode_task(row) for rows in found for row in rows]
+        tasks.sort(key=lambda task: task.key)
+        statuses = self.fetch_statuses(partition, [task.key for task in tasks]) if tasks else {}
         return [StoredTask(task, statuses.get(task.key)) for task in tasks]
 
     def _by_bucket(self, keys: Iterable[TaskKey]) -> list[tuple[int, list[ScheduleCursor]]]:
@@ -527,7 +491,7 @@ class CassandraTaskStore(TaskStore):
             if len(rows) == caps[bucket]:
                 rest += [task.key for task in tasks if task.key > decoded[-1].key]
         if rest:
-            statuses.update(self._statuses(partition, rest))
+            statuses.update(self.fetch_statuses(partition, rest))
         return statuses
 
     def _prune(self, partition: int, bucket: int) -> None:
@@ -557,61 +521,46 @@ class CassandraTaskStore(TaskStore):
         bucket = key.scheduled_ms // self.bucket_ms
         return (partition, bucket, key.scheduled_ms, key.ordering_id, key.uniqueness_key)
 
-    # -- status rows --------------------------------------------------------------------------
-
     def record_statuses(self, partition: int, statuses: Sequence[TaskStatus]) -> None:
         latest = _latest(statuses)
         if not latest:
             return
-        q, run, ttl_s = self._q, self._runner(), self.ttl_s
-        now_s = time.time()
-        rows: list[Params] = []
+        q, ttl_s, now_s = self._q, self.ttl_s, time.time()
         buckets: set[int] = set()
+        # Each task's status row, attempt rows and, once final, the delete of its schedule row
+        # go in one single-partition batch (one mutation on each replica): the schedule row is
+        # never gone while its final status is not there, and the deletes cost no second round
+        # of requests after the writes.
+        units: list[list[Write]] = []
         for key, status in latest.items():
-            bucket = key.scheduled_ms // self.bucket_ms
-            buckets.add(bucket)
-            rows.append((partition, bucket, *schema.encode_status(status), self.ttl_s))
+            key_row = self._row_key(partition, key)
+            buckets.add(key_row[1])
+            row = (partition, key_row[1], *schema.encode_status(status), ttl_s)
+            unit: list[Write] = [(q["status_write"], row)]
+            unit += [
+                (q["attempt_write"], (*key_row, *encode_attempt(attempt, UNSET_VALUE), ttl_s))
+                for attempt in status.attempt_log
+            ]
+            if status.state.is_final:
+                unit.append((q["delete"], key_row))
+            units.append(unit)
         # The status-bucket index row must outlive every status row under it; it is written
         # with some slack, so that it is rewritten at most once per slack period.
-        ttl = min(_MAX_TTL_S, self.ttl_s + _STATUS_INDEX_SLACK_S)
+        ttl = min(_MAX_TTL_S, ttl_s + _STATUS_INDEX_SLACK_S)
         with self._lock:
             if len(self._status_indexed) > _CACHE_LIMIT:  # forget index rows that expired
                 for entry in [e for e, expiry in self._status_indexed.items() if expiry < now_s]:
                     del self._status_indexed[entry]
             stale = [
-                b
-                for b in buckets
-                if self._status_indexed.get((partition, b), 0) < now_s + self.ttl_s
+                b for b in buckets if self._status_indexed.get((partition, b), 0) < now_s + ttl_s
             ]
-        # Each task's status row, attempt rows and, once final, the delete of its schedule row
-        # go in one single-partition batch (one mutation on each replica): the schedule row is
-        # never gone while its final status is not there, and the deletes cost no second round
-        # of requests after the writes.
-        status_write, attempt_write, delete = q["status_write"], q["attempt_write"], q["delete"]
-        units: list[list[Write]] = []
-        for row, (key, status) in zip(rows, latest.items(), strict=True):
-            unit: list[Write] = [(status_write, row)]
-            if status.attempt_log:
-                key_row = self._row_key(partition, key)
-                unit += [
-                    (attempt_write, (*key_row, *schema.encode_attempt(attempt, UNSET_VALUE), ttl_s))
-                    for attempt in status.attempt_log
-                ]
-            if status.state.is_final:
-                unit.append((delete, self._row_key(partition, key)))
-            units.append(unit)
         items: list[Item] = [(q["status_index"], (partition, b, ttl)) for b in stale]
         items += unit_batches(units)
-        run.many(items, f"record {len(rows)} statuses of partition {partition}")
+        self._runner().many(items, f"record {len(units)} statuses of partition {partition}")
         with self._lock:
             self._status_indexed.update(((partition, b), now_s + ttl) for b in stale)
 
-    def fetch_statuses(
-        self, partition: int, keys: Collection[TaskKey]
-    ) -> dict[TaskKey, TaskStatus]:
-        return self._statuses(partition, keys)
-
-    def _statuses(self, partition: int, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
+    def fetch_statuses(self, partition: int, keys: Iterable[TaskKey]) -> dict[TaskKey, TaskStatus]:
         """Status rows of `keys`: one multi-column IN per bucket (in chunks), run concurrently."""
         items: list[Item] = [
             (self._q["status_in"], (partition, bucket, cursors))
@@ -636,9 +585,7 @@ class CassandraTaskStore(TaskStore):
         rows = self._runner().one(
             self._q["attempts_read"], self._row_key(partition, key), "read attempts"
         )
-        return sorted(map(schema.decode_attempt, rows), key=lambda attempt: attempt.number)
-
-    # -- admin --------------------------------------------------------------------------------
+        return sorted(map(decode_attempt, rows), key=lambda attempt: attempt.number)
 
     def list_tasks(
         self,
@@ -665,18 +612,13 @@ class CassandraTaskStore(TaskStore):
         # Without the index the node filters each span for the id: a span answers a few rows,
         # so a bucket's spans are read in one round, not in widening ones.
         filtered = ordering_id is not None and not indexed
-        run = self._runner()
         width, span = self.bucket_ms, self.read_slice_ms
+        page = partial(admin.page, self._runner(), self._q, partition, width, limit=limit)
+        page = partial(page, after=after, until_ms=until_ms)
         try:
-            return admin.page(
-                *(run, self._q, partition, width, width if indexed else span),
-                limit=limit,
-                after=after,
-                until_ms=until_ms,
-                ordering_id=ordering_id,
-                keep=keep,
-                at_once=admin.FILTERED_AT_ONCE if filtered else 1,
-            )
+            at_once = admin.FILTERED_AT_ONCE if filtered else 1
+            spans = width if indexed else span
+            return page(spans, ordering_id=ordering_id, keep=keep, at_once=at_once)
         except Exception as error:
             if ordering_id is None or _INDEX_BUILDING not in str(error):
                 raise
@@ -689,19 +631,13 @@ class CassandraTaskStore(TaskStore):
         )
         # A name of its own: `keep` above closes over `wanted`, the states asked for.
         the_id, kept = ordering_id, keep
-        return admin.page(
-            *(run, self._q, partition, width, span),
-            limit=limit,
-            after=after,
-            until_ms=until_ms,
-            keep=lambda view: view.task.ordering_id == the_id and (kept is None or kept(view)),
+        return page(
+            span, keep=lambda view: view.task.ordering_id == the_id and (kept is None or kept(view))
         )
 
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
         run, width, span = self._runner(), self.bucket_ms, self.read_slice_ms
         return admin.count_due(run, self._q, partition, now_ms, width, span, after)
-
-    # -- malformed records --------------------------------------------------------------------
 
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:
         block = schema.MALFORMED_BLOCK
@@ -747,9 +683,8 @@ class CassandraTaskStore(TaskStore):
         return {p: n for p, n in counts.items() if n}
 
     def _malformed_blocks(self, run: Runner) -> list[tuple[int, int]]:
-        """The malformed table's partition keys, (partition, block), in order. Malformed records
-        are few, so listing them is cheap; it is the only way to find a partition's blocks
-        without an index table."""
+        """The malformed table's partition keys, (partition, block), in order (malformed records
+        are few: listing them is cheap, and needs no index table)."""
         rows = run.one(self._q["malformed_blocks"], None, "list malformed records")
         return sorted((p, b) for p, b in rows)
 
@@ -760,3 +695,44 @@ class CassandraTaskStore(TaskStore):
             for offset in set(offsets)
         ]
         self._runner().many(items, f"drop {len(items)} malformed records")
+
+
+class KeyspaceTenant:
+    """A store with tables of its own in the keyspace of `tasks`, over its connection (open
+    `tasks` first); subclasses give `what`, `ddl` and `statements`."""
+
+    what = "store"
+    """How errors name the store ("run store", "schedule store", ...)."""
+
+    def __init__(self, *, tasks: CassandraTaskStore) -> None:
+        self.tasks = tasks
+        self._q: dict[str, Any] = {}
+
+    def ddl(self, ks: str) -> list[str]:
+        """CREATE TABLE IF NOT EXISTS statements of the store's tables in keyspace `ks`."""
+        raise NotImplementedError
+
+    def statements(self, ks: str) -> dict[str, str]:
+        """The store's queries by name, to be prepared on open."""
+        raise NotImplementedError
+
+    def open(self, *, create_schema: bool = True) -> None:
+        run, ks = self.tasks.runner(), self.tasks.keyspace
+        if create_schema:
+            driver.apply_schema(run, self.ddl(ks), timeout=60.0)
+        self._q = driver.prepare(run, ks, self.statements(ks), expect_tables=create_schema)
+
+    def close(self) -> None:
+        self._q = {}  # the connection is the task store's to close
+
+    def _runner(self) -> Runner:
+        if not self._q:
+            raise RuntimeError(f"the {self.what} is not open; call open()")
+        return self.tasks.runner()
+
+    def _one(self, name: str, params: Params, what: str) -> list[tuple[Any, ...]]:
+        return self._runner().one(self._q[name], params, what)
+
+    def _many(self, items: Sequence[tuple[str, Params]], what: str) -> list[list[tuple[Any, ...]]]:
+        run = self._runner()
+        return run.many([(self._q[name], params) for name, params in items], what)

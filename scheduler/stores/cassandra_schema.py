@@ -1,32 +1,11 @@
 """CQL definitions of the Cassandra task store, kept apart from the code that runs them.
 
-Seven tables in one keyspace. The schedule and status tables share one primary key, so that a
-status row sits beside the schedule row it describes and both are read with the same partition key
-and clustering bounds:
-
-* `schedule` ((partition, bucket), scheduled_ms, ordering_id, uniqueness_key) -> data: the seed's
-  ScheduledColumnFamily. One wide row per partition and time bucket, sorted in schedule order, so
-  loading is a forward slice of a few partitions.
-* `status` (same key) -> state, attempts, last_error, next_attempt_ms, updated_ms, data: the seed's
-  CompletionColumnFamily, extended; every row is written with a TTL (the status retention).
-  TimeWindowCompactionStrategy lets whole SSTables of expired rows be dropped at once.
-* `task_attempts` (same key, then attempt) -> started_ms, ended_ms, outcome, exit_code, error,
-  worker, log_path: each attempt's record, beside the status row it belongs to and clustered
-  by attempt number under it, so a task's history is one slice of one partition. Written with
-  the status retention as TTL, with unset (never null) values for what a write does not know,
-  so a record written at an attempt's start and again at its end merges without tombstones.
-* `buckets` (partition, bucket): which buckets may hold schedule rows, so that a load finds rows
-  of every age without probing every empty hour since the epoch.
-* `status_buckets` (partition, bucket): which buckets may hold status rows, for the admin view of
-  retained final states (their schedule buckets may already be pruned). Entries expire like the
-  status rows they point at.
-* `meta` (name) -> value: facts pinned once, such as the partition count, by a lightweight
-  transaction.
-
-With `ordering_index` (by default on a node of Cassandra 5.0 or later), `schedule.ordering_id`
-and `status.ordering_id` carry a Storage-Attached Index (Cassandra 5.0), so that a listing of
-one ordering id reads that id's rows of a bucket, not the bucket's (docs/cassandra.md,
-"Listings").
+The tables and why they are keyed as they are: docs/cassandra.md (Tables, Why this key
+structure). The schedule, status and task_attempts tables share one primary key, so a status row
+and a task's attempts sit beside the schedule row they describe and are read with the same
+partition key and clustering bounds. With `ordering_index`, `ordering_id` of schedule and status
+carries a Storage-Attached Index (Cassandra 5.0), so a listing of one ordering id reads that id's
+rows of a bucket, not the bucket's (docs/cassandra.md, Listings).
 
 Nothing here imports the driver; `scheduler schema apply` and the tests can show the DDL as text.
 """
@@ -39,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from scheduler.errors import ConfigurationError
-from scheduler.model import Attempt, AttemptOutcome, ScheduleCursor, TaskKey, TaskState, TaskStatus
+from scheduler.model import ScheduleCursor, Task, TaskKey, TaskState, TaskStatus
 
 #: Cassandra's own rule for unquoted keyspace names (48 characters since 3.0).
 _KEYSPACE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
@@ -188,15 +167,8 @@ def slices(
 ) -> Iterator[tuple[ScheduleCursor, int]]:
     """The (after, below) bounds of the reads that cover the rows after the cursor `after` and
     scheduled before `below_ms`, each at most `width_ms` of scheduled time wide (aligned to
-    multiples of it).
-
-    Cassandra scans every tombstone between a read's bounds before it finds the next live row,
-    and refuses a read past `tombstone_failure_threshold` (100,000 by default). A read that
-    crosses hours of completed tasks in one query (a new owner without a reload mark, a mark
-    held back by stragglers, `scheduler tasks list`) could hit it; one bounded to `width_ms`
-    scans at most the tombstones of the tasks completed in that span. The steady read from a
-    tree's checkpoint spans a second or two, so it stays one query.
-    """
+    multiples of it): Cassandra scans every tombstone between a read's bounds and refuses a read
+    past `tombstone_failure_threshold`, which hours of completed tasks in one query could hit."""
     while after[0] < below_ms:
         upper = min(below_ms, (after[0] // width_ms + 1) * width_ms)
         yield after, upper
@@ -206,16 +178,11 @@ def slices(
 def statements(ks: str) -> dict[str, str]:
     """The store's queries by name, to be prepared once per session.
 
-    Upper bounds are written `(scheduled_ms, ordering_id, uniqueness_key) < (hi, '', '')`, which
-    is exactly `scheduled_ms < hi` because no key has an empty ordering id; lower bounds
-    `> (lo, '', '')` likewise mean `scheduled_ms >= lo`. Range reads of a bucket carry both
-    bounds, one `slices` span at a time; the listing scans (`scan`, `status_scan`) take a whole
-    cursor as their lower bound, so that a page resumes inside the bucket, after the last row
-    shown, rather than reading the cursor's millisecond again, and a LIMIT, so that a page reads
-    about the rows it shows. A listing of one ordering id cannot restrict `ordering_id` beside a
-    tuple bound (Cassandra refuses an equality and an inequality on one column), so it reads the
-    rest of the cursor's millisecond by key (`*_at`) and the span after it filtered (`*_of`).
-    """
+    Bounds `< (hi, '', '')` and `> (lo, '', '')` mean exactly `scheduled_ms < hi` and
+    `scheduled_ms >= lo`, since no key has an empty ordering id. The listing scans take a whole
+    cursor as lower bound (a page resumes right after its last row) and a LIMIT. A listing of one
+    ordering id cannot restrict `ordering_id` beside a tuple bound, so it reads the rest of the
+    cursor's millisecond by key (`*_at`) and the span after it filtered (`*_of`)."""
     return {
         "write": f"INSERT INTO {ks}.schedule (partition, bucket, {_COLUMNS}, data)"
         " VALUES (?, ?, ?, ?, ?, ?)",
@@ -288,6 +255,12 @@ def encode_status(status: TaskStatus) -> tuple[Any, ...]:
     )
 
 
+def decode_task(row: tuple[Any, ...]) -> Task:
+    """A schedule row as read by the `load_*` and `scan*` statements."""
+    ms, ordering_id, uniqueness_key, data = row
+    return Task.from_key(TaskKey.from_ms(ordering_id, ms, uniqueness_key), json.loads(data))
+
+
 def decode_status(row: tuple[Any, ...]) -> TaskStatus:
     """A status row as read by the `status_in` and `status_scan` statements."""
     ms, ordering_id, uniqueness_key, state, attempts, error, next_ms, updated_ms, data = row
@@ -299,34 +272,4 @@ def decode_status(row: tuple[Any, ...]) -> TaskStatus:
         next_attempt_ms=None if next_ms is None or next_ms == NO_TIME else next_ms,
         updated_ms=updated_ms or 0,
         data=json.loads(data) if data else None,
-    )
-
-
-def encode_attempt(attempt: Attempt, unset: Any) -> tuple[Any, ...]:
-    """Attempt column values after the key: `unset` (the driver's UNSET_VALUE) for what the
-    record does not know, which leaves a stored value as it is and writes no tombstone."""
-    values = (
-        attempt.started_ms,
-        attempt.ended_ms,
-        attempt.outcome.value,
-        attempt.exit_code,
-        attempt.error,
-        attempt.worker,
-        attempt.log_path,
-    )
-    return (attempt.number, *(unset if value is None else value for value in values))
-
-
-def decode_attempt(row: tuple[Any, ...]) -> Attempt:
-    """An attempt record as read by the `attempts_read` statement."""
-    number, started_ms, ended_ms, outcome, exit_code, error, worker, log_path = row
-    return Attempt(
-        number,
-        started_ms,
-        ended_ms,
-        AttemptOutcome(outcome) if outcome else AttemptOutcome.RUNNING,
-        exit_code,
-        error,
-        worker,
-        log_path,
     )

@@ -1,9 +1,7 @@
 """Logging in to Cassandra and speaking TLS to it, and saying clearly when either goes wrong.
 
-A secured cluster (PasswordAuthenticator, client_encryption_options) refuses a client for
-reasons that retrying cannot fix: a wrong password, a certificate it does not trust, TLS on one
-side only. The driver reports all of them, like a node that is down, as NoHostAvailable, so a
-store would retry them for its whole connect window and then blame the network. `refusal` picks
+The driver reports a refusal that retrying cannot fix (a wrong password, an untrusted
+certificate, TLS on one side only) like a node that is down, as NoHostAvailable; `refusal` picks
 them out, so connecting stops at once with an error naming the setting to fix.
 """
 
@@ -111,10 +109,9 @@ def _no_key_password() -> str:
 
 
 def per_node(error: BaseException) -> dict[Any, BaseException]:
-    """Why each node failed, from a `NoHostAvailable`. Empty for other errors, and where the
-    driver gives only the nodes' addresses: its session could open no pool after the control
-    connection worked (every node ignored by the load-balancing policy, as with a local
-    datacenter the cluster does not have)."""
+    """Why each node failed, from a `NoHostAvailable`; empty for other errors, and where the
+    driver gives only the nodes' addresses (no pool opened after the control connection, as
+    with a local datacenter the cluster does not have)."""
     if isinstance(error, NoHostAvailable) and isinstance(error.errors, dict):
         return error.errors
     return {}

@@ -1,104 +1,70 @@
 """The run store on Cassandra, sharing the task store's connection and keyspace.
 
-Tables, designed from the queries:
-
-* `runs` by run id: the record. Created with a lightweight transaction (`IF NOT EXISTS`), so a
-  launch re-executed on another worker gets the run the first made; changed with conditional
-  updates (`IF status IN ...`), so a kill and the run's start on a PENDING run cannot both win.
-* `runs_by_program` ((program), created_ms DESC, run_id): `runs list --program`, newest first;
-  a page after a cursor is read with clustering bounds (the rest of the cursor's millisecond,
-  then the older ones), never by skipping rows.
-* `active_runs` ((program), run_id): a program's PENDING and RUNNING runs, what a launch counts
-  against a concurrency limit; a run leaves it when it ends. A crash between the `runs` write and
-  these index writes leaves them stale for a moment: the next write of the run repairs them,
-  and `active` checks each listed run's record, so a stale entry is never counted.
-
-Every write carries the retention as its TTL. Listing every program's runs reads `runs`
-(an admin read, bounded by `_SCAN_LIMIT`) and sorts it here.
+A run is created with a lightweight transaction (`IF NOT EXISTS`: a launch re-executed on another
+worker gets the run the first made) and changed with conditional updates (`IF status IN ...`: a
+kill and the start of a PENDING run cannot both win). `runs_by_program` pages with clustering
+bounds, never by skipping rows. A crash between the `runs` write and the index writes leaves them
+stale until the run's next write; `active` checks each listed run's record, so a stale entry is
+never counted. Every write carries the retention as its TTL; listing every program's runs reads
+`runs` (an admin read, bounded by `_SCAN_LIMIT`) and sorts it here.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Collection
-from typing import Any
 
 from scheduler.programs.abc import RunCursor, RunStore, comes_after
 from scheduler.programs.model import ACTIVE, Run, RunStatus
-from scheduler.stores import _cassandra_session as driver
-from scheduler.stores.cassandra import CassandraTaskStore
+from scheduler.stores.cassandra import CassandraTaskStore, KeyspaceTenant, ttl_of
 
-_MAX_TTL_S = 630_720_000  # Cassandra's limit: 20 years
 _SCAN_LIMIT = 10_000
 
 
-def _ddl(ks: str) -> list[str]:
-    return [
-        f"CREATE TABLE IF NOT EXISTS {ks}.runs (run_id text PRIMARY KEY, program text, "
-        "status text, created_ms bigint, record text)",
-        f"CREATE TABLE IF NOT EXISTS {ks}.runs_by_program (program text, created_ms bigint, "
-        "run_id text, status text, record text, PRIMARY KEY ((program), created_ms, run_id)) "
-        "WITH CLUSTERING ORDER BY (created_ms DESC, run_id ASC)",
-        f"CREATE TABLE IF NOT EXISTS {ks}.active_runs (program text, run_id text, "
-        "created_ms bigint, PRIMARY KEY ((program), run_id))",
-    ]
-
-
-def _statements(ks: str) -> dict[str, str]:
-    return {
-        "create": f"INSERT INTO {ks}.runs (run_id, program, status, created_ms, record) "
-        "VALUES (?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
-        "get": f"SELECT record FROM {ks}.runs WHERE run_id = ?",
-        "transition": f"UPDATE {ks}.runs USING TTL ? SET program = ?, status = ?, "
-        "created_ms = ?, record = ? WHERE run_id = ? IF status IN ?",
-        "index": f"INSERT INTO {ks}.runs_by_program (program, created_ms, run_id, status, "
-        "record) VALUES (?, ?, ?, ?, ?) USING TTL ?",
-        "activate": f"INSERT INTO {ks}.active_runs (program, run_id, created_ms) "
-        "VALUES (?, ?, ?) USING TTL ?",
-        "deactivate": f"DELETE FROM {ks}.active_runs WHERE program = ? AND run_id = ?",
-        "active": f"SELECT run_id FROM {ks}.active_runs WHERE program = ?",
-        "by_program": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? LIMIT ?",
-        "by_program_at": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? "
-        "AND created_ms = ? AND run_id > ? LIMIT ?",
-        "by_program_before": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? "
-        "AND created_ms < ? LIMIT ?",
-        "scan": f"SELECT record FROM {ks}.runs LIMIT {_SCAN_LIMIT}",
-    }
-
-
-class CassandraRunStore(RunStore):
+class CassandraRunStore(KeyspaceTenant, RunStore):
     """Runs in the keyspace of `tasks`, over its connection (open `tasks` first)."""
 
+    what = "run store"
+
     def __init__(self, *, tasks: CassandraTaskStore, retention_s: float = 7 * 86400) -> None:
-        self.tasks = tasks
+        super().__init__(tasks=tasks)
         self.retention_s = retention_s
-        self.ttl_s = min(_MAX_TTL_S, math.ceil(retention_s))
-        self._q: dict[str, Any] = {}
+        self.ttl_s = ttl_of(retention_s)
 
-    def open(self, *, create_schema: bool = True) -> None:
-        run = self.tasks.runner()
-        if create_schema:
-            driver.apply_schema(run, _ddl(self.tasks.keyspace), timeout=60.0)
-        self._q = driver.prepare(
-            run,
-            self.tasks.keyspace,
-            _statements(self.tasks.keyspace),
-            expect_tables=create_schema,
-        )
+    def ddl(self, ks: str) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {ks}.runs (run_id text PRIMARY KEY, program text, "
+            "status text, created_ms bigint, record text)",
+            f"CREATE TABLE IF NOT EXISTS {ks}.runs_by_program (program text, created_ms bigint, "
+            "run_id text, status text, record text, PRIMARY KEY ((program), created_ms, run_id)) "
+            "WITH CLUSTERING ORDER BY (created_ms DESC, run_id ASC)",
+            f"CREATE TABLE IF NOT EXISTS {ks}.active_runs (program text, run_id text, "
+            "created_ms bigint, PRIMARY KEY ((program), run_id))",
+        ]
 
-    def close(self) -> None:
-        self._q = {}  # the connection is the task store's to close
-
-    def _one(self, name: str, params: tuple[Any, ...], what: str) -> list[tuple[Any, ...]]:
-        if not self._q:
-            raise RuntimeError("the run store is not open; call open()")
-        return self.tasks.runner().one(self._q[name], params, what)
+    def statements(self, ks: str) -> dict[str, str]:
+        return {
+            "create": f"INSERT INTO {ks}.runs (run_id, program, status, created_ms, record) "
+            "VALUES (?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
+            "get": f"SELECT record FROM {ks}.runs WHERE run_id = ?",
+            "transition": f"UPDATE {ks}.runs USING TTL ? SET program = ?, status = ?, "
+            "created_ms = ?, record = ? WHERE run_id = ? IF status IN ?",
+            "index": f"INSERT INTO {ks}.runs_by_program (program, created_ms, run_id, status, "
+            "record) VALUES (?, ?, ?, ?, ?) USING TTL ?",
+            "activate": f"INSERT INTO {ks}.active_runs (program, run_id, created_ms) "
+            "VALUES (?, ?, ?) USING TTL ?",
+            "deactivate": f"DELETE FROM {ks}.active_runs WHERE program = ? AND run_id = ?",
+            "active": f"SELECT run_id FROM {ks}.active_runs WHERE program = ?",
+            "by_program": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? LIMIT ?",
+            "by_program_at": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? "
+            "AND created_ms = ? AND run_id > ? LIMIT ?",
+            "by_program_before": f"SELECT record FROM {ks}.runs_by_program WHERE program = ? "
+            "AND created_ms < ? LIMIT ?",
+            "scan": f"SELECT record FROM {ks}.runs LIMIT {_SCAN_LIMIT}",
+        }
 
     def create(self, run: Run) -> Run:
-        if not self._q:
-            raise RuntimeError("the run store is not open; call open()")
-        result = self.tasks.runner().result(
+        result = self._runner().result(
             self._q["create"],
             (run.run_id, run.program, str(run.status), run.created_ms, _record(run), self.ttl_s),
             f"create run {run.run_id}",
@@ -116,21 +82,11 @@ class CassandraRunStore(RunStore):
         return _run(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
-        if not self._q:
-            raise RuntimeError("the run store is not open; call open()")
         record = _record(run)
-        result = self.tasks.runner().result(
-            self._q["transition"],
-            (
-                self.ttl_s,
-                run.program,
-                str(run.status),
-                run.created_ms,
-                record,
-                run.run_id,
-                [str(s) for s in expected],
-            ),
-            f"update run {run.run_id}",
+        row = (self.ttl_s, run.program, str(run.status), run.created_ms, record, run.run_id)
+        statuses = [str(s) for s in expected]
+        result = self._runner().result(
+            self._q["transition"], (*row, statuses), f"update run {run.run_id}"
         )
         applied = bool(result.was_applied)
         if not applied:
@@ -142,20 +98,13 @@ class CassandraRunStore(RunStore):
         return applied
 
     def _index(self, run: Run) -> None:
-        record = _record(run)
-        self._one(
-            "index",
-            (run.program, run.created_ms, run.run_id, str(run.status), record, self.ttl_s),
-            f"index run {run.run_id}",
-        )
+        what = f"index run {run.run_id}"
+        row = (run.program, run.created_ms, run.run_id, str(run.status), _record(run), self.ttl_s)
+        self._one("index", row, what)
         if run.status.is_active:
-            self._one(
-                "activate",
-                (run.program, run.run_id, run.created_ms, self.ttl_s),
-                f"index run {run.run_id}",
-            )
+            self._one("activate", (run.program, run.run_id, run.created_ms, self.ttl_s), what)
         else:
-            self._one("deactivate", (run.program, run.run_id), f"index run {run.run_id}")
+            self._one("deactivate", (run.program, run.run_id), what)
 
     def active(self, program: str) -> list[Run]:
         ids = [row[0] for row in self._one("active", (program,), f"list active runs of {program}")]

@@ -7,14 +7,13 @@ expired ones, so the table stays bounded without a sweeping thread.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from scheduler.programs.abc import RunCursor, RunStore
 from scheduler.programs.model import ACTIVE, Run, RunStatus
-from scheduler.stores._sqlite_file import SqliteFile
+from scheduler.stores._sqlite_file import SqliteFile, in_chunks
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -24,8 +23,6 @@ CREATE INDEX IF NOT EXISTS runs_by_program ON runs (program, created_ms DESC);
 CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_ms DESC);
 """
 _PURGE_PER_CREATE = 100
-_IN_LIMIT = 500
-"""Ids per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
 
 
 class SqliteRunStore(SqliteFile, RunStore):
@@ -42,20 +39,7 @@ class SqliteRunStore(SqliteFile, RunStore):
         return now + int(self.retention_s * 1000)
 
     def create(self, run: Run) -> Run:
-        now = _now_ms()
-        with self._lock, self._transaction() as db:
-            db.execute(
-                "DELETE FROM runs WHERE rowid IN "
-                "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
-                (now, _PURGE_PER_CREATE),
-            )
-            db.execute("DELETE FROM runs WHERE run_id = ? AND expires_ms <= ?", (run.run_id, now))
-            db.execute(
-                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
-                (*_columns(run), self._expiry(now), _record(run)),
-            )
-            row = db.execute("SELECT record FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
-        return _run(row[0])
+        return self.create_many([run])[0]
 
     def create_many(self, runs: Sequence[Run]) -> list[Run]:
         """`create` for each run in one transaction: the runs of these ids that exist read in a
@@ -63,16 +47,14 @@ class SqliteRunStore(SqliteFile, RunStore):
         lock from the read to the insert)."""
         now = _now_ms()
         ids = list(dict.fromkeys(run.run_id for run in runs))
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "DELETE FROM runs WHERE rowid IN "
                 "(SELECT rowid FROM runs WHERE expires_ms <= ? LIMIT ?)",
                 (now, _PURGE_PER_CREATE),
             )
             found: dict[str, Run] = {}
-            for start in range(0, len(ids), _IN_LIMIT):
-                chunk = ids[start : start + _IN_LIMIT]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 db.execute(
                     f"DELETE FROM runs WHERE run_id IN ({marks}) AND expires_ms <= ?",
                     (*chunk, now),
@@ -93,16 +75,15 @@ class SqliteRunStore(SqliteFile, RunStore):
         return stored
 
     def get(self, run_id: str) -> Run | None:
-        with self._lock:
-            row = self._read(
-                "SELECT record FROM runs WHERE run_id = ? AND expires_ms > ?", (run_id, _now_ms())
-            )
+        row = self._read(
+            "SELECT record FROM runs WHERE run_id = ? AND expires_ms > ?", (run_id, _now_ms())
+        )
         return _run(row[0][0]) if row else None
 
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
         now = _now_ms()
         marks = ",".join("?" * len(expected))
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             cursor = db.execute(
                 f"UPDATE runs SET status = ?, expires_ms = ?, record = ? "
                 f"WHERE run_id = ? AND expires_ms > ? AND status IN ({marks})",
@@ -144,15 +125,8 @@ class SqliteRunStore(SqliteFile, RunStore):
             f"SELECT record FROM runs WHERE {' AND '.join(where)} "
             "ORDER BY created_ms DESC, run_id LIMIT ?"
         )
-        with self._lock:
-            rows = self._read(sql, (*params, limit))
+        rows = self._read(sql, (*params, limit))
         return [_run(row[0]) for row in rows]
-
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        try:
-            return self._conn().execute(sql, params).fetchall()
-        except sqlite3.Error as error:
-            raise self._unavailable(error) from error
 
 
 def _columns(run: Run) -> tuple[str, str, str, int]:
@@ -168,6 +142,4 @@ def _run(record: str) -> Run:
 
 
 def _now_ms() -> int:
-    # The stores read the wall clock themselves, as stores/sqlite.py does: an adapter imports
-    # nothing of the engine above it (the import contracts in pyproject.toml).
     return time.time_ns() // 1_000_000

@@ -1,15 +1,5 @@
-"""The schedule store on Cassandra, sharing the task store's connection and keyspace.
-
-Tables, designed from the queries:
-
-* `schedules` (name): the record; `schedules show`, and every task of the schedule's queue.
-* `schedules_by_kind` ((trigger_type, status), name): `schedules list` paged by name with a
-  trigger-type and/or status filter. Each (type, status) pair is one partition holding only
-  names (100,000 schedules are a few MB); a list without a filter merges the ten partitions by
-  name, reading at most `limit` rows of each.
-* `schedule_keys` ((event_key), name): the reverse index the events handler reads
-  (`program:<name>`, `dataset:<name>`, and `run-end:<program>` while a job waits for a run end).
-* `schedule_jobs` ((name), revision, generation): a schedule's jobs, oldest first.
+"""The schedule store on Cassandra, sharing the task store's connection and keyspace (its tables,
+designed from the queries: docs/cassandra.md, Tables).
 
 Writes come from the schedule's own queue one at a time and are idempotent (a task re-executed
 after a crash writes the same rows again), so no lightweight transactions are needed. Index rows
@@ -40,87 +30,62 @@ from scheduler.schedules.abc import (
     with_fire_state,
 )
 from scheduler.schedules.job import Job
-from scheduler.stores import _cassandra_session as driver
-from scheduler.stores.cassandra import CassandraTaskStore
-
-
-def _ddl(ks: str) -> list[str]:
-    return [
-        f"CREATE TABLE IF NOT EXISTS {ks}.schedules (name text PRIMARY KEY, trigger_type text, "
-        "status text, record text)",
-        f"CREATE TABLE IF NOT EXISTS {ks}.schedules_by_kind (trigger_type text, status text, "
-        "name text, PRIMARY KEY ((trigger_type, status), name))",
-        f"CREATE TABLE IF NOT EXISTS {ks}.schedule_keys (event_key text, name text, "
-        "PRIMARY KEY ((event_key), name))",
-        f"CREATE TABLE IF NOT EXISTS {ks}.schedule_jobs (name text, revision bigint, "
-        "generation int, record text, PRIMARY KEY ((name), revision, generation))",
-        f"CREATE TABLE IF NOT EXISTS {ks}.schedule_fires (fire_ms bigint, shard int, name text, "
-        "cron int, revision bigint, PRIMARY KEY ((fire_ms, shard), name, cron))",
-    ]
-
-
-def _statements(ks: str) -> dict[str, str]:
-    return {
-        "get": f"SELECT record FROM {ks}.schedules WHERE name = ?",
-        "get_many": f"SELECT name, record FROM {ks}.schedules WHERE name IN ?",
-        "put": f"INSERT INTO {ks}.schedules (name, trigger_type, status, record) "
-        "VALUES (?, ?, ?, ?)",
-        "delete": f"DELETE FROM {ks}.schedules WHERE name = ?",
-        "list_add": f"INSERT INTO {ks}.schedules_by_kind (trigger_type, status, name) "
-        "VALUES (?, ?, ?)",
-        "list_remove": f"DELETE FROM {ks}.schedules_by_kind WHERE trigger_type = ? "
-        "AND status = ? AND name = ?",
-        "list_page": f"SELECT name FROM {ks}.schedules_by_kind WHERE trigger_type = ? "
-        "AND status = ? AND name > ? LIMIT ?",
-        "key_add": f"INSERT INTO {ks}.schedule_keys (event_key, name) VALUES (?, ?)",
-        "key_remove": f"DELETE FROM {ks}.schedule_keys WHERE event_key = ? AND name = ?",
-        "key_names": f"SELECT name FROM {ks}.schedule_keys WHERE event_key = ?",
-        "job_put": f"INSERT INTO {ks}.schedule_jobs (name, revision, generation, record) "
-        "VALUES (?, ?, ?, ?)",
-        "jobs": f"SELECT record FROM {ks}.schedule_jobs WHERE name = ?",
-        "job_delete": f"DELETE FROM {ks}.schedule_jobs WHERE name = ? AND revision = ? "
-        "AND generation = ?",
-        "jobs_delete": f"DELETE FROM {ks}.schedule_jobs WHERE name = ?",
-        "fire_put": f"INSERT INTO {ks}.schedule_fires (fire_ms, shard, name, cron, revision) "
-        "VALUES (?, ?, ?, ?, ?)",
-        "fires": f"SELECT fire_ms, shard, name, cron, revision FROM {ks}.schedule_fires "
-        "WHERE fire_ms = ? AND shard = ?",
-        "fires_delete": f"DELETE FROM {ks}.schedule_fires WHERE fire_ms = ? AND shard = ?",
-        "replace": f"UPDATE {ks}.schedules SET record = ? WHERE name = ? IF record = ?",
-    }
-
+from scheduler.stores.cassandra import KeyspaceTenant
 
 _Listed = TypeVar("_Listed", ScheduleRecord, ListedSchedule)
 
 
-class CassandraScheduleStore(ScheduleStore):
+class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
     """Schedules in the keyspace of `tasks`, over its connection (open `tasks` first)."""
 
-    def __init__(self, *, tasks: CassandraTaskStore) -> None:
-        self.tasks = tasks
-        self._q: dict[str, Any] = {}
+    what = "schedule store"
 
-    def open(self, *, create_schema: bool = True) -> None:
-        run = self.tasks.runner()
-        if create_schema:
-            driver.apply_schema(run, _ddl(self.tasks.keyspace), timeout=60.0)
-        self._q = driver.prepare(
-            run,
-            self.tasks.keyspace,
-            _statements(self.tasks.keyspace),
-            expect_tables=create_schema,
-        )
+    def ddl(self, ks: str) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {ks}.schedules (name text PRIMARY KEY, trigger_type text, "
+            "status text, record text)",
+            f"CREATE TABLE IF NOT EXISTS {ks}.schedules_by_kind (trigger_type text, status text, "
+            "name text, PRIMARY KEY ((trigger_type, status), name))",
+            f"CREATE TABLE IF NOT EXISTS {ks}.schedule_keys (event_key text, name text, "
+            "PRIMARY KEY ((event_key), name))",
+            f"CREATE TABLE IF NOT EXISTS {ks}.schedule_jobs (name text, revision bigint, "
+            "generation int, record text, PRIMARY KEY ((name), revision, generation))",
+            f"CREATE TABLE IF NOT EXISTS {ks}.schedule_fires (fire_ms bigint, shard int, "
+            "name text, cron int, revision bigint, PRIMARY KEY ((fire_ms, shard), name, cron))",
+        ]
 
-    def close(self) -> None:
-        self._q = {}  # the connection is the task store's to close
-
-    def _run(self, name: str, params: tuple[Any, ...], what: str) -> list[tuple[Any, ...]]:
-        if not self._q:
-            raise RuntimeError("the schedule store is not open; call open()")
-        return self.tasks.runner().one(self._q[name], params, what)
+    def statements(self, ks: str) -> dict[str, str]:
+        return {
+            "get": f"SELECT record FROM {ks}.schedules WHERE name = ?",
+            "get_many": f"SELECT name, record FROM {ks}.schedules WHERE name IN ?",
+            "put": f"INSERT INTO {ks}.schedules (name, trigger_type, status, record) "
+            "VALUES (?, ?, ?, ?)",
+            "delete": f"DELETE FROM {ks}.schedules WHERE name = ?",
+            "list_add": f"INSERT INTO {ks}.schedules_by_kind (trigger_type, status, name) "
+            "VALUES (?, ?, ?)",
+            "list_remove": f"DELETE FROM {ks}.schedules_by_kind WHERE trigger_type = ? "
+            "AND status = ? AND name = ?",
+            "list_page": f"SELECT name FROM {ks}.schedules_by_kind WHERE trigger_type = ? "
+            "AND status = ? AND name > ? LIMIT ?",
+            "key_add": f"INSERT INTO {ks}.schedule_keys (event_key, name) VALUES (?, ?)",
+            "key_remove": f"DELETE FROM {ks}.schedule_keys WHERE event_key = ? AND name = ?",
+            "key_names": f"SELECT name FROM {ks}.schedule_keys WHERE event_key = ?",
+            "job_put": f"INSERT INTO {ks}.schedule_jobs (name, revision, generation, record) "
+            "VALUES (?, ?, ?, ?)",
+            "jobs": f"SELECT record FROM {ks}.schedule_jobs WHERE name = ?",
+            "job_delete": f"DELETE FROM {ks}.schedule_jobs WHERE name = ? AND revision = ? "
+            "AND generation = ?",
+            "jobs_delete": f"DELETE FROM {ks}.schedule_jobs WHERE name = ?",
+            "fire_put": f"INSERT INTO {ks}.schedule_fires (fire_ms, shard, name, cron, revision) "
+            "VALUES (?, ?, ?, ?, ?)",
+            "fires": f"SELECT fire_ms, shard, name, cron, revision FROM {ks}.schedule_fires "
+            "WHERE fire_ms = ? AND shard = ?",
+            "fires_delete": f"DELETE FROM {ks}.schedule_fires WHERE fire_ms = ? AND shard = ?",
+            "replace": f"UPDATE {ks}.schedules SET record = ? WHERE name = ? IF record = ?",
+        }
 
     def get(self, name: str) -> ScheduleRecord | None:
-        rows = self._run("get", (name,), f"read schedule {name}")
+        rows = self._one("get", (name,), f"read schedule {name}")
         if not rows or rows[0][0] is None:
             return None
         return ScheduleRecord.from_json(json.loads(rows[0][0]))
@@ -131,17 +96,14 @@ class CassandraScheduleStore(ScheduleStore):
         previous = self.get(name)
         if previous is not None:
             if (previous.trigger_type, previous.status) != (record.trigger_type, record.status):
-                self._run("list_remove", (previous.trigger_type, previous.status, name), what)
+                self._one("list_remove", (previous.trigger_type, previous.status, name), what)
             for key in event_keys(previous.schedule) - event_keys(record.schedule):
-                self._run("key_remove", (key, name), what)
-        self._run("list_add", (record.trigger_type, record.status, name), what)
+                self._one("key_remove", (key, name), what)
+        self._one("list_add", (record.trigger_type, record.status, name), what)
         for key in sorted(event_keys(record.schedule)):
-            self._run("key_add", (key, name), what)
-        self._run(
-            "put",
-            (name, record.trigger_type, record.status, _dump(stored_json(record))),
-            what,
-        )
+            self._one("key_add", (key, name), what)
+        row = (name, record.trigger_type, record.status, _dump(stored_json(record)))
+        self._one("put", row, what)
 
     def delete(self, name: str) -> None:
         what = f"delete schedule {name}"
@@ -149,10 +111,10 @@ class CassandraScheduleStore(ScheduleStore):
         if previous is None:
             return
         for key in event_keys(previous.schedule):
-            self._run("key_remove", (key, name), what)
-        self._run("list_remove", (previous.trigger_type, previous.status, name), what)
-        self._run("jobs_delete", (name,), what)
-        self._run("delete", (name,), what)
+            self._one("key_remove", (key, name), what)
+        self._one("list_remove", (previous.trigger_type, previous.status, name), what)
+        self._one("jobs_delete", (name,), what)
+        self._one("delete", (name,), what)
 
     def list_schedules(
         self,
@@ -184,15 +146,11 @@ class CassandraScheduleStore(ScheduleStore):
     ) -> list[_Listed]:
         kinds = [trigger_type] if trigger_type is not None else list(TRIGGER_TYPES)
         statuses = [status] if status is not None else list(STATUSES)
-        if not self._q:
-            raise RuntimeError("the schedule store is not open; call open()")
         # One index partition per (trigger type, status), each read from `after` with the
         # page's LIMIT, all in one concurrent round (ten partitions unfiltered): the merge of
         # their names, in order, is the page's.
-        indexes = [(self._q["list_page"], (k, s, after, limit)) for k in kinds for s in statuses]
-        pages = [
-            [row[0] for row in rows] for rows in self.tasks.runner().many(indexes, "list schedules")
-        ]
+        indexes = [("list_page", (k, s, after, limit)) for k in kinds for s in statuses]
+        pages = [[row[0] for row in rows] for rows in self._many(indexes, "list schedules")]
         names = heapq.merge(*pages)
         found: list[_Listed] = []
         while len(found) < limit:
@@ -201,7 +159,7 @@ class CassandraScheduleStore(ScheduleStore):
                 break
             # The page's records in one request (`name IN ?`), not one per name: a page's time
             # was the driver's Python cost per request, 100 of them (docs/cassandra.md).
-            texts = dict(self._run("get_many", (batch,), "list schedules"))
+            texts = dict(self._one("get_many", (batch,), "list schedules"))
             for name in batch:
                 text = texts.get(name)
                 if text is None:
@@ -217,24 +175,19 @@ class CassandraScheduleStore(ScheduleStore):
         return found
 
     def names_for_key(self, key: str) -> list[str]:
-        return sorted(row[0] for row in self._run("key_names", (key,), f"read index {key}"))
+        return sorted(row[0] for row in self._one("key_names", (key,), f"read index {key}"))
 
     def add_key(self, key: str, name: str) -> None:
-        self._run("key_add", (key, name), f"index {name} under {key}")
+        self._one("key_add", (key, name), f"index {name} under {key}")
 
     def remove_key(self, key: str, name: str) -> None:
-        self._run("key_remove", (key, name), f"unindex {name} from {key}")
+        self._one("key_remove", (key, name), f"unindex {name} from {key}")
 
     def put_job(self, job: Job) -> None:
-        self._run(
-            "job_put",
-            (job.schedule.name, job.revision, job.generation, job.model_dump_json(by_alias=True)),
-            f"write job {job.key}",
-        )
+        self.put_jobs([job])
 
     def jobs(self, name: str) -> list[Job]:
-        rows = self._run("jobs", (name,), f"read jobs of {name}")
-        return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
+        return self.jobs_of([name])[name]
 
     def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
         unique = list(dict.fromkeys(names))
@@ -245,13 +198,7 @@ class CassandraScheduleStore(ScheduleStore):
         }
 
     def delete_job(self, name: str, job_key: str) -> None:
-        revision, generation = job_key.rsplit(":", 2)[1:]
-        self._run("job_delete", (name, int(revision), int(generation)), f"delete job {job_key}")
-
-    def _many(self, items: list[tuple[str, tuple[Any, ...]]], what: str) -> list[list[Any]]:
-        if not self._q:
-            raise RuntimeError("the schedule store is not open; call open()")
-        return self.tasks.runner().many([(self._q[name], p) for name, p in items], what)
+        self.put_jobs([], delete=[(name, job_key)])
 
     def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
         items: list[tuple[str, tuple[Any, ...]]] = [
@@ -271,11 +218,11 @@ class CassandraScheduleStore(ScheduleStore):
         self._many(items, f"write {len(rows)} fire index rows")
 
     def fires(self, fire_ms: int, shard: int) -> list[FireRow]:
-        rows = self._run("fires", (fire_ms, shard), f"read the fires of {fire_ms}/{shard}")
+        rows = self._one("fires", (fire_ms, shard), f"read the fires of {fire_ms}/{shard}")
         return [FireRow(*row) for row in rows]
 
     def delete_fires(self, fire_ms: int, shard: int) -> None:
-        self._run("fires_delete", (fire_ms, shard), f"delete the fires of {fire_ms}/{shard}")
+        self._one("fires_delete", (fire_ms, shard), f"delete the fires of {fire_ms}/{shard}")
 
     def get_versioned(self, names: list[str]) -> dict[str, tuple[ScheduleRecord, str]]:
         answers = self._many([("get", (name,)) for name in names], "read schedules")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -20,7 +19,7 @@ from scheduler.schedules.abc import (
     with_fire_state,
 )
 from scheduler.schedules.job import Job
-from scheduler.stores._sqlite_file import SqliteFile
+from scheduler.stores._sqlite_file import SqliteFile, in_chunks
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedules (
@@ -46,13 +45,6 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
     what = "schedule store"
     schema = _SCHEMA
 
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._conn().execute(sql, params).fetchall()
-            except sqlite3.Error as error:
-                raise self._unavailable(error) from error
-
     def get(self, name: str) -> ScheduleRecord | None:
         rows = self._read("SELECT record FROM schedules WHERE name = ?", (name,))
         return ScheduleRecord.from_json(json.loads(rows[0][0])) if rows else None
@@ -60,7 +52,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
     def put(self, record: ScheduleRecord) -> None:
         previous = self.get(record.name)
         stale = event_keys(previous.schedule) - event_keys(record.schedule) if previous else set()
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO schedules VALUES (?, ?, ?, ?)",
                 (record.name, record.trigger_type, record.status, _dump(stored_json(record))),
@@ -73,7 +65,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
                 db.execute("INSERT OR IGNORE INTO schedule_keys VALUES (?, ?)", (key, record.name))
 
     def delete(self, name: str) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute("DELETE FROM schedules WHERE name = ?", (name,))
             db.execute("DELETE FROM schedule_keys WHERE name = ?", (name,))
             db.execute("DELETE FROM schedule_jobs WHERE name = ?", (name,))
@@ -103,13 +95,9 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
     def _page(
         self, trigger_type: str | None, status: str | None, after: str, limit: int
     ) -> list[Any]:
-        where, params = ["name > ?"], [after]
-        if trigger_type is not None:
-            where.append("trigger_type = ?")
-            params.append(trigger_type)
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
+        given = {"trigger_type = ?": trigger_type, "status = ?": status}
+        where = ["name > ?", *(term for term, value in given.items() if value is not None)]
+        params = [after, *(value for value in given.values() if value is not None)]
         return self._read(
             f"SELECT record FROM schedules WHERE {' AND '.join(where)} ORDER BY name LIMIT ?",
             (*params, limit),
@@ -122,23 +110,18 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return [row[0] for row in rows]
 
     def add_key(self, key: str, name: str) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute("INSERT OR IGNORE INTO schedule_keys VALUES (?, ?)", (key, name))
 
     def remove_key(self, key: str, name: str) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute("DELETE FROM schedule_keys WHERE event_key = ? AND name = ?", (key, name))
 
     def put_job(self, job: Job) -> None:
-        with self._lock, self._transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
-                (job.schedule.name, job.key, job.model_dump_json(by_alias=True)),
-            )
+        self.put_jobs([job])
 
     def jobs(self, name: str) -> list[Job]:
-        rows = self._read("SELECT record FROM schedule_jobs WHERE name = ?", (name,))
-        return sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
+        return self.jobs_of([name])[name]
 
     def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
         found: dict[str, list[Job]] = {name: [] for name in names}
@@ -149,11 +132,10 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return found
 
     def delete_job(self, name: str, job_key: str) -> None:
-        with self._lock, self._transaction() as db:
-            db.execute("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", (name, job_key))
+        self.put_jobs([], delete=[(name, job_key)])
 
     def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
                 [(j.schedule.name, j.key, j.model_dump_json(by_alias=True)) for j in jobs],
@@ -161,7 +143,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
             db.executemany("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", delete)
 
     def put_fires(self, rows: list[FireRow]) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO schedule_fires VALUES (?, ?, ?, ?, ?)",
                 [(r.fire_ms, r.shard, r.name, r.cron, r.revision) for r in rows],
@@ -176,7 +158,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return [FireRow(*row) for row in rows]
 
     def delete_fires(self, fire_ms: int, shard: int) -> None:
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "DELETE FROM schedule_fires WHERE fire_ms = ? AND shard = ?", (fire_ms, shard)
             )
@@ -193,7 +175,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         # (BEGIN IMMEDIATE holds the write lock from the read to the write).
         texts = {record.name: (text, record) for text, record in changes}
         names = list(texts)
-        with self._lock, self._transaction() as db:
+        with self._transaction() as db:
             stored = dict(
                 _records_of(lambda sql, args: db.execute(sql, args).fetchall(), "schedules", names)
             )
@@ -209,17 +191,11 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         return written
 
 
-_IN_LIMIT = 500
-"""Names per `IN (...)` read (SQLite's bound-parameter limit is 999 on old builds)."""
-
-
 def _records_of(
     read: Callable[[str, tuple[str, ...]], Iterable[Any]], table: str, names: Sequence[str]
 ) -> Iterator[tuple[str, str]]:
-    """The (name, record) rows of `table` for `names`, read `_IN_LIMIT` names at a time."""
-    for start in range(0, len(names), _IN_LIMIT):
-        chunk = tuple(names[start : start + _IN_LIMIT])
-        marks = ",".join("?" * len(chunk))
+    """The (name, record) rows of `table` for `names`, read `IN_LIMIT` names at a time."""
+    for chunk, marks in in_chunks(names):
         yield from read(f"SELECT name, record FROM {table} WHERE name IN ({marks})", chunk)
 
 
