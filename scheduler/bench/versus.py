@@ -195,7 +195,9 @@ def worse(
     this: Sequence[float], base: Sequence[float], better: str, *, noise: float = NOISE
 ) -> bool:
     """Whether `this` is worse than `base` beyond `noise` (see the module's docstring)."""
-    if not this or not base or any(math.isnan(v) for v in (*this, *base)):
+    this = [value for value in this if not math.isnan(value)]
+    base = [value for value in base if not math.isnan(value)]
+    if not this or not base:
         return False
     ratio = _ratio(median(this), median(base))
     if better == HIGHER:
@@ -218,6 +220,9 @@ def _add(
     *,
     noise: float = NOISE,
 ) -> None:
+    # A run with nothing to measure (a rebalance that moved no partition) reads NaN: left out.
+    this = [value for value in this if not math.isnan(value)]
+    base = [value for value in base if not math.isnan(value)]
     result.add(
         backend=backend,
         metric=metric,

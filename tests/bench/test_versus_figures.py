@@ -58,4 +58,5 @@ def test_a_figure_is_worse_only_beyond_the_noise_and_every_run_of_the_baseline()
     assert worse([130.0], [100.0], LOWER)
     assert not worse([70.0], [100.0], LOWER)  # lower is better here
     assert not worse([float("nan")], [100.0], LOWER)
+    assert worse([130.0, float("nan")], [100.0], LOWER)  # a run that measured nothing is left out
     assert worse([101.0], [100.0], LOWER, noise=0.0)  # a count: one line more is more
