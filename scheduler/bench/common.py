@@ -53,6 +53,8 @@ class BenchOptions:
     """peer: tasks in workload (c), due over the next day; None: the scenario's default."""
     against: Path | None = None
     """versus: the baseline checkout (its `.venv/bin/python` runs its side) or its Python."""
+    scenarios: tuple[str, ...] = ()
+    """versus: what to compare (`scheduler.bench.versus.SCENARIOS`); empty: all of it."""
     config: Path | None = None
     """The settings file the bench read (`--config` or `$SCHEDULER_CONFIG`): the workers it
     starts read it too, so security settings given only there reach them."""

@@ -11,12 +11,19 @@ request line (`{"op": "execute", "count": N}`, `{"op": "lag", "rate": R, "durati
 `{"op": "stop"}`) gets one answer line. Answers start with `VERSUS ` so that anything a library
 prints to stdout is told apart. The worker's CPU time (user + system, from the kernel through
 psutil) is read around each request; CPU per 10,000 tasks is that delta scaled.
+
+`versus_side.py threads SCRATCH` instead counts the OS threads of an embedded worker owning
+`THREAD_PARTITIONS` partitions (`/proc/PID/task`): once it owns them all and is idle, and again
+idle after `WARM_TASKS` tasks have run (a pool that starts its threads on demand has them then).
+It prints one answer line and exits.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +31,9 @@ PREFIX = "VERSUS "
 WARM_TASKS = 2000
 START_TIMEOUT_S = 600.0
 """A loaded machine's Cassandra can take minutes to answer a new keyspace's schema."""
+THREAD_PARTITIONS = 64
+IDLE_S = 3.0
+"""How long the worker is left alone before its threads are counted."""
 
 
 def _answer(document: dict[str, Any]) -> None:
@@ -38,16 +48,16 @@ def _cpu_s(pid: int) -> float:
     return float(times.user + times.system)
 
 
-def main(kind: str, scratch: str) -> None:
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _options(kind: str, scratch: str) -> Any:
     from scheduler.bench.common import BenchOptions
-    from scheduler.bench.execute import drive
-    from scheduler.bench.lag import steady
-    from scheduler.bench.workers import backend
-    from scheduler.client import SchedulerClient
     from scheduler.config import env_config, load_settings
 
     config = env_config()
-    options = BenchOptions(
+    return BenchOptions(
         size=None,
         repeat=1,
         smoke=False,
@@ -57,7 +67,44 @@ def main(kind: str, scratch: str) -> None:
         scratch=Path(scratch),
         config=Path(config) if config else None,
     )
-    with backend(kind, options, "versus") as run:
+
+
+def threads(scratch: str) -> None:
+    from scheduler.bench import workers
+    from scheduler.bench.common import EMBEDDED
+    from scheduler.bench.execute import drive
+    from scheduler.client import SchedulerClient
+
+    # `backend`, `open_log` and `wait_assigned` read the module's partition count when called.
+    workers.PARTITIONS = THREAD_PARTITIONS
+    with workers.backend(EMBEDDED, _options(EMBEDDED, scratch), "threads") as run:
+        worker = run.start_worker("threads")
+        run.wait_assigned(START_TIMEOUT_S)
+        time.sleep(IDLE_S)
+        idle = _threads(worker.pid)
+        client = SchedulerClient(log=run.log)
+        try:
+            drive(run, client, WARM_TASKS, "warm")
+        finally:
+            client.close()
+        time.sleep(IDLE_S)
+        _answer(
+            {
+                "partitions": THREAD_PARTITIONS,
+                "owned": len(worker.assigned_partitions()),
+                "threads_idle": idle,
+                "threads_after_tasks": _threads(worker.pid),
+            }
+        )
+
+
+def main(kind: str, scratch: str) -> None:
+    from scheduler.bench.execute import drive
+    from scheduler.bench.lag import steady
+    from scheduler.bench.workers import backend
+    from scheduler.client import SchedulerClient
+
+    with backend(kind, _options(kind, scratch), "versus") as run:
         worker = run.start_worker("worker0")
         run.wait_assigned(START_TIMEOUT_S)
         client = SchedulerClient(log=run.log)
@@ -86,4 +133,7 @@ def main(kind: str, scratch: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "threads":
+        threads(sys.argv[2])
+    else:
+        main(sys.argv[1], sys.argv[2])

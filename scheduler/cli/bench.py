@@ -41,8 +41,8 @@ SCENARIOS: dict[str, str] = {
     "APScheduler 3; worker RSS with 100,000 enabled schedules vs idle",
     "api": "REST API listings over 1,000,000 tasks and 100,000 schedules: requests/s, p99; "
     "batch POST vs schedule_tasks",
-    "versus": "this checkout against a baseline checkout, in turn: execute tasks/s, lag p99 and "
-    "worker CPU per 10,000 tasks as ratios",
+    "versus": "this checkout against a baseline checkout, in turn: execute, lag, backlog, "
+    "rebalance and enqueue as ratios; a 64-partition worker's threads; the engine's line count",
 }
 """Scenario name -> one line of help; the module is `scheduler.bench.<name>`."""
 
@@ -98,6 +98,7 @@ def _options(
     peers: str = "",
     backlog: int | None = None,
     against: Path | None = None,
+    scenarios: str = "",
 ) -> Any:
     from scheduler.bench.common import BACKENDS, BenchOptions
     from scheduler.config import env_config
@@ -123,6 +124,7 @@ def _options(
         peers=_peer_groups(peers),
         backlog=backlog,
         against=against,
+        scenarios=_versus_scenarios(scenarios) if scenarios else (),
         config=state.config or env_config(),
     )
 
@@ -183,7 +185,7 @@ def _scenario(name: str) -> click.Command:
     if name == "schedules":
         command = _ENABLED(command)
     if name == "versus":
-        command = _AGAINST(command)
+        command = _AGAINST(_VERSUS_SCENARIOS(command))
     return click.command(name)(command)
 
 
@@ -226,6 +228,26 @@ _AGAINST = click.option(
     help="The baseline: a checkout with its own .venv (e.g. a worktree of the commit to beat), "
     "or that checkout's Python.",
 )
+
+
+_VERSUS_SCENARIOS = click.option(
+    "--scenarios",
+    default="",
+    help="Comma-separated: execute, lag, backlog, rebalance, enqueue, threads, lines (default: "
+    "all; lag runs execute too, for its offered rate).",
+)
+
+
+def _versus_scenarios(text: str) -> tuple[str, ...]:
+    from scheduler.bench.versus import SCENARIOS
+
+    chosen = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [s for s in chosen if s not in SCENARIOS]
+    if unknown or not chosen:
+        raise click.BadParameter(
+            f"{','.join(unknown) or text!r}: use {', '.join(SCENARIOS)}", param_hint="--scenarios"
+        )
+    return chosen
 
 
 def _peer_groups(text: str) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """`scheduler bench versus` at smoke sizes: both sides run, the table holds every ratio.
 
 The baseline here is this same checkout (its interpreter passed as `--against`): the test proves
-the mechanics (two side processes, turns, CPU read from the worker, ratios), not a speed-up.
+the mechanics (two side processes, turns, CPU read from the worker, each checkout's own bench
+runs, the thread count, the line count, ratios), not a speed-up.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ METRICS = (
     "lag p50 ms",
     "lag p99 ms",
     "worker CPU s per 10k tasks (lag",
+    "backlog drain tasks/s",
+    "backlog worker RSS peak MB",
+    "enqueue schedule_task tasks/s",
+    "enqueue schedule_task / raw",
 )
+REBALANCE = ("rebalance join: moved partitions resume", "rebalance leave: handover gap")
+POSITIVE = ("execute", "worker CPU", "backlog", "enqueue")
+"""Figures that are positive in any run; lag and rebalance times may be 0 at smoke sizes."""
 
 
 def _rows(out: Path) -> list[dict]:
@@ -32,39 +40,88 @@ def _rows(out: Path) -> list[dict]:
     return document["rows"]
 
 
-def _check(rows: list[dict], backend: str) -> None:
+def _check(rows: list[dict], backend: str, metrics: tuple[str, ...] = METRICS) -> None:
     mine = [row for row in rows if row["backend"] == backend]
-    assert [m for m in METRICS if not any(r["metric"].startswith(m) for r in mine)] == []
+    assert [m for m in metrics if not any(r["metric"].startswith(m) for r in mine)] == []
     for row in mine:
-        if row["metric"].startswith("lag p"):
-            assert row["this"] >= 0 and row["baseline"] >= 0, row
-        else:
+        if row["metric"].startswith(POSITIVE):
             assert row["this"] > 0 and row["baseline"] > 0, row
             assert math.isfinite(row["ratio"]) and row["ratio"] > 0, row
+        elif not math.isnan(row["this"]):
+            assert row["this"] >= 0 and row["baseline"] >= 0, row
+
+
+def _check_threads_and_lines(document: dict) -> None:
+    """Both checkouts' 64-partition worker was counted, and a checkout against itself has the
+    same line count in every area."""
+    threads = document["details"]["threads"]
+    for side in ("this", "baseline"):
+        assert threads[side]["owned"] == threads[side]["partitions"] == 64, threads
+        assert threads[side]["threads_after_tasks"] > 1, threads
+    rows = {row["metric"]: row for row in document["rows"] if row["backend"] == "-"}
+    assert rows["code lines total"]["this"] == rows["code lines total"]["baseline"] > 1000
+    assert rows["lines scheduler/engine"]["ratio"] == 1.0
+    assert rows["lines total"]["this"] > rows["code lines total"]["this"]
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(720)
 def test_versus_runs_both_checkouts_in_turn_and_reports_each_ratio(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    output = run_bench(out, "versus", "--against", sys.executable, timeout=230)
+    output = run_bench(out, "versus", "--against", sys.executable, timeout=710)
     assert "sum(range(10**7)) took" in output
     _check(_rows(out), "embedded")
+    document = json.loads((out / "versus.json").read_text(encoding="utf-8"))
+    assert not [n for n in document["notes"] if "failed" in n], document["notes"]
+    _check_threads_and_lines(document)
 
 
 @pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.cassandra
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 def test_versus_measures_the_worker_on_kafka_and_cassandra_too(tmp_path: Path) -> None:
     out = tmp_path / "results"
+    scenarios = "execute,lag,backlog,rebalance,enqueue"
     run_bench(
-        out, "versus", "--against", sys.executable, "--backends", "kafka-cassandra", timeout=590
+        out,
+        "versus",
+        "--against",
+        sys.executable,
+        "--backends",
+        "kafka-cassandra",
+        "--scenarios",
+        scenarios,
+        timeout=1190,
     )
     rows = _rows(out)
     document = json.loads((out / "versus.json").read_text(encoding="utf-8"))
     assert not [n for n in document["notes"] if "failed" in n], document["notes"]
-    _check(rows, "kafka-cassandra")
+    assert "threads" not in document["details"] and "lines" not in document["details"]
+    _check(rows, "kafka-cassandra", METRICS + REBALANCE)
+
+
+def test_versus_names_the_scenarios_it_knows_when_given_another(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [
+            SCRIPT,
+            "bench",
+            "versus",
+            "--smoke",
+            "--against",
+            sys.executable,
+            "--scenarios",
+            "execute,backlogg",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode != 0
+    assert "backlogg" in completed.stderr
+    assert "rebalance" in completed.stderr
 
 
 def test_versus_without_a_baseline_checkout_says_how_to_make_one(tmp_path: Path) -> None:
