@@ -82,7 +82,10 @@ def test_versus_runs_both_checkouts_in_turn_and_reports_each_ratio(tmp_path: Pat
 @pytest.mark.timeout(1200)
 def test_versus_measures_the_worker_on_kafka_and_cassandra_too(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    scenarios = "execute,lag,backlog,rebalance,enqueue"
+    # The other scenarios' versus mechanics are the embedded smoke's; here the worker's own
+    # figures on the servers (execute) and the scenario only they have (rebalance), to keep the
+    # CI within its budget.
+    scenarios = "execute,rebalance"
     run_bench(
         out,
         "versus",
@@ -98,7 +101,7 @@ def test_versus_measures_the_worker_on_kafka_and_cassandra_too(tmp_path: Path) -
     document = json.loads((out / "versus.json").read_text(encoding="utf-8"))
     assert not [n for n in document["notes"] if "failed" in n], document["notes"]
     assert "threads" not in document["details"] and "lines" not in document["details"]
-    _check(rows, "kafka-cassandra", METRICS + REBALANCE)
+    _check(rows, "kafka-cassandra", METRICS[:2] + REBALANCE)
 
 
 def test_versus_names_the_scenarios_it_knows_when_given_another(tmp_path: Path) -> None:
