@@ -116,6 +116,13 @@ def restart_under_load(
     watch.start()
     began = now_ms()
     status = launcher.restart(name)
+    # `start` waits until the server answers, then asks once more for its status: a node that
+    # has just answered can miss that second check on a loaded machine (CQL connect timed out
+    # while the workers reconnected, scripts/faults.sh 2026-11-27). Ask until it answers again.
+    deadline = time.monotonic() + 60
+    while not status.healthy and time.monotonic() < deadline:
+        time.sleep(1)
+        status = launcher.status(name)
     back = now_ms()
     assert status.healthy, status.detail
     for worker in workers:
