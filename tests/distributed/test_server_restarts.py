@@ -11,6 +11,7 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from uuid import uuid4
 
 import pytest
@@ -212,8 +213,8 @@ def test_a_kafka_restart_under_load_loses_no_accepted_task(fleet: Fleet) -> None
         # the producer's recovery, so say where librdkafka holds the records and mark it.
         pytest.xfail(
             f"producer stall after the broker restart (issue 3): {load.sent - report.accepted} "
-            f"of {load.sent} sends unacknowledged after 180 s; librdkafka's last statistics: "
-            f"{where_unacknowledged(fleet.producer_stats)}"
+            f"of {load.sent} sends unacknowledged after 180 s ({failures(load)}); librdkafka's "
+            f"last statistics: {where_unacknowledged(fleet.producer_stats)}"
         )
 
 
@@ -241,6 +242,14 @@ def test_a_long_lived_log_reads_offsets_and_its_group_right_after_a_broker_resta
     finally:
         log.delete_topic()
         log.close()
+
+
+def failures(load: LoadGenerator) -> str:
+    """How the unaccepted sends ended, by error: a future still unresolved when `join` gave up
+    (TimeoutError) is a stall; an error is a send the producer refused or failed, as the records
+    of a client replaced after it lost every broker are (kafka_producer `_renew_if_stranded`)."""
+    kinds = Counter(f"{type(error).__name__}: {str(error)[:160]}" for _, error in load.failed)
+    return "; ".join(f"{count} x {kind}" for kind, count in kinds.most_common(3)) or "none failed"
 
 
 def where_unacknowledged(stats: str | None) -> str:
