@@ -18,8 +18,8 @@ from collections.abc import Callable
 from scheduler.logs.kafka_config import logger
 
 SAY_AFTER_S = 3.0
-"""How long no broker must have answered before the worker logs it: a broker that restarts in
-a second or two is not worth two WARNING lines."""
+"""How long no broker must have answered before the worker logs it and its probes name it: a
+broker that restarts in a second or two is not worth two WARNING lines."""
 
 
 _NOT_BROKERS = frozenset({"logical", "internal"})
@@ -98,9 +98,12 @@ class BrokerWatch:
         self._none_known_since = None
 
     def problem(self) -> str | None:
-        """What the probes say while no broker answers; None while one does."""
+        """What the probes say once no broker has answered for `SAY_AFTER_S`; None before and
+        while one does. The grace is the log's: a client moving from its bootstrap connection
+        to the broker it learned, or reconnecting after a broker closed a connection, has no
+        connection up for a report or so, and a probe naming that as an outage would flap."""
         since = self._down_since
-        if since is None:
+        if since is None or self._clock() - since < SAY_AFTER_S:
             return None
         return (
             f"no Kafka broker at {self._bootstrap} has answered for {self._clock() - since:.0f} s "
