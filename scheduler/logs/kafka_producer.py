@@ -260,8 +260,9 @@ class KafkaLogProducer(LogProducer):
         for message, on_delivery in records:
             partition = message.partition()  # None while the topic was unknown: choose
             partition = _ANY_PARTITION if partition is None else partition
+            record = (message.value(), message.key(), partition, on_delivery)
             try:
-                self._produce_when_room(message.value(), message.key(), partition, on_delivery)
+                self._produce_when_room(*record, produce=self._producer.produce)
             except KafkaException as exc:
                 on_delivery(kafka_error(exc) or KafkaError(KafkaError._FAIL, str(exc)), message)
 
@@ -381,12 +382,12 @@ class KafkaLogProducer(LogProducer):
                 poll(0)
         return batch.future
 
-    def _produce_when_room(self, *record: Any) -> None:
+    def _produce_when_room(self, *record: Any, produce: Callable[..., Any] | None = None) -> None:
         """Produce (value, key, partition, on_delivery), serving deliveries while the local
-        queue is full: never drop."""
+        queue is full: never drop. Through `_produce` unless told: it waits out a handover."""
         while True:
             try:
-                self._producer.produce(self._topic, *record)
+                (produce or self._produce)(self._topic, *record)
                 return
             except BufferError:
                 self._poll(_POLL_INTERVAL_S)

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -249,13 +250,14 @@ def test_a_producer_whose_client_knows_no_broker_any_more_is_replaced_and_its_se
         log.close()
 
 
-def stranded_producer(log: KafkaTaskLog, clock: Clock) -> KafkaLogProducer:
+def stranded_producer(log: KafkaTaskLog, clock: Clock, **config: Any) -> KafkaLogProducer:
     """A producer whose client reaches no broker (its bootstrap is a closed port), so every
     record it takes stays queued; no statistics of its own, so only the test feeds its watch."""
     config = {
         **log.producer_settings(),
         "bootstrap.servers": f"127.0.0.1:{free_port()}",
         "statistics.interval.ms": 0,
+        **config,
     }
     return KafkaLogProducer(config=config, topic=log.topic, clock=clock)
 
@@ -329,13 +331,14 @@ def test_a_producer_renewal_hands_the_queued_records_to_the_new_client_in_order(
 
 @pytest.mark.kafka
 def test_a_record_sent_while_the_client_is_replaced_lands_behind_the_handed_over_ones() -> None:
-    """A thread that keeps sending on one partition across the renewal: its records, queued
-    on the old client, handed over, or sent to the new one (waiting for the handover), are all
-    accepted and land in the order they were sent."""
+    """A thread that keeps sending on one partition across the renewal, blocked by a full
+    queue when it starts: its records, queued on the old client and handed over, or sent to
+    the new one (waiting for the handover), are all accepted and land in the order they were
+    sent."""
     log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")
     log.ensure_topic(2)
     clock = Clock()
-    producer = stranded_producer(log, clock)
+    producer = stranded_producer(log, clock, **{"queue.buffering.max.messages": 1000})
     key = key_for(1, 2)
     futures = []
     stop = threading.Event()
@@ -350,8 +353,10 @@ def test_a_record_sent_while_the_client_is_replaced_lands_behind_the_handed_over
     sender = threading.Thread(target=keep_sending)
     try:
         sender.start()
-        while len(futures) < 1000:
+        while len(futures) < 1000:  # the queue is full: the next send waits for room
             time.sleep(0.01)
+        time.sleep(0.1)
+        assert len(futures) == 1000
         renew(producer, log, clock)
         stop.set()
         sender.join(30)
