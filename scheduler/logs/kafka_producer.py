@@ -380,6 +380,7 @@ class KafkaLogProducer(LogProducer):
                 raise self.refused(exc, len(value)) from None
             if not next(sends) % _POLL_EVERY:
                 poll(0)
+                produce = self._produce  # a renewal's, a long batch follows it soon
         return batch.future
 
     def _produce_when_room(self, *record: Any, produce: Callable[..., Any] | None = None) -> None:
