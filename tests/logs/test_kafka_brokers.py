@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -301,7 +302,7 @@ def test_a_producer_renewal_hands_the_queued_records_to_the_new_client_in_order(
     producer = stranded_producer(log, clock)
     keys = [key_for(0, 2, "a"), key_for(1, 2, "a"), key_for(0, 2, "b")]
     sent: dict[bytes, list[int]] = {key: [] for key in keys}
-    futures = []
+    futures: list[Future[int]] = []
 
     def send_some(first: int, last: int) -> None:
         made = producer.sender()
@@ -340,7 +341,7 @@ def test_a_record_sent_while_the_client_is_replaced_lands_behind_the_handed_over
     clock = Clock()
     producer = stranded_producer(log, clock, **{"queue.buffering.max.messages": 1000})
     key = key_for(1, 2)
-    futures = []
+    futures: list[Future[int]] = []
     stop = threading.Event()
 
     def keep_sending() -> None:
