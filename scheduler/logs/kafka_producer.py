@@ -204,9 +204,10 @@ class KafkaLogProducer(LogProducer):
                 self._topic,
                 stranded_s,
             )
+            new = self._new_client()
             self._handed_over.clear()
             self._follow(self._produce_after_handover)
-            old, self._producer = self._producer, self._new_client()
+            old, self._producer = self._producer, new
             self._brokers.renewed()
             self._handover = []
             try:
