@@ -194,6 +194,9 @@ class FakeProducer:
     def serve_until_done(self, future: Future[int], timeout: float | None) -> None:
         pass  # the real producer polls librdkafka here; the test answers by hand
 
+    def _hand_over(self, error: Any, message: Any, on_delivery: Any) -> bool:
+        return False  # no client renewal here: a failed record fails
+
     def failure(self, error: Any, message: Any) -> Exception:
         self.failures.append((error, message))
         return RuntimeError(f"not delivered: {error}")

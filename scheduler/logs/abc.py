@@ -303,17 +303,22 @@ class BatchFuture:
     def set_exception(self, error: BaseException) -> None:
         self.delivered(error)
 
-    def reporter(self, failure: Callable[[Any, Any], BaseException]) -> Callable[[Any, Any], None]:
+    def reporter(
+        self,
+        failure: Callable[[Any, Any], BaseException],
+        kept: Callable[[Any, Any, Any], bool] | None = None,
+    ) -> Callable[[Any, Any], None]:
         """A delivery callback for each record of the batch, `(error, report)`: None counts a
         success, anything else fails the batch with `failure(error, report)` (`delivered` in one
-        Python call instead of two)."""
+        Python call instead of two), unless `kept(error, report, callback)` says the record
+        is sent again with the same callback."""
         successes, expected, finish = self._successes, self._expected, self._finish
 
         def report(error: Any, detail: Any) -> None:
             if error is None:
                 if next(successes) == expected:
                     finish(None)
-            else:
+            elif kept is None or not kept(error, detail, report):
                 finish(failure(error, detail))
 
         return report

@@ -5,7 +5,8 @@ reports themselves every few sends, since they hold the GIL anyway; when sending
 thread takes over, so the last futures resolve too (while senders are busy it stays away: taking
 the GIL from them costs throughput). Futures resolve on whichever thread polled, so their
 done-callbacks must be quick. The daemon thread also replaces a client that knows no broker any
-more (`_renew_if_stranded`, see `kafka_brokers`).
+more (`_renew_if_stranded`, see `kafka_brokers`), handing the records queued on it to the new
+client in their order.
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ RENEW_AFTER_S = 5.0
 (`KafkaLogProducer._renew_if_stranded`): five statistics reports."""
 _RETIRED_DRAIN_S = 30.0
 """How long a replaced client is polled for the reports of records that raced the renewal."""
+_HANDOVER_S = 10.0
+"""How long a renewal moves the old client's records (milliseconds, usually), and how long a
+send made meanwhile waits for it before it produces anyway."""
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 class _Gate:
@@ -127,8 +132,15 @@ class KafkaLogProducer(LogProducer):
         self._rebinds: weakref.WeakKeyDictionary[Sender, Callable[[Callable[..., Any]], None]]
         self._rebinds = weakref.WeakKeyDictionary()
         """Each live Python send's way to follow a new client's `produce`."""
-        self._renewing = threading.Lock()
+        self._renewing = threading.RLock()
+        """Held while the client is replaced (reentrant: a callback served meanwhile may send)."""
         self._producer = self._new_client()
+        self._produce: Callable[..., Any] = self._producer.produce
+        """What sends call: the client's `produce`, or `_produce_after_handover` meanwhile."""
+        self._handover: list[tuple[Message, Callable[..., Any]]] | None = None
+        """While a renewal moves records: the old client's purged records and their callbacks."""
+        self._handed_over = threading.Event()
+        self._handed_over.set()
         self._connect_early()
         self._closed = threading.Event()
         self._open = True
@@ -165,8 +177,21 @@ class KafkaLogProducer(LogProducer):
 
     def _renew_if_stranded(self) -> bool:
         """Replace the librdkafka client once it has known no broker for `RENEW_AFTER_S` (see
-        `kafka_brokers`). The records queued on it fail as unavailable; the senders follow the
-        new client. True if it replaced it."""
+        `kafka_brokers`), and hand the records queued on it to the new one. True if it did.
+
+        The senders stop first: C senders fall back to their Python send, whose `produce`
+        waits for the handover (up to `_HANDOVER_S`). The old client is then purged and polled:
+        its records come back as purged (`_hand_over` keeps them with their callbacks), and
+        go to the new client, idempotent with acks=all too, in the order they were queued on
+        each partition, before any record sent after them; their futures resolve from the new
+        client's reports. librdkafka reports a purge per queue, the partition's queue before its
+        transmit and in-flight ones (`rd_kafka_purge`), so the records are put back in order
+        by their creation time (a stable sort: ties keep the report order). A stranded client
+        holds them all in the partition queues, in order, since its brokers left. A record
+        the broker had written but not acknowledged may be written twice: records are keyed
+        by their task, so a duplicate is harmless. What cannot be handed over fails as before:
+        a record the new client refuses, or one a sender that read the old client's `produce`
+        before the renewal queues on it after the handover (`_drain_retired`)."""
         with self._renewing:
             stranded_s = self._brokers.known_none_for()
             if stranded_s < RENEW_AFTER_S or not self._open:
@@ -175,26 +200,76 @@ class KafkaLogProducer(LogProducer):
                 "producer of topic %r: librdkafka has known no Kafka broker for %.0f s (a "
                 "metadata answer listed none, as a broker sends while it shuts down, and it "
                 "dropped every broker it knew: librdkafka issue 5301), so it would never "
-                "reconnect; starting a new producer (records queued on the old one fail)",
+                "reconnect; starting a new producer (records queued on the old one move to it)",
                 self._topic,
                 stranded_s,
             )
-            old, self._producer = self._producer, self._new_client()
+            new = self._new_client()
+            self._handed_over.clear()
+            self._follow(self._produce_after_handover)
+            old, self._producer = self._producer, new
             self._brokers.renewed()
-            for gate in self._gates:
-                gate._open = False  # C senders on the old client fall back to their Python send
-            self._gates.clear()
-            self._senders.clear()  # `send` builds C senders on the new client again
-            for rebind in list(self._rebinds.values()):
-                rebind(self._producer.produce)
+            self._handover = []
+            try:
+                self._hand_over_from(old)
+            finally:
+                self._handover = None
+                self._follow(self._producer.produce)
+                self._handed_over.set()
         threading.Thread(
             target=self._drain_retired, args=(old,), name="kafka-producer-retire", daemon=True
         ).start()
         return True
 
+    def _follow(self, produce: Callable[..., Any]) -> None:
+        """Make every send call `produce`: C senders fall back to their Python send, and
+        `send` builds them again on the client in use."""
+        self._produce = produce
+        for gate in self._gates:
+            gate._open = False
+        self._gates.clear()
+        self._senders.clear()
+        for rebind in list(self._rebinds.values()):
+            rebind(produce)
+
+    def _produce_after_handover(self, *record: Any) -> None:
+        """`produce` while a renewal hands records over: after them."""
+        self._handed_over.wait(_HANDOVER_S)
+        self._producer.produce(*record)
+
+    def _hand_over(self, error: KafkaError, message: Message, on_delivery: Any) -> bool:
+        """Keep a record purged from a replaced client for the new one; False if it fails."""
+        handover = self._handover
+        if handover is None or error.code() not in _PURGED or self._fatal is not None:
+            return False
+        if not self._open:  # closing: what is left fails, as at any close
+            return False
+        handover.append((message, on_delivery))
+        return True
+
+    def _hand_over_from(self, old: Producer) -> None:
+        """Purge `old`, and queue what it held on the current client, in order."""
+        deadline = time.monotonic() + _HANDOVER_S
+        try:
+            while len(old) and time.monotonic() < deadline:
+                old.purge()
+                old.poll(0.1)  # the reports land in `_handover`
+        except Exception as error:  # replaced because it was stranded: its errors say nothing new
+            logger.debug("purging a replaced producer: %s", error)
+        records = self._handover or []
+        records.sort(key=lambda record: record[0].timestamp()[1])
+        for message, on_delivery in records:
+            partition = message.partition()  # None while the topic was unknown: choose
+            partition = _ANY_PARTITION if partition is None else partition
+            record = (message.value(), message.key(), partition, on_delivery)
+            try:
+                self._produce_when_room(*record, produce=self._producer.produce)
+            except KafkaException as exc:
+                on_delivery(kafka_error(exc) or KafkaError(KafkaError._FAIL, str(exc)), message)
+
     def _drain_retired(self, old: Producer) -> None:
-        """Fail what the replaced client holds, and what senders racing the renewal gave it,
-        by serving its reports until it holds nothing (or `_RETIRED_DRAIN_S` passed)."""
+        """Fail what senders racing the renewal gave the replaced client after its records were
+        handed over, by serving its reports until it holds nothing (or `_RETIRED_DRAIN_S`)."""
         deadline = time.monotonic() + _RETIRED_DRAIN_S
         try:
             while len(old) and time.monotonic() < deadline:
@@ -231,6 +306,10 @@ class KafkaLogProducer(LogProducer):
         record's future needs but its state lives on a class made here once, and the future is
         the record's delivery callback, so a send allocates one object. Where the C path is
         built (`scheduler.speedups`) the send is C, handing the rare cases to the Python one."""
+        with self._renewing:  # not half on a client being replaced
+            return self._sender(on_durable)
+
+    def _sender(self, on_durable: Callable[[], object] | None) -> Sender:
         fast = speedups.enabled()
         future_type: type[_RecordDelivery] = type(
             "_RecordDelivery",
@@ -242,7 +321,7 @@ class KafkaLogProducer(LogProducer):
                 "_on_success": None if on_durable is None else staticmethod(on_durable),
             },
         )
-        produce, poll, topic = self._producer.produce, self._poll, self._topic
+        produce, poll, topic = self._produce, self._poll, self._topic
         produce_when_room, sends = self._produce_when_room, self._sends
 
         def rebind(new_produce: Callable[..., Any]) -> None:
@@ -258,7 +337,7 @@ class KafkaLogProducer(LogProducer):
                 # a dict per call. Partition -1 is librdkafka's "unassigned": the partitioner picks.
                 produce(topic, value, key, _ANY_PARTITION, future)
             except BufferError:
-                produce_when_room(key, value, future)
+                produce_when_room(value, key, _ANY_PARTITION, future)
             except KafkaException as exc:  # refused before sending: too large, mostly
                 raise self.refused(exc, len(value)) from None
             # Serve ready delivery reports now and then, while this thread holds the GIL anyway.
@@ -291,28 +370,29 @@ class KafkaLogProducer(LogProducer):
         if not self._open:
             raise BackendUnavailableError(f"the producer for topic {self._topic!r} is closed")
         batch = BatchFuture(len(records), _BatchDelivery(self))
-        on_delivery = batch.reporter(self.failure)
-        produce, poll, topic, sends = (self._producer.produce, self._poll, self._topic, self._sends)
+        on_delivery = batch.reporter(self.failure, self._hand_over)
+        produce, poll, topic, sends = (self._produce, self._poll, self._topic, self._sends)
         for key, value in records:
             try:
                 produce(topic, value, key, _ANY_PARTITION, on_delivery)
             except BufferError:
-                self._produce_when_room(key, value, on_delivery)
+                self._produce_when_room(value, key, _ANY_PARTITION, on_delivery)
             except KafkaException as exc:
                 raise self.refused(exc, len(value)) from None
             if not next(sends) % _POLL_EVERY:
                 poll(0)
+                produce = self._produce  # a renewal's, a long batch follows it soon
         return batch.future
 
-    def _produce_when_room(self, key: RecordKey, value: bytes, on_delivery: Any) -> None:
-        """The local queue is full: serve deliveries until there is room, never drop."""
+    def _produce_when_room(self, *record: Any, produce: Callable[..., Any] | None = None) -> None:
+        """Produce (value, key, partition, on_delivery), serving deliveries while the local
+        queue is full: never drop. Through `_produce` unless told: it waits out a handover."""
         while True:
-            self._poll(_POLL_INTERVAL_S)
             try:
-                self._producer.produce(self._topic, value, key, _ANY_PARTITION, on_delivery)
+                (produce or self._produce)(self._topic, *record)
                 return
             except BufferError:
-                continue
+                self._poll(_POLL_INTERVAL_S)
 
     def flush(self, timeout: float) -> int:
         try:
@@ -538,7 +618,8 @@ class _RecordDelivery(_ServedWhileAwaited, DeliveryFuture):
         return super().result(timeout)
 
     def _fail(self, error: KafkaError, message: Message) -> None:
-        self.set_exception(self._sender.failure(error, message))
+        if not self._sender._hand_over(error, message, self):
+            self.set_exception(self._sender.failure(error, message))
 
 
 class _FastRecordDelivery(_RecordDelivery):

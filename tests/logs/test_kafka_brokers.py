@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
@@ -247,6 +250,127 @@ def test_a_producer_whose_client_knows_no_broker_any_more_is_replaced_and_its_se
             producer.flush(0.2)  # statistics are served by whoever polls
         assert len(reports) > count, "the new client's statistics did not reach the caller's"
     finally:
+        producer.close()
+        log.delete_topic()
+        log.close()
+
+
+def stranded_producer(log: KafkaTaskLog, clock: Clock, **config: Any) -> KafkaLogProducer:
+    """A producer whose client reaches no broker (its bootstrap is a closed port), so every
+    record it takes stays queued; no statistics of its own, so only the test feeds its watch."""
+    config = {
+        **log.producer_settings(),
+        "bootstrap.servers": f"127.0.0.1:{free_port()}",
+        "statistics.interval.ms": 0,
+        **config,
+    }
+    return KafkaLogProducer(config=config, topic=log.topic, clock=clock)
+
+
+def renew(producer: KafkaLogProducer, log: KafkaTaskLog, clock: Clock) -> None:
+    """Let the producer's next client reach the real broker, and have its statistics say that
+    the present one knows no broker: the background thread replaces it within milliseconds."""
+    stranded = producer._producer
+    producer._config = log.producer_settings()
+    producer._brokers(NO_BROKER_LEFT)
+    clock.now += PRODUCER_RENEW_AFTER_S
+    deadline = time.monotonic() + 10
+    while producer._producer is stranded:
+        assert time.monotonic() < deadline, "the stranded client was not replaced"
+        time.sleep(0.005)
+
+
+def read_back(log: KafkaTaskLog, count: int) -> dict[bytes, list[int]]:
+    """Each key's record numbers (`{"i": n}`), in the order the topic holds them."""
+    consumer = log.consumer(f"g-{uuid.uuid4().hex}", client_id="reader")
+    try:
+        consumer.subscribe(Recorder())
+        records = poll_until(consumer, lambda rs: len(rs) >= count)
+    finally:
+        consumer.close()
+    by_key: dict[bytes, list[int]] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        assert record.key is not None and record.value is not None
+        by_key.setdefault(record.key, []).append(json.loads(record.value)["i"])
+    return by_key
+
+
+@pytest.mark.kafka
+def test_a_producer_renewal_hands_the_queued_records_to_the_new_client_in_order() -> None:
+    """Records queued on a client that is replaced are not failed: they go to the new client
+    in their order, ahead of what is sent after the renewal, and every future resolves
+    accepted, whether it came from `send`, a sender or `send_many`."""
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")
+    log.ensure_topic(2)
+    clock = Clock()
+    producer = stranded_producer(log, clock)
+    keys = [key_for(0, 2, "a"), key_for(1, 2, "a"), key_for(0, 2, "b")]
+    sent: dict[bytes, list[int]] = {key: [] for key in keys}
+    futures: list[Future[int]] = []
+
+    def send_some(first: int, last: int) -> None:
+        made = producer.sender()
+        for i in range(first, last, 10):
+            batch = [(keys[j % 3], f'{{"i":{j}}}'.encode()) for j in range(i, i + 5)]
+            futures.append(producer.send_many(batch))
+            for j in range(i + 5, i + 10):
+                send = producer.send if j % 2 else made
+                futures.append(send(keys[j % 3], f'{{"i":{j}}}'.encode()))
+            for j in range(i, i + 10):
+                sent[keys[j % 3]].append(j)
+
+    try:
+        send_some(0, 300)
+        assert producer.flush(0.5) > 0 and not any(f.done() for f in futures)
+        renew(producer, log, clock)
+        send_some(300, 400)
+        for future in futures:
+            assert future.exception(30) is None
+        assert producer.flush(10) == 0
+        assert read_back(log, 400) == sent
+    finally:
+        producer.close()
+        log.delete_topic()
+        log.close()
+
+
+@pytest.mark.kafka
+def test_a_record_sent_while_the_client_is_replaced_lands_behind_the_handed_over_ones() -> None:
+    """A thread that keeps sending on one partition across the renewal, blocked by a full
+    queue when it starts: its records, queued on the old client and handed over, or sent to
+    the new one (waiting for the handover), are all accepted and land in the order they were
+    sent."""
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")
+    log.ensure_topic(2)
+    clock = Clock()
+    producer = stranded_producer(log, clock, **{"queue.buffering.max.messages": 1000})
+    key = key_for(1, 2)
+    futures: list[Future[int]] = []
+    stop = threading.Event()
+
+    def keep_sending() -> None:
+        send = producer.sender()
+        while not stop.is_set() or len(futures) < 2000:
+            futures.append(send(key, f'{{"i":{len(futures)}}}'.encode()))
+            if len(futures) % 100 == 0:
+                time.sleep(0.001)
+
+    sender = threading.Thread(target=keep_sending)
+    try:
+        sender.start()
+        while len(futures) < 1000:  # the queue is full: the next send waits for room
+            time.sleep(0.01)
+        time.sleep(0.1)
+        assert len(futures) == 1000
+        renew(producer, log, clock)
+        stop.set()
+        sender.join(30)
+        assert not sender.is_alive()
+        for future in futures:
+            assert future.exception(30) is None
+        assert read_back(log, len(futures)) == {key: list(range(len(futures)))}
+    finally:
+        stop.set()
         producer.close()
         log.delete_topic()
         log.close()
