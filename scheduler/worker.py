@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 from typing import TypeVar
 
@@ -454,13 +455,16 @@ class Worker:
             batch = running[partition]
             if isinstance(write, BaseException):
                 self._failed(partition, write, batch)
-            elif write is None or (error := _outcome(write, until - time.monotonic())) is None:
+            elif write is None:
                 stored[partition] = batch.next_offset
                 continue
-            elif error is write:  # past the wait: the partition waits for it, paused
-                self._outages.writing(partition, batch, write)
+            elif not (answer := _answered(write, until - time.monotonic())):
+                self._outages.writing(partition, batch, write)  # the partition waits, paused
+            elif answer.error is None:
+                stored[partition] = batch.next_offset
+                continue
             else:
-                self._failed(partition, error, batch, bug=_is_bug(error))  # type: ignore[arg-type]
+                self._failed(partition, answer.error, batch, bug=_is_bug(answer.error))
             consumer.pause([partition])
         self._stored(consumer, stored)
 
@@ -476,15 +480,16 @@ class Worker:
             else:
                 self._outages.sent(partition, write)
         for partition, write, age in self._outages.writes():
-            error = _outcome(write, 0.0)
-            if error is write:
-                if age < PERSIST_TIMEOUT_S:
-                    continue  # still under way: looked at again on the next turn
+            answer = _answered(write, 0.0)
+            if not answer and age >= PERSIST_TIMEOUT_S:
                 error = pykka.Timeout(f"the write did not answer within {PERSIST_TIMEOUT_S:g} s")
-            if error is None:
+                self._failed(partition, error)
+            elif not answer:
+                continue  # still under way: looked at again on the next turn
+            elif answer.error is None:
                 stored[partition] = self._outages.stored(partition)
             else:
-                self._failed(partition, error, bug=_is_bug(error))
+                self._failed(partition, answer.error, bug=_is_bug(answer.error))
         if stored:
             consumer.resume([p for p in stored if p not in self._outages])
             self._stored(consumer, stored)
@@ -511,6 +516,8 @@ class Worker:
         """Have each partition's batch stored (malformed records here, commands by its tree);
         returns per partition the future of its write, the error that refused it, or None if
         it is stored already."""
+        if not batches:
+            return {}
         refused: dict[int, BaseException] = self._keep_malformed(
             [record for batch in batches.values() for record in batch.malformed]
         )
@@ -682,16 +689,22 @@ def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
         ) from None
 
 
-def _outcome(write: pykka.Future[int], timeout: float) -> pykka.Future[int] | BaseException | None:
-    """A write's outcome within `timeout` s: None once stored, its error, or `write` itself
-    while it is still under way."""
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A write that answered: `error` is None once it is stored."""
+
+    error: BaseException | None
+
+
+def _answered(write: pykka.Future[int], timeout: float) -> _Answer | None:
+    """The write's answer within `timeout` s, or None while it is still under way."""
     try:
         write.get(timeout=max(0.0, timeout))
     except pykka.Timeout:
-        return write
+        return None
     except Exception as error:
-        return error
-    return None
+        return _Answer(error)
+    return _Answer(None)
 
 
 def _is_bug(error: BaseException) -> bool:
