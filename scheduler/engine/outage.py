@@ -92,6 +92,17 @@ class Outage:
     sent_at: float = 0.0
 
 
+_REFUSED = (
+    "could not persist a batch of partition %d (%s); the partition is paused, holding its %s, "
+    "and the store is probed again in %.1f s, and again, later and later, while it refuses"
+)
+_BUG = (
+    "a bug failed the write of a batch of partition %d (%s); its actor tree is restarted, and "
+    "the partition stays paused, holding its %s, which are written to the new tree in %.1f s "
+    "or later"
+)
+
+
 class PartitionOutages:
     """The partitions of one worker that are in OUTAGE; owned by the poll loop's thread."""
 
@@ -174,31 +185,18 @@ class PartitionOutages:
         outage.write = outage.writing = None
         delay = self.backoff.delay(outage.failures)
         outage.probe_at = self._clock.monotonic() + delay
-        if bug:
-            logger.error(
-                "a bug failed the write of a batch of partition %d (%s); its actor tree is "
-                "restarted, and the partition stays paused, holding its %s, which are written "
-                "to the new tree in %.1f s or later",
-                partition,
-                _said(error),
-                counted(len(outage.batch.commands) + len(outage.batch.malformed), "record"),
-                delay,
-                exc_info=error,
-                extra={"partition": partition},
-            )
-        elif outage.failures == 1:
-            logger.error(
-                "could not persist a batch of partition %d (%s); the partition is paused, "
-                "holding its %s, and the store is probed again in %.1f s, and again, later and "
-                "later, while it refuses",
-                partition,
-                _said(error),
-                counted(len(outage.batch.commands) + len(outage.batch.malformed), "record"),
-                delay,
-                extra={"partition": partition},
-            )
-        else:
+        if not bug and outage.failures > 1:
             self._repeats.failed_again(partition, error)
+            return
+        logger.error(
+            _BUG if bug else _REFUSED,
+            partition,
+            _said(error),
+            counted(len(outage.batch.commands) + len(outage.batch.malformed), "record"),
+            delay,
+            exc_info=error if bug else None,
+            extra={"partition": partition},
+        )
 
     def stored(self, partition: int) -> int:
         """The write under way succeeded: returns the offset to commit. The outage ends (said
