@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 from typing import TypeVar
 
@@ -41,7 +42,7 @@ from scheduler.engine.outage import Backoff, HeldBatch, PartitionOutages
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
-from scheduler.errors import SchedulerError, StoreReplacedError
+from scheduler.errors import BackendUnavailableError, SchedulerError, StoreReplacedError
 from scheduler.executors.abc import Executor
 from scheduler.health import DEFAULT_STALL_S, Health, State, stall_problem
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
@@ -52,6 +53,9 @@ logger = logging.getLogger(__name__)
 
 #: How long one persist may take before the worker treats the partition as stuck.
 PERSIST_TIMEOUT_S = 120.0
+PERSIST_WAIT_S = 2.0
+"""How long the poll loop waits for a batch's write before it goes on polling, the partition
+paused until the write answers (`engine.outage`): the loop is never silent for longer."""
 T = TypeVar("T")
 TOPIC_ASK_TIMEOUT_S = ASK_TIMEOUT_S
 """The longest the worker waits for the TopicSupervisor's answer (a revocation gets its deadline
@@ -445,60 +449,102 @@ class Worker:
                 consumer.pause([partition])
             else:
                 running[partition] = batch
-        stored, refused = self._store(running)
-        for partition, refusal in refused.items():
-            metrics.PERSIST_FAILURES.inc()
-            self._outages.enter(partition, running[partition], refusal)
+        stored: dict[int, int] = {}
+        until = time.monotonic() + PERSIST_WAIT_S
+        for partition, write in self._store(running).items():
+            batch = running[partition]
+            if isinstance(write, BaseException):
+                self._failed(partition, write, batch)
+            elif write is None:
+                stored[partition] = batch.next_offset
+                continue
+            elif not (answer := _answered(write, until - time.monotonic())):
+                self._outages.writing(partition, batch, write)  # the partition waits, paused
+            elif answer.error is None:
+                stored[partition] = batch.next_offset
+                continue
+            else:
+                self._failed(partition, answer.error, batch, bug=_is_bug(answer.error))
             consumer.pause([partition])
         self._stored(consumer, stored)
 
     def _probe_outages(self, consumer: LogConsumer) -> None:
-        """Write again the held batches whose probe is due; resume those the store took."""
-        due = dict(self._outages.due())
-        if not due:
-            return
-        stored, refused = self._store(due)
-        for partition, error in refused.items():
-            metrics.PERSIST_FAILURES.inc()
-            self._outages.failed_again(partition, error)
-        for partition in stored:
-            self._outages.ended(partition)
-        consumer.resume(list(stored))
-        self._stored(consumer, stored)
+        """Send the probes that are due (the held batches again), then look at the writes under
+        way without waiting: commit and resume the partitions stored."""
+        stored: dict[int, int] = {}
+        for partition, write in self._store(dict(self._outages.due())).items():
+            if write is None:  # nothing left for its tree to write
+                stored[partition] = self._outages.stored(partition)
+            elif isinstance(write, BaseException):
+                self._failed(partition, write)
+            else:
+                self._outages.sent(partition, write)
+        for partition, write, age in self._outages.writes():
+            answer = _answered(write, 0.0)
+            if not answer and age >= PERSIST_TIMEOUT_S:
+                error = pykka.Timeout(f"the write did not answer within {PERSIST_TIMEOUT_S:g} s")
+                self._failed(partition, error)
+            elif not answer:
+                continue  # still under way: looked at again on the next turn
+            elif answer.error is None:
+                stored[partition] = self._outages.stored(partition)
+            else:
+                self._failed(partition, answer.error, bug=_is_bug(answer.error))
+        if stored:
+            consumer.resume([p for p in stored if p not in self._outages])
+            self._stored(consumer, stored)
+
+    def _failed(
+        self,
+        partition: int,
+        error: BaseException,
+        batch: HeldBatch | None = None,
+        *,
+        bug: bool = False,
+    ) -> None:
+        """A write of the partition failed: into OUTAGE (holding `batch`, if it was not yet).
+        Only its tree's write can fail on a bug; the worker's own calls are refusals."""
+        metrics.PERSIST_FAILURES.inc()
+        if batch is None:
+            self._outages.failed(partition, error, bug=bug)
+        else:
+            self._outages.enter(partition, batch, error, bug=bug)
 
     def _store(
         self, batches: dict[int, HeldBatch]
-    ) -> tuple[dict[int, int], dict[int, BaseException]]:
+    ) -> dict[int, pykka.Future[int] | BaseException | None]:
         """Have each partition's batch stored (malformed records here, commands by its tree);
-        returns the offsets to commit of those stored, and the error of each refused."""
+        returns per partition the future of its write, the error that refused it, or None if
+        it is stored already."""
+        if not batches:
+            return {}
         refused: dict[int, BaseException] = self._keep_malformed(
             [record for batch in batches.values() for record in batch.malformed]
         )
         commands = {
-            p: batch.commands for p, batch in batches.items() if p not in refused and batch.commands
+            p: list(batch.commands)
+            for p, batch in batches.items()
+            if p not in refused and batch.commands
         }
         last_offsets = {p: batches[p].next_offset - 1 for p in commands}
         persisting = self.topic.persist(commands, last_offsets)
         futures = _answer(persisting, TOPIC_ASK_TIMEOUT_S, "persist")
-        stored: dict[int, int] = {}
-        for partition, batch in batches.items():
+        writes: dict[int, pykka.Future[int] | BaseException | None] = {}
+        for partition in batches:
             if partition in refused:
-                continue
-            if partition in commands:
-                future = futures.get(partition)
-                if future is None:
-                    refused[partition] = SchedulerError(
+                writes[partition] = refused[partition]
+            elif partition not in commands:
+                writes[partition] = None
+            else:
+                writes[partition] = (
+                    futures[partition]
+                    if partition in futures
+                    else pykka.ActorDeadError(
                         f"partition {partition} has no actor tree: it is restarting after a "
                         "failure (see the line that said why)"
                     )
-                    continue
-                try:
-                    future.get(timeout=PERSIST_TIMEOUT_S)
-                except Exception as error:
-                    refused[partition] = error
-                    continue
-            stored[partition] = batch.next_offset
-        return stored, refused
+                )
+        return writes
 
     def _stored(self, consumer: LogConsumer, offsets: dict[int, int]) -> None:
         """These partitions' records up to `offsets` are in the store: commit them."""
@@ -641,6 +687,30 @@ def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
             "of its actors is stuck (a store call that never returns?); the worker stops so that "
             "its partitions go to another; a thread dump (py-spy dump) shows where it waits"
         ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A write that answered: `error` is None once it is stored."""
+
+    error: BaseException | None
+
+
+def _answered(write: pykka.Future[int], timeout: float) -> _Answer | None:
+    """The write's answer within `timeout` s, or None while it is still under way."""
+    try:
+        write.get(timeout=max(0.0, timeout))
+    except pykka.Timeout:
+        return None
+    except Exception as error:
+        return _Answer(error)
+    return _Answer(None)
+
+
+def _is_bug(error: BaseException) -> bool:
+    """Whether a tree's failed write is a bug (the tree is restarted) rather than a refusal: the
+    store unavailable, a write that timed out, or a tree that is gone (restarting already)."""
+    return not isinstance(error, BackendUnavailableError | pykka.Timeout | pykka.ActorDeadError)
 
 
 def _lease_for(consumer: LogConsumer, clock: Clock) -> Lease:

@@ -170,6 +170,7 @@ class TaskPersistence(PartitionActor):
 
     def persist(self, commands: Sequence[Command], last_offset: int) -> int:
         """Apply a batch of log commands, read up to `last_offset`; returns once all are stored.
+        A refusal (`BackendUnavailableError`) leaves the tree up; any other error fails it.
 
         Rows behind the checkpoint are pushed after the whole batch is applied, so a task
         cancelled by a later record of the same batch is not handed on."""
@@ -186,11 +187,15 @@ class TaskPersistence(PartitionActor):
                     self._apply_admin(command)
             if to_write:
                 behind.update(self._write(list(to_write.values())))
-        except BaseException:
+        except BaseException as error:
             # Some rows may be stored and earlier ones not: see `unwritten`.
             self._unwritten.refused(
                 (c.task.key for c in commands if c.op is Op.SCHEDULE), last_offset
             )
+            if not isinstance(error, BackendUnavailableError):
+                # A bug, as in the status flush: the tree is restarted. The worker holds the
+                # batch (the error goes back with the future) and writes it to the new tree.
+                self.ctx.report_failure(self.ctx.partition, self.ctx.generation, error)
             raise
         if self._unwritten:
             self._unwritten.stored(last_offset)

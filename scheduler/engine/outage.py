@@ -6,14 +6,20 @@ again), and probes the store by writing that batch again, after a delay that dou
 each failure in a row (`Backoff`, on the engine's clock). The first probe that succeeds
 commits the batch's offsets and resumes the partition (`LogConsumer.resume`) where it stood:
 
-    RUNNING --persist fails--> OUTAGE(held batch, failures=1, probe at +base)
-    OUTAGE  --probe fails----> OUTAGE(failures+1, probe at +min(cap, base * 2**failures))
-    OUTAGE  --probe succeeds-> RUNNING (offsets committed, consumption resumed)
-    OUTAGE  --revoked/lost---> gone (uncommitted: the next owner reads the batch from the log)
+    RUNNING --write past the wait--> WRITING(held batch, its write under way)
+    RUNNING --persist refused------> OUTAGE(held batch, failures=1, probe at +base)
+    WRITING --the write fails------> OUTAGE(failures+1, probe at +min(cap, base * 2**failures))
+    OUTAGE  --probe due------------> WRITING (the probe is the write under way)
+    WRITING --the write succeeds---> RUNNING (offsets committed, consumption resumed)
+    any     --revoked/lost---------> gone (uncommitted: the next owner reads the batch from the log)
 
-The partition's actor tree stays up meanwhile, with its held and running tasks and the status
-changes it has not written yet. `PartitionOutages` is the one place that logs an outage: its
-first failure, its repeats once a minute (`RepeatedFailures`), and its end.
+The poll loop never waits on a write here: it looks at the write's future on each turn. A
+write that fails on a bug (any error but a refusal) has the partition's tree restarted, and
+its batch is held the same way until the new tree takes it.
+
+The partition's actor tree stays up through a refusal, with its held and running tasks and the
+status changes it has not written yet. `PartitionOutages` is the one place that logs an
+outage: its first failure, its repeats once a minute (`RepeatedFailures`), and its end.
 """
 
 from __future__ import annotations
@@ -21,12 +27,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scheduler.codec import Command
 from scheduler.engine.clock import Clock
 from scheduler.engine.repeats import RepeatedFailures
 from scheduler.stores.abc import MalformedRecord
 from scheduler.wording import counted
+
+if TYPE_CHECKING:
+    from pykka import Future
 
 logger = logging.getLogger("scheduler.worker")
 
@@ -75,6 +85,22 @@ class Outage:
     probe_at: float
     """When (the clock's `monotonic`) the next probe is due."""
     since: float
+    write: Future[int] | None = None
+    """The write of the batch under way (a persist past the poll loop's wait, or a probe)."""
+    writing: HeldBatch | None = None
+    """What that write holds: records held after it was sent wait for the next write."""
+    sent_at: float = 0.0
+
+
+_REFUSED = (
+    "could not persist a batch of partition %d (%s); the partition is paused, holding its %s, "
+    "and the store is probed again in %.1f s, and again, later and later, while it refuses"
+)
+_BUG = (
+    "a bug failed the write of a batch of partition %d (%s); its actor tree is restarted, and "
+    "the partition stays paused, holding its %s, which are written to the new tree in %.1f s "
+    "or later"
+)
 
 
 class PartitionOutages:
@@ -97,50 +123,103 @@ class PartitionOutages:
 
     def failures(self) -> dict[int, int]:
         """Per partition in OUTAGE, its failed attempts in a row; from any thread."""
-        return {p: outage.failures for p, outage in sorted(self._outages.copy().items())}
+        outages = sorted(self._outages.copy().items())
+        return {p: outage.failures for p, outage in outages if outage.failures}
 
-    def enter(self, partition: int, batch: HeldBatch, error: BaseException) -> None:
-        """The store refused `batch`: hold it, probe later (the caller pauses the partition)."""
+    def enter(
+        self, partition: int, batch: HeldBatch, error: BaseException, *, bug: bool = False
+    ) -> None:
+        """The store refused `batch` (or a bug failed it): hold it, probe later (the caller
+        pauses the partition)."""
         now = self._clock.monotonic()
-        delay = self.backoff.delay(1)
-        self._outages[partition] = Outage(batch, 1, now + delay, now)
-        logger.error(
-            "could not persist a batch of partition %d (%s); the partition is paused, holding "
-            "its %s, and the store is probed again in %.1f s, and again, later and later, while "
-            "it refuses",
+        self._outages[partition] = Outage(batch, 0, now, now)
+        self.failed(partition, error, bug=bug)
+
+    def writing(self, partition: int, batch: HeldBatch, write: Future[int]) -> None:
+        """`batch`'s write did not answer within the poll loop's wait: hold the batch while it
+        goes on (the caller pauses the partition)."""
+        now = self._clock.monotonic()
+        self._outages[partition] = Outage(batch, 0, now, now)
+        self.sent(partition, write)
+        logger.info(
+            "the store has not yet answered the write of a batch of partition %d; the partition "
+            "is paused until it does, and the poll loop goes on",
             partition,
-            _said(error),
-            counted(len(batch.commands) + len(batch.malformed), "record"),
-            delay,
             extra={"partition": partition},
         )
+
+    def sent(self, partition: int, write: Future[int]) -> None:
+        """The partition's held batch is being written by `write` (a probe)."""
+        outage = self._outages[partition]
+        batch = outage.batch
+        outage.write, outage.sent_at = write, self._clock.monotonic()
+        outage.writing = HeldBatch(list(batch.commands), list(batch.malformed), batch.next_offset)
 
     def hold_more(self, partition: int, batch: HeldBatch) -> None:
         """Records of a partition in OUTAGE that the log returned after all: held behind."""
         self._outages[partition].batch.extend(batch)
 
     def due(self) -> list[tuple[int, HeldBatch]]:
-        """The partitions whose probe is due now, with what they hold."""
+        """The partitions whose probe is due now (and no write under way), with what they hold."""
         now = self._clock.monotonic()
-        return [(p, o.batch) for p, o in sorted(self._outages.items()) if o.probe_at <= now]
+        return [
+            (p, o.batch)
+            for p, o in sorted(self._outages.items())
+            if o.write is None and o.probe_at <= now
+        ]
 
-    def failed_again(self, partition: int, error: BaseException) -> None:
-        """A probe failed: wait longer before the next."""
+    def writes(self) -> list[tuple[int, Future[int], float]]:
+        """The writes under way: partition, future, and seconds since it was sent."""
+        now = self._clock.monotonic()
+        return [
+            (p, o.write, now - o.sent_at)
+            for p, o in sorted(self._outages.items())
+            if o.write is not None
+        ]
+
+    def failed(self, partition: int, error: BaseException, *, bug: bool = False) -> None:
+        """A write failed: wait longer before the next. The first failure of an outage, and
+        every bug, is logged in full; a bug with its traceback."""
         outage = self._outages[partition]
         outage.failures += 1
-        outage.probe_at = self._clock.monotonic() + self.backoff.delay(outage.failures)
-        self._repeats.failed_again(partition, error)
-
-    def ended(self, partition: int) -> None:
-        """A probe succeeded (the caller commits the batch and resumes)."""
-        outage = self._outages.pop(partition)
-        logger.warning(
-            "partition %d is persisting again after %s in %.1f s; resuming its consumption",
+        outage.write = outage.writing = None
+        delay = self.backoff.delay(outage.failures)
+        outage.probe_at = self._clock.monotonic() + delay
+        if not bug and outage.failures > 1:
+            self._repeats.failed_again(partition, error)
+            return
+        logger.error(
+            _BUG if bug else _REFUSED,
             partition,
-            counted(outage.failures, "failed attempt"),
-            self._clock.monotonic() - outage.since,
+            _said(error),
+            counted(len(outage.batch.commands) + len(outage.batch.malformed), "record"),
+            delay,
+            exc_info=error if bug else None,
             extra={"partition": partition},
         )
+
+    def stored(self, partition: int) -> int:
+        """The write under way succeeded: returns the offset to commit. The outage ends (said
+        in the log) unless records were held after the write was sent: those are probed now."""
+        outage = self._outages[partition]
+        batch = outage.batch
+        done = outage.writing or batch  # None: stored without a write of its tree
+        outage.write = outage.writing = None
+        if batch.next_offset > done.next_offset:
+            batch.commands = batch.commands[len(done.commands) :]
+            batch.malformed = batch.malformed[len(done.malformed) :]
+            outage.probe_at = self._clock.monotonic()
+            return done.next_offset
+        del self._outages[partition]
+        if outage.failures:
+            logger.warning(
+                "partition %d is persisting again after %s in %.1f s; resuming its consumption",
+                partition,
+                counted(outage.failures, "failed attempt"),
+                self._clock.monotonic() - outage.since,
+                extra={"partition": partition},
+            )
+        return done.next_offset
 
     def forget(self, partitions: Iterable[int]) -> None:
         """These partitions left: what they held is read again by their next owner."""

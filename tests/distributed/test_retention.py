@@ -135,6 +135,7 @@ def test_records_deleted_while_a_worker_holds_them_in_an_outage_still_run(
     store = SqliteTaskStore(path=str(tmp_path / "store.db"))
     store.open()
     flaky = FlakyStore(store)
+    flaky.unavailable = True  # refused, not a bug: the partition waits in OUTAGE
     recorder = Recorder()
     worker = Worker(
         log=fleet.log,

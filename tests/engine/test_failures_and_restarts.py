@@ -240,10 +240,10 @@ def test_tasks_pushed_past_the_in_flight_bound_wait_in_the_store_then_all_run(da
 
 
 def test_a_partition_whose_writes_keep_failing_backs_off_then_loses_nothing(data_dir, caplog):
-    """A store that refuses one partition's writes (a revoked permission) for a while: the
+    """A store that refuses one partition's writes (`BackendUnavailableError`) for a while: the
     partition is paused, holding its batch, and the store is probed with it after 0.5, 1,
     2 s..., not at the pace of the poll loop, and once the store takes writes again every task
-    runs; the other partitions never stop."""
+    runs; the other partitions never stop, and no tree is restarted (a refusal is no bug)."""
     recorder = Recorder()
     flaky: list[FlakyStore] = []
     refusing = threading.Event()
@@ -251,6 +251,7 @@ def test_a_partition_whose_writes_keep_failing_backs_off_then_loses_nothing(data
 
     def wrap(store):
         flaky.append(FlakyStore(store))
+        flaky[0].unavailable = True
         flaky[0].should_fail = lambda method, p: (
             method == "write_tasks" and p == 1 and refusing.is_set()
         )

@@ -26,18 +26,22 @@ def answer(port: int, path: str) -> tuple[int, dict[str, Any]]:
     return answered
 
 
-class BlockingWrites:
-    """A store whose `write_tasks` waits until `release` is set, as a hung driver would."""
+class BlockingChecks:
+    """A store whose `check_replaced`, which the poll loop asks on each turn, waits once `hang`
+    is set until `release` is, as a hung file system would. (A hung write no longer holds the
+    loop: it waits for a write a bounded time, then goes on with the partition paused.)"""
 
     def __init__(self, store: TaskStore) -> None:
         self._store = store
+        self.hang = threading.Event()
         self.release = threading.Event()
         self.waiting = threading.Event()
 
-    def write_tasks(self, partition: int, tasks: Any) -> None:
-        self.waiting.set()
-        self.release.wait(30)
-        self._store.write_tasks(partition, tasks)
+    def check_replaced(self) -> None:
+        if self.hang.is_set():
+            self.waiting.set()
+            self.release.wait(30)
+        self._store.check_replaced()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -70,18 +74,19 @@ def test_the_probes_follow_a_worker_from_starting_to_stopped(data_dir):
 
 
 def test_a_stuck_poll_loop_fails_the_liveness_probe_until_it_turns_again(data_dir):
-    stores: list[BlockingWrites] = []
+    stores: list[BlockingChecks] = []
 
     def wrap(store: TaskStore) -> TaskStore:
-        stores.append(BlockingWrites(store))
+        stores.append(BlockingChecks(store))
         return stores[0]  # type: ignore[return-value]
 
     engine = TestEngine(Recorder(), data_dir=data_dir, partitions=4, wrap_store=wrap)
     with engine:
         assert engine.worker.health(stall_s=0.5).live
+        stores[0].hang.set()
         engine.client.schedule_task(Task("stuck", soon(), "k")).result(timeout=10)
         assert stores[0].waiting.wait(10)
-        time.sleep(1.0)  # the poll thread waits on the persist, beyond the 0.5 s allowed
+        time.sleep(1.0)  # the poll thread waits in the store, beyond the 0.5 s allowed
         health = engine.worker.health(stall_s=0.5)
         assert (health.state, health.live, health.ready) == ("stalled", False, False)
         assert health.problem is not None and "has not turned for" in health.problem

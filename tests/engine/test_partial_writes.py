@@ -11,10 +11,11 @@ import pytest
 from scheduler import Task
 from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command, Op
+from scheduler.errors import BackendUnavailableError
 from scheduler.model import TaskKey
 from scheduler.stores.abc import TaskStore
 from scheduler.testing import TEST_SETTINGS
-from tests.engine.flaky import InjectedFailure, flaky_wrapper
+from tests.engine.flaky import flaky_wrapper
 from tests.engine.helpers import STEP_S, Recorder, stepped_engine
 from tests.engine.test_failures_and_restarts import ids_on_partition
 
@@ -56,7 +57,7 @@ class HalfWritingStore:
             self.stored_late.set()
         if len(late) < len(tasks):
             self.refused += 1
-            raise InjectedFailure(f"stored {len(late)} of {len(tasks)} rows, then failed")
+            raise BackendUnavailableError(f"stored {len(late)} of {len(tasks)} rows, then failed")
         return None
 
     def load_tasks(self, partition: int, *args: Any, **kwargs: Any) -> Any:
@@ -131,8 +132,9 @@ def test_a_refused_batch_stored_again_with_the_records_read_after_it_ends_its_no
         tree = engine.worker.topic.trees.get()[PARTITION]
         first = Command(Op.SCHEDULE, Task(oid, engine.at(10_000), "first"))
         then = Command(Op.SCHEDULE, Task(oid, engine.at(11_000), "then"))
+        flaky[0].unavailable = True  # a refusal: the tree stays up (a bug would restart it)
         flaky[0].fail_next("write_tasks", partition=PARTITION)
-        with pytest.raises(InjectedFailure):
+        with pytest.raises(BackendUnavailableError):
             tree.persistence.persist([first], 8).get(timeout=10)
         tree.persistence.persist([first, then], 9).get(timeout=10)
         engine.join()
@@ -152,8 +154,9 @@ def test_a_partition_whose_refused_rows_the_log_deleted_loads_again_once_a_later
         engine.join()
         tree = engine.worker.topic.trees.get()[PARTITION]
         refused = Task(oid, engine.at(10_000), "refused")
+        flaky[0].unavailable = True  # a refusal: the tree stays up (a bug would restart it)
         flaky[0].fail_next("write_tasks", partition=PARTITION)
-        with pytest.raises(InjectedFailure):
+        with pytest.raises(BackendUnavailableError):
             tree.persistence.persist([Command(Op.SCHEDULE, refused)], 8).get(timeout=10)
         later = Task(oid, engine.at(11_000), "later")
         tree.persistence.persist([Command(Op.SCHEDULE, later)], 9).get(timeout=10)
