@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.actors.unflushed import UnflushedStatuses
+from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.engine.clock import Clock
 from scheduler.engine.executor_service import TaskExecutorService
 from scheduler.engine.lease import ALWAYS_HELD, Lease
@@ -71,6 +72,8 @@ class PartitionContext:
     """Where the partition's next owner starts reading the store (see `reload_mark`)."""
     unflushed: UnflushedStatuses = field(default_factory=UnflushedStatuses)
     """Status changes not yet in the store, kept across restarts (see `unflushed`)."""
+    unwritten: UnwrittenRows = field(default_factory=UnwrittenRows)
+    """Batches the store took only in part, kept across restarts (see `unwritten`)."""
     worker_id: str = ""
     """The worker running the tree (its client id), kept in each attempt's record."""
     lease: Lease = ALWAYS_HELD

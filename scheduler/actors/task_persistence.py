@@ -24,7 +24,6 @@ from scheduler.actors.context import PartitionContext
 from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.actors.typed_proxy import ActorMemberMixin, proxy_method, typed_proxy
 from scheduler.actors.unflushed import FLUSH_AT
-from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command, Op
 from scheduler.engine.messages import ScheduledTask, TasksLoaded
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
@@ -75,7 +74,7 @@ class TaskPersistence(PartitionActor):
         super().__init__(ctx)
         self._executor = executor
         self._unflushed = ctx.unflushed
-        self._unwritten = UnwrittenRows()
+        self._unwritten = ctx.unwritten
         """Batches the store refused part-way: loads stop before their earliest row."""
         self.checkpoint: ScheduleCursor | None = None
         self.controller = ThroughputController(

@@ -27,6 +27,7 @@ from scheduler.actors.partition_supervisor import (
 )
 from scheduler.actors.typed_proxy import ActorMemberMixin, proxy_method, typed_proxy
 from scheduler.actors.unflushed import UnflushedStatuses
+from scheduler.actors.unwritten import UnwrittenRows
 from scheduler.codec import Command
 from scheduler.engine.deadline import StopDeadline
 from scheduler.engine.executor_service import TaskExecutorService
@@ -113,6 +114,8 @@ class TopicSupervisor(pykka.ThreadingActor):
         self.marks: dict[int, MarkHolder] = {}
         self.unflushed: dict[int, UnflushedStatuses] = {}
         """Per partition, status changes not written yet: kept across restarts."""
+        self.unwritten: dict[int, UnwrittenRows] = {}
+        """Per partition, the batches the store took in part: kept across restarts."""
         self.dying: dict[int, threading.Event] = {}
         """Per partition, its failed tree going down (set once down). Only its next tree waits
         for it: waiting here would hold this actor, which the poll loop asks every batch."""
@@ -152,6 +155,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             tree = self.trees.pop(partition, None)
             self.marks.pop(partition, None)
             self.unflushed.pop(partition, None)
+            self.unwritten.pop(partition, None)
             if tree is not None:
                 stopping.append(tree)
             if partition in self.dying:
@@ -218,7 +222,7 @@ class TopicSupervisor(pykka.ThreadingActor):
         if tree is None or tree.ctx.generation != generation:
             return  # already restarted, or no longer ours
         del self.trees[partition]
-        # Its marks and unflushed statuses stay: the next tree goes on from them.
+        # Its marks, unflushed statuses and unwritten rows stay: the next tree goes on from them.
         reason = "partition restarting after a failure"
         self.dying[partition] = shut_down_in_background(tree, reason)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
@@ -293,6 +297,7 @@ class TopicSupervisor(pykka.ThreadingActor):
             rng=random.Random(self.rng.random()),
             mark=self.marks.setdefault(partition, MarkHolder()),
             unflushed=self.unflushed.setdefault(partition, UnflushedStatuses()),
+            unwritten=self.unwritten.setdefault(partition, UnwrittenRows()),
         )
         supervisor = PartitionSupervisor(ctx)
         try:

@@ -7,7 +7,8 @@ load that read past the earliest missing key would move the checkpoint past it, 
 would push it behind tasks already run. So loads stop before the earliest row noted here. A
 note goes once a batch read up to its last offset (or further) is stored: the poll loop stores
 a partition's records in offset order, retrying a refused batch before anything later. Notes
-die with the tree: a partition's next owner reads again from its committed offset.
+outlive the tree (a tree restarted on a bug goes on from them, as from its unflushed statuses)
+and die with the partition's ownership: its next owner reads again from its committed offset.
 """
 
 from __future__ import annotations

@@ -39,6 +39,8 @@ class HalfWritingStore:
         self.at_gate = threading.Event()
         self.away = threading.Event()
         self.late_ms = 0
+        self.error: type[Exception] = BackendUnavailableError
+        """What a write that stored only part of its rows raises: a refusal, or a bug."""
         self.refused = 0
         self.stored_late = threading.Event()
         self.loaded_while_refused: list[TaskKey] = []
@@ -57,7 +59,7 @@ class HalfWritingStore:
             self.stored_late.set()
         if len(late) < len(tasks):
             self.refused += 1
-            raise BackendUnavailableError(f"stored {len(late)} of {len(tasks)} rows, then failed")
+            raise self.error(f"stored {len(late)} of {len(tasks)} rows, then failed")
         return None
 
     def load_tasks(self, partition: int, *args: Any, **kwargs: Any) -> Any:
@@ -78,11 +80,16 @@ class HalfWritingStore:
         return getattr(self._store, name)
 
 
-def test_rows_of_a_batch_stored_in_part_do_not_run_before_the_rows_the_store_refused(data_dir):
+@pytest.mark.parametrize("error", [BackendUnavailableError, RuntimeError], ids=["refusal", "bug"])
+def test_rows_of_a_batch_stored_in_part_do_not_run_before_the_rows_the_store_refused(
+    data_dir, error
+):
     # The store takes the later half of a batch and refuses the rest: the partition is in
     # OUTAGE, the worker holds the batch and writes it again at each probe, and the tree stays
-    # up, loading as the clock moves. No load may hand on the later half before the earlier
-    # one is in the store, or the retry pushes the earlier half behind tasks already run.
+    # up (a refusal) or is restarted (a bug, at each failed write), loading as the clock moves.
+    # No load may hand on the later half before the earlier one is in the store, or the retry
+    # pushes the earlier half behind tasks already run: the note of what was refused outlives
+    # the tree.
     recorder = Recorder()
     made: list[HalfWritingStore] = []
 
@@ -98,6 +105,7 @@ def test_rows_of_a_batch_stored_in_part_do_not_run_before_the_rows_the_store_ref
         # Due past the lookahead of the loads so far: rows the tree loads once the clock moves.
         tasks = [Task(oid, engine.at(LOOKAHEAD_MS + 1000 + 100 * i), f"k{i}") for i in range(10)]
         store.late_ms = tasks[5].key.scheduled_ms
+        store.error = error
         store.away.set()
         # The poll loop waits in a write of partition 0 while the tasks are sent: it reads
         # them in one batch.
@@ -114,10 +122,15 @@ def test_rows_of_a_batch_stored_in_part_do_not_run_before_the_rows_the_store_ref
         for _ in range(30):
             loads = store.loads_while_refused
             engine.clock.advance(3 * STEP_S)
-            assert store.wait_for_loads(loads + 1, 10), "partition 1 stopped loading"
+            if error is BackendUnavailableError:
+                assert store.wait_for_loads(loads + 1, 10), "partition 1 stopped loading"
+            else:
+                # A tree restarted on the bug loads nothing while the note it inherited stands
+                # (its first load's stragglers may lie past the refused rows): give it a moment.
+                store.wait_for_loads(loads + 1, 0.2)
         assert store.loaded_while_refused == []
         store.away.clear()
-        engine.join()
+        engine.join(raise_failures=error is BackendUnavailableError)  # the bug's are expected
     assert recorder.runs_of(oid) == sorted(task.key for task in tasks)
 
 
