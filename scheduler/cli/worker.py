@@ -160,7 +160,8 @@ def worker(
             programs.subscriber.start()
         if batch is not None:
             batch.start()
-        pace_for_a_worker()  # start-up is done: what it made stays
+        # Start-up is done: what it made stays. Cassandra's driver leaves cycles per request.
+        pace_for_a_worker(cyclic_requests=settings.store == "cassandra")
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
 

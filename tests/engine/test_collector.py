@@ -7,7 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.engine.collector import FIRST_GENERATION_THRESHOLD, pace_for_a_worker
+from scheduler.engine.collector import (
+    CYCLIC_BACKEND_THRESHOLD,
+    FIRST_GENERATION_THRESHOLD,
+    pace_for_a_worker,
+)
 
 
 @pytest.fixture
@@ -35,3 +39,14 @@ def test_what_start_up_made_is_out_of_the_collectors_sight_and_what_runs_later_i
     collected = gc.get_objects()
     assert not any(tracked is made_at_start_up for tracked in collected)
     assert any(tracked is made_later for tracked in collected)
+
+
+def test_a_worker_whose_store_leaves_requests_in_cycles_keeps_the_default_young_pace(
+    restored_collector,
+):
+    _, second, third = gc.get_threshold()
+    made_at_start_up = [["held"]]
+    pace_for_a_worker(cyclic_requests=True)
+    assert gc.get_threshold() == (CYCLIC_BACKEND_THRESHOLD, second, third)
+    assert CYCLIC_BACKEND_THRESHOLD < FIRST_GENERATION_THRESHOLD
+    assert not any(tracked is made_at_start_up for tracked in gc.get_objects())
