@@ -139,8 +139,11 @@ def kafka_with_sqlite(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[s
 @pytest.fixture
 def distributed(
     kafka_with_sqlite: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> dict[str, str]:
-    """Settings for Kafka and Cassandra (real servers, see tests/servers.py), fresh names."""
+) -> Iterator[dict[str, str]]:
+    """Settings for Kafka and Cassandra (real servers, see tests/servers.py), fresh names; the
+    keyspace is dropped afterwards. Left behind, 300 of them (3,700 tables) filled the shared
+    node's 2 GB heap with per-table state, and its full collections of 2 to 30 s stalled every
+    bench and test that used it (docs/benchmarks.md, "the firing lag on Kafka + Cassandra")."""
     from tests.servers import cassandra_contact
 
     hosts, port = cassandra_contact()
@@ -160,4 +163,13 @@ def distributed(
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    return values
+    yield values
+    from scheduler.stores.cassandra import CassandraTaskStore
+
+    dropper = CassandraTaskStore(
+        hosts=hosts, port=port, keyspace=values["SCHEDULER_CASSANDRA_KEYSPACE"]
+    )
+    try:
+        dropper.drop_keyspace()  # IF EXISTS: a test may never have made it
+    finally:
+        dropper.close()
