@@ -139,11 +139,9 @@ def kafka_with_sqlite(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[s
 @pytest.fixture
 def distributed(
     kafka_with_sqlite: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> Iterator[dict[str, str]]:
+) -> dict[str, str]:
     """Settings for Kafka and Cassandra (real servers, see tests/servers.py), fresh names; the
-    keyspace is dropped afterwards. Left behind, 300 of them (3,700 tables) filled the shared
-    node's 2 GB heap with per-table state, and its full collections of 2 to 30 s stalled every
-    bench and test that used it (docs/benchmarks.md, "the firing lag on Kafka + Cassandra")."""
+    keyspace is dropped at the end of the session (`_drop_keyspaces`)."""
     from tests.servers import cassandra_contact
 
     hosts, port = cassandra_contact()
@@ -163,13 +161,27 @@ def distributed(
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    yield values
+    _KEYSPACES.append((hosts, port, values["SCHEDULER_CASSANDRA_KEYSPACE"]))
+    return values
+
+
+_KEYSPACES: list[tuple[list[str], int, str]] = []
+"""The `distributed` keyspaces of this session: node, port, name."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_keyspaces() -> Iterator[None]:
+    """Drop the session's `distributed` keyspaces at its end, when no worker of a test runs on
+    them any more. Left behind, 302 of them (3,480 tables) filled the shared node's 2 GB heap,
+    and its full collections of 1 to 34 s stalled every bench and test that used it
+    (docs/benchmarks.md, "the firing lag on Kafka + Cassandra")."""
+    yield
     from scheduler.stores.cassandra import CassandraTaskStore
 
-    dropper = CassandraTaskStore(
-        hosts=hosts, port=port, keyspace=values["SCHEDULER_CASSANDRA_KEYSPACE"]
-    )
-    try:
-        dropper.drop_keyspace()  # IF EXISTS: a test may never have made it
-    finally:
-        dropper.close()
+    while _KEYSPACES:
+        hosts, port, keyspace = _KEYSPACES.pop()
+        dropper = CassandraTaskStore(hosts=hosts, port=port, keyspace=keyspace)
+        try:
+            dropper.drop_keyspace()  # IF EXISTS: a test may never have made it
+        finally:
+            dropper.close()
