@@ -47,8 +47,11 @@ def test_a_worker_continued_after_its_session_expired_starts_nothing_until_it_is
     assert wait_for(paused_busy, 60, interval=0.1), "w1 never ran a task before its pause"
     time.sleep(2)
     os.kill(paused.pid, signal.SIGSTOP)
-    stopped_ms = now_ms()
     try:
+        # SIGSTOP takes hold after `kill` returns: an attempt the worker starts in between
+        # (the same millisecond, in a fault round) began before the pause.
+        assert wait_for(lambda: stopped(paused.pid), 5, interval=0.001), "w1 did not stop"
+        stopped_ms = now_ms()
         time.sleep(PAUSE_S)
     finally:
         os.kill(paused.pid, signal.SIGCONT)
@@ -92,3 +95,9 @@ def test_a_worker_continued_after_its_session_expired_starts_nothing_until_it_is
     assert started_unowned == [], started_unowned[:5]
     assert late_overlaps == [], late_overlaps[:5]
     assert "not starting due tasks" in paused.output(), "w1 had no due task on resuming"
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state `T` in /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
