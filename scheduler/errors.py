@@ -63,6 +63,13 @@ class BackendUnavailableError(SchedulerError):
     """Kafka, Cassandra or another backend could not be reached."""
 
 
+def is_refusal(error: BaseException) -> bool:
+    """Whether a backend's error is a refusal, which the partition waits out, rather than a bug:
+    the backend unavailable, or refusing what its configuration forbids (a permission revoked,
+    a table dropped), which an operator fixes while the partition holds what it read."""
+    return isinstance(error, BackendUnavailableError | ConfigurationError)
+
+
 class TaskNotFoundError(SchedulerError, LookupError):
     """An admin operation named a task the store does not hold."""
 

@@ -42,7 +42,11 @@ from scheduler.engine.outage import Backoff, HeldBatch, PartitionOutages
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
-from scheduler.errors import BackendUnavailableError, SchedulerError, StoreReplacedError
+from scheduler.errors import (
+    SchedulerError,
+    StoreReplacedError,
+    is_refusal,
+)
 from scheduler.executors.abc import Executor
 from scheduler.health import DEFAULT_STALL_S, Health, State, stall_problem
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
@@ -709,8 +713,9 @@ def _answered(write: pykka.Future[int], timeout: float) -> _Answer | None:
 
 def _is_bug(error: BaseException) -> bool:
     """Whether a tree's failed write is a bug (the tree is restarted) rather than a refusal: the
-    store unavailable, a write that timed out, or a tree that is gone (restarting already)."""
-    return not isinstance(error, BackendUnavailableError | pykka.Timeout | pykka.ActorDeadError)
+    store unavailable or refusing (`is_refusal`), a write that timed out, or a tree that is gone
+    (restarting already)."""
+    return not (is_refusal(error) or isinstance(error, pykka.Timeout | pykka.ActorDeadError))
 
 
 def _lease_for(consumer: LogConsumer, clock: Clock) -> Lease:

@@ -28,7 +28,7 @@ from scheduler.codec import Command, Op
 from scheduler.engine.messages import ScheduledTask, TasksLoaded
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.engine.timers import TimerHandle
-from scheduler.errors import BackendUnavailableError
+from scheduler.errors import BackendUnavailableError, is_refusal
 from scheduler.model import ScheduleCursor, StoredTask, Task, TaskKey, TaskState, TaskStatus
 from scheduler.stores.abc import TaskStore
 
@@ -169,7 +169,8 @@ class TaskPersistence(PartitionActor):
 
     def persist(self, commands: Sequence[Command], last_offset: int) -> int:
         """Apply a batch of log commands, read up to `last_offset`; returns once all are stored.
-        A refusal (`BackendUnavailableError`) leaves the tree up; any other error fails it.
+        A refusal (`is_refusal`: unavailable, or forbidden by the store's configuration) leaves
+        the tree up; any other error fails it.
 
         Rows behind the checkpoint are pushed after the whole batch is applied, so a task
         cancelled by a later record of the same batch is not handed on."""
@@ -191,7 +192,7 @@ class TaskPersistence(PartitionActor):
             self._unwritten.refused(
                 (c.task.key for c in commands if c.op is Op.SCHEDULE), last_offset
             )
-            if not isinstance(error, BackendUnavailableError):
+            if not is_refusal(error):
                 # A bug, as in the status flush: the tree is restarted. The worker holds the
                 # batch (the error goes back with the future) and writes it to the new tree.
                 self.ctx.report_failure(self.ctx.partition, self.ctx.generation, error)

@@ -27,10 +27,14 @@ def committed(engine: Any, partition: int) -> int | None:
     return consumer.committed_with_metadata([partition])[partition][0]
 
 
-@pytest.mark.parametrize("unavailable", [False, True], ids=["bug", "refusal"])
+@pytest.mark.parametrize("failure", ["bug", "unavailable", "forbidden"])
 def test_a_failed_batch_write_is_held_and_committed_only_once_stored_and_only_a_bug_restarts(
-    data_dir, caplog, unavailable
+    data_dir, caplog, failure
 ):
+    # "forbidden": the store refuses by its configuration (a permission revoked, as Cassandra
+    # says it: a ConfigurationError), which an operator fixes: a refusal, not a bug.
+    from scheduler.errors import ConfigurationError
+
     recorder = Recorder()
     engines: list[Any] = []
     committed_at_writes: list[int | None] = []
@@ -43,7 +47,11 @@ def test_a_failed_batch_write_is_held_and_committed_only_once_stored_and_only_a_
 
     def wrap(store: TaskStore) -> Any:
         flaky = FlakyStore(store)
-        flaky.unavailable = unavailable
+        flaky.unavailable = failure == "unavailable"
+        if failure == "forbidden":
+            flaky._failure = lambda method, partition: ConfigurationError(  # type: ignore[method-assign]
+                "User scheduler has no MODIFY permission on <table ks.tasks>"
+            )
         flaky.should_fail = fail_first_write
         return flaky
 
@@ -63,7 +71,7 @@ def test_a_failed_batch_write_is_held_and_committed_only_once_stored_and_only_a_
     errors = [r for r in caplog.records if r.name == "scheduler.worker" and r.levelname == "ERROR"]
     assert len(errors) == 1
     assert f"partition {P}" in errors[0].getMessage()
-    if unavailable:
+    if failure != "bug":
         assert generations[P] == 1 and failures == []
         assert errors[0].exc_info is None
         assert "could not persist a batch" in errors[0].getMessage()
