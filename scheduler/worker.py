@@ -42,11 +42,7 @@ from scheduler.engine.outage import Backoff, HeldBatch, PartitionOutages
 from scheduler.engine.reload_mark import MarkHolder, ReloadMark
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
-from scheduler.errors import (
-    SchedulerError,
-    StoreReplacedError,
-    is_refusal,
-)
+from scheduler.errors import SchedulerError, StoreReplacedError, is_refusal
 from scheduler.executors.abc import Executor
 from scheduler.health import DEFAULT_STALL_S, Health, State, stall_problem
 from scheduler.logs.abc import LogConsumer, LogRecord, TaskLog
