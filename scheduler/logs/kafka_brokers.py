@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from scheduler.logs.kafka_config import logger
+from scheduler.logs.kafka_security import RefusalRecorder
 
 SAY_AFTER_S = 3.0
 """How long no broker must have answered before the worker logs it and its probes name it: a
 broker that restarts in a second or two is not worth two WARNING lines."""
+RENEW_AFTER_S = 5.0
+"""How long a consumer's or producer's client may know no broker at all before it is replaced
+(`_renew_if_stranded`): five statistics reports."""
 
 
 _NOT_BROKERS = frozenset({"logical", "internal"})
@@ -93,6 +98,18 @@ class BrokerWatch:
         since = self._none_known_since
         return 0.0 if since is None else self._clock() - since
 
+    def say_renewing(self, stranded_s: float, starting: str) -> None:
+        """Log that the client, which has known no broker for `stranded_s`, is replaced by a
+        new one (`starting` says what that does)."""
+        logger.warning(
+            "%s: librdkafka has known no Kafka broker for %.0f s (a metadata answer listed none, "
+            "as a broker sends while it shuts down, and it dropped every broker it knew: "
+            "librdkafka issue 5301), so it would never reconnect; starting a new %s",
+            self._client,
+            stranded_s,
+            starting,
+        )
+
     def renewed(self) -> None:
         """The consumer replaced its client: the reports of the old one say nothing more."""
         self._none_known_since = None
@@ -112,3 +129,19 @@ class BrokerWatch:
             "by itself when a broker answers; if this lasts, check that the brokers are up and "
             "reachable from here"
         )
+
+
+def watch_client(
+    bootstrap: str,
+    config: Mapping[str, Any],
+    *,
+    client: str,
+    meanwhile: str,
+    clock: Callable[[], float],
+) -> tuple[RefusalRecorder, BrokerWatch]:
+    """The `error_cb` and the `stats_cb` of a running `client` (see `RefusalRecorder`): the
+    brokers that refuse its login do answer, so no broker answering is not said meanwhile."""
+    refusals = RefusalRecorder(bootstrap, config, client=client, meanwhile=meanwhile)
+    return refusals, BrokerWatch(
+        bootstrap, client=client, excused=lambda: refusals.recent() is not None, clock=clock
+    )

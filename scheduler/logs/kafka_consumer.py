@@ -34,7 +34,7 @@ from confluent_kafka import (
 
 from scheduler.errors import ConfigurationError, SchedulerError
 from scheduler.logs.abc import LogConsumer, LogRecord, RebalanceListener
-from scheduler.logs.kafka_brokers import BrokerWatch
+from scheduler.logs.kafka_brokers import RENEW_AFTER_S, watch_client
 from scheduler.logs.kafka_config import (
     config_refused,
     kafka_error,
@@ -46,7 +46,6 @@ from scheduler.logs.kafka_config import (
 from scheduler.logs.kafka_security import (
     REFUSAL_HOLDS_S,
     REFUSAL_LOG_EVERY_S,
-    RefusalRecorder,
     not_allowed,
 )
 from scheduler.logs.kafka_topic_id import committed_elsewhere, tagged, untagged
@@ -72,9 +71,6 @@ dropped) are final."""
 _NOT_SUPPORTED = ("API version not supported", "Required feature not supported")
 """librdkafka's words for a request the broker does not know (UNSUPPORTED_VERSION,
 _UNSUPPORTED_FEATURE)."""
-RENEW_AFTER_S = 5.0
-"""How long a consumer's client may know no broker at all before it is replaced (see
-`KafkaLogConsumer._renew_if_stranded`): five statistics reports."""
 _WAKE_TIMEOUT_S = 0.5
 """How long `_wake_fetchers` waits for the leaders' answers (past a second, librdkafka's broker
 threads wake by themselves)."""
@@ -103,7 +99,7 @@ class KafkaLogConsumer(LogConsumer):
         strategy = str(config.get("partition.assignment.strategy", ""))
         # KIP-848's `consumer` protocol is incremental only, like the cooperative assignors.
         self._cooperative = "cooperative" in strategy or uses_consumer_protocol(config)
-        self._refusals = RefusalRecorder(
+        self._refusals, self._brokers = watch_client(
             self._bootstrap,
             config,
             client=f"consumer of topic {topic!r}",
@@ -111,11 +107,6 @@ class KafkaLogConsumer(LogConsumer):
                 "The consumer keeps trying and loses nothing: records wait in the topic, and "
                 "the tasks already stored run on."
             ),
-        )
-        self._brokers = BrokerWatch(
-            self._bootstrap,
-            client=f"consumer of topic {topic!r}",
-            excused=lambda: self._refusals.recent() is not None,
             clock=clock,
         )
         self._consumer = self._new_client()
@@ -169,18 +160,10 @@ class KafkaLogConsumer(LogConsumer):
         if self._listener is None or self._closed or stranded_s < RENEW_AFTER_S:
             return
         owned = sorted(self._assigned)
-        session = self.session_timing()
-        if owned and session is not None and stranded_s < session[0]:
+        if owned and stranded_s < self.session_timing()[0]:
             return
-        logger.warning(
-            "consumer of topic %r: librdkafka has known no Kafka broker for %.0f s (a metadata "
-            "answer listed none, as a broker sends while it shuts down, and it dropped every "
-            "broker it knew: librdkafka issue 5301), so it would never reconnect; starting a new "
-            "consumer, which rejoins the group%s",
-            self._topic,
-            stranded_s,
-            f" (partitions {owned} are given up as lost)" if owned else "",
-        )
+        lost = f" (partitions {owned} are given up as lost)" if owned else ""
+        self._brokers.say_renewing(stranded_s, f"consumer, which rejoins the group{lost}")
         old = self._consumer
         try:
             if owned:
@@ -232,7 +215,7 @@ class KafkaLogConsumer(LogConsumer):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def session_timing(self) -> tuple[float, float] | None:
+    def session_timing(self) -> tuple[float, float]:
         """From the configuration; under KIP-848's `consumer` protocol the broker times the
         session (its default minimum is 45 s), and the classic defaults are a lower bound."""
         session = float(self._config.get("session.timeout.ms", 10_000)) / 1000

@@ -31,7 +31,7 @@ from scheduler.errors import (
 from scheduler.logs._delivery import _LOCK as _OUTCOME_LOCK
 from scheduler.logs._delivery import DeliveryFuture
 from scheduler.logs.abc import BatchFuture, LogProducer, RecordKey, Sender
-from scheduler.logs.kafka_brokers import BrokerWatch
+from scheduler.logs.kafka_brokers import RENEW_AFTER_S, watch_client
 from scheduler.logs.kafka_config import (
     STATS_INTERVAL_MS,
     config_refused,
@@ -39,7 +39,7 @@ from scheduler.logs.kafka_config import (
     logger,
     unavailable,
 )
-from scheduler.logs.kafka_security import RefusalRecorder, not_allowed
+from scheduler.logs.kafka_security import not_allowed
 from scheduler.metrics import ticked
 
 _POLL_INTERVAL_S = 0.05
@@ -71,9 +71,6 @@ _FAILED_BY_FATAL = frozenset(
 """How librdkafka fails the records of a producer a fatal error stopped."""
 _ANY_PARTITION = -1
 """librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner chooses."""
-RENEW_AFTER_S = 5.0
-"""How long the producer's client may know no broker at all before it is replaced
-(`KafkaLogProducer._renew_if_stranded`): five statistics reports."""
 _RETIRED_DRAIN_S = 30.0
 """How long a replaced client is polled for the reports of records that raced the renewal."""
 _HANDOVER_S = 10.0
@@ -111,7 +108,7 @@ class KafkaLogProducer(LogProducer):
         self._config = config
         self._fatal: KafkaError | None = None
         """The fatal error librdkafka stopped the producer with, once it has (see `_poll`)."""
-        self._refusals = RefusalRecorder(
+        self._refusals, self._brokers = watch_client(
             self._bootstrap,
             config,
             client=f"producer of topic {topic!r}",
@@ -119,11 +116,6 @@ class KafkaLogProducer(LogProducer):
                 "The producer keeps trying: records wait, and fail once they have waited "
                 "message.timeout.ms."
             ),
-        )
-        self._brokers = BrokerWatch(
-            self._bootstrap,
-            client=f"producer of topic {topic!r}",
-            excused=lambda: self._refusals.recent() is not None,
             clock=clock,
         )
         self._gates: weakref.WeakSet[_Gate] = weakref.WeakSet()
@@ -191,18 +183,13 @@ class KafkaLogProducer(LogProducer):
         the broker had written but not acknowledged may be written twice: records are keyed
         by their task, so a duplicate is harmless. What cannot be handed over fails as before:
         a record the new client refuses, or one a sender that read the old client's `produce`
-        before the renewal queues on it after the handover (`_drain_retired`)."""
+        before the renewal queues on it after the handover (`_purge`d for `_RETIRED_DRAIN_S`)."""
         with self._renewing:
             stranded_s = self._brokers.known_none_for()
             if stranded_s < RENEW_AFTER_S or not self._open:
                 return False
-            logger.warning(
-                "producer of topic %r: librdkafka has known no Kafka broker for %.0f s (a "
-                "metadata answer listed none, as a broker sends while it shuts down, and it "
-                "dropped every broker it knew: librdkafka issue 5301), so it would never "
-                "reconnect; starting a new producer (records queued on the old one move to it)",
-                self._topic,
-                stranded_s,
+            self._brokers.say_renewing(
+                stranded_s, "producer (records queued on the old one move to it)"
             )
             new = self._new_client()
             self._handed_over.clear()
@@ -216,8 +203,12 @@ class KafkaLogProducer(LogProducer):
                 self._handover = None
                 self._follow(self._producer.produce)
                 self._handed_over.set()
+        # What senders racing the renewal gave the old client after the handover fails there.
         threading.Thread(
-            target=self._drain_retired, args=(old,), name="kafka-producer-retire", daemon=True
+            target=_purge,
+            args=(old, _RETIRED_DRAIN_S, "draining"),
+            name="kafka-producer-retire",
+            daemon=True,
         ).start()
         return True
 
@@ -249,13 +240,7 @@ class KafkaLogProducer(LogProducer):
 
     def _hand_over_from(self, old: Producer) -> None:
         """Purge `old`, and queue what it held on the current client, in order."""
-        deadline = time.monotonic() + _HANDOVER_S
-        try:
-            while len(old) and time.monotonic() < deadline:
-                old.purge()
-                old.poll(0.1)  # the reports land in `_handover`
-        except Exception as error:  # replaced because it was stranded: its errors say nothing new
-            logger.debug("purging a replaced producer: %s", error)
+        _purge(old, _HANDOVER_S, "purging")  # the reports land in `_handover`
         records = self._handover or []
         records.sort(key=lambda record: record[0].timestamp()[1])
         for message, on_delivery in records:
@@ -266,17 +251,6 @@ class KafkaLogProducer(LogProducer):
                 self._produce_when_room(*record, produce=self._producer.produce)
             except KafkaException as exc:
                 on_delivery(kafka_error(exc) or KafkaError(KafkaError._FAIL, str(exc)), message)
-
-    def _drain_retired(self, old: Producer) -> None:
-        """Fail what senders racing the renewal gave the replaced client after its records were
-        handed over, by serving its reports until it holds nothing (or `_RETIRED_DRAIN_S`)."""
-        deadline = time.monotonic() + _RETIRED_DRAIN_S
-        try:
-            while len(old) and time.monotonic() < deadline:
-                old.purge()
-                old.poll(0.1)
-        except Exception as error:  # replaced because it was stranded: its errors say nothing new
-            logger.debug("draining a replaced producer: %s", error)
 
     def _connect_early(self) -> None:
         """Ask for metadata now, so that the first records do not wait half a second.
@@ -545,6 +519,17 @@ class KafkaLogProducer(LogProducer):
             busy = sends - sends_seen >= _POLL_EVERY
             sends_seen = sends
             time.sleep(_BUSY_LOOK_S if busy else _IDLE_AFTER_S)
+
+
+def _purge(old: Producer, seconds: float, doing: str) -> None:
+    """Purge a replaced client and serve its reports until it holds nothing (or `seconds`)."""
+    deadline = time.monotonic() + seconds
+    try:
+        while len(old) and time.monotonic() < deadline:
+            old.purge()
+            old.poll(0.1)
+    except Exception as error:  # replaced because it was stranded: its errors say nothing new
+        logger.debug("%s a replaced producer: %s", doing, error)
 
 
 class _ServedWhileAwaited(Future[int]):
