@@ -223,8 +223,12 @@ class EmbeddedConsumer(LogConsumer):
             if len(records) >= max_records:
                 break
             position = self._positions[p]
-            if position is None:
-                position = self._resolve_position(p)
+            if position is None:  # newly owned: at the committed offset, else the log start
+                committed = self._log.committed_with_metadata(self._group_id, [p])[p][0]
+                with self._log.cond:
+                    first = self._log.partitions[p].start
+                position = first if committed is None else max(committed, first)
+                self._positions[p] = position
             batch = self._log.read(p, position, max_records - len(records))
             if batch:
                 records.extend(batch)
@@ -233,14 +237,6 @@ class EmbeddedConsumer(LogConsumer):
                 with self._log.cond:
                     self._positions[p] = max(position, self._log.partitions[p].start)
         return records
-
-    def _resolve_position(self, partition: int) -> int:
-        committed = self._log.committed_with_metadata(self._group_id, [partition])[partition][0]
-        with self._log.cond:
-            start = self._log.partitions[partition].start
-        position = start if committed is None else max(committed, start)
-        self._positions[partition] = position
-        return position
 
     def commit(
         self,

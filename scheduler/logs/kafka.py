@@ -312,7 +312,7 @@ class KafkaTaskLog(TaskLog):
             return []
         committed = self._committed(group_id, wanted)
         owners = self._owners(group_id)
-        ends = self._end_offsets(wanted)
+        ends = self._list_offsets(wanted, OffsetSpec.latest(), "reading end offsets")
         return [
             PartitionLag(p, offset, ends[p], owners.get(p), note)
             for p in numbers
@@ -373,9 +373,6 @@ class KafkaTaskLog(TaskLog):
     def first_offsets(self, partitions: Collection[int]) -> dict[int, int]:
         wanted = [TopicPartition(self.topic, p) for p in partitions]
         return self._list_offsets(wanted, OffsetSpec.earliest(), "reading log start offsets")
-
-    def _end_offsets(self, partitions: list[TopicPartition]) -> dict[int, int]:
-        return self._list_offsets(partitions, OffsetSpec.latest(), "reading end offsets")
 
     def _list_offsets(
         self, partitions: list[TopicPartition], spec: OffsetSpec, what: str
@@ -460,9 +457,11 @@ class KafkaTaskLog(TaskLog):
             )
         # librdkafka logs the silence only when its own 10 s wait ends, which may come after
         # ours: with nothing logged, a port that takes connections was silent too.
-        silent = any(_silent(failure) for failure in failures) or (
-            not failures and any_broker_listens(self._bootstrap)
-        )
+        # A connection whose first request (ApiVersion) timed out, as librdkafka words it.
+        silent = any(
+            "in state APIVERSION_QUERY)" in failure and "Timed out" in failure
+            for failure in failures
+        ) or (not failures and any_broker_listens(self._bootstrap))
         if silent:
             # A TLS or SASL listener would have hung up on the plain request, not kept quiet.
             return (
@@ -498,14 +497,6 @@ class KafkaTaskLog(TaskLog):
         lines = [record.getMessage() for record in keep.buffer]
         # "FAIL [rdkafka#producer-1] [thrd:...]: ssl://host:9092/bootstrap: SSL handshake failed"
         return [line.split("]: ", 1)[-1] for line in lines if line.startswith("FAIL ")]
-
-    def _refresh_metadata(self) -> None:
-        """Have the admin client learn the partitions' leaders anew; best effort (the request
-        that needed it is retried, and fails with its own error in the end)."""
-        try:
-            self._metadata()
-        except BackendUnavailableError as exc:
-            logger.debug("metadata refresh: %s", exc)
 
     def _metadata(self) -> ClusterMetadata:
         try:
@@ -570,7 +561,12 @@ class KafkaTaskLog(TaskLog):
                 if code not in settling or time.monotonic() > deadline:
                     raise self._failure(what, exc, action=action, acl=acl) from exc
                 if code in _METADATA_STALE:
-                    self._refresh_metadata()
+                    # Learn the partitions' leaders anew; best effort (the request is retried,
+                    # and fails with its own error in the end).
+                    try:
+                        self._metadata()
+                    except BackendUnavailableError as refresh:
+                        logger.debug("metadata refresh: %s", refresh)
             time.sleep(_METADATA_RETRY_S)
 
     def _failure(
@@ -594,9 +590,3 @@ class KafkaTaskLog(TaskLog):
             alternative=alternative,
         )
         return refused if refused is not None else unavailable(what, exc, self._bootstrap)
-
-
-def _silent(failure: str) -> bool:
-    """A connection failure where the address took the connection and then said nothing, as
-    librdkafka words it: its first request (ApiVersion) timed out."""
-    return "in state APIVERSION_QUERY)" in failure and "Timed out" in failure

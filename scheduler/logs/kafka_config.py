@@ -203,7 +203,11 @@ def refuse_reserved(producer_config: Mapping[str, Any], consumer_config: Mapping
         ("producer_config", producer_config, _PRODUCERS),
         ("consumer_config", consumer_config, _CONSUMERS),
     ):
-        for written, value in _settings_in(config):
+        # With a nested `default.topic.config` (confluent-kafka's older way to give topic
+        # properties).
+        nested = config.get("default.topic.config")
+        pairs = [*config.items(), *(nested.items() if isinstance(nested, Mapping) else ())]
+        for written, value in pairs:
             name = written.strip().removeprefix("topic.")
             rule = rules.get(_ALIASES.get(name, name))
             if rule is None:
@@ -218,16 +222,6 @@ def refuse_reserved(producer_config: Mapping[str, Any], consumer_config: Mapping
             raise ConfigurationError(
                 f"{setting} cannot be set in {_given_in(given_as)}: {why}; remove it from there"
             )
-
-
-def _settings_in(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """A client configuration's key-value pairs, with those of a nested `default.topic.config`
-    (confluent-kafka's older way to give topic properties)."""
-    nested = config.get("default.topic.config")
-    pairs = list(config.items())
-    if isinstance(nested, Mapping):
-        pairs += nested.items()
-    return pairs
 
 
 def merged(

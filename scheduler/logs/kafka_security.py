@@ -141,12 +141,6 @@ def _rfc2253_escaped(value: str) -> str:
     return escaped
 
 
-def _alert(text: str) -> str:
-    """The TLS alert the brokers sent, by name ("bad certificate"), if `text` reports one."""
-    found = _ALERT.search(text)
-    return found.group(1).strip() if found else ""
-
-
 def login_refusal(
     error: KafkaError,
     bootstrap: str,
@@ -160,7 +154,8 @@ def login_refusal(
     client that runs on does until the login is accepted again (without it, the message is for
     a client that stops)."""
     code, text = error.code(), error.str()
-    alert_name = _alert(text)
+    found = _ALERT.search(text)
+    alert_name = found.group(1).strip() if found else ""
     also = ""
     if alert_name in _CERTIFICATE_ALERTS:
         what, fix, also = _certificate_refusal(config or {})
