@@ -42,7 +42,7 @@ from scheduler.logs.kafka_config import (
     refuse_reserved,
     unavailable,
 )
-from scheduler.logs.kafka_consumer import KafkaLogConsumer
+from scheduler.logs.kafka_consumer import COORDINATOR_MOVING, KafkaLogConsumer
 from scheduler.logs.kafka_producer import KafkaLogProducer
 from scheduler.logs.kafka_security import ACL_DOCS, RefusalRecorder, logs_in, not_allowed, principal
 from scheduler.logs.kafka_topic_id import committed_elsewhere, known, untagged
@@ -63,15 +63,6 @@ _LEADERS_SETTLING = frozenset(
     }
 )
 """What brokers answer about a topic created (or a leader moved) moments ago."""
-_COORDINATOR_SETTLING = frozenset(
-    {
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-    }
-)
-"""What a group's coordinator answers while it moves or, after a restart, loads the group's
-offsets; the admin client passes these on without retrying."""
 _METADATA_STALE = frozenset(
     {
         KafkaError._NOENT,
@@ -330,7 +321,7 @@ class KafkaTaskLog(TaskLog):
             f"reading offsets of group {group_id!r}",
             action=f"read the committed offsets of group {group_id!r}",
             acl=("Describe", f"--group {group_id}"),
-            settling=_COORDINATOR_SETTLING,
+            settling=COORDINATOR_MOVING,  # the admin client passes these on without retrying
         )
         topic_id = self._topic_id_or_none()
         return {
@@ -360,7 +351,7 @@ class KafkaTaskLog(TaskLog):
             f"describing group {group_id!r}",
             action=f"describe consumer group {group_id!r}",
             acl=("Describe", f"--group {group_id}"),
-            settling=_COORDINATOR_SETTLING,
+            settling=COORDINATOR_MOVING,  # the admin client passes these on without retrying
             renew_on_timeout=True,
         )
         owners: dict[int, str] = {}

@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from scheduler.logs.kafka_config import kafka_error, logger
+from scheduler.logs.kafka_security import AUTHORIZATION_FAILED
 
 OFFSETS_CLIENT_ID = "scheduler-offsets"
 """The `client.id` of the consumers that read committed offsets, in librdkafka's log lines."""
@@ -92,15 +93,6 @@ class CommittedOffsets:
             consumer.close()
 
 
-_AUTHORIZATION = frozenset(
-    {
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    }
-)
-
-
 def _refusal_queued(consumer: Consumer) -> KafkaError | None:
     """An authorization refusal the consumer queued while `committed` waited. A consumer whose
     user may not Describe the group is refused the coordinator's lookup; librdkafka queues that
@@ -110,6 +102,6 @@ def _refusal_queued(consumer: Consumer) -> KafkaError | None:
         if message is None:
             return None
         error = message.error()
-        if error is not None and error.code() in _AUTHORIZATION:
+        if error is not None and error.code() in AUTHORIZATION_FAILED:
             return error
     return None

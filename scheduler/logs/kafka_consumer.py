@@ -51,12 +51,18 @@ from scheduler.logs.kafka_security import (
 from scheduler.logs.kafka_topic_id import committed_elsewhere, tagged, untagged
 
 _COMMIT_RETRY_S = 0.1
-_TRANSIENT = frozenset(
+COORDINATOR_MOVING = frozenset(
     {
-        KafkaError.REBALANCE_IN_PROGRESS,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError.NOT_COORDINATOR,
+    }
+)
+"""What a group's coordinator answers while it moves or, after a restart, loads the group's
+offsets."""
+_TRANSIENT = COORDINATOR_MOVING | frozenset(
+    {
+        KafkaError.REBALANCE_IN_PROGRESS,
         KafkaError.REQUEST_TIMED_OUT,
         KafkaError._WAIT_COORD,
         KafkaError._TRANSPORT,

@@ -25,12 +25,14 @@ logger = logging.getLogger("scheduler.logs.kafka")  # kafka_config's, which impo
 SECURITY_SETTING = "SCHEDULER_KAFKA_CONFIG"
 ACL_DOCS = "docs/kafka.md, 'Connecting to a secured cluster'"
 
-_AUTHORIZATION: dict[int, str] = {
-    KafkaError.TOPIC_AUTHORIZATION_FAILED: "topic",
-    KafkaError.GROUP_AUTHORIZATION_FAILED: "group",
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "cluster",
-}
-"""Kafka's authorization error codes, by the kind of resource whose ACL is missing."""
+AUTHORIZATION_FAILED = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+"""Kafka's authorization error codes: an ACL is missing on a topic, a group or the cluster."""
 
 
 _CLIENT_CERTIFICATE_SETTINGS = (
@@ -229,7 +231,7 @@ def not_allowed(
     Kafka's authorization errors, else None. `action` says what the scheduler was doing ("create
     topic 't'"), `operation` and `resource` the ACL in kafka-acls' words ("Create", "--topic t");
     `alternative` is another way out, as a sentence."""
-    if error is None or error.code() not in _AUTHORIZATION:
+    if error is None or error.code() not in AUTHORIZATION_FAILED:
         return None
     who = principal(config)
     grantee = shlex.quote(who) if who.startswith("User:") else "<principal>"
