@@ -122,7 +122,10 @@ class LogProducer(ABC):
         For bulk producers (backfills): it saves a future per record. Records of one key keep
         their order. This default sends them one by one; adapters may do better.
         """
-        return _all_of([self.send(key, value) for key, value in records])
+        batch = BatchFuture(len(records))
+        for key, value in records:
+            self.send(key, value).add_done_callback(lambda done: batch.delivered(done.exception()))
+        return batch.future
 
     @abstractmethod
     def flush(self, timeout: float) -> int:
@@ -331,10 +334,3 @@ class BatchFuture:
                 self.future.set_exception(error)
             else:
                 self.future.set_result(self._expected)
-
-
-def _all_of(futures: list[Future[int]]) -> Future[int]:
-    batch = BatchFuture(len(futures))
-    for future in futures:
-        future.add_done_callback(lambda done: batch.delivered(done.exception()))
-    return batch.future

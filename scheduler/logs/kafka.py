@@ -261,21 +261,18 @@ class KafkaTaskLog(TaskLog):
             raise unavailable(f"describing topic {self.topic!r}", exc, self._bootstrap) from exc
 
     def _missing(self) -> TopicMissingError:
+        # Brokers list only the topics the user may describe: with ACLs, "missing" may be
+        # "hidden", and creating it would then be refused for a reason that says little.
+        hidden = (
+            f". With ACLs, a topic {principal(self._producer_config)} may not Describe is "
+            f"missing from the list the brokers answer with; {ACL_DOCS} lists the ACLs"
+        )
         return TopicMissingError(
             f"Kafka topic {self.topic!r} does not exist on {self._bootstrap!r}; create it "
             "with the deployment's partition count first: `scheduler topic create` (workers "
             "and `scheduler enqueue` do too, with SCHEDULER_PARTITIONS), or "
-            "`KafkaTaskLog.ensure_topic(partitions)`" + self._unseen_hint()
-        )
-
-    def _unseen_hint(self) -> str:
-        # Brokers list only the topics the user may describe: with ACLs, "missing" may be
-        # "hidden", and creating it would then be refused for a reason that says little.
-        if not logs_in(self._producer_config):
-            return ""
-        return (
-            f". With ACLs, a topic {principal(self._producer_config)} may not Describe is "
-            f"missing from the list the brokers answer with; {ACL_DOCS} lists the ACLs"
+            "`KafkaTaskLog.ensure_topic(partitions)`"
+            + (hidden if logs_in(self._producer_config) else "")
         )
 
     def delete_topic(self) -> None:
@@ -323,7 +320,13 @@ class KafkaTaskLog(TaskLog):
             acl=("Describe", f"--group {group_id}"),
             settling=COORDINATOR_MOVING,  # the admin client passes these on without retrying
         )
-        topic_id = self._topic_id_or_none()
+        try:
+            topic_id = self.topic_id()
+        except SchedulerError as error:
+            # Then commits on a deleted topic of the same name pass for this one's, as they
+            # would without IDs.
+            logger.debug("cannot read the ID of topic %r: %s", self.topic, error)
+            topic_id = None
         return {
             tp.partition: (tp.offset, untagged(tp.metadata or "")[1])
             for tp in result
@@ -333,15 +336,6 @@ class KafkaTaskLog(TaskLog):
             # A commit on a deleted topic of the same name is none for this one.
             and committed_elsewhere(tp.metadata or "", topic_id) is None
         }
-
-    def _topic_id_or_none(self) -> str | None:
-        """The topic's ID, or None if the brokers cannot say now (then commits on a deleted
-        topic of the same name pass for this one's, as they would without IDs)."""
-        try:
-            return self.topic_id()
-        except SchedulerError as error:
-            logger.debug("cannot read the ID of topic %r: %s", self.topic, error)
-            return None
 
     def _owners(self, group_id: str) -> dict[int, str]:
         description = self._retrying(

@@ -54,6 +54,8 @@ _CONSUMER_SETTINGS = {
     "statistics.interval.ms": 0,
 }
 _POLL_EVERY = 1000
+_STALL_S = 60.0
+"""How long the move waits for progress in reading, or for acknowledgements, before it fails."""
 
 
 @dataclass
@@ -84,7 +86,6 @@ def move_unread(
     group_id: str,
     partitions: int,
     *,
-    stall_s: float = 60.0,
     partition_records: int | None = None,
 ) -> MoveReport:
     """Copy what `group_id` has not committed on `source` to `target` (created with
@@ -127,13 +128,13 @@ def move_unread(
         if partition_records is None:
             share = _BUFFERED_RECORDS // max(1, len(report.ranges))
             partition_records = max(_MIN_PARTITION_RECORDS, share)
-        reader = _Reader(consumer, source.topic, report.ranges, stall_s, partition_records)
+        reader = _Reader(consumer, source.topic, report.ranges, partition_records)
         # Each partition's records in their order; across partitions, by timestamp.
         merged = heapq.merge(
             *(reader.records(partition) for partition in report.ranges),
             key=lambda message: message.timestamp()[1],
         )
-        _copy(merged, target, stall_s)
+        _copy(merged, target)
         report.moved, report.peak_buffered = reader.taken, reader.peak
         _commit(consumer, source.topic, report)
     finally:
@@ -149,12 +150,10 @@ class _Reader:
         consumer: Consumer,
         topic: str,
         ranges: dict[int, tuple[int, int]],
-        stall_s: float,
         partition_records: int,
     ) -> None:
         self._consumer = consumer
         self._topic = topic
-        self._stall_s = stall_s
         self._limit = partition_records
         self._buffers: dict[int, deque[Message]] = {partition: deque() for partition in ranges}
         self._ends = {partition: end for partition, (_, end) in ranges.items()}
@@ -204,10 +203,10 @@ class _Reader:
         for position in positions:
             if position.offset >= self._ends[position.partition]:
                 del self._ends[position.partition]
-        if self._ends and time.monotonic() - self._progress_at > self._stall_s:
+        if self._ends and time.monotonic() - self._progress_at > _STALL_S:
             where = ", ".join(f"partition {p} before offset {end}" for p, end in self._ends.items())
             raise BackendUnavailableError(
-                f"reading topic {self._topic!r} stalled for {self._stall_s:g} s ({where}); "
+                f"reading topic {self._topic!r} stalled for {_STALL_S:g} s ({where}); "
                 "nothing was marked moved: check the brokers and run the command again "
                 "(records copied twice are harmless: a task's key overwrites itself)"
             )
@@ -224,7 +223,7 @@ class _Reader:
                 self._consumer.resume([TopicPartition(self._topic, partition)])
 
 
-def _copy(messages: Iterable[Message], target: KafkaTaskLog, stall_s: float) -> None:
+def _copy(messages: Iterable[Message], target: KafkaTaskLog) -> None:
     """Produce `messages` to `target` and wait until each is acknowledged."""
     producer = Producer(target.producer_settings())
     failures: list[KafkaError] = []
@@ -252,9 +251,9 @@ def _copy(messages: Iterable[Message], target: KafkaTaskLog, stall_s: float) -> 
                 break
         if not sent % _POLL_EVERY:
             producer.poll(0)
-    remaining = producer.flush(stall_s)
+    remaining = producer.flush(_STALL_S)
     if remaining or failures:
-        why = failures[0].str() if failures else f"not acknowledged within {stall_s:g} s"
+        why = failures[0].str() if failures else f"not acknowledged within {_STALL_S:g} s"
         raise BackendUnavailableError(
             f"{len(failures) + remaining} of {sent} records copied to topic {target.topic!r} "
             f"failed ({why}); nothing was marked moved: run the command again once Kafka "
