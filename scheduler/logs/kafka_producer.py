@@ -539,17 +539,15 @@ class _ServedWhileAwaited(Future[int]):
     _sender: KafkaLogProducer
 
     def result(self, timeout: float | None = None) -> int:
-        if not self.done():
-            timeout = self._serve(timeout)
-        return super().result(timeout)
+        return super().result(self._serve(timeout))
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if not self.done():
-            timeout = self._serve(timeout)
-        return super().exception(timeout)
+        return super().exception(self._serve(timeout))
 
     def _serve(self, timeout: float | None) -> float | None:
         """Serve delivery reports until done or `timeout`; what is left of `timeout`."""
+        if self.done():
+            return timeout
         started = time.monotonic()
         self._sender.serve_until_done(self, timeout)
         return None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
