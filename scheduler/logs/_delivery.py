@@ -65,11 +65,11 @@ class DeliveryFuture(Future[int]):
         self._make()  # or another thread just did
         return object.__getattribute__(self, name)
 
-    def _make(self) -> bool:
-        """Make the `Future` part and replay the outcome into it; False if it was made already."""
+    def _make(self) -> None:
+        """Make the `Future` part and replay the outcome into it, unless it was made already."""
         with _LOCK:
             if self._made:
-                return False
+                return
             Future.__init__(self)
             self.set_running_or_notify_cancel()
             outcome = self._outcome
@@ -79,7 +79,6 @@ class DeliveryFuture(Future[int]):
             elif outcome is not None:
                 Future.set_result(self, outcome)
             self._made = True
-            return True
 
     def _settle(self, outcome: int | Failed) -> bool:
         """Keep the outcome in the future's own fields; False if the `Future` part exists, which

@@ -114,22 +114,19 @@ class GroupCommitWriter:
                 self._pending_cond.notify_all()
             if batch:
                 self._write_batch(batch)
-            if time.monotonic() >= next_retention:
-                next_retention = time.monotonic() + RETENTION_INTERVAL_S
-                self._apply_retention()
-
-    def _apply_retention(self) -> None:
-        # Never raised: it would end this thread, and every later send would wait for good.
-        try:
-            self._log.apply_retention()
-        except Exception as error:
-            logger.warning(
-                "could not delete records every group has read from the embedded log %s "
-                "(%s); tried again in %g s, and sending goes on meanwhile",
-                self._log.path,
-                in_words(error),
-                RETENTION_INTERVAL_S,
-            )
+            if time.monotonic() < next_retention:
+                continue
+            next_retention = time.monotonic() + RETENTION_INTERVAL_S
+            try:
+                self._log.apply_retention()
+            except Exception as error:  # raised, it would end this thread: sends would hang
+                logger.warning(
+                    "could not delete records every group has read from the embedded log %s "
+                    "(%s); tried again in %g s, and sending goes on meanwhile",
+                    self._log.path,
+                    in_words(error),
+                    RETENTION_INTERVAL_S,
+                )
 
     def _write_batch(self, batch: list[Pending]) -> None:
         log = self._log

@@ -122,7 +122,7 @@ class KafkaTaskLog(TaskLog):
         self._refusals = RefusalRecorder(bootstrap_servers, self._producer_config)
         self._offsets = CommittedOffsets(self._offsets_settings, request_timeout_s=self._timeout)
         try:
-            self._admin = self._new_admin()
+            self._admin = AdminClient(self.admin_settings())
         except KafkaException as exc:
             raise config_refused("admin client", exc, "producer_config") from None
         try:
@@ -132,9 +132,6 @@ class KafkaTaskLog(TaskLog):
             # traceback holds this half-built log.
             del self._admin
             raise
-
-    def _new_admin(self) -> AdminClient:
-        return AdminClient(self.admin_settings())
 
     def admin_settings(self) -> dict[str, Any]:
         """The librdkafka configuration of this log's admin client (defaults, then the
@@ -541,7 +538,7 @@ class KafkaTaskLog(TaskLog):
                 code = None if (error := kafka_error(exc)) is None else error.code()
                 if code == KafkaError._TIMED_OUT and renew_on_timeout:
                     logger.info("%s timed out: asking again with a new admin client", what)
-                    self._admin, renew_on_timeout = self._new_admin(), False
+                    self._admin, renew_on_timeout = AdminClient(self.admin_settings()), False
                     continue
                 if code not in settling or time.monotonic() > deadline:
                     raise self._failure(what, exc, action=action, acl=acl) from exc

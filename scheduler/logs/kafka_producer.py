@@ -86,8 +86,8 @@ class _Gate:
 
     __slots__ = ("__weakref__", "_open")
 
-    def __init__(self) -> None:
-        self._open = True
+    def __init__(self, is_open: bool) -> None:
+        self._open = is_open
 
 
 class KafkaLogProducer(LogProducer):
@@ -323,8 +323,7 @@ class KafkaLogProducer(LogProducer):
         native = speedups.native
         if not fast or native is None:
             return send
-        gate = _Gate()
-        gate._open = self._open
+        gate = _Gate(self._open)
         self._gates.add(gate)
         sender: Sender = native.RecordSender(
             producer=gate,
