@@ -55,14 +55,9 @@ _METADATA_RETRY_S = 0.1
 _LOGIN_CHECK_S = 0.5
 """How often the reachability check looks whether the brokers refused the login: a refusal
 arrives within a second, and says more than the timeout that would follow it."""
-_LEADERS_SETTLING = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-    }
-)
-"""What brokers answer about a topic created (or a leader moved) moments ago."""
+_LEADERS_SETTLING = frozenset({KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART})
+"""What brokers answer about a topic created (or a leader moved) moments ago; with
+NOT_LEADER_FOR_PARTITION, which `_METADATA_STALE` holds."""
 _METADATA_STALE = frozenset(
     {
         KafkaError._NOENT,

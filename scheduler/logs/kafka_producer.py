@@ -65,9 +65,8 @@ _PARTITION_DROPPED = KafkaError._DESTROY
 """How a delivery report fails a record that was already queued for a partition when the
 partition left librdkafka's metadata (its topic was deleted): librdkafka destroys the partition's
 queue with it. Never the handle's own termination, which `close` precedes with a purge."""
-_FAILED_BY_FATAL = frozenset(
-    {KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
-)
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+_FAILED_BY_FATAL = _PURGED | {KafkaError._FATAL}
 """How librdkafka fails the records of a producer a fatal error stopped."""
 _ANY_PARTITION = -1
 """librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner chooses."""
@@ -76,7 +75,6 @@ _RETIRED_DRAIN_S = 30.0
 _HANDOVER_S = 10.0
 """How long a renewal moves the old client's records (milliseconds, usually), and how long a
 send made meanwhile waits for it before it produces anyway."""
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 class _Gate:
