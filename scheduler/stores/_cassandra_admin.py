@@ -184,7 +184,7 @@ def _reads(
     items: list[Item]
     if ordering_id is None:
         bounds = (*key, *span.lower, span.upper, size)
-        items = [(q["scan"], bounds), (q["status_scan"], bounds)]
+        items = [(q["load_after"], bounds), (q["status_scan"], bounds)]
         return _Read(partition, span.lower, size, items, 1)
     ms, after_id, after_uk = span.lower
     if after_id and ordering_id >= after_id:

@@ -333,18 +333,13 @@ def _driver_quiet_on_this_thread() -> Iterator[None]:
         connection.removeFilter(no_login_advice)
 
 
-def partition_batches(statement: PreparedStatement, rows: Sequence[Params]) -> list[Item]:
-    """Rows whose first two values, (partition, bucket), are one Cassandra partition key, in
-    UNLOGGED batches of a few kilobytes: one mutation on one replica set, no batchlog, and one
-    request instead of dozens (the driver's cost is per request)."""
-    return statement_batches([(statement, row) for row in rows])
-
-
 def statement_batches(
     writes: Sequence[tuple[PreparedStatement, Params]], *, key_columns: int = 2
 ) -> list[Item]:
-    """`partition_batches` over writes of several statements, rows of different tables with the
-    same partition key (its first `key_columns` values) sharing batches."""
+    """Writes whose first `key_columns` values (by default (partition, bucket)) are one
+    Cassandra partition key, in UNLOGGED batches of a few kilobytes: one mutation on one replica
+    set, no batchlog, and one request instead of dozens (the driver's cost is per request).
+    Rows of different tables with the same partition key share batches."""
     return unit_batches([(write,) for write in writes], key_columns=key_columns)
 
 

@@ -49,7 +49,6 @@ from scheduler.stores._cassandra_session import (
     Write,
     consistency_level,
     open_runner,
-    partition_batches,
     statement_batches,
     unit_batches,
 )
@@ -170,6 +169,8 @@ class CassandraTaskStore(TaskStore):
         self.ttl_s = ttl_of(status_retention_s)
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
+        # Schema changes wait for every node to agree; that takes longer than a query.
+        self._ddl_timeout_s = max(request_timeout_s, 60.0)
         self.max_concurrency = max_concurrency
         self._cluster: Any = None
         self._run: Runner | None = None
@@ -189,11 +190,6 @@ class CassandraTaskStore(TaskStore):
         self._claims_lost = False
 
     @property
-    def _ddl_timeout_s(self) -> float:
-        # Schema changes wait for every node to agree; that takes longer than a query.
-        return max(self.request_timeout_s, 60.0)
-
-    @property
     def target(self) -> str:
         return ", ".join(f"{host}:{self.port}" for host in self.hosts)
 
@@ -202,7 +198,7 @@ class CassandraTaskStore(TaskStore):
         if create_schema:
             self.apply_schema()
         else:
-            self._prepare()
+            self._q = self._statements(self._runner())
             if self.ordering_index_setting == "auto":
                 # A store that does not make the schema lists through the indexes if they exist.
                 self.ordering_index = driver.has_ordering_indexes(
@@ -317,7 +313,7 @@ class CassandraTaskStore(TaskStore):
                 "(ALTER KEYSPACE, then run a repair, to change it)",
                 *(self.keyspace, actual, wanted),
             )
-        self._prepare(expect_tables=True)
+        self._q = self._statements(self._runner(), expect_tables=True)
         return actual
 
     def drop_keyspace(self) -> None:
@@ -339,9 +335,6 @@ class CassandraTaskStore(TaskStore):
         if self._run is None:
             raise BackendUnavailableError("the Cassandra task store is not open; call open()")
         return self._run
-
-    def _prepare(self, *, expect_tables: bool = False) -> None:
-        self._q = self._statements(self._runner(), expect_tables=expect_tables)
 
     def _statements(
         self, run: Runner, *, expect_tables: bool = False
@@ -383,7 +376,7 @@ class CassandraTaskStore(TaskStore):
         # Index rows go first in the same concurrent run; the call returns only when all rows
         # are written, and a caller that sees an error writes the batch again.
         items: list[Item] = [(q["index"], (partition, bucket)) for bucket in unindexed]
-        items += partition_batches(q["write"], rows)
+        items += statement_batches([(q["write"], row) for row in rows])
         self._runner().many(items, f"write {len(rows)} tasks of partition {partition}")
         with self._lock:
             self._indexed[partition].update(unindexed)
@@ -514,7 +507,7 @@ class CassandraTaskStore(TaskStore):
 
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._row_key(partition, key) for key in set(keys)]
-        items = partition_batches(self._q["delete"], rows)
+        items = statement_batches([(self._q["delete"], row) for row in rows])
         self._runner().many(items, f"delete {len(rows)} tasks of partition {partition}")
 
     def _row_key(self, partition: int, key: TaskKey) -> Params:

@@ -194,8 +194,6 @@ def statements(ks: str) -> dict[str, str]:
         f" AND ({_COLUMNS}) > (?, '', '') AND ({_COLUMNS}) < (?, '', '') LIMIT 1",
         "count_after": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY}"
         f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
-        "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
         "scan_of": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
         f" AND scheduled_ms >= ? AND scheduled_ms < ? AND ordering_id = ? LIMIT ? {_FILTERING}",
         "scan_at": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"

@@ -69,7 +69,8 @@ class SqliteRunStore(SqliteFile, RunStore):
                 kept = found.get(run.run_id)
                 if kept is None:
                     found[run.run_id] = kept = run
-                    fresh.append((*_columns(run), self._expiry(now), dump_run(run)))
+                    columns = (run.run_id, run.program, str(run.status), run.created_ms)
+                    fresh.append((*columns, self._expiry(now), dump_run(run)))
                 stored.append(kept)
             db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)", fresh)
         return stored
@@ -127,10 +128,6 @@ class SqliteRunStore(SqliteFile, RunStore):
         )
         rows = self._read(sql, (*params, limit))
         return [read_run(row[0]) for row in rows]
-
-
-def _columns(run: Run) -> tuple[str, str, str, int]:
-    return run.run_id, run.program, str(run.status), run.created_ms
 
 
 def _now_ms() -> int:

@@ -192,13 +192,10 @@ class SqliteTaskStore(TaskStore):
         if self._identity is None or self._absolute is None:
             return
         now = file_identity(self._absolute)
-        if now is None:
-            raise self._replaced("deleted")
-        if now != self._identity:
-            raise self._replaced("deleted and made again")
-
-    def _replaced(self, how: str) -> StoreReplacedError:
-        return StoreReplacedError(
+        if now == self._identity:
+            return
+        how = "deleted" if now is None else "deleted and made again"
+        raise StoreReplacedError(
             f"the task store {self.path} was {how} while this process ran, and the tasks "
             "stored in it went with it; this process stops rather than go on writing to a file "
             "no other process sees. To store again what the log still keeps, start the worker "
