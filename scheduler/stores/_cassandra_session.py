@@ -78,6 +78,9 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     NoHostAvailable,
 )
 
+#: Requests one store has in flight at most (`Runner.many`).
+_CONCURRENCY = 64
+
 #: The longest wait for any one request beyond its own timeout (see `Runner._bounded`).
 _HANG_LIMIT_S = 5.0
 
@@ -126,8 +129,7 @@ def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster
     raises `ConfigurationError` at once. Statements go token-aware to a replica, DC-aware so
     that LOCAL_* consistency never waits on another data center; protocol v4 (Cassandra 3.0 to
     5.x) spares the driver a probe."""
-    hosts, port, local_dc = store.hosts, store.port, store.local_dc
-    credentials, tls = store.credentials, store.tls
+    local_dc, credentials, tls, target = store.local_dc, store.credentials, store.tls, store.target
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)),
         consistency_level=store.consistency,
@@ -136,17 +138,13 @@ def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster
         request_timeout=store.request_timeout_s,
         row_factory=tuple_factory,
     )
-    target = ", ".join(f"{host}:{port}" for host in hosts)
-    security: dict[str, Any] = {}
-    if credentials is not None:
-        security["auth_provider"] = credentials.provider()
-    if tls is not None:
-        security["ssl_context"] = tls.context()
+    auth_provider = None if credentials is None else credentials.provider()
+    ssl_context = None if tls is None else tls.context()
 
     def attempt() -> tuple[Cluster, Session]:
         cluster = Cluster(
-            contact_points=list(hosts),
-            port=port,
+            contact_points=list(store.hosts),
+            port=store.port,
             protocol_version=ProtocolVersion.V4,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=store.connect_timeout_s,
@@ -154,7 +152,8 @@ def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster
             # The default waits up to 10 minutes between reconnection attempts to a node that
             # went down; a restarted node must be used again within seconds.
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
-            **security,
+            auth_provider=auth_provider,
+            ssl_context=ssl_context,
         )
         try:
             with _driver_quiet_on_this_thread():
@@ -208,7 +207,7 @@ def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster
         describe=describe,
         announce=announce,
     )
-    return cluster, Runner(session, target=target, concurrency=store.max_concurrency, policy=policy)
+    return cluster, Runner(session, target=target, concurrency=_CONCURRENCY, policy=policy)
 
 
 #: A try to connect that failed after this long is announced before the next.

@@ -130,18 +130,14 @@ class CassandraTaskStore(TaskStore):
         ordering_index: bool | Literal["auto"] = "auto",
         connect_timeout_s: float = 10,
         request_timeout_s: float = 10,
-        max_concurrency: int = 64,
         credentials: Credentials | None = None,
         tls: TlsOptions | None = None,
     ) -> None:
         if not hosts:
             raise ConfigurationError("no Cassandra hosts given; set SCHEDULER_CASSANDRA_HOSTS")
-        positive = {
-            "bucket_ms": bucket_ms,
-            "read_slice_ms": read_slice_ms,
-            "status_retention_s": status_retention_s,
-            "max_concurrency": max_concurrency,
-        }
+        positive = dict(
+            bucket_ms=bucket_ms, read_slice_ms=read_slice_ms, status_retention_s=status_retention_s
+        )
         for name, value in positive.items():
             if value <= 0:
                 raise ConfigurationError(f"{name} must be positive, got {value!r}")
@@ -171,7 +167,6 @@ class CassandraTaskStore(TaskStore):
         self.request_timeout_s = request_timeout_s
         # Schema changes wait for every node to agree; that takes longer than a query.
         self._ddl_timeout_s = max(request_timeout_s, 60.0)
-        self.max_concurrency = max_concurrency
         self._cluster: Any = None
         self._run: Runner | None = None
         self._q: dict[str, PreparedStatement] = {}
@@ -299,11 +294,8 @@ class CassandraTaskStore(TaskStore):
             # SAI exists from Cassandra 5.0: a 4.x node would refuse the index and the start.
             self.ordering_index = driver.release_major(run) >= 5
         ddl = [schema.keyspace_ddl(self.keyspace, self.replication)]
-        driver.apply_schema(
-            run,
-            ddl + schema.table_ddl(self.keyspace, self.ttl_s, ordering_index=self.ordering_index),
-            timeout=self._ddl_timeout_s,
-        )
+        ddl += schema.table_ddl(self.keyspace, self.ttl_s, ordering_index=self.ordering_index)
+        driver.apply_schema(run, ddl, timeout=self._ddl_timeout_s)
         existing = driver.replication_of(run, self.keyspace)
         wanted = schema.replication_literal(self.replication)
         actual = schema.replication_literal(existing) if existing else wanted
@@ -325,11 +317,8 @@ class CassandraTaskStore(TaskStore):
         self._q = {}
         self._forget_indexes()
 
-    def runner(self) -> Runner:
-        """The open statement runner, for stores that share this connection (the run store)."""
-        return self._runner()
-
     def _runner(self, *, connect_if_needed: bool = False) -> Runner:
+        """The open statement runner (also of the stores that share this connection)."""
         if self._run is None and connect_if_needed:
             self._cluster, self._run = self._open_runner(self.retry_policy)
         if self._run is None:
@@ -408,17 +397,12 @@ class CassandraTaskStore(TaskStore):
         if limit <= 0 or (after is not None and after[0] > until_ms):
             return []
         run, q, width = self._runner(), self._q, self.bucket_ms
-        first = after[0] // width if after is not None else _MIN_BUCKET
-        last = until_ms // width
-        indexed = run.one(q["buckets"], (partition, first, last), "read the bucket index")
         found: dict[int, list[Task]] = {}
         count = 0
-        for (bucket,) in indexed:
+        for bucket, lower, below in self._reads(
+            partition, after, until_ms, "read the bucket index"
+        ):
             start, end = bucket * width, (bucket + 1) * width
-            below = min(until_ms + 1, end)
-            lower: ScheduleCursor = (start, "", "")
-            if after is not None and bucket == first:
-                lower = max(lower, after)
             rows: list[tuple[Any, ...]] = []
             for bounds in schema.slices(lower, below, self.read_slice_ms):
                 wanted = limit - count - len(rows)
@@ -436,6 +420,25 @@ class CassandraTaskStore(TaskStore):
                 break
         statuses = self._joined_statuses(partition, found)
         return [StoredTask(task, statuses.get(task.key)) for ts in found.values() for task in ts]
+
+    def _reads(
+        self, partition: int, after: ScheduleCursor | None, until_ms: int, what: str
+    ) -> list[tuple[int, ScheduleCursor, int]]:
+        """The buckets the index lists from the cursor's bucket (all if `after` is None) to
+        `until_ms`'s, each with the bounds of its rows after `after` and at or before
+        `until_ms`: the first bucket's read starts from the cursor, so that the tombstones
+        behind it are not read, the others' from their start."""
+        width = self.bucket_ms
+        first = after[0] // width if after is not None else _MIN_BUCKET
+        indexed = self._runner().one(
+            self._q["buckets"], (partition, first, until_ms // width), what
+        )
+        reads = []
+        for (bucket,) in indexed:
+            lower: ScheduleCursor = (bucket * width, "", "")
+            lower = lower if after is None else max(lower, after)
+            reads.append((bucket, lower, min(until_ms + 1, (bucket + 1) * width)))
+        return reads
 
     def load_keys(self, partition: int, keys: Collection[TaskKey]) -> list[StoredTask]:
         items: list[Item] = [
@@ -629,8 +632,14 @@ class CassandraTaskStore(TaskStore):
         )
 
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
-        run, width, span = self._runner(), self.bucket_ms, self.read_slice_ms
-        return admin.count_due(run, self._q, partition, now_ms, width, span, after)
+        # One COUNT per span of `read_slice_ms` in each indexed bucket, concurrently.
+        items: list[Item] = [
+            (self._q["count_after"], (partition, bucket, *cursor, upper))
+            for bucket, lower, below in self._reads(partition, after, now_ms, "count due tasks")
+            for cursor, upper in schema.slices(lower, below, self.read_slice_ms)
+        ]
+        counts = self._runner().many(items, "count due tasks")
+        return sum(int(rows[0][0]) for rows in counts if rows)
 
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:
         block = schema.MALFORMED_BLOCK
@@ -710,7 +719,7 @@ class KeyspaceTenant:
         raise NotImplementedError
 
     def open(self, *, create_schema: bool = True) -> None:
-        run, ks = self.tasks.runner(), self.tasks.keyspace
+        run, ks = self.tasks._runner(), self.tasks.keyspace
         if create_schema:
             driver.apply_schema(run, self.ddl(ks), timeout=60.0)
         self._q = driver.prepare(run, ks, self.statements(ks), expect_tables=create_schema)
@@ -721,7 +730,7 @@ class KeyspaceTenant:
     def _runner(self) -> Runner:
         if not self._q:
             raise RuntimeError(f"the {self.what} is not open; call open()")
-        return self.tasks.runner()
+        return self.tasks._runner()
 
     def _one(self, name: str, params: Params, what: str) -> list[tuple[Any, ...]]:
         return self._runner().one(self._q[name], params, what)
