@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from cassandra import (
     ConsistencyLevel,
@@ -393,8 +393,7 @@ class Runner:
 
     def one(self, statement: Any, params: Params | None, what: str) -> list[tuple[Any, ...]]:
         """Execute one statement; all its rows (every page) as tuples."""
-        rows: list[tuple[Any, ...]] = self.result(statement, params, what, rows=True)
-        return rows
+        return cast(list[tuple[Any, ...]], self.result(statement, params, what, rows=True))
 
     def result(
         self,
@@ -418,12 +417,9 @@ class Runner:
         """`session.execute`, but never waiting longer than the request timeout allows: the
         driver's own timer does not always end a request (right after a node restart), and a
         request that outlives the bound counts as a timeout (transient: retried)."""
-        if timeout is None:
-            future = self.session.execute_async(statement, params)
-            limit = self._default_limit()
-        else:
-            future = self.session.execute_async(statement, params, timeout=timeout)
-            limit = timeout * 2 + _HANG_LIMIT_S
+        options = {} if timeout is None else {"timeout": timeout}
+        future = self.session.execute_async(statement, params, **options)
+        limit = self._default_limit() if timeout is None else timeout * 2 + _HANG_LIMIT_S
         answered = threading.Event()
         future.add_callbacks(lambda _: answered.set(), lambda _: answered.set())
         if not answered.wait(limit):
@@ -495,6 +491,11 @@ class Runner:
             if self.on_schema_gone is not None:
                 self.on_schema_gone()
             raise gone from None
+
+
+def stored_value(result: Any, column: str) -> Any:
+    """What a lightweight transaction that did not apply found in `column` of the stored row."""
+    return result.one()[list(result.column_names).index(column)]
 
 
 def schema_gone(error: InvalidRequest, target: str, what: str) -> ConfigurationError | None:

@@ -100,8 +100,7 @@ class CassandraBatchStore(KeyspaceTenant, BatchStoreAdapter):
             ("attempts", driver.statement_batches(attempts)),
             ("states", driver.statement_batches(states, key_columns=1)),
         ):
-            if items:
-                run.many(items, f"write the batch {what} of {name}")
+            run.many(items, f"write the batch {what} of {name}")  # nothing sent for no items
         if changes.configuration is not None:
             record = dumps(changes.configuration.to_json())
             self._one("put_config", (name, record), f"write batch configuration {name}")

@@ -347,11 +347,7 @@ class CassandraTaskStore(TaskStore):
             self._claimed[name] = stored
             return stored
         result = run.result(self._q["meta_claim"], (name, value), f"claim meta {name!r}")
-        if result.was_applied:
-            claimed = value
-        else:
-            row = result.one()
-            claimed = str(row[list(result.column_names).index("value")])
+        claimed = value if result.was_applied else str(driver.stored_value(result, "value"))
         self._claimed[name] = claimed
         return claimed
 
@@ -736,5 +732,4 @@ class KeyspaceTenant:
         return self._runner().one(self._q[name], params, what)
 
     def _many(self, items: Sequence[tuple[str, Params]], what: str) -> list[list[tuple[Any, ...]]]:
-        run = self._runner()
-        return run.many([(self._q[name], params) for name, params in items], what)
+        return self._runner().many([(self._q[name], params) for name, params in items], what)

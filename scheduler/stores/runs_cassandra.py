@@ -15,6 +15,7 @@ from collections.abc import Collection
 
 from scheduler.programs.abc import RunCursor, RunStore, comes_after
 from scheduler.programs.model import ACTIVE, Run, RunStatus
+from scheduler.stores._cassandra_session import stored_value
 from scheduler.stores._workflows import dump_run, read_run
 from scheduler.stores.cassandra import CassandraTaskStore, KeyspaceTenant, ttl_of
 
@@ -69,11 +70,7 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
             (run.run_id, run.program, str(run.status), run.created_ms, dump_run(run), self.ttl_s),
             f"create run {run.run_id}",
         )
-        if result.was_applied:
-            stored = run
-        else:
-            row = result.one()
-            stored = read_run(row[list(result.column_names).index("record")])
+        stored = run if result.was_applied else read_run(stored_value(result, "record"))
         self._index(stored)
         return stored
 
@@ -127,17 +124,14 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
     ) -> list[Run]:
         wanted = None if statuses is None else set(statuses)
         if program is not None and wanted is not None and wanted <= ACTIVE:
-            runs = sorted(
-                (r for r in self.active(program) if r.status in wanted), key=_newest_first
-            )
+            runs = sorted(self.active(program), key=_newest_first)  # filtered below
         elif program is not None:
             # The index may hold an older record of a run (a crash between writes): the record
             # in `runs` is the truth, but the index's order is kept.
             runs = self._by_program(program, _SCAN_LIMIT if wanted else limit, after)
         else:
-            runs = sorted(
-                (read_run(row[0]) for row in self._one("scan", (), "list runs")), key=_newest_first
-            )
+            rows = self._one("scan", (), "list runs")
+            runs = sorted((read_run(row[0]) for row in rows), key=_newest_first)
         if after is not None:
             runs = [r for r in runs if comes_after(r, after)]
         if wanted is not None:

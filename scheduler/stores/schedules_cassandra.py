@@ -139,11 +139,9 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
                 record = decode(text)
                 # A crash between an index write and the record's leaves a row the record does
                 # not explain (yet): the record is the truth.
-                if (trigger_type or record.trigger_type) != record.trigger_type:
-                    continue
-                if (status or record.status) != record.status:
-                    continue
-                found.append(record)
+                wanted = (trigger_type or record.trigger_type, status or record.status)
+                if wanted == (record.trigger_type, record.status):
+                    found.append(record)
         return found
 
     def names_for_key(self, key: str) -> list[str]:
