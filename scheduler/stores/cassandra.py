@@ -567,10 +567,8 @@ class CassandraTaskStore(TaskStore):
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._row_key(partition, key) for key in set(keys)]
-        status_delete, attempts_delete = self._q["status_delete"], self._q["attempts_delete"]
-        items = statement_batches(
-            [(status_delete, row) for row in rows] + [(attempts_delete, row) for row in rows]
-        )
+        deletes = [self._q[name] for name in ("status_delete", "attempts_delete")]
+        items = statement_batches([(delete, row) for delete in deletes for row in rows])
         self._runner().many(items, f"delete {len(rows)} statuses of partition {partition}")
 
     def attempts(self, partition: int, key: TaskKey) -> list[Attempt]:
