@@ -184,7 +184,7 @@ def _reads(
     items: list[Item]
     if ordering_id is None:
         bounds = (*key, *span.lower, span.upper, size)
-        items = [(q["scan"], bounds), (q["status_scan"], bounds)]
+        items = [(q["load_after"], bounds), (q["status_scan"], bounds)]
         return _Read(partition, span.lower, size, items, 1)
     ms, after_id, after_uk = span.lower
     if after_id and ordering_id >= after_id:
@@ -203,30 +203,3 @@ def _reads(
     bounds = (*key, start, span.upper, ordering_id, size)
     items = [(q["scan_of"], bounds), (q["status_scan_of"], bounds)]
     return _Read(partition, span.lower, size, items, 1)
-
-
-def count_due(
-    run: Runner,
-    q: Mapping[str, Any],
-    partition: int,
-    now_ms: int,
-    bucket_ms: int,
-    slice_ms: int,
-    after: ScheduleCursor | None = None,
-) -> int:
-    """Schedule rows due at or before `now_ms`, after `after` if given: one COUNT per span of
-    `slice_ms` in each indexed bucket, concurrently; the first bucket's from the cursor, so that
-    the tombstones behind a reload mark are not read."""
-    first = _ALL[0] if after is None else after[0] // bucket_ms
-    indexed = run.one(q["buckets"], (partition, first, now_ms // bucket_ms), "count due tasks")
-    items: list[Item] = []
-    for (b,) in indexed:
-        lower: ScheduleCursor = (b * bucket_ms, "", "")
-        if after is not None and b == first:
-            lower = max(lower, after)
-        below = min(now_ms + 1, (b + 1) * bucket_ms)
-        items += [
-            (q["count_after"], (partition, b, *cursor, upper))
-            for cursor, upper in schema.slices(lower, below, slice_ms)
-        ]
-    return sum(int(rows[0][0]) for rows in run.many(items, "count due tasks") if rows)

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from cassandra import (
     ConsistencyLevel,
@@ -78,6 +78,9 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     NoHostAvailable,
 )
 
+#: Requests one store has in flight at most (`Runner.many`).
+_CONCURRENCY = 64
+
 #: The longest wait for any one request beyond its own timeout (see `Runner._bounded`).
 _HANG_LIMIT_S = 5.0
 
@@ -126,8 +129,7 @@ def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster
     raises `ConfigurationError` at once. Statements go token-aware to a replica, DC-aware so
     that LOCAL_* consistency never waits on another data center; protocol v4 (Cassandra 3.0 to
     5.x) spares the driver a probe."""
-    hosts, port, local_dc = store.hosts, store.port, store.local_dc
-    credentials, tls = store.credentials, store.tls
+    local_dc, credentials, tls, target = store.local_dc, store.credentials, store.tls, store.target
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)),
         consistency_level=store.consistency,
@@ -136,17 +138,13 @@ def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster
         request_timeout=store.request_timeout_s,
         row_factory=tuple_factory,
     )
-    target = ", ".join(f"{host}:{port}" for host in hosts)
-    security: dict[str, Any] = {}
-    if credentials is not None:
-        security["auth_provider"] = credentials.provider()
-    if tls is not None:
-        security["ssl_context"] = tls.context()
+    auth_provider = None if credentials is None else credentials.provider()
+    ssl_context = None if tls is None else tls.context()
 
     def attempt() -> tuple[Cluster, Session]:
         cluster = Cluster(
-            contact_points=list(hosts),
-            port=port,
+            contact_points=list(store.hosts),
+            port=store.port,
             protocol_version=ProtocolVersion.V4,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=store.connect_timeout_s,
@@ -154,7 +152,8 @@ def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster
             # The default waits up to 10 minutes between reconnection attempts to a node that
             # went down; a restarted node must be used again within seconds.
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
-            **security,
+            auth_provider=auth_provider,
+            ssl_context=ssl_context,
         )
         try:
             with _driver_quiet_on_this_thread():
@@ -208,7 +207,7 @@ def open_runner(store: CassandraTaskStore, policy: RetryPolicy) -> tuple[Cluster
         describe=describe,
         announce=announce,
     )
-    return cluster, Runner(session, target=target, concurrency=store.max_concurrency, policy=policy)
+    return cluster, Runner(session, target=target, concurrency=_CONCURRENCY, policy=policy)
 
 
 #: A try to connect that failed after this long is announced before the next.
@@ -333,18 +332,13 @@ def _driver_quiet_on_this_thread() -> Iterator[None]:
         connection.removeFilter(no_login_advice)
 
 
-def partition_batches(statement: PreparedStatement, rows: Sequence[Params]) -> list[Item]:
-    """Rows whose first two values, (partition, bucket), are one Cassandra partition key, in
-    UNLOGGED batches of a few kilobytes: one mutation on one replica set, no batchlog, and one
-    request instead of dozens (the driver's cost is per request)."""
-    return statement_batches([(statement, row) for row in rows])
-
-
 def statement_batches(
     writes: Sequence[tuple[PreparedStatement, Params]], *, key_columns: int = 2
 ) -> list[Item]:
-    """`partition_batches` over writes of several statements, rows of different tables with the
-    same partition key (its first `key_columns` values) sharing batches."""
+    """Writes whose first `key_columns` values (by default (partition, bucket)) are one
+    Cassandra partition key, in UNLOGGED batches of a few kilobytes: one mutation on one replica
+    set, no batchlog, and one request instead of dozens (the driver's cost is per request).
+    Rows of different tables with the same partition key share batches."""
     return unit_batches([(write,) for write in writes], key_columns=key_columns)
 
 
@@ -399,8 +393,7 @@ class Runner:
 
     def one(self, statement: Any, params: Params | None, what: str) -> list[tuple[Any, ...]]:
         """Execute one statement; all its rows (every page) as tuples."""
-        rows: list[tuple[Any, ...]] = self.result(statement, params, what, rows=True)
-        return rows
+        return cast(list[tuple[Any, ...]], self.result(statement, params, what, rows=True))
 
     def result(
         self,
@@ -424,12 +417,9 @@ class Runner:
         """`session.execute`, but never waiting longer than the request timeout allows: the
         driver's own timer does not always end a request (right after a node restart), and a
         request that outlives the bound counts as a timeout (transient: retried)."""
-        if timeout is None:
-            future = self.session.execute_async(statement, params)
-            limit = self._default_limit()
-        else:
-            future = self.session.execute_async(statement, params, timeout=timeout)
-            limit = timeout * 2 + _HANG_LIMIT_S
+        options = {} if timeout is None else {"timeout": timeout}
+        future = self.session.execute_async(statement, params, **options)
+        limit = self._default_limit() if timeout is None else timeout * 2 + _HANG_LIMIT_S
         answered = threading.Event()
         future.add_callbacks(lambda _: answered.set(), lambda _: answered.set())
         if not answered.wait(limit):
@@ -501,6 +491,11 @@ class Runner:
             if self.on_schema_gone is not None:
                 self.on_schema_gone()
             raise gone from None
+
+
+def stored_value(result: Any, column: str) -> Any:
+    """What a lightweight transaction that did not apply found in `column` of the stored row."""
+    return result.one()[list(result.column_names).index(column)]
 
 
 def schema_gone(error: InvalidRequest, target: str, what: str) -> ConfigurationError | None:

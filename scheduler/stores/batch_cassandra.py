@@ -18,19 +18,19 @@ from scheduler.batch.state import JobState
 from scheduler.batch.store import (
     DEFAULT_NAME,
     Attempt,
-    BatchStore,
     Changes,
     StoredConfiguration,
     dumps,
     read_state,
 )
 from scheduler.stores import _cassandra_session as driver
+from scheduler.stores._workflows import BatchStoreAdapter, read_configuration
 from scheduler.stores.cassandra import KeyspaceTenant
 
 _FAR = 2**62
 
 
-class CassandraBatchStore(KeyspaceTenant, BatchStore):
+class CassandraBatchStore(KeyspaceTenant, BatchStoreAdapter):
     """Batch jobs in the keyspace of `tasks`, over its connection (open `tasks` first)."""
 
     what = "batch store"
@@ -69,14 +69,7 @@ class CassandraBatchStore(KeyspaceTenant, BatchStore):
 
     def configuration(self, name: str = DEFAULT_NAME) -> StoredConfiguration | None:
         rows = self._one("get_config", (name,), f"read batch configuration {name}")
-        if not rows or rows[0][0] is None:
-            return None
-        return StoredConfiguration.from_json(json.loads(rows[0][0]))
-
-    def save_configuration(self, record: StoredConfiguration, name: str = DEFAULT_NAME) -> None:
-        self._one(
-            "put_config", (name, dumps(record.to_json())), f"write batch configuration {name}"
-        )
+        return read_configuration(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def states(self, name: str = DEFAULT_NAME) -> dict[str, JobState]:
         rows = self._one("states", (name,), f"read batch states of {name}")
@@ -89,9 +82,7 @@ class CassandraBatchStore(KeyspaceTenant, BatchStore):
             [("get_config", (name,)), ("states", (name,))],
             f"read batch configuration and states of {name}",
         )
-        record = None
-        if config and config[0][0] is not None:
-            record = StoredConfiguration.from_json(json.loads(config[0][0]))
+        record = read_configuration(config[0][0]) if config and config[0][0] is not None else None
         return record, {job: read_state(state) for job, state in states}
 
     def write(self, changes: Changes, name: str = DEFAULT_NAME) -> None:
@@ -109,10 +100,10 @@ class CassandraBatchStore(KeyspaceTenant, BatchStore):
             ("attempts", driver.statement_batches(attempts)),
             ("states", driver.statement_batches(states, key_columns=1)),
         ):
-            if items:
-                run.many(items, f"write the batch {what} of {name}")
+            run.many(items, f"write the batch {what} of {name}")  # nothing sent for no items
         if changes.configuration is not None:
-            self.save_configuration(changes.configuration, name)
+            record = dumps(changes.configuration.to_json())
+            self._one("put_config", (name, record), f"write batch configuration {name}")
 
     def last_attempts(
         self, wanted: Mapping[str, Collection[int]], name: str = DEFAULT_NAME
@@ -128,18 +119,6 @@ class CassandraBatchStore(KeyspaceTenant, BatchStore):
                 key = (job, int(partition))
                 found[key] = max(found.get(key, 0), int(attempt))
         return found
-
-    def save_states(
-        self,
-        states: Mapping[str, JobState],
-        name: str = DEFAULT_NAME,
-        *,
-        removed: Collection[str] = (),
-    ) -> None:
-        self.write(Changes(states=states, removed=removed), name)
-
-    def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
-        self.write(Changes(attempts=[attempt]), name)
 
     def attempts(
         self,

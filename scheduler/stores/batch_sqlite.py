@@ -11,13 +11,13 @@ from scheduler.batch.state import JobState
 from scheduler.batch.store import (
     DEFAULT_NAME,
     Attempt,
-    BatchStore,
     Changes,
     StoredConfiguration,
     dumps,
     read_state,
 )
 from scheduler.stores._sqlite_file import SqliteFile
+from scheduler.stores._workflows import BatchStoreAdapter, read_configuration
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch_configurations (name TEXT PRIMARY KEY, record TEXT NOT NULL);
@@ -34,7 +34,7 @@ _DROP_STATE = "DELETE FROM batch_states WHERE name = ? AND job = ?"
 _PUT_CONFIGURATION = "INSERT OR REPLACE INTO batch_configurations VALUES (?, ?)"
 
 
-class SqliteBatchStore(SqliteFile, BatchStore):
+class SqliteBatchStore(SqliteFile, BatchStoreAdapter):
     """Batch configurations, states and attempts in a SQLite file (the task store's by
     default)."""
 
@@ -43,10 +43,7 @@ class SqliteBatchStore(SqliteFile, BatchStore):
 
     def configuration(self, name: str = DEFAULT_NAME) -> StoredConfiguration | None:
         rows = self._read("SELECT record FROM batch_configurations WHERE name = ?", (name,))
-        return StoredConfiguration.from_json(json.loads(rows[0][0])) if rows else None
-
-    def save_configuration(self, record: StoredConfiguration, name: str = DEFAULT_NAME) -> None:
-        self.write(Changes(configuration=record), name)
+        return read_configuration(rows[0][0]) if rows else None
 
     def states(self, name: str = DEFAULT_NAME) -> dict[str, JobState]:
         rows = self._read("SELECT job, state FROM batch_states WHERE name = ?", (name,))
@@ -84,18 +81,6 @@ class SqliteBatchStore(SqliteFile, BatchStore):
             )
             found.update(((job, int(p)), int(a)) for p, a in rows)
         return found
-
-    def save_states(
-        self,
-        states: Mapping[str, JobState],
-        name: str = DEFAULT_NAME,
-        *,
-        removed: Collection[str] = (),
-    ) -> None:
-        self.write(Changes(states=states, removed=removed), name)
-
-    def record_attempt(self, attempt: Attempt, name: str = DEFAULT_NAME) -> None:
-        self.write(Changes(attempts=[attempt]), name)
 
     def attempts(
         self,

@@ -49,7 +49,6 @@ from scheduler.stores._cassandra_session import (
     Write,
     consistency_level,
     open_runner,
-    partition_batches,
     statement_batches,
     unit_batches,
 )
@@ -131,18 +130,14 @@ class CassandraTaskStore(TaskStore):
         ordering_index: bool | Literal["auto"] = "auto",
         connect_timeout_s: float = 10,
         request_timeout_s: float = 10,
-        max_concurrency: int = 64,
         credentials: Credentials | None = None,
         tls: TlsOptions | None = None,
     ) -> None:
         if not hosts:
             raise ConfigurationError("no Cassandra hosts given; set SCHEDULER_CASSANDRA_HOSTS")
-        positive = {
-            "bucket_ms": bucket_ms,
-            "read_slice_ms": read_slice_ms,
-            "status_retention_s": status_retention_s,
-            "max_concurrency": max_concurrency,
-        }
+        positive = dict(
+            bucket_ms=bucket_ms, read_slice_ms=read_slice_ms, status_retention_s=status_retention_s
+        )
         for name, value in positive.items():
             if value <= 0:
                 raise ConfigurationError(f"{name} must be positive, got {value!r}")
@@ -170,7 +165,8 @@ class CassandraTaskStore(TaskStore):
         self.ttl_s = ttl_of(status_retention_s)
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
-        self.max_concurrency = max_concurrency
+        # Schema changes wait for every node to agree; that takes longer than a query.
+        self._ddl_timeout_s = max(request_timeout_s, 60.0)
         self._cluster: Any = None
         self._run: Runner | None = None
         self._q: dict[str, PreparedStatement] = {}
@@ -189,11 +185,6 @@ class CassandraTaskStore(TaskStore):
         self._claims_lost = False
 
     @property
-    def _ddl_timeout_s(self) -> float:
-        # Schema changes wait for every node to agree; that takes longer than a query.
-        return max(self.request_timeout_s, 60.0)
-
-    @property
     def target(self) -> str:
         return ", ".join(f"{host}:{self.port}" for host in self.hosts)
 
@@ -202,7 +193,7 @@ class CassandraTaskStore(TaskStore):
         if create_schema:
             self.apply_schema()
         else:
-            self._prepare()
+            self._q = self._statements(self._runner())
             if self.ordering_index_setting == "auto":
                 # A store that does not make the schema lists through the indexes if they exist.
                 self.ordering_index = driver.has_ordering_indexes(
@@ -303,11 +294,8 @@ class CassandraTaskStore(TaskStore):
             # SAI exists from Cassandra 5.0: a 4.x node would refuse the index and the start.
             self.ordering_index = driver.release_major(run) >= 5
         ddl = [schema.keyspace_ddl(self.keyspace, self.replication)]
-        driver.apply_schema(
-            run,
-            ddl + schema.table_ddl(self.keyspace, self.ttl_s, ordering_index=self.ordering_index),
-            timeout=self._ddl_timeout_s,
-        )
+        ddl += schema.table_ddl(self.keyspace, self.ttl_s, ordering_index=self.ordering_index)
+        driver.apply_schema(run, ddl, timeout=self._ddl_timeout_s)
         existing = driver.replication_of(run, self.keyspace)
         wanted = schema.replication_literal(self.replication)
         actual = schema.replication_literal(existing) if existing else wanted
@@ -317,7 +305,7 @@ class CassandraTaskStore(TaskStore):
                 "(ALTER KEYSPACE, then run a repair, to change it)",
                 *(self.keyspace, actual, wanted),
             )
-        self._prepare(expect_tables=True)
+        self._q = self._statements(self._runner(), expect_tables=True)
         return actual
 
     def drop_keyspace(self) -> None:
@@ -329,19 +317,13 @@ class CassandraTaskStore(TaskStore):
         self._q = {}
         self._forget_indexes()
 
-    def runner(self) -> Runner:
-        """The open statement runner, for stores that share this connection (the run store)."""
-        return self._runner()
-
     def _runner(self, *, connect_if_needed: bool = False) -> Runner:
+        """The open statement runner (also of the stores that share this connection)."""
         if self._run is None and connect_if_needed:
             self._cluster, self._run = self._open_runner(self.retry_policy)
         if self._run is None:
             raise BackendUnavailableError("the Cassandra task store is not open; call open()")
         return self._run
-
-    def _prepare(self, *, expect_tables: bool = False) -> None:
-        self._q = self._statements(self._runner(), expect_tables=expect_tables)
 
     def _statements(
         self, run: Runner, *, expect_tables: bool = False
@@ -365,11 +347,7 @@ class CassandraTaskStore(TaskStore):
             self._claimed[name] = stored
             return stored
         result = run.result(self._q["meta_claim"], (name, value), f"claim meta {name!r}")
-        if result.was_applied:
-            claimed = value
-        else:
-            row = result.one()
-            claimed = str(row[list(result.column_names).index("value")])
+        claimed = value if result.was_applied else str(driver.stored_value(result, "value"))
         self._claimed[name] = claimed
         return claimed
 
@@ -383,7 +361,7 @@ class CassandraTaskStore(TaskStore):
         # Index rows go first in the same concurrent run; the call returns only when all rows
         # are written, and a caller that sees an error writes the batch again.
         items: list[Item] = [(q["index"], (partition, bucket)) for bucket in unindexed]
-        items += partition_batches(q["write"], rows)
+        items += statement_batches([(q["write"], row) for row in rows])
         self._runner().many(items, f"write {len(rows)} tasks of partition {partition}")
         with self._lock:
             self._indexed[partition].update(unindexed)
@@ -415,17 +393,12 @@ class CassandraTaskStore(TaskStore):
         if limit <= 0 or (after is not None and after[0] > until_ms):
             return []
         run, q, width = self._runner(), self._q, self.bucket_ms
-        first = after[0] // width if after is not None else _MIN_BUCKET
-        last = until_ms // width
-        indexed = run.one(q["buckets"], (partition, first, last), "read the bucket index")
         found: dict[int, list[Task]] = {}
         count = 0
-        for (bucket,) in indexed:
+        for bucket, lower, below in self._reads(
+            partition, after, until_ms, "read the bucket index"
+        ):
             start, end = bucket * width, (bucket + 1) * width
-            below = min(until_ms + 1, end)
-            lower: ScheduleCursor = (start, "", "")
-            if after is not None and bucket == first:
-                lower = max(lower, after)
             rows: list[tuple[Any, ...]] = []
             for bounds in schema.slices(lower, below, self.read_slice_ms):
                 wanted = limit - count - len(rows)
@@ -443,6 +416,25 @@ class CassandraTaskStore(TaskStore):
                 break
         statuses = self._joined_statuses(partition, found)
         return [StoredTask(task, statuses.get(task.key)) for ts in found.values() for task in ts]
+
+    def _reads(
+        self, partition: int, after: ScheduleCursor | None, until_ms: int, what: str
+    ) -> list[tuple[int, ScheduleCursor, int]]:
+        """The buckets the index lists from the cursor's bucket (all if `after` is None) to
+        `until_ms`'s, each with the bounds of its rows after `after` and at or before
+        `until_ms`: the first bucket's read starts from the cursor, so that the tombstones
+        behind it are not read, the others' from their start."""
+        width = self.bucket_ms
+        first = after[0] // width if after is not None else _MIN_BUCKET
+        indexed = self._runner().one(
+            self._q["buckets"], (partition, first, until_ms // width), what
+        )
+        reads = []
+        for (bucket,) in indexed:
+            lower: ScheduleCursor = (bucket * width, "", "")
+            lower = lower if after is None else max(lower, after)
+            reads.append((bucket, lower, min(until_ms + 1, (bucket + 1) * width)))
+        return reads
 
     def load_keys(self, partition: int, keys: Collection[TaskKey]) -> list[StoredTask]:
         items: list[Item] = [
@@ -514,7 +506,7 @@ class CassandraTaskStore(TaskStore):
 
     def delete_tasks(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._row_key(partition, key) for key in set(keys)]
-        items = partition_batches(self._q["delete"], rows)
+        items = statement_batches([(self._q["delete"], row) for row in rows])
         self._runner().many(items, f"delete {len(rows)} tasks of partition {partition}")
 
     def _row_key(self, partition: int, key: TaskKey) -> Params:
@@ -575,10 +567,8 @@ class CassandraTaskStore(TaskStore):
 
     def delete_statuses(self, partition: int, keys: Collection[TaskKey]) -> None:
         rows = [self._row_key(partition, key) for key in set(keys)]
-        status_delete, attempts_delete = self._q["status_delete"], self._q["attempts_delete"]
-        items = statement_batches(
-            [(status_delete, row) for row in rows] + [(attempts_delete, row) for row in rows]
-        )
+        deletes = [self._q[name] for name in ("status_delete", "attempts_delete")]
+        items = statement_batches([(delete, row) for delete in deletes for row in rows])
         self._runner().many(items, f"delete {len(rows)} statuses of partition {partition}")
 
     def attempts(self, partition: int, key: TaskKey) -> list[Attempt]:
@@ -636,8 +626,14 @@ class CassandraTaskStore(TaskStore):
         )
 
     def count_due(self, partition: int, now_ms: int, *, after: ScheduleCursor | None = None) -> int:
-        run, width, span = self._runner(), self.bucket_ms, self.read_slice_ms
-        return admin.count_due(run, self._q, partition, now_ms, width, span, after)
+        # One COUNT per span of `read_slice_ms` in each indexed bucket, concurrently.
+        items: list[Item] = [
+            (self._q["count_after"], (partition, bucket, *cursor, upper))
+            for bucket, lower, below in self._reads(partition, after, now_ms, "count due tasks")
+            for cursor, upper in schema.slices(lower, below, self.read_slice_ms)
+        ]
+        counts = self._runner().many(items, "count due tasks")
+        return sum(int(rows[0][0]) for rows in counts if rows)
 
     def set_aside(self, records: Sequence[MalformedRecord]) -> None:
         block = schema.MALFORMED_BLOCK
@@ -717,7 +713,7 @@ class KeyspaceTenant:
         raise NotImplementedError
 
     def open(self, *, create_schema: bool = True) -> None:
-        run, ks = self.tasks.runner(), self.tasks.keyspace
+        run, ks = self.tasks._runner(), self.tasks.keyspace
         if create_schema:
             driver.apply_schema(run, self.ddl(ks), timeout=60.0)
         self._q = driver.prepare(run, ks, self.statements(ks), expect_tables=create_schema)
@@ -728,11 +724,10 @@ class KeyspaceTenant:
     def _runner(self) -> Runner:
         if not self._q:
             raise RuntimeError(f"the {self.what} is not open; call open()")
-        return self.tasks.runner()
+        return self.tasks._runner()
 
     def _one(self, name: str, params: Params, what: str) -> list[tuple[Any, ...]]:
         return self._runner().one(self._q[name], params, what)
 
     def _many(self, items: Sequence[tuple[str, Params]], what: str) -> list[list[tuple[Any, ...]]]:
-        run = self._runner()
-        return run.many([(self._q[name], params) for name, params in items], what)
+        return self._runner().many([(self._q[name], params) for name, params in items], what)

@@ -93,24 +93,21 @@ def table_ddl(keyspace: str, status_retention_s: int, *, ordering_index: bool = 
     window_hours = max(1, status_retention_s // (20 * 3600))
     key = "PRIMARY KEY ((partition, bucket), scheduled_ms, ordering_id, uniqueness_key)"
     order = "CLUSTERING ORDER BY (scheduled_ms ASC, ordering_id ASC, uniqueness_key ASC)"
+    columns = " partition int, bucket bigint, scheduled_ms bigint, ordering_id text, uniqueness_key"
+    twcs = "compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': "
+    twcs += f"'HOURS', 'compaction_window_size': '{window_hours}'}}"
     return [
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.schedule ("
-        " partition int, bucket bigint, scheduled_ms bigint, ordering_id text,"
-        f" uniqueness_key text, data text, {key}) WITH {order}",
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.status ("
-        " partition int, bucket bigint, scheduled_ms bigint, ordering_id text,"
-        " uniqueness_key text, state text, attempts int, last_error text,"
-        f" next_attempt_ms bigint, updated_ms bigint, data text, {key}) WITH {order}"
-        " AND compaction = {'class': 'TimeWindowCompactionStrategy',"
-        f" 'compaction_window_unit': 'HOURS', 'compaction_window_size': '{window_hours}'}}",
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.task_attempts ("
-        " partition int, bucket bigint, scheduled_ms bigint, ordering_id text,"
-        " uniqueness_key text, attempt int, started_ms bigint, ended_ms bigint, outcome text,"
-        " exit_code int, error text, worker text, log_path text,"
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.schedule ({columns} text, data text, {key})"
+        f" WITH {order}",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.status ({columns} text, state text, attempts int,"
+        " last_error text, next_attempt_ms bigint, updated_ms bigint, data text,"
+        f" {key}) WITH {order} AND {twcs}",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.task_attempts ({columns} text, attempt int,"
+        " started_ms bigint, ended_ms bigint, outcome text, exit_code int, error text,"
+        " worker text, log_path text,"
         " PRIMARY KEY ((partition, bucket), scheduled_ms, ordering_id, uniqueness_key, attempt))"
         " WITH CLUSTERING ORDER BY (scheduled_ms ASC, ordering_id ASC, uniqueness_key ASC,"
-        " attempt ASC) AND compaction = {'class': 'TimeWindowCompactionStrategy',"
-        f" 'compaction_window_unit': 'HOURS', 'compaction_window_size': '{window_hours}'}}",
+        f" attempt ASC) AND {twcs}",
         f"CREATE TABLE IF NOT EXISTS {keyspace}.buckets ("
         " partition int, bucket bigint, PRIMARY KEY (partition, bucket))"
         " WITH CLUSTERING ORDER BY (bucket ASC)",
@@ -158,6 +155,11 @@ _ATTEMPT_COLUMNS = "attempt, started_ms, ended_ms, outcome, exit_code, error, wo
 #: them; without it, it reads the span's rows and sends only the id's (at most the LIMIT).
 #: Never the whole table: every such statement restricts the partition key.
 _FILTERING = "ALLOW FILTERING"
+#: The rows after a cursor `(?, ?, ?)` scheduled before `?`; one ordering id's in a span of
+#: scheduled time, filtered; and one id's after a uniqueness key in one millisecond.
+_SPAN = f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')"
+_OF = f" AND scheduled_ms >= ? AND scheduled_ms < ? AND ordering_id = ? LIMIT ? {_FILTERING}"
+_AT = " AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key > ? LIMIT ?"
 #: Stored for an absent next_attempt_ms; an empty string stands for an absent last_error or data.
 NO_TIME = -1
 
@@ -183,23 +185,19 @@ def statements(ks: str) -> dict[str, str]:
     cursor as lower bound (a page resumes right after its last row) and a LIMIT. A listing of one
     ordering id cannot restrict `ordering_id` beside a tuple bound, so it reads the rest of the
     cursor's millisecond by key (`*_at`) and the span after it filtered (`*_of`)."""
+    tasks = f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
+    statuses = f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
     return {
         "write": f"INSERT INTO {ks}.schedule (partition, bucket, {_COLUMNS}, data)"
         " VALUES (?, ?, ?, ?, ?, ?)",
         "delete": f"DELETE FROM {ks}.schedule WHERE {_ROW}",
-        "load_after": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
-        "load_in": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY} AND ({_COLUMNS}) IN ?",
+        "load_after": f"{tasks}{_SPAN} LIMIT ?",
+        "load_in": f"{tasks} AND ({_COLUMNS}) IN ?",
         "probe": f"SELECT scheduled_ms FROM {ks}.schedule WHERE {_KEY}"
         f" AND ({_COLUMNS}) > (?, '', '') AND ({_COLUMNS}) < (?, '', '') LIMIT 1",
-        "count_after": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '')",
-        "scan": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
-        "scan_of": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
-        f" AND scheduled_ms >= ? AND scheduled_ms < ? AND ordering_id = ? LIMIT ? {_FILTERING}",
-        "scan_at": f"SELECT {_COLUMNS}, data FROM {ks}.schedule WHERE {_KEY}"
-        " AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key > ? LIMIT ?",
+        "count_after": f"SELECT COUNT(*) FROM {ks}.schedule WHERE {_KEY}{_SPAN}",
+        "scan_of": tasks + _OF,
+        "scan_at": tasks + _AT,
         "index": f"INSERT INTO {ks}.buckets (partition, bucket) VALUES (?, ?)",
         "unindex": f"DELETE FROM {ks}.buckets WHERE {_KEY}",
         "buckets": f"SELECT bucket FROM {ks}.buckets WHERE partition = ?"
@@ -210,16 +208,12 @@ def statements(ks: str) -> dict[str, str]:
         "status_write": f"INSERT INTO {ks}.status (partition, bucket, {_STATUS_COLUMNS})"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
         "status_delete": f"DELETE FROM {ks}.status WHERE {_ROW}",
-        "status_in": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
-        f" AND ({_COLUMNS}) IN ?",
-        "status_range": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
-        f" AND ({_COLUMNS}) >= (?, ?, ?) AND ({_COLUMNS}) <= (?, ?, ?) LIMIT ?",
-        "status_scan": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
-        f" AND ({_COLUMNS}) > (?, ?, ?) AND ({_COLUMNS}) < (?, '', '') LIMIT ?",
-        "status_scan_of": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
-        f" AND scheduled_ms >= ? AND scheduled_ms < ? AND ordering_id = ? LIMIT ? {_FILTERING}",
-        "status_scan_at": f"SELECT {_STATUS_COLUMNS} FROM {ks}.status WHERE {_KEY}"
-        " AND scheduled_ms = ? AND ordering_id = ? AND uniqueness_key > ? LIMIT ?",
+        "status_in": f"{statuses} AND ({_COLUMNS}) IN ?",
+        "status_range": f"{statuses} AND ({_COLUMNS}) >= (?, ?, ?)"
+        f" AND ({_COLUMNS}) <= (?, ?, ?) LIMIT ?",
+        "status_scan": f"{statuses}{_SPAN} LIMIT ?",
+        "status_scan_of": statuses + _OF,
+        "status_scan_at": statuses + _AT,
         "attempt_write": f"INSERT INTO {ks}.task_attempts (partition, bucket, {_COLUMNS},"
         f" {_ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
         "attempts_read": f"SELECT {_ATTEMPT_COLUMNS} FROM {ks}.task_attempts WHERE {_ROW}",

@@ -67,17 +67,16 @@ class TlsOptions:
                 cafile=None if self.ca_file is None else str(self.ca_file)
             )
         except (OSError, ssl.SSLError) as error:
-            raise _unreadable(CA_FILE, self.ca_file, "PEM CA certificates", error) from None
+            raise ConfigurationError(
+                f"cannot read {CA_FILE}={self.ca_file}: {_reason(error)}; give a file of PEM CA "
+                "certificates"
+            ) from None
         context.check_hostname = self.check_hostname
         if self.key_password is not None and self.key_file is None:
             raise ConfigurationError(f"{KEY_PASSWORD} is set but {KEY_FILE} is not; set both")
-        if self.cert_file is not None and self.key_file is not None:
-            self._load_client_certificate(context, self.cert_file, self.key_file)
-        return context
-
-    def _load_client_certificate(
-        self, context: ssl.SSLContext, cert_file: Path, key_file: Path
-    ) -> None:
+        cert_file, key_file = self.cert_file, self.key_file
+        if cert_file is None or key_file is None:
+            return context
         # Without a password, OpenSSL would ask for one on the terminal: a worker under a
         # service manager would hang or fail obscurely. Answering with an error says what to set.
         password = self.key_password if self.key_password is not None else _no_key_password
@@ -98,6 +97,7 @@ class TlsOptions:
                 f"cannot load the client certificate {CERT_FILE}={cert_file} with its "
                 f"key {KEY_FILE}={key_file}: {_reason(error)}; {hint}"
             ) from None
+        return context
 
 
 class _KeyNeedsPassword(Exception):
@@ -217,9 +217,3 @@ def _reason(error: BaseException) -> str:
     # The driver wraps the SSL error in "Tried connecting to [...]. Last error: [SSL: ...] ...".
     text = text.split("Last error: ")[-1]
     return text.split(" (_ssl.c:")[0]
-
-
-def _unreadable(setting: str, path: Path | None, what: str, error: BaseException) -> Exception:
-    return ConfigurationError(
-        f"cannot read {setting}={path}: {_reason(error)}; give a file of {what}"
-    )

@@ -11,11 +11,12 @@ never counted. Every write carries the retention as its TTL; listing every progr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 
 from scheduler.programs.abc import RunCursor, RunStore, comes_after
 from scheduler.programs.model import ACTIVE, Run, RunStatus
+from scheduler.stores._cassandra_session import stored_value
+from scheduler.stores._workflows import dump_run, read_run
 from scheduler.stores.cassandra import CassandraTaskStore, KeyspaceTenant, ttl_of
 
 _SCAN_LIMIT = 10_000
@@ -66,23 +67,19 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
     def create(self, run: Run) -> Run:
         result = self._runner().result(
             self._q["create"],
-            (run.run_id, run.program, str(run.status), run.created_ms, _record(run), self.ttl_s),
+            (run.run_id, run.program, str(run.status), run.created_ms, dump_run(run), self.ttl_s),
             f"create run {run.run_id}",
         )
-        if result.was_applied:
-            stored = run
-        else:
-            row = result.one()
-            stored = _run(row[list(result.column_names).index("record")])
+        stored = run if result.was_applied else read_run(stored_value(result, "record"))
         self._index(stored)
         return stored
 
     def get(self, run_id: str) -> Run | None:
         rows = self._one("get", (run_id,), f"read run {run_id}")
-        return _run(rows[0][0]) if rows and rows[0][0] is not None else None
+        return read_run(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
-        record = _record(run)
+        record = dump_run(run)
         row = (self.ttl_s, run.program, str(run.status), run.created_ms, record, run.run_id)
         statuses = [str(s) for s in expected]
         result = self._runner().result(
@@ -92,14 +89,14 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
         if not applied:
             # A retried statement whose first try applied answers "not applied": our record.
             stored = self.get(run.run_id)
-            applied = stored is not None and _record(stored) == record
+            applied = stored is not None and dump_run(stored) == record
         if applied:
             self._index(run)
         return applied
 
     def _index(self, run: Run) -> None:
         what = f"index run {run.run_id}"
-        row = (run.program, run.created_ms, run.run_id, str(run.status), _record(run), self.ttl_s)
+        row = (run.program, run.created_ms, run.run_id, str(run.status), dump_run(run), self.ttl_s)
         self._one("index", row, what)
         if run.status.is_active:
             self._one("activate", (run.program, run.run_id, run.created_ms, self.ttl_s), what)
@@ -127,17 +124,14 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
     ) -> list[Run]:
         wanted = None if statuses is None else set(statuses)
         if program is not None and wanted is not None and wanted <= ACTIVE:
-            runs = sorted(
-                (r for r in self.active(program) if r.status in wanted), key=_newest_first
-            )
+            runs = sorted(self.active(program), key=_newest_first)  # filtered below
         elif program is not None:
             # The index may hold an older record of a run (a crash between writes): the record
             # in `runs` is the truth, but the index's order is kept.
             runs = self._by_program(program, _SCAN_LIMIT if wanted else limit, after)
         else:
-            runs = sorted(
-                (_run(row[0]) for row in self._one("scan", (), "list runs")), key=_newest_first
-            )
+            rows = self._one("scan", (), "list runs")
+            runs = sorted((read_run(row[0]) for row in rows), key=_newest_first)
         if after is not None:
             runs = [r for r in runs if comes_after(r, after)]
         if wanted is not None:
@@ -153,16 +147,8 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
             rows = list(self._one("by_program_at", (program, after[0], after[1], count), what))
             if len(rows) < count:
                 rows += self._one("by_program_before", (program, after[0], count - len(rows)), what)
-        return [_run(row[0]) for row in rows]
+        return [read_run(row[0]) for row in rows]
 
 
 def _newest_first(run: Run) -> tuple[int, str]:
     return (-run.created_ms, run.run_id)
-
-
-def _record(run: Run) -> str:
-    return json.dumps(run.to_json(), separators=(",", ":"), sort_keys=True)
-
-
-def _run(record: str) -> Run:
-    return Run.from_json(json.loads(record))

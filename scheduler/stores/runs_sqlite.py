@@ -6,7 +6,6 @@ expired ones, so the table stays bounded without a sweeping thread.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from scheduler.programs.abc import RunCursor, RunStore
 from scheduler.programs.model import ACTIVE, Run, RunStatus
 from scheduler.stores._sqlite_file import SqliteFile, in_chunks
+from scheduler.stores._workflows import dump_run, read_run
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -62,14 +62,15 @@ class SqliteRunStore(SqliteFile, RunStore):
                 rows = db.execute(
                     f"SELECT run_id, record FROM runs WHERE run_id IN ({marks})", chunk
                 ).fetchall()
-                found.update((run_id, _run(record)) for run_id, record in rows)
+                found.update((run_id, read_run(record)) for run_id, record in rows)
             stored: list[Run] = []
             fresh: list[tuple[Any, ...]] = []
             for run in runs:
                 kept = found.get(run.run_id)
                 if kept is None:
                     found[run.run_id] = kept = run
-                    fresh.append((*_columns(run), self._expiry(now), _record(run)))
+                    columns = (run.run_id, run.program, str(run.status), run.created_ms)
+                    fresh.append((*columns, self._expiry(now), dump_run(run)))
                 stored.append(kept)
             db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)", fresh)
         return stored
@@ -78,7 +79,7 @@ class SqliteRunStore(SqliteFile, RunStore):
         row = self._read(
             "SELECT record FROM runs WHERE run_id = ? AND expires_ms > ?", (run_id, _now_ms())
         )
-        return _run(row[0][0]) if row else None
+        return read_run(row[0][0]) if row else None
 
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
         now = _now_ms()
@@ -90,7 +91,7 @@ class SqliteRunStore(SqliteFile, RunStore):
                 (
                     str(run.status),
                     self._expiry(now),
-                    _record(run),
+                    dump_run(run),
                     run.run_id,
                     now,
                     *(str(s) for s in expected),
@@ -126,19 +127,7 @@ class SqliteRunStore(SqliteFile, RunStore):
             "ORDER BY created_ms DESC, run_id LIMIT ?"
         )
         rows = self._read(sql, (*params, limit))
-        return [_run(row[0]) for row in rows]
-
-
-def _columns(run: Run) -> tuple[str, str, str, int]:
-    return run.run_id, run.program, str(run.status), run.created_ms
-
-
-def _record(run: Run) -> str:
-    return json.dumps(run.to_json(), separators=(",", ":"), sort_keys=True)
-
-
-def _run(record: str) -> Run:
-    return Run.from_json(json.loads(record))
+        return [read_run(row[0]) for row in rows]
 
 
 def _now_ms() -> int:

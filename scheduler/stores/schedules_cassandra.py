@@ -10,32 +10,26 @@ explain yet, which the repeated task completes and which readers check against t
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Callable, Sequence
 from itertools import islice
-from typing import Any, TypeVar
-
-import orjson
+from typing import Any
 
 from scheduler.schedules.abc import (
     STATUSES,
     TRIGGER_TYPES,
     FireRow,
-    ListedSchedule,
     ScheduleRecord,
-    ScheduleStore,
     event_keys,
     job_order,
     stored_json,
     with_fire_state,
 )
 from scheduler.schedules.job import Job
+from scheduler.stores._workflows import Listed, ScheduleStoreAdapter, dump, read_schedule
 from scheduler.stores.cassandra import KeyspaceTenant
 
-_Listed = TypeVar("_Listed", ScheduleRecord, ListedSchedule)
 
-
-class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
+class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
     """Schedules in the keyspace of `tasks`, over its connection (open `tasks` first)."""
 
     what = "schedule store"
@@ -86,9 +80,7 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
 
     def get(self, name: str) -> ScheduleRecord | None:
         rows = self._one("get", (name,), f"read schedule {name}")
-        if not rows or rows[0][0] is None:
-            return None
-        return ScheduleRecord.from_json(json.loads(rows[0][0]))
+        return read_schedule(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def put(self, record: ScheduleRecord) -> None:
         name = record.name
@@ -102,7 +94,7 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
         self._one("list_add", (record.trigger_type, record.status, name), what)
         for key in sorted(event_keys(record.schedule)):
             self._one("key_add", (key, name), what)
-        row = (name, record.trigger_type, record.status, _dump(stored_json(record)))
+        row = (name, record.trigger_type, record.status, dump(stored_json(record)))
         self._one("put", row, what)
 
     def delete(self, name: str) -> None:
@@ -116,34 +108,14 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
         self._one("jobs_delete", (name,), what)
         self._one("delete", (name,), what)
 
-    def list_schedules(
-        self,
-        *,
-        trigger_type: str | None = None,
-        status: str | None = None,
-        after: str = "",
-        limit: int = 100,
-    ) -> list[ScheduleRecord]:
-        return self._page(ScheduleRecord.from_json, trigger_type, status, after, limit)
-
-    def list_listed(
-        self,
-        *,
-        trigger_type: str | None = None,
-        status: str | None = None,
-        after: str = "",
-        limit: int = 100,
-    ) -> list[ListedSchedule]:
-        return self._page(ListedSchedule.from_stored, trigger_type, status, after, limit)
-
     def _page(
         self,
-        decode: Callable[[dict[str, Any]], _Listed],
+        decode: Callable[[str], Listed],
         trigger_type: str | None,
         status: str | None,
         after: str,
         limit: int,
-    ) -> list[_Listed]:
+    ) -> list[Listed]:
         kinds = [trigger_type] if trigger_type is not None else list(TRIGGER_TYPES)
         statuses = [status] if status is not None else list(STATUSES)
         # One index partition per (trigger type, status), each read from `after` with the
@@ -152,7 +124,7 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
         indexes = [("list_page", (k, s, after, limit)) for k in kinds for s in statuses]
         pages = [[row[0] for row in rows] for rows in self._many(indexes, "list schedules")]
         names = heapq.merge(*pages)
-        found: list[_Listed] = []
+        found: list[Listed] = []
         while len(found) < limit:
             batch = list(islice(names, limit - len(found)))
             if not batch:
@@ -164,14 +136,12 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
                 text = texts.get(name)
                 if text is None:
                     continue
-                record = decode(orjson.loads(text))
+                record = decode(text)
                 # A crash between an index write and the record's leaves a row the record does
                 # not explain (yet): the record is the truth.
-                if (trigger_type or record.trigger_type) != record.trigger_type:
-                    continue
-                if (status or record.status) != record.status:
-                    continue
-                found.append(record)
+                wanted = (trigger_type or record.trigger_type, status or record.status)
+                if wanted == (record.trigger_type, record.status):
+                    found.append(record)
         return found
 
     def names_for_key(self, key: str) -> list[str]:
@@ -183,12 +153,6 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
     def remove_key(self, key: str, name: str) -> None:
         self._one("key_remove", (key, name), f"unindex {name} from {key}")
 
-    def put_job(self, job: Job) -> None:
-        self.put_jobs([job])
-
-    def jobs(self, name: str) -> list[Job]:
-        return self.jobs_of([name])[name]
-
     def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
         unique = list(dict.fromkeys(names))
         answers = self._many([("jobs", (name,)) for name in unique], f"read jobs of {len(unique)}")
@@ -196,9 +160,6 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
             name: sorted((Job.model_validate_json(row[0]) for row in rows), key=job_order)
             for name, rows in zip(unique, answers, strict=True)
         }
-
-    def delete_job(self, name: str, job_key: str) -> None:
-        self.put_jobs([], delete=[(name, job_key)])
 
     def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
         items: list[tuple[str, tuple[Any, ...]]] = [
@@ -229,11 +190,11 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
         found: dict[str, tuple[ScheduleRecord, str]] = {}
         for name, rows in zip(names, answers, strict=True):
             if rows and rows[0][0] is not None:
-                found[name] = (ScheduleRecord.from_json(json.loads(rows[0][0])), rows[0][0])
+                found[name] = (read_schedule(rows[0][0]), rows[0][0])
         return found
 
     def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
-        texts = [_dump(with_fire_state(old, record)) for old, record in changes]
+        texts = [dump(with_fire_state(old, record)) for old, record in changes]
         items = [
             ("replace", (new, record.name, old))
             for (old, record), new in zip(changes, texts, strict=True)
@@ -246,7 +207,3 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStore):
             elif rows and len(rows[0]) > 1 and rows[0][1] == new:
                 written.add(record.name)  # a retried write that had applied: ours is stored
         return written
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)

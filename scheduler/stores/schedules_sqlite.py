@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import orjson
-
 from scheduler.schedules.abc import (
     FireRow,
-    ListedSchedule,
     ScheduleRecord,
-    ScheduleStore,
     event_keys,
     job_order,
     stored_json,
@@ -20,6 +15,7 @@ from scheduler.schedules.abc import (
 )
 from scheduler.schedules.job import Job
 from scheduler.stores._sqlite_file import SqliteFile, in_chunks
+from scheduler.stores._workflows import Listed, ScheduleStoreAdapter, dump, read_schedule
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedules (
@@ -39,7 +35,7 @@ CREATE TABLE IF NOT EXISTS schedule_fires (
 """
 
 
-class SqliteScheduleStore(SqliteFile, ScheduleStore):
+class SqliteScheduleStore(SqliteFile, ScheduleStoreAdapter):
     """Schedules in a SQLite file (by default the task store's `store.db`)."""
 
     what = "schedule store"
@@ -47,7 +43,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
 
     def get(self, name: str) -> ScheduleRecord | None:
         rows = self._read("SELECT record FROM schedules WHERE name = ?", (name,))
-        return ScheduleRecord.from_json(json.loads(rows[0][0])) if rows else None
+        return read_schedule(rows[0][0]) if rows else None
 
     def put(self, record: ScheduleRecord) -> None:
         previous = self.get(record.name)
@@ -55,7 +51,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         with self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO schedules VALUES (?, ?, ?, ?)",
-                (record.name, record.trigger_type, record.status, _dump(stored_json(record))),
+                (record.name, record.trigger_type, record.status, dump(stored_json(record))),
             )
             for key in stale:
                 db.execute(
@@ -70,38 +66,22 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
             db.execute("DELETE FROM schedule_keys WHERE name = ?", (name,))
             db.execute("DELETE FROM schedule_jobs WHERE name = ?", (name,))
 
-    def list_schedules(
-        self,
-        *,
-        trigger_type: str | None = None,
-        status: str | None = None,
-        after: str = "",
-        limit: int = 100,
-    ) -> list[ScheduleRecord]:
-        rows = self._page(trigger_type, status, after, limit)
-        return [ScheduleRecord.from_json(json.loads(row[0])) for row in rows]
-
-    def list_listed(
-        self,
-        *,
-        trigger_type: str | None = None,
-        status: str | None = None,
-        after: str = "",
-        limit: int = 100,
-    ) -> list[ListedSchedule]:
-        rows = self._page(trigger_type, status, after, limit)
-        return [ListedSchedule.from_stored(orjson.loads(row[0])) for row in rows]
-
     def _page(
-        self, trigger_type: str | None, status: str | None, after: str, limit: int
-    ) -> list[Any]:
+        self,
+        decode: Callable[[str], Listed],
+        trigger_type: str | None,
+        status: str | None,
+        after: str,
+        limit: int,
+    ) -> list[Listed]:
         given = {"trigger_type = ?": trigger_type, "status = ?": status}
         where = ["name > ?", *(term for term, value in given.items() if value is not None)]
         params = [after, *(value for value in given.values() if value is not None)]
-        return self._read(
+        rows = self._read(
             f"SELECT record FROM schedules WHERE {' AND '.join(where)} ORDER BY name LIMIT ?",
             (*params, limit),
         )
+        return [decode(row[0]) for row in rows]
 
     def names_for_key(self, key: str) -> list[str]:
         rows = self._read(
@@ -117,12 +97,6 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         with self._transaction() as db:
             db.execute("DELETE FROM schedule_keys WHERE event_key = ? AND name = ?", (key, name))
 
-    def put_job(self, job: Job) -> None:
-        self.put_jobs([job])
-
-    def jobs(self, name: str) -> list[Job]:
-        return self.jobs_of([name])[name]
-
     def jobs_of(self, names: Sequence[str]) -> dict[str, list[Job]]:
         found: dict[str, list[Job]] = {name: [] for name in names}
         for name, text in _records_of(self._read, "schedule_jobs", list(found)):
@@ -130,9 +104,6 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
         for jobs in found.values():
             jobs.sort(key=job_order)
         return found
-
-    def delete_job(self, name: str, job_key: str) -> None:
-        self.put_jobs([], delete=[(name, job_key)])
 
     def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
         with self._transaction() as db:
@@ -166,7 +137,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
     def get_versioned(self, names: list[str]) -> dict[str, tuple[ScheduleRecord, str]]:
         found: dict[str, tuple[ScheduleRecord, str]] = {}
         for name, text in _records_of(self._read, "schedules", names):
-            found[name] = (ScheduleRecord.from_json(orjson.loads(text)), text)
+            found[name] = (read_schedule(text), text)
         return found
 
     def replace_many(self, changes: list[tuple[str, ScheduleRecord]]) -> set[str]:
@@ -183,7 +154,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStore):
             db.executemany(
                 "UPDATE schedules SET record = ? WHERE name = ?",
                 [
-                    (_dump(with_fire_state(text, record)), name)
+                    (dump(with_fire_state(text, record)), name)
                     for name, (text, record) in texts.items()
                     if name in written
                 ],
@@ -197,7 +168,3 @@ def _records_of(
     """The (name, record) rows of `table` for `names`, read `IN_LIMIT` names at a time."""
     for chunk, marks in in_chunks(names):
         yield from read(f"SELECT name, record FROM {table} WHERE name IN ({marks})", chunk)
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)

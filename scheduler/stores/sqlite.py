@@ -9,8 +9,8 @@ Concurrency: a connection per reading thread (WAL readers never block each other
 process's writers queue on one lock rather than in SQLite's busy handler, whose sleeps add
 milliseconds; `busy_timeout` still covers another process (the CLI) writing.
 
-Durability: WAL with `synchronous=NORMAL` by default: a commit survives a crash or kill -9 of the
-process, not a power loss or OS crash. `synchronous="FULL"` fsyncs every commit.
+Durability: WAL with `synchronous=NORMAL`: a commit survives a crash or kill -9 of the process,
+not a power loss or OS crash.
 """
 
 from __future__ import annotations
@@ -120,18 +120,12 @@ class SqliteTaskStore(TaskStore):
         path: str,
         bucket_ms: int = 3_600_000,
         status_retention_s: float = 7 * 86400,
-        synchronous: str = "NORMAL",
     ) -> None:
         if bucket_ms <= 0:
             raise ConfigurationError(f"bucket_ms must be positive, got {bucket_ms}")
-        if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
-            raise ConfigurationError(
-                f"synchronous={synchronous!r} could lose acknowledged writes; use NORMAL or FULL"
-            )
         self.path = path
         self.bucket_ms = bucket_ms
         self.status_retention_ms = int(status_retention_s * 1000)
-        self._synchronous = synchronous.upper()
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
@@ -176,7 +170,7 @@ class SqliteTaskStore(TaskStore):
             # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE in _write).
             connection = open_wal(
                 self.path,
-                synchronous=self._synchronous,
+                synchronous="NORMAL",
                 cached_statements=256,  # the chunked writes use up to 9 sizes per statement
             )
             connection.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
@@ -192,13 +186,10 @@ class SqliteTaskStore(TaskStore):
         if self._identity is None or self._absolute is None:
             return
         now = file_identity(self._absolute)
-        if now is None:
-            raise self._replaced("deleted")
-        if now != self._identity:
-            raise self._replaced("deleted and made again")
-
-    def _replaced(self, how: str) -> StoreReplacedError:
-        return StoreReplacedError(
+        if now == self._identity:
+            return
+        how = "deleted" if now is None else "deleted and made again"
+        raise StoreReplacedError(
             f"the task store {self.path} was {how} while this process ran, and the tasks "
             "stored in it went with it; this process stops rather than go on writing to a file "
             "no other process sees. To store again what the log still keeps, start the worker "

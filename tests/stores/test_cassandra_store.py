@@ -18,7 +18,6 @@ from scheduler.bench.reload import tombstones_per_read, tombstones_read
 from scheduler.errors import BackendUnavailableError, ConfigurationError
 from scheduler.model import Attempt, AttemptOutcome, Task, TaskState, TaskStatus
 from scheduler.stores._cassandra_session import (
-    partition_batches,
     statement_batches,
     unit_batches,
 )
@@ -620,7 +619,7 @@ def test_writes_are_batched_per_cassandra_partition_and_a_lone_row_is_not() -> N
     statement = "INSERT INTO t (partition, bucket, n, data) VALUES (%s, %s, %s, %s)"
     rows = [(0, b, i, "x" * 10) for b in (1, 2) for i in range(120)] + [(0, 3, 0, "y" * 9000)]
 
-    items = partition_batches(statement, rows)  # type: ignore[arg-type]
+    items = statement_batches([(statement, row) for row in rows])  # type: ignore[arg-type]
 
     assert [len(s) for s, _ in items[:-1]] == [50, 50, 20] * 2
     assert all(isinstance(s, BatchStatement) for s, _ in items[:-1])
@@ -741,13 +740,13 @@ def test_a_listing_resumes_inside_the_cursors_bucket_right_after_its_row() -> No
     bucket_ms, slice_ms = 60_000, 10_000
     cursor = (7 * bucket_ms + 25_000, "orders-3", "u17")
     run = _RecordingRunner(bucket=7)
-    q = {name: name for name in ("buckets", "status_buckets", "scan", "status_scan")}
+    q = {name: name for name in ("buckets", "status_buckets", "load_after", "status_scan")}
     views = admin.page(run, q, 2, bucket_ms, slice_ms, limit=101, after=cursor)  # type: ignore[arg-type]
     assert views == []
     first_span = 7 * bucket_ms + 30_000  # the cursor's span ends at the next slice boundary
     # Each scan is limited to the rows the page still wants.
     assert run.scans[:2] == [
-        ("scan", (2, 7, *cursor, first_span, 101)),
+        ("load_after", (2, 7, *cursor, first_span, 101)),
         ("status_scan", (2, 7, *cursor, first_span, 101)),
     ]
     # The bucket's earlier spans are not read; the later ones from their own start.
@@ -804,7 +803,12 @@ def test_an_ordering_id_filtered_in_the_node_reads_a_bucket_of_spans_in_one_roun
     # Unfiltered, the same bucket is read in widening rounds (1, 2, 4, 8, 16 spans, ...).
     run = _RecordingRunner(bucket=7)
     admin.page(
-        run, q | {"scan": "scan", "status_scan": "status_scan"}, 2, bucket_ms, slice_ms, limit=101
+        run,
+        q | {"load_after": "load_after", "status_scan": "status_scan"},
+        2,
+        bucket_ms,
+        slice_ms,
+        limit=101,
     )  # type: ignore[arg-type]
     assert run.rounds[:6] == [2, 2, 4, 8, 16, 32]
 
