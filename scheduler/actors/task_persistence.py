@@ -148,12 +148,9 @@ class TaskPersistence(PartitionActor):
 
     # -- the ThroughputController's calls ---------------------------------------------------
 
-    def begin(self) -> None:
-        """Start loading and ticking, once the whole tree is up (not in `on_start`: a failed
-        first load would kill the supervisor's start)."""
-        self.controller.tick()
-
     def tick(self) -> None:
+        """The ThroughputController's turn; the first one, once the whole tree is up, begins
+        loading."""
         self.controller.tick()
 
     def _tick_soon(self) -> None:
@@ -376,7 +373,6 @@ class TaskPersistenceProxy(ActorMemberMixin, pykka.ActorProxy[TaskPersistence]):
     flush_due = proxy_method(TaskPersistence.flush_due)
     flush = proxy_method(TaskPersistence.flush)
     discard = proxy_method(TaskPersistence.discard)
-    begin = proxy_method(TaskPersistence.begin)
     tick = proxy_method(TaskPersistence.tick)
     stop_loading = proxy_method(TaskPersistence.stop_loading)
     persist = proxy_method(TaskPersistence.persist)

@@ -255,24 +255,17 @@ class TopicSupervisor(pykka.ThreadingActor):
     def restart(self, partition: int, failed_generation: int) -> None:
         if partition not in self.restarting or partition in self.trees:
             return  # revoked or re-assigned while waiting to restart
-        if not self._down(partition):
+        dying = self.dying.get(partition)
+        if dying is not None and not dying.is_set():
             me = self._me  # the failed tree is still finishing a call: look again soon
             self.timers.call_later(
                 DYING_LOOK_S, lambda: me.restart.defer(partition, failed_generation)
             )
             return
+        self.dying.pop(partition, None)
         self.restarting.discard(partition)
         self._start(partition)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
-
-    def _down(self, partition: int) -> bool:
-        """Whether the partition's failed tree, if it has one going down, is down now."""
-        if partition not in self.dying:
-            return True
-        if not self.dying[partition].is_set():
-            return False
-        del self.dying[partition]
-        return True
 
     def failures_so_far(self) -> list[PartitionFailure]:
         return list(self.failures)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scheduler import metrics
 from scheduler.codec import Command
 from scheduler.engine.clock import Clock
 from scheduler.engine.repeats import RepeatedFailures
@@ -179,7 +180,9 @@ class PartitionOutages:
 
     def failed(self, partition: int, error: BaseException, *, bug: bool = False) -> None:
         """A write failed: wait longer before the next. The first failure of an outage, and
-        every bug, is logged in full; a bug with its traceback."""
+        every bug, is logged in full; a bug with its traceback. Only a tree's write can fail
+        on a bug; the worker's own calls are refusals."""
+        metrics.PERSIST_FAILURES.inc()
         outage = self._outages[partition]
         outage.failures += 1
         outage.write = outage.writing = None
