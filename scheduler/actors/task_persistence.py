@@ -25,7 +25,7 @@ from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.actors.typed_proxy import ActorMemberMixin, proxy_method, typed_proxy
 from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.codec import Command, Op
-from scheduler.engine.messages import ScheduledTask, TasksLoaded
+from scheduler.engine.messages import ScheduledTask
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.engine.timers import TimerHandle
 from scheduler.errors import BackendUnavailableError, is_refusal
@@ -308,8 +308,10 @@ class TaskPersistence(PartitionActor):
         if self.checkpoint is not None and key.cursor <= self.checkpoint:
             self._push([task])
 
-    def load(self, until_ms: int, limit: int) -> TasksLoaded:
-        """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
+    def load(self, until_ms: int, limit: int) -> tuple[int, bool]:
+        """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`; returns
+        how many went to the PartitionScheduler, and whether every row up to `until_ms` is now
+        loaded."""
         store, partition = self.ctx.store, self.ctx.partition
         if self.checkpoint is None:
             # A restarted tree's first load: write first what the tree before could not.
@@ -319,7 +321,7 @@ class TaskPersistence(PartitionActor):
             # Nothing past a refused batch's earliest row is loaded (see `unwritten`); nor a
             # first load, whose stragglers may lie past it.
             if self.checkpoint is None:
-                return TasksLoaded(0, True, BEFORE_ALL)
+                return 0, True
             until_ms = min(until_ms, unwritten[0] - 1)
         checked = self._unflushed.version
         start, stragglers = self._start_from_mark() if self.checkpoint is None else (None, [])
@@ -345,7 +347,7 @@ class TaskPersistence(PartitionActor):
             self._hand(handed)
         if leftovers:  # refused, they stay: final rows are skipped by every load
             store.delete_tasks(partition, leftovers)
-        return TasksLoaded(len(handed), exhausted, self.checkpoint)
+        return len(handed), exhausted
 
     def _start_from_mark(self) -> tuple[ScheduleCursor | None, list[StoredTask]]:
         """A new tree's first load: where to read from (the reload mark), and its stragglers."""
