@@ -194,8 +194,7 @@ class TaskPersistence(PartitionActor):
                 # batch (the error goes back with the future) and writes it to the new tree.
                 self.ctx.report_failure(self.ctx.partition, self.ctx.generation, error)
             raise
-        if self._unwritten:
-            self._unwritten.stored(last_offset)
+        self._unwritten.stored(last_offset)
         if behind:
             self._push(list(behind.values()))
         metrics.PERSISTED.inc(len(commands))

@@ -69,12 +69,6 @@ class HeldBatch:
     next_offset: int
     """The offset to commit once all of it is stored."""
 
-    def extend(self, other: HeldBatch) -> None:
-        """Records of the partition read after it was paused (already on their way)."""
-        self.commands += other.commands
-        self.malformed += other.malformed
-        self.next_offset = max(self.next_offset, other.next_offset)
-
 
 @dataclass(slots=True)
 class Outage:
@@ -157,8 +151,12 @@ class PartitionOutages:
         outage.writing = HeldBatch(list(batch.commands), list(batch.malformed), batch.next_offset)
 
     def hold_more(self, partition: int, batch: HeldBatch) -> None:
-        """Records of a partition in OUTAGE that the log returned after all: held behind."""
-        self._outages[partition].batch.extend(batch)
+        """Records of a partition in OUTAGE that the log returned after all (already on their
+        way when it was paused): held behind."""
+        held = self._outages[partition].batch
+        held.commands += batch.commands
+        held.malformed += batch.malformed
+        held.next_offset = max(held.next_offset, batch.next_offset)
 
     def due(self) -> list[tuple[int, HeldBatch]]:
         """The partitions whose probe is due now (and no write under way), with what they hold."""
