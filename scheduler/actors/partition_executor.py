@@ -277,11 +277,10 @@ class PartitionExecutor(PartitionActor):
             queue = self.queues.get(key.ordering_id)
             if queue is None:
                 continue
-            queued = queue.entries.get(key)
-            if queue.remove(key):
+            queued = queue.remove(key)
+            if queued is not None:
                 self.held -= 1
                 self._pump(queue)
-                assert queued is not None
                 attempts = queued.attempts
             elif key in self.running:
                 attempt = self.running[key]
