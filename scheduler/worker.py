@@ -529,15 +529,10 @@ class Worker:
 
     def _commit(self, consumer: LogConsumer, only: list[int] | None = None) -> None:
         """Commit stored offsets; a failure is logged and retried with the next batch."""
-        wanted = (
-            self._to_commit
-            if only is None
-            else {p: o for p, o in self._to_commit.items() if p in only}
-        )
-        if not wanted or self._store_replaced() is not None:
+        offsets = {p: o for p, o in self._to_commit.items() if only is None or p in only}
+        if not offsets or self._store_replaced() is not None:
             # Left uncommitted, they are read again into the next worker's new store.
             return
-        offsets = dict(wanted)
         marks = {p: self._marks[p].encoded() for p in offsets if p in self._marks}
         metadata = {p: text for p, (_, text) in marks.items()}
         try:
@@ -619,37 +614,29 @@ class Worker:
         metrics.CONSUMER_LAG.unwatch(self.consumer_lag)  # before the consumer closes
         deadline = self._request_stop()
         try:
-            if self._topic is not None:
-                owned = _answer(self._topic.owned(), TOPIC_ASK_TIMEOUT_S, "owned")
-                self._revoke(owned, deadline, "worker stopping")
-                self._trees_down = True
+            owned = _answer(self.topic.owned(), TOPIC_ASK_TIMEOUT_S, "owned")
+            self._revoke(owned, deadline, "worker stopping")
+            self._trees_down = True
             consumer.close()
         except Exception:
             logger.exception("error while stopping the worker")
         finally:
-            if self._topic is not None:
-                self._stop_topic(deadline)
-            if self._service is not None:
-                self._service.shutdown(wait=False)
-            if self._timers is not None:
-                self._timers.stop()
+            # Past its deadline, 30 s and `TOPIC_ASK_TIMEOUT_S`, the TopicSupervisor is stuck.
+            timeout = deadline.seconds + 30 + TOPIC_ASK_TIMEOUT_S
+            try:
+                self.topic.actor_ref.stop(timeout=timeout)
+            except pykka.Timeout:
+                logger.error(
+                    "the worker's TopicSupervisor did not stop within %g s: one of its actors "
+                    "is stuck (a store call that never returns?); the worker stops without it",
+                    timeout,
+                )
+            self.executor_service.shutdown(wait=False)
+            assert self._timers is not None  # all three made by `start`, before this thread
+            self._timers.stop()
             self._guard.close()
             self._stopped.set()
             logger.info("worker %s stopped", self.client_id)
-
-    def _stop_topic(self, deadline: StopDeadline) -> None:
-        """Stop the TopicSupervisor; past its deadline, 30 s and `TOPIC_ASK_TIMEOUT_S`, say so
-        and stop without it."""
-        assert self._topic is not None
-        timeout = deadline.seconds + 30 + TOPIC_ASK_TIMEOUT_S
-        try:
-            self._topic.actor_ref.stop(timeout=timeout)
-        except pykka.Timeout:
-            logger.error(
-                "the worker's TopicSupervisor did not stop within %g s: one of its actors is "
-                "stuck (a store call that never returns?); the worker stops without it",
-                timeout,
-            )
 
 
 def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
