@@ -243,9 +243,7 @@ class TaskPersistence(PartitionActor):
         handed, final = [], []
         for task in tasks:
             status = statuses.get(task.key)
-            if status is None:
-                handed.append(ScheduledTask(task, checked=checked))
-            elif status.state.is_final:
+            if status is not None and status.state.is_final:
                 final.append(task.key)  # a completed key never runs again
             else:
                 handed.append(_scheduled(task, status, checked))
@@ -323,8 +321,11 @@ class TaskPersistence(PartitionActor):
                 return 0, True
             until_ms = min(until_ms, unwritten[0] - 1)
         checked = self._unflushed.version
-        start, stragglers = self._start_from_mark() if self.checkpoint is None else (None, [])
-        start = self.checkpoint or start
+        start, stragglers = self.checkpoint, list[StoredTask]()
+        if start is None and (mark := self.ctx.mark.mark) is not None:
+            # A new tree's first load reads from the reload mark, and its stragglers (without a
+            # mark committed yet, from the first row).
+            start, stragglers = mark.after, store.load_keys(partition, mark.stragglers)
         rows = store.load_tasks(partition, start, until_ms, limit)
         exhausted = len(rows) < limit
         if rows and not exhausted:
@@ -347,13 +348,6 @@ class TaskPersistence(PartitionActor):
         if leftovers:  # refused, they stay: final rows are skipped by every load
             store.delete_tasks(partition, leftovers)
         return len(handed), exhausted
-
-    def _start_from_mark(self) -> tuple[ScheduleCursor | None, list[StoredTask]]:
-        """A new tree's first load: where to read from (the reload mark), and its stragglers."""
-        mark = self.ctx.mark.mark
-        if mark is None:
-            return None, []  # no mark committed yet: read from the first row
-        return mark.after, self.ctx.store.load_keys(self.ctx.partition, mark.stragglers)
 
     def advance_mark(self) -> None:
         """Move the reload mark forward over what the store shows completed: up to rows
