@@ -642,15 +642,14 @@ class PartitionExecutor(PartitionActor):
         for attempt in attempts:
             key, number = attempt.context.key, attempt.context.attempt
             reason = attempt.context.reason or "partition stopped"
-            error = f"cancelled: {reason}"
-            if reason == CANCELLED_BY_OPERATOR:
-                record = Attempt(number, None, now, AttemptOutcome.CANCELLED, None, error, worker)
-                status: TaskStatus | None = TaskStatus(
-                    key, TaskState.CANCELLED, number, updated_ms=now, attempt_log=(record,)
-                )
-            else:
-                record = Attempt(number, None, now, AttemptOutcome.INTERRUPTED, None, error, worker)
-                status = self._stopped(key, number, reason, record, now)
+            cancelled = reason == CANCELLED_BY_OPERATOR
+            kind = AttemptOutcome.CANCELLED if cancelled else AttemptOutcome.INTERRUPTED
+            record = Attempt(number, None, now, kind, None, f"cancelled: {reason}", worker)
+            status = (
+                TaskStatus(key, TaskState.CANCELLED, number, updated_ms=now, attempt_log=(record,))
+                if cancelled
+                else self._stopped(key, number, reason, record, now)
+            )
             if status is not None:
                 statuses.append(status)
         self._unflushed.put(statuses)
