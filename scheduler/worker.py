@@ -167,10 +167,9 @@ class Worker:
         """Stop gracefully: no new tasks start, running ones get the shutdown deadline, then
         are cancelled and go back to pending for the next owner. `now=True` (also after a
         graceful stop began) cancels them at once. Waits up to `timeout` s for the stop."""
-        self._request_stop()
+        deadline = self._request_stop()
         if now:
-            assert self._deadline is not None
-            self._deadline.end_now()
+            deadline.end_now()
         if self._thread is not None:
             self._thread.join(timeout)
 
