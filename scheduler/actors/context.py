@@ -22,14 +22,14 @@ from scheduler.stores.abc import TaskStore
 
 @dataclass(slots=True)
 class HeldCounts:
-    """The tasks a partition's PartitionScheduler and PartitionExecutor hold, as last published,
-    and those on their way to them: TaskPersistence reads it instead of asking the executor
-    (an ask per top-up delayed every persist). Each field has one writer."""
+    """The tasks a partition's PartitionScheduler and PartitionExecutor hold, and those on their
+    way to them: TaskPersistence reads it instead of asking the executor (an ask per top-up
+    delayed every persist). Each field has one writer."""
 
     scheduled: int = 0
     """Held by the PartitionScheduler (not yet due)."""
     executing: int = 0
-    """Held by the PartitionExecutor (queued, running or waiting to retry)."""
+    """Held by the PartitionExecutor (queued, running or waiting to retry): its own count."""
     handed: int = 0
     """Tasks TaskPersistence has sent the PartitionExecutor so far (its writer)."""
     taken: int = 0

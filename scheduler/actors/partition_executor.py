@@ -137,7 +137,6 @@ class PartitionExecutor(PartitionActor):
         first; see `execute`."""
         self.seen_checked = 0
         """The latest `checked` version of the copies received (see `_forget_finished`)."""
-        self.held = 0
         self.notify_below: int | None = None
         self.draining = False
         self.idle = threading.Event()
@@ -232,7 +231,7 @@ class PartitionExecutor(PartitionActor):
                     item.task, queued.attempts, queued.next_attempt_ms, item.checked
                 )
             if queue.offer(item):
-                self.held += 1
+                self.ctx.held.executing += 1
             touched[queue.ordering_id] = queue
         if already_final and self._controller is not None:
             self._controller.discard.defer(already_final)
@@ -240,7 +239,6 @@ class PartitionExecutor(PartitionActor):
             self._record(interrupted)
         for queue in touched.values():
             self._pump(queue)
-        self.ctx.held.executing = self.held
         checked = max((item.checked for item in items), default=0)
         kept_back = self.scheduler.oldest_kept_back()
         if kept_back is not None:  # copies held back by the scheduler arrive later
@@ -279,7 +277,7 @@ class PartitionExecutor(PartitionActor):
                 continue
             queued = queue.remove(key)
             if queued is not None:
-                self.held -= 1
+                self.ctx.held.executing -= 1
                 self._pump(queue)
                 attempts = queued.attempts
             elif key in self.running:
@@ -292,7 +290,6 @@ class PartitionExecutor(PartitionActor):
         if cancelled:
             # Through the buffer: a RUNNING or RETRYING waiting there would overwrite it.
             self._record(cancelled)
-        self.ctx.held.executing = self.held
 
     # -- starting attempts ----------------------------------------------------------------------
 
@@ -444,10 +441,9 @@ class PartitionExecutor(PartitionActor):
                 statuses.append(status)
         if statuses:
             self._record(statuses)
-        self.ctx.held.executing = self.held
         if not self.running:
             self.idle.set()
-        if self.notify_below is not None and self.held <= self.notify_below:
+        if self.notify_below is not None and self.ctx.held.executing <= self.notify_below:
             self.notify_below = None
             if self._controller is not None:
                 self._controller.tick.defer()
@@ -521,7 +517,7 @@ class PartitionExecutor(PartitionActor):
             status = _closed(
                 outcome, record, now, TaskState.FAILED, outcome.error, None, item.task.data
             )
-        self.held -= 1
+        self.ctx.held.executing -= 1
         self._pump(queue)
         return status
 
@@ -603,11 +599,11 @@ class PartitionExecutor(PartitionActor):
 
     def counts(self) -> tuple[int, int]:
         """(tasks held: queued, running or waiting to retry; attempts running)."""
-        return self.held, len(self.running)
+        return self.ctx.held.executing, len(self.running)
 
     def notify_when_at_most(self, threshold: int) -> None:
         """Tell the controller once the tasks held drop to `threshold` (memory bound refill)."""
-        if self.held <= threshold:
+        if self.ctx.held.executing <= threshold:
             if self._controller is not None:
                 self._controller.tick.defer()
         else:
