@@ -10,9 +10,9 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pykka
 
@@ -88,16 +88,13 @@ def _closed(
     record: Attempt,
     now: int,
     state: TaskState,
-    error: str | None = None,
     next_ms: int | None = None,
-    data: Mapping[str, Any] | None = None,
 ) -> TaskStatus:
-    """The status `outcome` leads to, carrying the attempt's `record`."""
+    """The status `state` that `outcome` leads to, carrying the attempt's `record`: with the
+    error of a failure (retried or not), and the data a SUCCEEDED or FAILED task ran with."""
+    error = outcome.error if state in (TaskState.RETRYING, TaskState.FAILED) else None
+    data = outcome.data if state in (TaskState.SUCCEEDED, TaskState.FAILED) else None
     return TaskStatus(outcome.key, state, outcome.attempt, error, next_ms, now, data, (record,))
-
-
-def _succeeded(outcome: AttemptFinished, record: Attempt, now: int) -> TaskStatus:
-    return _closed(outcome, record, now, TaskState.SUCCEEDED, data=outcome.data)
 
 
 def _drain(
@@ -405,7 +402,9 @@ class PartitionExecutor(PartitionActor):
         batch = _drain(self.outcomes)
         worker, now = self.ctx.worker_id, self.ctx.clock.now_ms()
         self._unflushed.put(
-            _succeeded(event, _record_of(event, AttemptOutcome.SUCCEEDED, worker), now)
+            _closed(
+                event, _record_of(event, AttemptOutcome.SUCCEEDED, worker), now, TaskState.SUCCEEDED
+            )
             for event in batch
             if isinstance(event, AttemptFinished) and event.error is None
         )
@@ -475,7 +474,7 @@ class PartitionExecutor(PartitionActor):
                     *(key, took, outcome.attempt),
                     extra=self._extra(record, key),
                 )
-            status = _succeeded(outcome, record, now)
+            status = _closed(outcome, record, now, TaskState.SUCCEEDED)
         elif kind is AttemptOutcome.CANCELLED:
             # Written CANCELLED when the command arrived; once more with the attempt, after
             # anything of this attempt the buffer may still hold.
@@ -505,7 +504,7 @@ class PartitionExecutor(PartitionActor):
             )
             queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, self._unflushed.version))
             self._pump(queue)
-            return _closed(outcome, record, now, TaskState.RETRYING, outcome.error, next_ms)
+            return _closed(outcome, record, now, TaskState.RETRYING, next_ms)
         else:
             metrics.FAILED.inc()
             why = "not retried, the failure is permanent" if outcome.permanent else "the last"
@@ -514,9 +513,7 @@ class PartitionExecutor(PartitionActor):
                 *(key, outcome.attempt, _FAILED_WORDS[kind], took, why, outcome.error),
                 extra=self._extra(record, key),
             )
-            status = _closed(
-                outcome, record, now, TaskState.FAILED, outcome.error, None, item.task.data
-            )
+            status = _closed(outcome, record, now, TaskState.FAILED)
         self.ctx.held.executing -= 1
         self._pump(queue)
         return status

@@ -281,8 +281,7 @@ class TaskPersistence(PartitionActor):
         """Write the buffered status rows as part of the batch being persisted (a refusal fails
         the persist)."""
         self._unflushed.write(self.ctx.store, self.ctx.partition)
-        if self.status_outage.down:
-            self.status_outage.answered()
+        self.status_outage.answered()
 
     def _run_again(self, command: Command, states: Collection[TaskState]) -> None:
         """An operator's retry or rerun: the finished key runs once more, from its first attempt.
