@@ -142,7 +142,6 @@ class PartitionExecutor(PartitionActor):
         self.outcomes_signalled = False
         """Set by the pool thread that sent `attempts_finished`, cleared by the actor before it
         reads `outcomes`."""
-        self._me: PartitionExecutorProxy | None = None
         self.awaiting_lease = False
         """Set while due tasks wait for the worker's lease to hold again (see `engine.lease`)."""
         self.store_down: set[str] = set()
@@ -184,9 +183,7 @@ class PartitionExecutor(PartitionActor):
 
     def _fire_soon(self) -> None:
         """Timer thread: the earliest held task fell due."""
-        me = self._me
-        if me is not None:
-            me.fire.defer()
+        self._me.fire.defer()
 
     def fire(self) -> None:
         self.scheduler.fire()
@@ -299,7 +296,6 @@ class PartitionExecutor(PartitionActor):
             return
         if item.next_attempt_ms is not None and item.next_attempt_ms > self.ctx.clock.now_ms():
             me, ordering_id = self._me, queue.ordering_id
-            assert me is not None
             queue.retry_timer = self.ctx.timers.call_at_ms(
                 item.next_attempt_ms, lambda: me.retry_due.defer(ordering_id)
             )
@@ -338,7 +334,6 @@ class PartitionExecutor(PartitionActor):
             self.ctx.lease.term_s,
         )
         me = self._me
-        assert me is not None
 
         def wake() -> None:
             try:
@@ -386,10 +381,8 @@ class PartitionExecutor(PartitionActor):
         if self.outcomes_signalled:
             return
         self.outcomes_signalled = True
-        me = self._me
-        assert me is not None
         try:
-            me.attempts_finished.defer()
+            self._me.attempts_finished.defer()
         except pykka.ActorDeadError:
             self._keep_successes()
 

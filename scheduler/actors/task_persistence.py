@@ -84,7 +84,6 @@ class TaskPersistence(PartitionActor):
             executor=executor,
             wake=self._tick_soon,
         )
-        self._me: TaskPersistenceProxy | None = None
         self.flush_timer: TimerHandle | None = None
         self._deferred = 0
         self.status_outage = ctx.store_probe("status rows", executor.store_outage.defer)
@@ -108,7 +107,6 @@ class TaskPersistence(PartitionActor):
 
     def _arm_flush(self) -> None:
         me = self._me
-        assert me is not None
         self.flush_timer = self.ctx.timers.call_later(
             self.ctx.settings.status_flush_ms / 1000, lambda: me.flush_due.defer()
         )
@@ -137,8 +135,7 @@ class TaskPersistence(PartitionActor):
             # The changes stay in the buffer, where look-ups see them; the next flush probes.
             delay = self.status_outage.refused(error)
             me = self._me
-            if me is not None:
-                self.flush_timer = self.ctx.timers.call_later(delay, lambda: me.flush.defer())
+            self.flush_timer = self.ctx.timers.call_later(delay, lambda: me.flush.defer())
             return
         self.status_outage.answered()
 
@@ -155,9 +152,7 @@ class TaskPersistence(PartitionActor):
 
     def _tick_soon(self) -> None:
         """Timer thread: the controller's next top-up is due."""
-        me = self._me
-        if me is not None:
-            me.tick.defer()
+        self._me.tick.defer()
 
     def stop_loading(self) -> None:
         self.controller.stop_loading()
