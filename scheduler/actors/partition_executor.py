@@ -126,7 +126,6 @@ class PartitionExecutor(PartitionActor):
         super().__init__(ctx)
         self.scheduler = PartitionScheduler(ctx, self.execute, self._fire_soon)
         self._unflushed = ctx.unflushed
-        self._controller: TaskPersistenceProxy | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
         self.finished: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
@@ -168,7 +167,7 @@ class PartitionExecutor(PartitionActor):
     def attach_controller(self, controller: TaskPersistenceProxy) -> None:
         """TaskPersistence, told `tick` when the tasks held drop to the level
         `notify_when_at_most` asked for, `changed` when status changes wait in the buffer, and
-        `discard` for the rows of keys found final."""
+        `discard` for the rows of keys found final. Attached before any other message comes."""
         self._controller = controller
 
     # -- tasks not yet due (the PartitionScheduler) ------------------------------------------
@@ -227,7 +226,7 @@ class PartitionExecutor(PartitionActor):
             if queue.offer(item):
                 self.ctx.held.executing += 1
             touched[queue.ordering_id] = queue
-        if already_final and self._controller is not None:
+        if already_final:
             self._controller.discard.defer(already_final)
         if interrupted:
             self._record(interrupted)
@@ -437,8 +436,7 @@ class PartitionExecutor(PartitionActor):
             self.idle.set()
         if self.notify_below is not None and self.ctx.held.executing <= self.notify_below:
             self.notify_below = None
-            if self._controller is not None:
-                self._controller.tick.defer()
+            self._controller.tick.defer()
 
     def _finish(self, outcome: AttemptFinished) -> TaskStatus | None:
         attempt = self.running.pop(outcome.key)
@@ -557,7 +555,7 @@ class PartitionExecutor(PartitionActor):
         for status in statuses:
             if status.state.is_final:
                 self._remember_finished(status.key, version)
-        if self._controller is None or not self._unflushed.wake_writer(FLUSH_AT):
+        if not self._unflushed.wake_writer(FLUSH_AT):
             return
         try:
             self._controller.changed.defer()
@@ -594,8 +592,7 @@ class PartitionExecutor(PartitionActor):
     def notify_when_at_most(self, threshold: int) -> None:
         """Tell the controller once the tasks held drop to `threshold` (memory bound refill)."""
         if self.ctx.held.executing <= threshold:
-            if self._controller is not None:
-                self._controller.tick.defer()
+            self._controller.tick.defer()
         else:
             self.notify_below = threshold
 
