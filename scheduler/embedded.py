@@ -25,28 +25,6 @@ from scheduler.worker import Worker
 DEFAULT_PARTITIONS = 16
 
 
-def open_embedded_backends(
-    data_dir: Path,
-    *,
-    partitions: int,
-    topic: str,
-    bucket_ms: int = 3_600_000,
-    status_retention_s: float = 7 * 86400,
-) -> tuple[TaskLog, TaskStore]:
-    """Open (creating if needed) the embedded log and SQLite store under `data_dir`."""
-    from scheduler.logs.embedded import EmbeddedTaskLog
-    from scheduler.stores.sqlite import SqliteTaskStore
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log = EmbeddedTaskLog(path=str(data_dir / "log.db"), topic=topic)
-    store = SqliteTaskStore(
-        path=str(data_dir / "store.db"), bucket_ms=bucket_ms, status_retention_s=status_retention_s
-    )
-    store.open(create_schema=True)
-    partition_count_check(log, store, partitions)
-    return log, store
-
-
 class EmbeddedScheduler:
     """A whole scheduler in one process: client, worker, embedded log and SQLite store."""
 
@@ -69,9 +47,17 @@ class EmbeddedScheduler:
         self.data_dir = (
             Path(tempfile.mkdtemp(prefix="scheduler-")) if data_dir is None else Path(data_dir)
         )
-        self.log, self.store = open_embedded_backends(
-            self.data_dir, partitions=partitions, topic=topic
+        # The embedded log and SQLite store, opened (created if needed).
+        from scheduler.logs.embedded import EmbeddedTaskLog
+        from scheduler.stores.sqlite import SqliteTaskStore
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log: TaskLog = EmbeddedTaskLog(path=str(self.data_dir / "log.db"), topic=topic)
+        self.store: TaskStore = SqliteTaskStore(
+            path=str(self.data_dir / "store.db"), bucket_ms=3_600_000, status_retention_s=7 * 86400
         )
+        self.store.open(create_schema=True)
+        partition_count_check(self.log, self.store, partitions)
         # Executors that can tell a bad task up front (an unknown Spark job) refuse it at enqueue.
         self.client = SchedulerClient(
             log=self.log,

@@ -195,13 +195,8 @@ def open_existing(settings: Settings) -> tuple[TaskLog, TaskStore]:
 
 def open_existing_store(settings: Settings) -> TaskStore:
     """The opened store of a deployment that exists (see `open_existing`); an embedded store is
-    created if only the log is there (tasks enqueued, no worker has run yet)."""
-    _require_embedded_files(settings)
-    return open_store(settings, create_schema=settings.store == "sqlite")
-
-
-def _require_embedded_files(settings: Settings) -> None:
-    """Refuse an embedded data directory that holds neither the log nor the store."""
+    created if only the log is there (tasks enqueued, no worker has run yet). An embedded data
+    directory that holds neither the log nor the store is refused."""
     files = [EMBEDDED_LOG_FILE] * (settings.log == "embedded")
     files += [EMBEDDED_STORE_FILE] * (settings.store == "sqlite")
     home = settings.data_dir.expanduser().resolve()  # not `data_dir`, which creates it
@@ -211,6 +206,7 @@ def _require_embedded_files(settings: Settings) -> None:
             "or run with this data directory; run the command where the workers run, or point "
             f"{env_name('data_dir')} at their data directory"
         )
+    return open_store(settings, create_schema=settings.store == "sqlite")
 
 
 def cassandra_replication(settings: Settings) -> dict[str, Any]:

@@ -17,7 +17,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
 from typing import TypeVar
 
@@ -168,10 +167,9 @@ class Worker:
         """Stop gracefully: no new tasks start, running ones get the shutdown deadline, then
         are cancelled and go back to pending for the next owner. `now=True` (also after a
         graceful stop began) cancels them at once. Waits up to `timeout` s for the stop."""
-        self._request_stop()
+        deadline = self._request_stop()
         if now:
-            assert self._deadline is not None
-            self._deadline.end_now()
+            deadline.end_now()
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -454,17 +452,17 @@ class Worker:
         for partition, write in self._store(running).items():
             batch = running[partition]
             if isinstance(write, BaseException):
-                self._failed(partition, write, batch)
+                self._outages.enter(partition, batch, write)
             elif write is None:
                 stored[partition] = batch.next_offset
                 continue
-            elif not (answer := _answered(write, until - time.monotonic())):
+            elif (failure := _answered(write, until - time.monotonic())) is _UNDER_WAY:
                 self._outages.writing(partition, batch, write)  # the partition waits, paused
-            elif answer.error is None:
+            elif failure is None:
                 stored[partition] = batch.next_offset
                 continue
             else:
-                self._failed(partition, answer.error, batch, bug=_is_bug(answer.error))
+                self._outages.enter(partition, batch, failure, bug=_is_bug(failure))
             consumer.pause([partition])
         self._stored(consumer, stored)
 
@@ -476,39 +474,23 @@ class Worker:
             if write is None:  # nothing left for its tree to write
                 stored[partition] = self._outages.stored(partition)
             elif isinstance(write, BaseException):
-                self._failed(partition, write)
+                self._outages.failed(partition, write)
             else:
                 self._outages.sent(partition, write)
         for partition, write, age in self._outages.writes():
-            answer = _answered(write, 0.0)
-            if not answer and age >= PERSIST_TIMEOUT_S:
+            error = _answered(write, 0.0)
+            if error is _UNDER_WAY and age >= PERSIST_TIMEOUT_S:
                 error = pykka.Timeout(f"the write did not answer within {PERSIST_TIMEOUT_S:g} s")
-                self._failed(partition, error)
-            elif not answer:
+                self._outages.failed(partition, error)
+            elif error is _UNDER_WAY:
                 continue  # still under way: looked at again on the next turn
-            elif answer.error is None:
+            elif error is None:
                 stored[partition] = self._outages.stored(partition)
             else:
-                self._failed(partition, answer.error, bug=_is_bug(answer.error))
+                self._outages.failed(partition, error, bug=_is_bug(error))
         if stored:
             consumer.resume([p for p in stored if p not in self._outages])
             self._stored(consumer, stored)
-
-    def _failed(
-        self,
-        partition: int,
-        error: BaseException,
-        batch: HeldBatch | None = None,
-        *,
-        bug: bool = False,
-    ) -> None:
-        """A write of the partition failed: into OUTAGE (holding `batch`, if it was not yet).
-        Only its tree's write can fail on a bug; the worker's own calls are refusals."""
-        metrics.PERSIST_FAILURES.inc()
-        if batch is None:
-            self._outages.failed(partition, error, bug=bug)
-        else:
-            self._outages.enter(partition, batch, error, bug=bug)
 
     def _store(
         self, batches: dict[int, HeldBatch]
@@ -529,21 +511,13 @@ class Worker:
         last_offsets = {p: batches[p].next_offset - 1 for p in commands}
         persisting = self.topic.persist(commands, last_offsets)
         futures = _answer(persisting, TOPIC_ASK_TIMEOUT_S, "persist")
-        writes: dict[int, pykka.Future[int] | BaseException | None] = {}
-        for partition in batches:
-            if partition in refused:
-                writes[partition] = refused[partition]
-            elif partition not in commands:
-                writes[partition] = None
-            else:
-                writes[partition] = (
-                    futures[partition]
-                    if partition in futures
-                    else pykka.ActorDeadError(
-                        f"partition {partition} has no actor tree: it is restarting after a "
-                        "failure (see the line that said why)"
-                    )
-                )
+        writes: dict[int, pykka.Future[int] | BaseException | None] = dict.fromkeys(batches)
+        writes.update(refused)
+        for partition in commands:
+            writes[partition] = futures.get(partition) or pykka.ActorDeadError(
+                f"partition {partition} has no actor tree: it is restarting after a failure (see "
+                "the line that said why)"
+            )
         return writes
 
     def _stored(self, consumer: LogConsumer, offsets: dict[int, int]) -> None:
@@ -554,15 +528,10 @@ class Worker:
 
     def _commit(self, consumer: LogConsumer, only: list[int] | None = None) -> None:
         """Commit stored offsets; a failure is logged and retried with the next batch."""
-        wanted = (
-            self._to_commit
-            if only is None
-            else {p: o for p, o in self._to_commit.items() if p in only}
-        )
-        if not wanted or self._store_replaced() is not None:
+        offsets = {p: o for p, o in self._to_commit.items() if only is None or p in only}
+        if not offsets or self._store_replaced() is not None:
             # Left uncommitted, they are read again into the next worker's new store.
             return
-        offsets = dict(wanted)
         marks = {p: self._marks[p].encoded() for p in offsets if p in self._marks}
         metadata = {p: text for p, (_, text) in marks.items()}
         try:
@@ -644,37 +613,29 @@ class Worker:
         metrics.CONSUMER_LAG.unwatch(self.consumer_lag)  # before the consumer closes
         deadline = self._request_stop()
         try:
-            if self._topic is not None:
-                owned = _answer(self._topic.owned(), TOPIC_ASK_TIMEOUT_S, "owned")
-                self._revoke(owned, deadline, "worker stopping")
-                self._trees_down = True
+            owned = _answer(self.topic.owned(), TOPIC_ASK_TIMEOUT_S, "owned")
+            self._revoke(owned, deadline, "worker stopping")
+            self._trees_down = True
             consumer.close()
         except Exception:
             logger.exception("error while stopping the worker")
         finally:
-            if self._topic is not None:
-                self._stop_topic(deadline)
-            if self._service is not None:
-                self._service.shutdown(wait=False)
-            if self._timers is not None:
-                self._timers.stop()
+            # Past its deadline, 30 s and `TOPIC_ASK_TIMEOUT_S`, the TopicSupervisor is stuck.
+            timeout = deadline.seconds + 30 + TOPIC_ASK_TIMEOUT_S
+            try:
+                self.topic.actor_ref.stop(timeout=timeout)
+            except pykka.Timeout:
+                logger.error(
+                    "the worker's TopicSupervisor did not stop within %g s: one of its actors "
+                    "is stuck (a store call that never returns?); the worker stops without it",
+                    timeout,
+                )
+            self.executor_service.shutdown(wait=False)
+            assert self._timers is not None  # all three made by `start`, before this thread
+            self._timers.stop()
             self._guard.close()
             self._stopped.set()
             logger.info("worker %s stopped", self.client_id)
-
-    def _stop_topic(self, deadline: StopDeadline) -> None:
-        """Stop the TopicSupervisor; past its deadline, 30 s and `TOPIC_ASK_TIMEOUT_S`, say so
-        and stop without it."""
-        assert self._topic is not None
-        timeout = deadline.seconds + 30 + TOPIC_ASK_TIMEOUT_S
-        try:
-            self._topic.actor_ref.stop(timeout=timeout)
-        except pykka.Timeout:
-            logger.error(
-                "the worker's TopicSupervisor did not stop within %g s: one of its actors is "
-                "stuck (a store call that never returns?); the worker stops without it",
-                timeout,
-            )
 
 
 def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
@@ -689,22 +650,20 @@ def _answer(future: pykka.Future[T], timeout: float, question: str) -> T:
         ) from None
 
 
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    """A write that answered: `error` is None once it is stored."""
-
-    error: BaseException | None
+_UNDER_WAY = pykka.Timeout("the write is still under way")
+"""What `_answered` says of a write that has not answered yet."""
 
 
-def _answered(write: pykka.Future[int], timeout: float) -> _Answer | None:
-    """The write's answer within `timeout` s, or None while it is still under way."""
+def _answered(write: pykka.Future[int], timeout: float) -> BaseException | None:
+    """The write's answer within `timeout` s: None once it is stored, the error that failed
+    it, or `_UNDER_WAY` while it is still under way."""
     try:
         write.get(timeout=max(0.0, timeout))
     except pykka.Timeout:
-        return None
+        return _UNDER_WAY
     except Exception as error:
-        return _Answer(error)
-    return _Answer(None)
+        return error
+    return None
 
 
 def _is_bug(error: BaseException) -> bool:

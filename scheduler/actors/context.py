@@ -20,23 +20,21 @@ from scheduler.executors.abc import Executor
 from scheduler.stores.abc import TaskStore
 
 
+@dataclass(slots=True)
 class HeldCounts:
-    """The tasks a partition's PartitionScheduler and PartitionExecutor hold, as last published,
-    and those on their way to them: TaskPersistence reads it instead of asking the executor
-    (an ask per top-up delayed every persist). Each field has one writer."""
+    """The tasks a partition's PartitionScheduler and PartitionExecutor hold, and those on their
+    way to them: TaskPersistence reads it instead of asking the executor (an ask per top-up
+    delayed every persist). Each field has one writer."""
 
-    __slots__ = ("executing", "handed", "scheduled", "taken")
-
-    def __init__(self) -> None:
-        self.scheduled = 0
-        """Held by the PartitionScheduler (not yet due)."""
-        self.executing = 0
-        """Held by the PartitionExecutor (queued, running or waiting to retry)."""
-        self.handed = 0
-        """Tasks TaskPersistence has sent the PartitionExecutor so far (its writer)."""
-        self.taken = 0
-        """Of those, how many the PartitionExecutor has taken in (its writer), added once
-        `scheduled` and `executing` count them."""
+    scheduled: int = 0
+    """Held by the PartitionScheduler (not yet due)."""
+    executing: int = 0
+    """Held by the PartitionExecutor (queued, running or waiting to retry): its own count."""
+    handed: int = 0
+    """Tasks TaskPersistence has sent the PartitionExecutor so far (its writer)."""
+    taken: int = 0
+    """Of those, how many the PartitionExecutor has taken in (its writer), added once
+    `scheduled` and `executing` count them."""
 
     @property
     def total(self) -> int:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pykka
 
@@ -88,16 +88,13 @@ def _closed(
     record: Attempt,
     now: int,
     state: TaskState,
-    error: str | None = None,
     next_ms: int | None = None,
-    data: Mapping[str, Any] | None = None,
 ) -> TaskStatus:
-    """The status `outcome` leads to, carrying the attempt's `record`."""
+    """The status `state` that `outcome` leads to, carrying the attempt's `record`: with the
+    error of a failure (retried or not), and the data a SUCCEEDED or FAILED task ran with."""
+    error = outcome.error if state in (TaskState.RETRYING, TaskState.FAILED) else None
+    data = outcome.data if state in (TaskState.SUCCEEDED, TaskState.FAILED) else None
     return TaskStatus(outcome.key, state, outcome.attempt, error, next_ms, now, data, (record,))
-
-
-def _succeeded(outcome: AttemptFinished, record: Attempt, now: int) -> TaskStatus:
-    return _closed(outcome, record, now, TaskState.SUCCEEDED, data=outcome.data)
 
 
 def _drain(
@@ -129,7 +126,6 @@ class PartitionExecutor(PartitionActor):
         super().__init__(ctx)
         self.scheduler = PartitionScheduler(ctx, self.execute, self._fire_soon)
         self._unflushed = ctx.unflushed
-        self._controller: TaskPersistenceProxy | None = None
         self.queues: dict[str, OrderingExecutor] = {}
         self.running: dict[TaskKey, TaskExecutor] = {}
         self.finished: collections.OrderedDict[TaskKey, int] = collections.OrderedDict()
@@ -137,7 +133,6 @@ class PartitionExecutor(PartitionActor):
         first; see `execute`."""
         self.seen_checked = 0
         """The latest `checked` version of the copies received (see `_forget_finished`)."""
-        self.held = 0
         self.notify_below: int | None = None
         self.draining = False
         self.idle = threading.Event()
@@ -146,7 +141,6 @@ class PartitionExecutor(PartitionActor):
         self.outcomes_signalled = False
         """Set by the pool thread that sent `attempts_finished`, cleared by the actor before it
         reads `outcomes`."""
-        self._me: PartitionExecutorProxy | None = None
         self.awaiting_lease = False
         """Set while due tasks wait for the worker's lease to hold again (see `engine.lease`)."""
         self.store_down: set[str] = set()
@@ -173,7 +167,7 @@ class PartitionExecutor(PartitionActor):
     def attach_controller(self, controller: TaskPersistenceProxy) -> None:
         """TaskPersistence, told `tick` when the tasks held drop to the level
         `notify_when_at_most` asked for, `changed` when status changes wait in the buffer, and
-        `discard` for the rows of keys found final."""
+        `discard` for the rows of keys found final. Attached before any other message comes."""
         self._controller = controller
 
     # -- tasks not yet due (the PartitionScheduler) ------------------------------------------
@@ -188,9 +182,7 @@ class PartitionExecutor(PartitionActor):
 
     def _fire_soon(self) -> None:
         """Timer thread: the earliest held task fell due."""
-        me = self._me
-        if me is not None:
-            me.fire.defer()
+        self._me.fire.defer()
 
     def fire(self) -> None:
         self.scheduler.fire()
@@ -232,15 +224,14 @@ class PartitionExecutor(PartitionActor):
                     item.task, queued.attempts, queued.next_attempt_ms, item.checked
                 )
             if queue.offer(item):
-                self.held += 1
+                self.ctx.held.executing += 1
             touched[queue.ordering_id] = queue
-        if already_final and self._controller is not None:
+        if already_final:
             self._controller.discard.defer(already_final)
         if interrupted:
             self._record(interrupted)
         for queue in touched.values():
             self._pump(queue)
-        self.ctx.held.executing = self.held
         checked = max((item.checked for item in items), default=0)
         kept_back = self.scheduler.oldest_kept_back()
         if kept_back is not None:  # copies held back by the scheduler arrive later
@@ -277,11 +268,10 @@ class PartitionExecutor(PartitionActor):
             queue = self.queues.get(key.ordering_id)
             if queue is None:
                 continue
-            queued = queue.entries.get(key)
-            if queue.remove(key):
-                self.held -= 1
+            queued = queue.remove(key)
+            if queued is not None:
+                self.ctx.held.executing -= 1
                 self._pump(queue)
-                assert queued is not None
                 attempts = queued.attempts
             elif key in self.running:
                 attempt = self.running[key]
@@ -293,7 +283,6 @@ class PartitionExecutor(PartitionActor):
         if cancelled:
             # Through the buffer: a RUNNING or RETRYING waiting there would overwrite it.
             self._record(cancelled)
-        self.ctx.held.executing = self.held
 
     # -- starting attempts ----------------------------------------------------------------------
 
@@ -306,7 +295,6 @@ class PartitionExecutor(PartitionActor):
             return
         if item.next_attempt_ms is not None and item.next_attempt_ms > self.ctx.clock.now_ms():
             me, ordering_id = self._me, queue.ordering_id
-            assert me is not None
             queue.retry_timer = self.ctx.timers.call_at_ms(
                 item.next_attempt_ms, lambda: me.retry_due.defer(ordering_id)
             )
@@ -345,7 +333,6 @@ class PartitionExecutor(PartitionActor):
             self.ctx.lease.term_s,
         )
         me = self._me
-        assert me is not None
 
         def wake() -> None:
             try:
@@ -393,10 +380,8 @@ class PartitionExecutor(PartitionActor):
         if self.outcomes_signalled:
             return
         self.outcomes_signalled = True
-        me = self._me
-        assert me is not None
         try:
-            me.attempts_finished.defer()
+            self._me.attempts_finished.defer()
         except pykka.ActorDeadError:
             self._keep_successes()
 
@@ -409,7 +394,9 @@ class PartitionExecutor(PartitionActor):
         batch = _drain(self.outcomes)
         worker, now = self.ctx.worker_id, self.ctx.clock.now_ms()
         self._unflushed.put(
-            _succeeded(event, _record_of(event, AttemptOutcome.SUCCEEDED, worker), now)
+            _closed(
+                event, _record_of(event, AttemptOutcome.SUCCEEDED, worker), now, TaskState.SUCCEEDED
+            )
             for event in batch
             if isinstance(event, AttemptFinished) and event.error is None
         )
@@ -445,13 +432,11 @@ class PartitionExecutor(PartitionActor):
                 statuses.append(status)
         if statuses:
             self._record(statuses)
-        self.ctx.held.executing = self.held
         if not self.running:
             self.idle.set()
-        if self.notify_below is not None and self.held <= self.notify_below:
+        if self.notify_below is not None and self.ctx.held.executing <= self.notify_below:
             self.notify_below = None
-            if self._controller is not None:
-                self._controller.tick.defer()
+            self._controller.tick.defer()
 
     def _finish(self, outcome: AttemptFinished) -> TaskStatus | None:
         attempt = self.running.pop(outcome.key)
@@ -480,7 +465,7 @@ class PartitionExecutor(PartitionActor):
                     *(key, took, outcome.attempt),
                     extra=self._extra(record, key),
                 )
-            status = _succeeded(outcome, record, now)
+            status = _closed(outcome, record, now, TaskState.SUCCEEDED)
         elif kind is AttemptOutcome.CANCELLED:
             # Written CANCELLED when the command arrived; once more with the attempt, after
             # anything of this attempt the buffer may still hold.
@@ -510,7 +495,7 @@ class PartitionExecutor(PartitionActor):
             )
             queue.offer(ScheduledTask(item.task, outcome.attempt, next_ms, self._unflushed.version))
             self._pump(queue)
-            return _closed(outcome, record, now, TaskState.RETRYING, outcome.error, next_ms)
+            return _closed(outcome, record, now, TaskState.RETRYING, next_ms)
         else:
             metrics.FAILED.inc()
             why = "not retried, the failure is permanent" if outcome.permanent else "the last"
@@ -519,10 +504,8 @@ class PartitionExecutor(PartitionActor):
                 *(key, outcome.attempt, _FAILED_WORDS[kind], took, why, outcome.error),
                 extra=self._extra(record, key),
             )
-            status = _closed(
-                outcome, record, now, TaskState.FAILED, outcome.error, None, item.task.data
-            )
-        self.held -= 1
+            status = _closed(outcome, record, now, TaskState.FAILED)
+        self.ctx.held.executing -= 1
         self._pump(queue)
         return status
 
@@ -572,7 +555,7 @@ class PartitionExecutor(PartitionActor):
         for status in statuses:
             if status.state.is_final:
                 self._remember_finished(status.key, version)
-        if self._controller is None or not self._unflushed.wake_writer(FLUSH_AT):
+        if not self._unflushed.wake_writer(FLUSH_AT):
             return
         try:
             self._controller.changed.defer()
@@ -604,13 +587,12 @@ class PartitionExecutor(PartitionActor):
 
     def counts(self) -> tuple[int, int]:
         """(tasks held: queued, running or waiting to retry; attempts running)."""
-        return self.held, len(self.running)
+        return self.ctx.held.executing, len(self.running)
 
     def notify_when_at_most(self, threshold: int) -> None:
         """Tell the controller once the tasks held drop to `threshold` (memory bound refill)."""
-        if self.held <= threshold:
-            if self._controller is not None:
-                self._controller.tick.defer()
+        if self.ctx.held.executing <= threshold:
+            self._controller.tick.defer()
         else:
             self.notify_below = threshold
 
@@ -643,15 +625,14 @@ class PartitionExecutor(PartitionActor):
         for attempt in attempts:
             key, number = attempt.context.key, attempt.context.attempt
             reason = attempt.context.reason or "partition stopped"
-            error = f"cancelled: {reason}"
-            if reason == CANCELLED_BY_OPERATOR:
-                record = Attempt(number, None, now, AttemptOutcome.CANCELLED, None, error, worker)
-                status: TaskStatus | None = TaskStatus(
-                    key, TaskState.CANCELLED, number, updated_ms=now, attempt_log=(record,)
-                )
-            else:
-                record = Attempt(number, None, now, AttemptOutcome.INTERRUPTED, None, error, worker)
-                status = self._stopped(key, number, reason, record, now)
+            cancelled = reason == CANCELLED_BY_OPERATOR
+            kind = AttemptOutcome.CANCELLED if cancelled else AttemptOutcome.INTERRUPTED
+            record = Attempt(number, None, now, kind, None, f"cancelled: {reason}", worker)
+            status = (
+                TaskStatus(key, TaskState.CANCELLED, number, updated_ms=now, attempt_log=(record,))
+                if cancelled
+                else self._stopped(key, number, reason, record, now)
+            )
             if status is not None:
                 statuses.append(status)
         self._unflushed.put(statuses)

@@ -63,7 +63,9 @@ class PartitionSupervisor:
                 except Exception:  # an actor that already died: its failure is reported
                     pass
             raise
-        self.persistence.begin.defer()  # the first load, now that every actor is wired
+        # The first load, now that every actor is wired (not in TaskPersistence's `on_start`: a
+        # failed first load would kill this start).
+        self.persistence.tick.defer()
 
     def counts(self) -> PartitionCounts:
         scheduled_future = self.executor.scheduled_counts()
@@ -161,20 +163,16 @@ def _step_all(
         try:
             answered.append((tree, future.get(timeout=max(0.0, ends - time.monotonic()))))
         except pykka.Timeout:
-            _said_stuck(tree, name, reason)
+            tree.ctx.log.warning(
+                "stopping (%s): %s did not answer within %g s (a store call that hangs?); the "
+                "stop goes on without waiting for it",
+                reason,
+                name,
+                STEP_TIMEOUT_S,
+            )
         except Exception:
             pass
     return answered
-
-
-def _said_stuck(tree: PartitionSupervisor, name: str, reason: str) -> None:
-    tree.ctx.log.warning(
-        "stopping (%s): %s did not answer within %g s (a store call that hangs?); the "
-        "stop goes on without waiting for it",
-        reason,
-        name,
-        STEP_TIMEOUT_S,
-    )
 
 
 def shut_down_in_background(tree: PartitionSupervisor, reason: str) -> threading.Event:

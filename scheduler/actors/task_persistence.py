@@ -25,7 +25,7 @@ from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.actors.typed_proxy import ActorMemberMixin, proxy_method, typed_proxy
 from scheduler.actors.unflushed import FLUSH_AT
 from scheduler.codec import Command, Op
-from scheduler.engine.messages import ScheduledTask, TasksLoaded
+from scheduler.engine.messages import ScheduledTask
 from scheduler.engine.reload_mark import MAX_STRAGGLERS, ReloadMark
 from scheduler.engine.timers import TimerHandle
 from scheduler.errors import BackendUnavailableError, is_refusal
@@ -84,7 +84,6 @@ class TaskPersistence(PartitionActor):
             executor=executor,
             wake=self._tick_soon,
         )
-        self._me: TaskPersistenceProxy | None = None
         self.flush_timer: TimerHandle | None = None
         self._deferred = 0
         self.status_outage = ctx.store_probe("status rows", executor.store_outage.defer)
@@ -108,7 +107,6 @@ class TaskPersistence(PartitionActor):
 
     def _arm_flush(self) -> None:
         me = self._me
-        assert me is not None
         self.flush_timer = self.ctx.timers.call_later(
             self.ctx.settings.status_flush_ms / 1000, lambda: me.flush_due.defer()
         )
@@ -137,8 +135,7 @@ class TaskPersistence(PartitionActor):
             # The changes stay in the buffer, where look-ups see them; the next flush probes.
             delay = self.status_outage.refused(error)
             me = self._me
-            if me is not None:
-                self.flush_timer = self.ctx.timers.call_later(delay, lambda: me.flush.defer())
+            self.flush_timer = self.ctx.timers.call_later(delay, lambda: me.flush.defer())
             return
         self.status_outage.answered()
 
@@ -148,19 +145,14 @@ class TaskPersistence(PartitionActor):
 
     # -- the ThroughputController's calls ---------------------------------------------------
 
-    def begin(self) -> None:
-        """Start loading and ticking, once the whole tree is up (not in `on_start`: a failed
-        first load would kill the supervisor's start)."""
-        self.controller.tick()
-
     def tick(self) -> None:
+        """The ThroughputController's turn; the first one, once the whole tree is up, begins
+        loading."""
         self.controller.tick()
 
     def _tick_soon(self) -> None:
         """Timer thread: the controller's next top-up is due."""
-        me = self._me
-        if me is not None:
-            me.tick.defer()
+        self._me.tick.defer()
 
     def stop_loading(self) -> None:
         self.controller.stop_loading()
@@ -197,8 +189,7 @@ class TaskPersistence(PartitionActor):
                 # batch (the error goes back with the future) and writes it to the new tree.
                 self.ctx.report_failure(self.ctx.partition, self.ctx.generation, error)
             raise
-        if self._unwritten:
-            self._unwritten.stored(last_offset)
+        self._unwritten.stored(last_offset)
         if behind:
             self._push(list(behind.values()))
         metrics.PERSISTED.inc(len(commands))
@@ -247,9 +238,7 @@ class TaskPersistence(PartitionActor):
         handed, final = [], []
         for task in tasks:
             status = statuses.get(task.key)
-            if status is None:
-                handed.append(ScheduledTask(task, checked=checked))
-            elif status.state.is_final:
+            if status is not None and status.state.is_final:
                 final.append(task.key)  # a completed key never runs again
             else:
                 handed.append(_scheduled(task, status, checked))
@@ -287,8 +276,7 @@ class TaskPersistence(PartitionActor):
         """Write the buffered status rows as part of the batch being persisted (a refusal fails
         the persist)."""
         self._unflushed.write(self.ctx.store, self.ctx.partition)
-        if self.status_outage.down:
-            self.status_outage.answered()
+        self.status_outage.answered()
 
     def _run_again(self, command: Command, states: Collection[TaskState]) -> None:
         """An operator's retry or rerun: the finished key runs once more, from its first attempt.
@@ -311,8 +299,10 @@ class TaskPersistence(PartitionActor):
         if self.checkpoint is not None and key.cursor <= self.checkpoint:
             self._push([task])
 
-    def load(self, until_ms: int, limit: int) -> TasksLoaded:
-        """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`."""
+    def load(self, until_ms: int, limit: int) -> tuple[int, bool]:
+        """Read up to `limit` schedule rows past the checkpoint and due by `until_ms`; returns
+        how many went to the PartitionScheduler, and whether every row up to `until_ms` is now
+        loaded."""
         store, partition = self.ctx.store, self.ctx.partition
         if self.checkpoint is None:
             # A restarted tree's first load: write first what the tree before could not.
@@ -322,11 +312,14 @@ class TaskPersistence(PartitionActor):
             # Nothing past a refused batch's earliest row is loaded (see `unwritten`); nor a
             # first load, whose stragglers may lie past it.
             if self.checkpoint is None:
-                return TasksLoaded(0, True, BEFORE_ALL)
+                return 0, True
             until_ms = min(until_ms, unwritten[0] - 1)
         checked = self._unflushed.version
-        start, stragglers = self._start_from_mark() if self.checkpoint is None else (None, [])
-        start = self.checkpoint or start
+        start, stragglers = self.checkpoint, list[StoredTask]()
+        if start is None and (mark := self.ctx.mark.mark) is not None:
+            # A new tree's first load reads from the reload mark, and its stragglers (without a
+            # mark committed yet, from the first row).
+            start, stragglers = mark.after, store.load_keys(partition, mark.stragglers)
         rows = store.load_tasks(partition, start, until_ms, limit)
         exhausted = len(rows) < limit
         if rows and not exhausted:
@@ -348,14 +341,7 @@ class TaskPersistence(PartitionActor):
             self._hand(handed)
         if leftovers:  # refused, they stay: final rows are skipped by every load
             store.delete_tasks(partition, leftovers)
-        return TasksLoaded(len(handed), exhausted, self.checkpoint)
-
-    def _start_from_mark(self) -> tuple[ScheduleCursor | None, list[StoredTask]]:
-        """A new tree's first load: where to read from (the reload mark), and its stragglers."""
-        mark = self.ctx.mark.mark
-        if mark is None:
-            return None, []  # no mark committed yet: read from the first row
-        return mark.after, self.ctx.store.load_keys(self.ctx.partition, mark.stragglers)
+        return len(handed), exhausted
 
     def advance_mark(self) -> None:
         """Move the reload mark forward over what the store shows completed: up to rows
@@ -376,7 +362,6 @@ class TaskPersistenceProxy(ActorMemberMixin, pykka.ActorProxy[TaskPersistence]):
     flush_due = proxy_method(TaskPersistence.flush_due)
     flush = proxy_method(TaskPersistence.flush)
     discard = proxy_method(TaskPersistence.discard)
-    begin = proxy_method(TaskPersistence.begin)
     tick = proxy_method(TaskPersistence.tick)
     stop_loading = proxy_method(TaskPersistence.stop_loading)
     persist = proxy_method(TaskPersistence.persist)

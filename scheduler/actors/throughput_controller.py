@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from scheduler import metrics
 from scheduler.actors.context import PartitionContext
-from scheduler.engine.messages import TasksLoaded
 from scheduler.engine.timers import TimerHandle
 from scheduler.errors import BackendUnavailableError
 
@@ -32,7 +31,7 @@ class ThroughputController:
         self,
         ctx: PartitionContext,
         *,
-        load: Callable[[int, int], TasksLoaded],
+        load: Callable[[int, int], tuple[int, bool]],
         advance_mark: Callable[[], None],
         executor: PartitionExecutorProxy,
         wake: Callable[[], None],
@@ -73,9 +72,9 @@ class ThroughputController:
         room = bound - in_flight
         # Small top-ups while a backlog drains would mean a store query per handful of tasks.
         if room > 0 and (not self.backlogged or room >= bound // 2):
-            loaded = self._load(self.ctx.clock.now_ms() + settings.lookahead_ms, room)
-            self.backlogged = not loaded.exhausted
-            in_flight += loaded.count
+            count, exhausted = self._load(self.ctx.clock.now_ms() + settings.lookahead_ms, room)
+            self.backlogged = not exhausted
+            in_flight += count
         if self.backlogged:
             self._executor.notify_when_at_most.defer(bound // 2)
         if self.ctx.clock.monotonic() >= self._mark_due:

@@ -194,13 +194,11 @@ class TopicSupervisor(pykka.ThreadingActor):
     ) -> dict[int, pykka.Future[int]]:
         """Hand each partition its commands (read up to `last_offsets`); the futures resolve
         once they are stored."""
-        futures: dict[int, pykka.Future[int]] = {}
-        for partition, commands in batches.items():
-            tree = self.trees.get(partition)
-            if tree is None:
-                continue  # revoked in the meantime; the next owner re-reads it from the log
-            futures[partition] = tree.persistence.persist(commands, last_offsets[partition])
-        return futures
+        return {
+            p: self.trees[p].persistence.persist(commands, last_offsets[p])
+            for p, commands in batches.items()
+            if p in self.trees  # else revoked meanwhile: the next owner reads it from the log
+        }
 
     def counts(self) -> dict[int, PartitionCounts]:
         return {p: tree.counts() for p, tree in self.trees.items()}
@@ -250,29 +248,20 @@ class TopicSupervisor(pykka.ThreadingActor):
             self.repeats.failed_again(partition, error)
         delay = Backoff(self.settings.restart_backoff_s, MAX_RESTART_BACKOFF_S).delay(streak)
         me = self._me
-        self.timers.call_later(delay, lambda: me.restart.defer(partition, generation))
+        self.timers.call_later(delay, lambda: me.restart.defer(partition))
 
-    def restart(self, partition: int, failed_generation: int) -> None:
+    def restart(self, partition: int) -> None:
         if partition not in self.restarting or partition in self.trees:
             return  # revoked or re-assigned while waiting to restart
-        if not self._down(partition):
+        dying = self.dying.get(partition)
+        if dying is not None and not dying.is_set():
             me = self._me  # the failed tree is still finishing a call: look again soon
-            self.timers.call_later(
-                DYING_LOOK_S, lambda: me.restart.defer(partition, failed_generation)
-            )
+            self.timers.call_later(DYING_LOOK_S, lambda: me.restart.defer(partition))
             return
+        self.dying.pop(partition, None)
         self.restarting.discard(partition)
         self._start(partition)
         metrics.PARTITIONS_OWNED.set(len(self.trees))
-
-    def _down(self, partition: int) -> bool:
-        """Whether the partition's failed tree, if it has one going down, is down now."""
-        if partition not in self.dying:
-            return True
-        if not self.dying[partition].is_set():
-            return False
-        del self.dying[partition]
-        return True
 
     def failures_so_far(self) -> list[PartitionFailure]:
         return list(self.failures)

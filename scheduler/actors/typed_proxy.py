@@ -11,13 +11,12 @@ Declare the proxy type beside its actor, with `proxy_method` and pykka's `proxy_
 
 `proxy_method` is pykka's, typed also for `defer` (pykka's types only the call).
 
-`start_proxy` and `typed_proxy` check at run time, once per pair of classes, that the proxy type
-declares nothing its actor lacks (`mismatches`).
+`start_proxy` and `typed_proxy` check at run time that the proxy type declares nothing its actor
+lacks (`mismatches`).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast
 
@@ -69,7 +68,13 @@ class ProxyTypeError(TypeError):
 def typed_proxy(ref: pykka.ActorRef[A], proxy_type: type[P]) -> P:
     """The proxy of the actor behind `ref`, typed as `proxy_type`; `ProxyTypeError` if it does
     not fit the actor's class."""
-    _check(ref.actor_class, proxy_type)
+    found = mismatches(ref.actor_class, proxy_type)  # a few microseconds, once per actor
+    if found:
+        raise ProxyTypeError(
+            f"{proxy_type.__name__} does not fit {ref.actor_class.__name__}: {'; '.join(found)}; "
+            "declare each member with proxy_method/proxy_field from the actor's own attribute "
+            "of the same name"
+        )
     return cast(P, ref.proxy())
 
 
@@ -105,24 +110,3 @@ def mismatches(actor_class: type[pykka.Actor], proxy_type: type[Any]) -> list[st
                     f"{actor_class.__name__}.{name}"
                 )
     return found
-
-
-_FITTING: set[tuple[type[Any], type[Any]]] = set()
-"""Pairs of (actor class, proxy type) checked already: a proxy is made per actor, not per call."""
-_FITTING_LOCK = threading.Lock()
-
-
-def _check(actor_class: type[pykka.Actor], proxy_type: type[Any]) -> None:
-    with _FITTING_LOCK:
-        if (actor_class, proxy_type) in _FITTING:
-            return
-    found = mismatches(actor_class, proxy_type)
-    if not found:
-        with _FITTING_LOCK:
-            _FITTING.add((actor_class, proxy_type))
-    else:
-        raise ProxyTypeError(
-            f"{proxy_type.__name__} does not fit {actor_class.__name__}: {'; '.join(found)}; "
-            "declare each member with proxy_method/proxy_field from the actor's own attribute "
-            "of the same name"
-        )

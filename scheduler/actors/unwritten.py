@@ -14,42 +14,34 @@ and die with the partition's ownership: its next owner reads again from its comm
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from scheduler.model import ScheduleCursor, TaskKey
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """One batch the store refused."""
-
-    last_offset: int
-    """The offset of the batch's last record: a batch stored up to it (or further) ends it."""
-    earliest: ScheduleCursor
-    """The cursor of the batch's earliest schedule row: loads stop before it."""
 
 
 class UnwrittenRows:
     """The refused batches of a partition whose records no stored batch has reached yet."""
 
     def __init__(self) -> None:
-        self._refused: list[Refused] = []
+        self._refused: list[tuple[int, ScheduleCursor]] = []
+        """Per refused batch, the offset of its last record (a batch stored up to it, or
+        further, ends it) and the cursor of its earliest schedule row (loads stop before it)."""
 
     def refused(self, keys: Iterable[TaskKey], last_offset: int) -> None:
         """The store refused the batch of these schedule rows, read up to `last_offset`: some
         of its rows may be in the store, others not."""
         earliest = min((key.cursor for key in keys), default=None)
         if earliest is not None:
-            self._refused.append(Refused(last_offset, earliest))
+            self._refused.append((last_offset, earliest))
 
     def stored(self, last_offset: int) -> None:
         """The store has a batch read up to `last_offset`: forget the refused batches it
         reached."""
-        self._refused = [r for r in self._refused if r.last_offset > last_offset]
+        if self._refused:
+            self._refused = [r for r in self._refused if r[0] > last_offset]
 
     def earliest(self) -> ScheduleCursor | None:
         """The cursor of the earliest row of a refused batch; None when there is none."""
-        return min((r.earliest for r in self._refused), default=None)
+        return min((earliest for _, earliest in self._refused), default=None)
 
     def __len__(self) -> int:
         return len(self._refused)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from scheduler.model import ScheduleCursor, Task, TaskKey
+from scheduler.model import Task, TaskKey
 
 
 class ScheduledTask(NamedTuple):
@@ -64,17 +64,6 @@ class AttemptFinished(NamedTuple):
     """The data the attempt ran with, kept in a final status."""
     timed_out: bool = False
     """It failed by running past a timeout (the engine's or the executor's own)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TasksLoaded:
-    """TaskPersistence read a slice of the schedule rows."""
-
-    count: int
-    """Rows handed to the PartitionScheduler."""
-    exhausted: bool
-    """True when every row up to the requested bound is now loaded."""
-    checkpoint: ScheduleCursor
 
 
 @dataclass(frozen=True, slots=True)

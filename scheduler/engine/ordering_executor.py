@@ -36,9 +36,9 @@ class OrderingExecutor:
             heapq.heappush(self.heap, key)
         return not known
 
-    def remove(self, key: TaskKey) -> bool:
-        """Drop a queued task (lazily from the heap); returns whether it was queued."""
-        return self.entries.pop(key, None) is not None
+    def remove(self, key: TaskKey) -> ScheduledTask | None:
+        """Drop a queued task (lazily from the heap); returns it, None if it was not queued."""
+        return self.entries.pop(key, None)
 
     def peek(self) -> ScheduledTask | None:
         """The next task in key order, or None."""
@@ -47,12 +47,9 @@ class OrderingExecutor:
             heapq.heappop(heap)
         return self.entries[heap[0]] if heap else None
 
-    def pop(self) -> ScheduledTask:
-        item = self.peek()
-        assert item is not None
-        heapq.heappop(self.heap)
-        del self.entries[item.key]
-        return item
+    def pop(self) -> None:
+        """Take off the task `peek` just returned."""
+        del self.entries[heapq.heappop(self.heap)]
 
     @property
     def busy(self) -> bool:

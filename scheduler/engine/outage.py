@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scheduler import metrics
 from scheduler.codec import Command
 from scheduler.engine.clock import Clock
 from scheduler.engine.repeats import RepeatedFailures
@@ -67,12 +68,6 @@ class HeldBatch:
     """Its records nobody can run, to keep in the store before the offsets are committed."""
     next_offset: int
     """The offset to commit once all of it is stored."""
-
-    def extend(self, other: HeldBatch) -> None:
-        """Records of the partition read after it was paused (already on their way)."""
-        self.commands += other.commands
-        self.malformed += other.malformed
-        self.next_offset = max(self.next_offset, other.next_offset)
 
 
 @dataclass(slots=True)
@@ -156,8 +151,12 @@ class PartitionOutages:
         outage.writing = HeldBatch(list(batch.commands), list(batch.malformed), batch.next_offset)
 
     def hold_more(self, partition: int, batch: HeldBatch) -> None:
-        """Records of a partition in OUTAGE that the log returned after all: held behind."""
-        self._outages[partition].batch.extend(batch)
+        """Records of a partition in OUTAGE that the log returned after all (already on their
+        way when it was paused): held behind."""
+        held = self._outages[partition].batch
+        held.commands += batch.commands
+        held.malformed += batch.malformed
+        held.next_offset = max(held.next_offset, batch.next_offset)
 
     def due(self) -> list[tuple[int, HeldBatch]]:
         """The partitions whose probe is due now (and no write under way), with what they hold."""
@@ -179,7 +178,9 @@ class PartitionOutages:
 
     def failed(self, partition: int, error: BaseException, *, bug: bool = False) -> None:
         """A write failed: wait longer before the next. The first failure of an outage, and
-        every bug, is logged in full; a bug with its traceback."""
+        every bug, is logged in full; a bug with its traceback. Only a tree's write can fail
+        on a bug; the worker's own calls are refusals."""
+        metrics.PERSIST_FAILURES.inc()
         outage = self._outages[partition]
         outage.failures += 1
         outage.write = outage.writing = None

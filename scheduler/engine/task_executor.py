@@ -65,25 +65,15 @@ class TaskExecutor:
     def _run(self, executor: Executor) -> None:
         context = self.context
         error: str | None = None
+        reason: str | None = None
         permanent = timed_out = False
         started_ms: int | None = None
-        if not context.is_cancelled and not self.lease.held():
-            if self.timer is not None:
-                self.timer.cancel()
-            self.report(
-                AttemptFinished(
-                    context.key,
-                    context.attempt,
-                    NOT_STARTED,
-                    NOT_STARTED,
-                    False,
-                    None,
-                    self.clock.now_ms(),
-                )
-            )
-            return
         try:
-            if not context.is_cancelled:
+            if context.is_cancelled:
+                pass
+            elif not self.lease.held():
+                error = reason = NOT_STARTED
+            else:
                 started_ms = self.clock.now_ms()
                 self.report(AttemptStarted(context.key, context.attempt, started_ms))
                 executor(context.task, context)
@@ -94,7 +84,8 @@ class TaskExecutor:
         finally:
             if self.timer is not None:
                 self.timer.cancel()
-            reason = context.reason
+            if reason is None:
+                reason = context.reason
             if reason == TIMED_OUT:
                 timed_out = True
                 error = f"{TaskTimeoutError.__name__}: attempt ran past its timeout" + (

@@ -11,7 +11,6 @@ from scheduler.actors.context import PartitionContext
 from scheduler.actors.throughput_controller import ThroughputController
 from scheduler.engine.clock import SteppedClock
 from scheduler.engine.executor_service import TaskExecutorService
-from scheduler.engine.messages import TasksLoaded
 from scheduler.engine.settings import EngineSettings
 from scheduler.engine.timers import TimerService
 
@@ -58,9 +57,9 @@ def ctx() -> Iterator[PartitionContext]:
 
 
 def controller_loading(ctx: PartitionContext, loads: list[int], count: int) -> ThroughputController:
-    def load(until_ms: int, limit: int) -> TasksLoaded:
+    def load(until_ms: int, limit: int) -> tuple[int, bool]:
         loads.append(limit)
-        return TasksLoaded(count, count < limit, (until_ms, "", ""))
+        return count, count < limit
 
     return ThroughputController(
         ctx, load=load, advance_mark=lambda: None, executor=TellOnlyExecutor(), wake=lambda: None
