@@ -82,6 +82,16 @@ _CREATE_REFUSALS = {
 another try gets the same answer, so these are configuration errors, not Kafka unavailable."""
 
 
+def _telling(failures: list[str]) -> str:
+    """The connection failure that says most of why, of those librdkafka logged: the first that
+    names a failed handshake, else the first.
+
+    librdkafka may log one hang-up twice, as the bare disconnection its socket saw
+    ("Disconnected: SSL connection closed by peer") and as the handshake that broke ("SSL
+    handshake failed: ...: connecting to a PLAINTEXT broker listener?"), in either order."""
+    return next((failure for failure in failures if "handshake failed" in failure), failures[0])
+
+
 class KafkaTaskLog(TaskLog):
     """One Kafka topic as the task log.
 
@@ -405,7 +415,7 @@ class KafkaTaskLog(TaskLog):
                 time.sleep(_METADATA_RETRY_S)  # all brokers down: list_topics fails at once
                 continue
             if failures:
-                why = f"{why}; first connection failure: {failures[0]}"
+                why = f"{why}; connection failure: {_telling(failures)}"
             raise BackendUnavailableError(
                 f"cannot reach Kafka at {self._bootstrap!r} within {self._connect_timeout:g} s "
                 f"({CONNECT_TIMEOUT_SETTING}={self._connect_timeout:g}; {why}). Point "

@@ -303,6 +303,11 @@ client_encryption_options:
         # health check logs in with it, so every start would wait those 10 s.
         return ["-Dcassandra.superuser_setup_delay_ms=0"]
 
+    def check(self, timeout: float) -> None:
+        # Said before the TLS code, which refuses a missing CA file as a setting to fix.
+        self.tls.require(self.name)
+        super().check(timeout)
+
     def connect_options(self) -> dict[str, object]:
         # The product's own login and TLS code: the health check connects as a client would.
         from scheduler.stores.cassandra_security import Credentials, TlsOptions

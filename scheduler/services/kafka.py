@@ -298,6 +298,11 @@ class SecuredKafka(Kafka):
     def client_config(self) -> dict[str, str]:
         return login_config(self.tls.ca, *ADMIN)
 
+    def check(self, timeout: float) -> None:
+        # Said before librdkafka, which refuses a missing CA file in words about OpenSSL.
+        self.tls.require(self.name)
+        super().check(timeout)
+
     def certificate_config(self) -> dict[str, str]:
         """The librdkafka settings of a client that logs in on `mtls_address` with the client
         certificate, as `CERT_PRINCIPAL`."""

@@ -118,8 +118,12 @@ def status(name: str) -> ServerStatus:
     problem = _health(srv)
     if problem is None:
         detail = "" if pid is not None else "external (not started from this state dir)"
+    elif pid is not None:
+        detail = f"pid {pid} running but {problem}"
+    elif not port_open(srv.host, srv.port):
+        detail = f"{problem}; `scheduler services up {name}` starts it"
     else:
-        detail = problem if pid is None else f"pid {pid} running but {problem}"
+        detail = problem
     return ServerStatus(name, pid, srv.address, problem is None, detail)
 
 

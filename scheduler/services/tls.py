@@ -48,9 +48,8 @@ class TlsFiles:
     def node_truststore(self) -> Path:
         return self.root / "truststore.p12"
 
-    def make(self, java: str) -> None:
-        """Make the CA and both certificates, unless all their files exist already (then they
-        are kept; if any is missing, all are made anew, so that they chain to one CA)."""
+    def made(self) -> bool:
+        """Whether every file `make` writes exists."""
         made = (
             self.ca,
             self.client_cert,
@@ -58,7 +57,21 @@ class TlsFiles:
             self.node_keystore,
             self.node_truststore,
         )
-        if all(path.is_file() for path in made):
+        return all(path.is_file() for path in made)
+
+    def require(self, server: str) -> None:
+        """Raise a `ServiceError` saying so unless the certificates exist: no client of the
+        secured `server` gets in without them."""
+        if not self.made():
+            raise ServiceError(
+                f"not set up from this state dir: the certificates a client needs are not in "
+                f"{self.root}; `scheduler services up {server}` makes them and starts it"
+            )
+
+    def make(self, java: str) -> None:
+        """Make the CA and both certificates, unless all their files exist already (then they
+        are kept; if any is missing, all are made anew, so that they chain to one CA)."""
+        if self.made():
             return
         openssl = shutil.which("openssl")
         if openssl is None:

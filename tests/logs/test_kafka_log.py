@@ -214,6 +214,36 @@ def test_security_settings_the_broker_does_not_speak_fail_at_once_saying_why(cap
 
 
 @pytest.mark.kafka
+def test_the_failed_handshake_is_named_even_when_the_bare_hang_up_was_logged_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """librdkafka logs a TLS client's hang-up by a plaintext listener both as "Disconnected:
+    SSL connection closed by peer" and as "SSL handshake failed: ...", in either order; on a
+    loaded machine the bare one often came first, and the error then did not say why. Here
+    the first lines collected start with a bare one, as librdkafka words it."""
+    collect = KafkaTaskLog._connection_failures
+    bare = (
+        f"ssl://{kafka_bootstrap()}/bootstrap: Disconnected: SSL connection closed by peer "
+        "(after 0ms in state SSL_HANDSHAKE)"
+    )
+    calls = itertools.count()
+
+    def bare_first(log: KafkaTaskLog) -> list[str]:
+        lines = collect(log)
+        return [bare, *lines] if next(calls) == 0 else lines
+
+    monkeypatch.setattr(KafkaTaskLog, "_connection_failures", bare_first)
+    with pytest.raises(BackendUnavailableError) as raised:
+        KafkaTaskLog(
+            bootstrap_servers=kafka_bootstrap(),
+            producer_config={"security.protocol": "SSL"},
+            request_timeout_s=2,
+        )
+    assert "connection failure: ssl://" in str(raised.value)
+    assert "SSL handshake failed" in str(raised.value)
+
+
+@pytest.mark.kafka
 def test_keyed_records_land_where_the_java_default_partitioner_puts_them() -> None:
     partitions = 13
     log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=f"test-{uuid.uuid4().hex}")

@@ -6,6 +6,7 @@ stopped: the one restart test brings Kafka back before it returns.
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -187,6 +188,42 @@ def test_status_lists_the_secured_node_only_while_it_runs() -> None:
     shown = CliRunner().invoke(cli, ["services", "status"])
     assert "cassandra-secured" in shown.output
     assert "127.0.0.1:9142" in shown.output
+
+
+def test_status_without_the_secured_servers_certificates_says_what_each_server_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Something answers on the secured servers' ports (another state dir's servers; here a
+    bare socket), but this state dir never made their certificates: the secured broker's health
+    check died of librdkafka's "ssl.ca.location failed", and with it `status`."""
+    from click.testing import CliRunner
+
+    from scheduler.cli.main import cli
+
+    monkeypatch.setenv("SCHEDULER_SERVICES_DIR", str(tmp_path))
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        taken = str(listener.getsockname()[1])
+        for variable, port in {
+            "SCHEDULER_SERVICES_KAFKA_PORT": "1",  # nothing listens there
+            "SCHEDULER_SERVICES_CASSANDRA_PORT": "1",
+            "SCHEDULER_SERVICES_KAFKA_SECURED_PORT": taken,
+            "SCHEDULER_SERVICES_CASSANDRA_SECURED_PORT": taken,
+        }.items():
+            monkeypatch.setenv(variable, port)
+        shown = CliRunner().invoke(cli, ["services", "status"])
+        secured = [launcher.status(name) for name in launcher.SECURED]
+
+    assert isinstance(shown.exception, SystemExit), shown.exception  # exit 1: servers are down
+    assert shown.exit_code == 1
+    for name in launcher.SERVERS:
+        assert f"nothing listening on 127.0.0.1:1; `scheduler services up {name}` starts it" in (
+            shown.output
+        )
+    for status in secured:  # not started from here: not listed, and not healthy
+        assert not status.healthy
+        assert status.name not in shown.output
+        assert f"not in {tmp_path / status.name / 'tls'}" in status.detail
+        assert f"`scheduler services up {status.name}` makes them" in status.detail
 
 
 def test_down_and_restart_take_server_names(
