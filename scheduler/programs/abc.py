@@ -7,7 +7,9 @@ Contract (the suite in tests/contracts/test_run_store_contract.py holds every ad
   made before, never a second one).
 * `transition` changes a run's record only if its status is one of `expected`, and says whether
   it did: the run task and an operator's kill may race on a PENDING run and exactly one wins.
-  Writes of one run otherwise come from its own task queue (`run:<run_id>`), one at a time.
+  Writes of one run otherwise come from the one task that starts it (its `run:<run_id>` task,
+  or the `run-many` task of its launch batch), one at a time. `transition_many` is
+  `transition` for several runs in one store write, each run conditional on its own status.
 * `active` lists a program's PENDING and RUNNING runs. The launch decides concurrency limits on
   it inside the program's queue (`program:<name>`), the only place a run is created, so a count
   can only fall between the look and the create, never rise.
@@ -70,10 +72,20 @@ class RunStore(ABC):
     def get(self, run_id: str) -> Run | None:
         """The run of this id, or None if there is none (never made, or expired)."""
 
+    def get_many(self, run_ids: Sequence[str]) -> dict[str, Run]:
+        """The runs of these ids that exist, by id; adapters read them in one go."""
+        found = {run_id: self.get(run_id) for run_id in run_ids}
+        return {run_id: run for run_id, run in found.items() if run is not None}
+
     @abstractmethod
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
         """Replace the stored record of `run.run_id` with `run` if its stored status is one of
         `expected`; True if it did, False if the status was another or the run is missing."""
+
+    def transition_many(self, runs: Sequence[Run], expected: Collection[RunStatus]) -> list[bool]:
+        """`transition` for each run (distinct ids), in order: whether each was written.
+        Adapters write them in one go; each run is still conditional on its own status."""
+        return [self.transition(run, expected) for run in runs]
 
     @abstractmethod
     def active(self, program: str) -> list[Run]:

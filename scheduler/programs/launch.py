@@ -22,6 +22,7 @@ WORKFLOW_EXECUTOR = "workflow"
 """The executor route of launch, run and reply tasks."""
 PROGRAM_QUEUE = "program:"
 RUN_QUEUE = "run:"
+BATCH_QUEUE = "runs:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,4 +164,23 @@ def run_task(run_id: str, created_ms: int) -> Task:
         from_epoch_ms(created_ms),
         "run",
         {"executor": WORKFLOW_EXECUTOR, "op": "run", "run_id": run_id},
+    )
+
+
+def batch_of(program: str, run_ids: Sequence[str]) -> str:
+    """The ordering id of the `run-many` task that starts these runs of `program` (the
+    limit-free runs of one launch batch): `runs:<program>:<digest of the run ids>`, so a launch
+    batch re-executed after a crash names the same task, and every batch runs in a queue of its
+    own, in parallel with the others."""
+    digest = hashlib.sha1("\n".join(run_ids).encode()).hexdigest()
+    return f"{BATCH_QUEUE}{program}:{digest[:20]}"
+
+
+def run_many_task(batch: str, run_ids: Sequence[str], created_ms: int) -> Task:
+    """The task that starts, runs and ends the runs of `batch` (`batch_of`) together."""
+    return Task(
+        batch,
+        from_epoch_ms(created_ms),
+        "run-many",
+        {"executor": WORKFLOW_EXECUTOR, "op": "run-many", "run_ids": list(run_ids)},
     )

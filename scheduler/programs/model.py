@@ -166,6 +166,9 @@ class Run:
     """Why it failed, or who killed it."""
     request_key: str = ""
     """What caused it (schedule + logical time, job + partition, operator request id)."""
+    batch: str | None = None
+    """The ordering id of the `run-many` task that starts it with the other limit-free runs of
+    its launch batch, or None when it has a `run` task of its own (`run:<run_id>`)."""
 
     def with_status(self, status: RunStatus, **changes: Any) -> Run:
         return replace(self, status=status, **changes)
@@ -184,6 +187,7 @@ class Run:
             "attempts": self.attempts,
             "last_error": self.last_error,
             "request_key": self.request_key,
+            **({} if self.batch is None else {"batch": self.batch}),
         }
 
     @classmethod
@@ -201,4 +205,5 @@ class Run:
             attempts=int(data.get("attempts") or 0),
             last_error=data.get("last_error"),
             request_key=data.get("request_key") or "",
+            batch=data.get("batch"),
         )

@@ -2,8 +2,11 @@
 start a program by hand, kill a run.
 
 A start is a launch request in the program's queue (a worker decides it, under the program's
-concurrency); a kill cancels the run's task (which stops its process or Spark job group), and a
-run still PENDING is ended KILLED here, with a conditional write the run's own task cannot race.
+concurrency). A kill of a run with a `run` task of its own cancels that task (which stops its
+process or Spark job group). A run of a launch batch shares its `run-many` task with the other
+runs of the batch, so its kill is written to its record instead (KILLED, conditional on RUNNING):
+the batch task reads its running runs' records and cancels that run alone. Either way a run
+still PENDING is ended KILLED here, with a conditional write its task cannot race.
 """
 
 from __future__ import annotations
@@ -58,16 +61,17 @@ def start(
 def kill(
     client: SchedulerClient, run_store: RunStore, settings: Settings, run_id: str, *, now_ms: int
 ) -> bool:
-    """Kill the run: its task is cancelled; a run still PENDING ends KILLED at once (and its
-    status event is published). True when it was killed before it started; `TaskStateError`
-    when it had ended already."""
+    """Kill the run: a run still PENDING ends KILLED at once (and its status event is
+    published); a running one is stopped by its task, which then ends it KILLED and publishes
+    it. True when it was killed before it started; `TaskStateError` when it had ended already."""
     from scheduler.programs.events import EventPublisher, ProgramStatusEvent
     from scheduler.programs.runtime import build_events_log
 
     run = get_run(run_store, run_id)
     if run.status.is_terminal:
         raise TaskStateError(f"run {run_id} already ended {run.status}; nothing to kill")
-    client.cancel_task(run_task(run.run_id, run.created_ms).key).result(ACK_TIMEOUT_S)
+    if run.batch is None:
+        client.cancel_task(run_task(run.run_id, run.created_ms).key).result(ACK_TIMEOUT_S)
     killed = run.with_status(RunStatus.KILLED, ended_ms=now_ms, last_error="killed by an operator")
     if run.status is RunStatus.PENDING and run_store.transition(killed, {RunStatus.PENDING}):
         events_log = build_events_log(settings)
@@ -78,4 +82,16 @@ def kill(
             publisher.close()
             events_log.close()
         return True
+    if run.batch is not None:
+        kill_batch_run(run_store, run_id, now_ms=now_ms)
     return False
+
+
+def kill_batch_run(run_store: RunStore, run_id: str, *, now_ms: int) -> bool:
+    """Write RUNNING run `run_id` of a launch batch KILLED, for its `run-many` task to stop it
+    (and publish its status); False if it is not RUNNING (it ended meanwhile)."""
+    run = run_store.get(run_id)
+    if run is None or run.status is not RunStatus.RUNNING:
+        return False
+    killed = run.with_status(RunStatus.KILLED, ended_ms=now_ms, last_error="killed by an operator")
+    return run_store.transition(killed, {RunStatus.RUNNING})

@@ -1,6 +1,6 @@
 """The `workflow` executor route: launches and runs programs as engine tasks, nothing else.
 
-Three operations, each a task:
+Four operations, each a task:
 
 * `launch` (queue `program:<name>`, one writer per program): if the run of this request exists
   already (the task is re-executed after a crash), only make sure its run task is enqueued.
@@ -13,6 +13,12 @@ Three operations, each a task:
   program failed: no launch retries, as the seeds ship) or KILLED (an operator cancelled the
   task), then publish its program-status event. A run found already terminal (the task ran to
   its end and the worker died before the engine recorded it) only publishes its event again.
+* `launch-many` (queue `program:<name>`): `launch` for a batch of requests (a tick's fires of
+  one program). The limit-free runs are written PENDING in one store write, each marked with
+  the batch it belongs to, and started by ONE `run-many` task (queue `runs:<program>:<digest>`,
+  `batch_of`; see `batch_run.py`): it does for each of its runs what `run` does, with the starts
+  and the ends written in batches and the programs on a bounded set of threads. A request with a
+  concurrency limit is launched alone, after them, as by `launch`.
 * `launch-refused`: the default reply route for requesters without their own; it logs.
 
 Every step is safe to repeat: deterministic ids and keys, conditional writes, and a publish
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from scheduler import metrics
@@ -35,11 +42,17 @@ from scheduler.executors.abc import (
     ExecutionContext,
     Executor,
 )
-from scheduler.model import Task, to_epoch_ms
+from scheduler.model import Task, TaskKey, to_epoch_ms
 from scheduler.programs.abc import RunStore
 from scheduler.programs.catalog import ProgramCatalog
 from scheduler.programs.events import EventPublisher, ProgramStatusEvent, publishing_with
-from scheduler.programs.launch import LaunchRequest, requests_of, run_task
+from scheduler.programs.launch import (
+    LaunchRequest,
+    batch_of,
+    requests_of,
+    run_many_task,
+    run_task,
+)
 from scheduler.programs.model import ACTIVE, Run, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -60,7 +73,11 @@ class WorkflowExecutor:
         events: EventPublisher | None = None,
         clock: Callable[[], int] = now_ms,
         timeout_s: float = 60.0,
+        batch_threads: int = 16,
+        kill_watch_s: float = 1.0,
     ) -> None:
+        from scheduler.programs.batch_run import BatchRunner
+
         self.catalog = catalog
         self.runs = runs
         self.client = client
@@ -71,6 +88,9 @@ class WorkflowExecutor:
         self.events = events
         self.clock = clock
         self.timeout_s = timeout_s
+        self.batches = BatchRunner(self, threads=batch_threads, kill_watch_s=kill_watch_s)
+        """Runs the `run-many` tasks: at most `batch_threads` programs at once per task, its
+        running runs' records read every `kill_watch_s` for an operator's kill."""
 
     def validate(self, task: Task) -> None:
         """Enqueue-time check: a launch names a known program."""
@@ -85,12 +105,14 @@ class WorkflowExecutor:
             self.launch_many(requests_of(task))
         elif op == "run":
             self.run(str(task.data["run_id"]), task, context)
+        elif op == "run-many":
+            self.batches(task, context)
         elif op == "launch-refused":
             logger.info("launch of %s refused: %s", task.data.get("program"), dict(task.data))
         else:
             raise TaskDataError(
                 f"task {task.key} asks the workflow executor for op {op!r}; "
-                "use launch, launch-many, run or launch-refused"
+                "use launch, launch-many, run, run-many or launch-refused"
             )
 
     # -- launch -----------------------------------------------------------------------------
@@ -111,24 +133,29 @@ class WorkflowExecutor:
         return stored
 
     def launch_many(self, requests: Sequence[LaunchRequest]) -> None:
-        """`launch` for requests of one program in its queue, batched: runs written PENDING
-        in one `RunStore.create_many` (conditional, as `create`) and their run tasks sent in
-        one call. A request with a concurrency limit is launched alone (`launch`), after them."""
-        made: list[Run] = []
-        limited: list[LaunchRequest] = []
-        now = self.clock()
-        for request in requests:
-            if request.concurrency is not None:
-                limited.append(request)
-                continue
-            made.append(self._pending_run(request, now))
-        stored = self.runs.create_many(made)
-        metrics.RUNS_LAUNCHED.inc(
-            sum(1 for run, kept in zip(made, stored, strict=True) if run == kept)
-        )
-        if stored:
-            tasks = [run_task(run.run_id, run.created_ms) for run in stored]
-            self.client.schedule_tasks(tasks).result(self.timeout_s)
+        """`launch` for requests of one program in its queue, batched: the limit-free runs
+        written PENDING in one `RunStore.create_many` (conditional, as `create`), marked with
+        their batch, and one `run-many` task sent for those the batch made. A request with a
+        concurrency limit is launched alone (`launch`), after them."""
+        free = [request for request in requests if request.concurrency is None]
+        limited = [request for request in requests if request.concurrency is not None]
+        if free:
+            batch = batch_of(free[0].program, [request.run_id for request in free])
+            now = self.clock()
+            made = [replace(self._pending_run(request, now), batch=batch) for request in free]
+            stored = self.runs.create_many(made)
+            metrics.RUNS_LAUNCHED.inc(
+                sum(1 for run, kept in zip(made, stored, strict=True) if run == kept)
+            )
+            # A run stored before (by another launch, or another batch of an earlier try of
+            # the requester) is started by the task that made it: never by two tasks at once.
+            mine = [run for run in stored if run.batch == batch]
+            tasks = [run_task(run.run_id, run.created_ms) for run in stored if run.batch is None]
+            if mine:
+                first = min(run.created_ms for run in mine)
+                tasks.append(run_many_task(batch, [run.run_id for run in mine], first))
+            if tasks:
+                self.client.schedule_tasks(tasks).result(self.timeout_s)
         for request in limited:  # after the batch: its runs count against their limits
             self.launch(request)
 
@@ -200,8 +227,18 @@ class WorkflowExecutor:
         return run
 
     def _execute(self, run: Run, task: Task, context: ExecutionContext) -> Run:
+        ended = self.run_program(run, task.key, context)
+        if not self.runs.transition(ended, {RunStatus.RUNNING}):
+            ended = self.runs.get(run.run_id) or ended
+        metrics.RUNS_ENDED.labels(str(ended.status)).inc()
+        return ended
+
+    def run_program(self, run: Run, key: TaskKey, context: ExecutionContext) -> Run:
+        """Run the program of RUNNING `run` under `key` and `context`; the run as it ended (not
+        written). Raises when the attempt was interrupted (revoked, shutting down): the run
+        stays RUNNING and its next attempt runs it again."""
         program = self.catalog.get(run.program)
-        inner = Task.from_key(task.key, program.task_data(run.arguments))
+        inner = Task.from_key(key, program.task_data(run.arguments))
         error: BaseException | None = None
         metrics.RUNS_RUNNING.inc()
         # The program sees its own task through the context too (a Spark job reads its
@@ -227,11 +264,7 @@ class WorkflowExecutor:
         else:
             # Revoked or shutting down: the next owner runs the task again (attempt + 1).
             raise error
-        ended = run.with_status(status, **changes)
-        if not self.runs.transition(ended, {RunStatus.RUNNING}):
-            ended = self.runs.get(run.run_id) or ended
-        metrics.RUNS_ENDED.labels(str(ended.status)).inc()
-        return ended
+        return run.with_status(status, **changes)
 
     def _publish(self, run: Run) -> None:
         if self.events is not None:

@@ -1,17 +1,18 @@
 """The run store on Cassandra, sharing the task store's connection and keyspace.
 
 A run is created with a lightweight transaction (`IF NOT EXISTS`: a launch re-executed on another
-worker gets the run the first made) and changed with conditional updates (`IF status IN ...`: a
-kill and the start of a PENDING run cannot both win). `runs_by_program` pages with clustering
-bounds, never by skipping rows. A crash between the `runs` write and the index writes leaves them
-stale until the run's next write; `active` checks each listed run's record, so a stale entry is
-never counted. Every write carries the retention as its TTL; listing every program's runs reads
-`runs` (an admin read, bounded by `_SCAN_LIMIT`) and sorts it here.
+worker gets the run the first made) and changed with conditional updates (`IF status IN ...`: a kill
+and the start of a PENDING run cannot both win; `transition_many` sends them concurrently, each
+conditional on its own run's status). `runs_by_program` pages with clustering bounds, never by
+skipping rows. A crash between the `runs` write and the index writes leaves them stale until the
+run's next write; `active` checks each listed run's record, so a stale entry is never counted. Every
+write carries the retention as its TTL; listing every program's runs reads `runs` (an admin read,
+bounded by `_SCAN_LIMIT`) and sorts it here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from scheduler.programs.abc import RunCursor, RunStore, comes_after
 from scheduler.programs.model import ACTIVE, Run, RunStatus
@@ -77,6 +78,55 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
     def get(self, run_id: str) -> Run | None:
         rows = self._one("get", (run_id,), f"read run {run_id}")
         return read_run(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def get_many(self, run_ids: Sequence[str]) -> dict[str, Run]:
+        ids = list(dict.fromkeys(run_ids))
+        answers = self._many([("get", (run_id,)) for run_id in ids], f"read {len(ids)} runs")
+        return {
+            run_id: read_run(rows[0][0])
+            for run_id, rows in zip(ids, answers, strict=True)
+            if rows and rows[0][0] is not None
+        }
+
+    def transition_many(self, runs: Sequence[Run], expected: Collection[RunStatus]) -> list[bool]:
+        statuses = [str(s) for s in expected]
+        records = [dump_run(run) for run in runs]
+        items = [
+            (
+                "transition",
+                (self.ttl_s, r.program, str(r.status), r.created_ms, text, r.run_id, statuses),
+            )
+            for r, text in zip(runs, records, strict=True)
+        ]
+        answers = self._many(items, f"update {len(runs)} runs")
+        written = [bool(rows and rows[0][0]) for rows in answers]
+        unsure = [run.run_id for run, ok in zip(runs, written, strict=True) if not ok]
+        if unsure:
+            # A retried statement whose first try applied answers "not applied": our record.
+            stored = self.get_many(unsure)
+            written = [
+                ok or (run.run_id in stored and dump_run(stored[run.run_id]) == text)
+                for run, ok, text in zip(runs, written, records, strict=True)
+            ]
+        self._index_many([run for run, ok in zip(runs, written, strict=True) if ok])
+        return written
+
+    def _index_many(self, runs: Sequence[Run]) -> None:
+        items: list[tuple[str, tuple[object, ...]]] = []
+        for run in runs:
+            text = dump_run(run)
+            items.append(
+                (
+                    "index",
+                    (run.program, run.created_ms, run.run_id, str(run.status), text, self.ttl_s),
+                )
+            )
+            if run.status.is_active:
+                items.append(("activate", (run.program, run.run_id, run.created_ms, self.ttl_s)))
+            else:
+                items.append(("deactivate", (run.program, run.run_id)))
+        if items:
+            self._many(items, f"index {len(runs)} runs")
 
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
         record = dump_run(run)

@@ -81,23 +81,35 @@ class SqliteRunStore(SqliteFile, RunStore):
         )
         return read_run(row[0][0]) if row else None
 
+    def get_many(self, run_ids: Sequence[str]) -> dict[str, Run]:
+        found: dict[str, Run] = {}
+        for chunk, marks in in_chunks(list(dict.fromkeys(run_ids))):
+            rows = self._read(
+                f"SELECT run_id, record FROM runs WHERE run_id IN ({marks}) AND expires_ms > ?",
+                (*chunk, _now_ms()),
+            )
+            found.update((run_id, read_run(record)) for run_id, record in rows)
+        return found
+
     def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
+        return self.transition_many([run], expected)[0]
+
+    def transition_many(self, runs: Sequence[Run], expected: Collection[RunStatus]) -> list[bool]:
+        """One transaction: an `UPDATE ... WHERE status IN (...)` per run (its row count says
+        whether that run was written), one commit for all."""
         now = _now_ms()
         marks = ",".join("?" * len(expected))
+        statuses = [str(s) for s in expected]
+        sql = (
+            "UPDATE runs SET status = ?, expires_ms = ?, record = ? "
+            f"WHERE run_id = ? AND expires_ms > ? AND status IN ({marks})"
+        )
+        written: list[bool] = []
         with self._transaction() as db:
-            cursor = db.execute(
-                f"UPDATE runs SET status = ?, expires_ms = ?, record = ? "
-                f"WHERE run_id = ? AND expires_ms > ? AND status IN ({marks})",
-                (
-                    str(run.status),
-                    self._expiry(now),
-                    dump_run(run),
-                    run.run_id,
-                    now,
-                    *(str(s) for s in expected),
-                ),
-            )
-            return cursor.rowcount == 1
+            for run in runs:
+                row = (str(run.status), self._expiry(now), dump_run(run), run.run_id, now)
+                written.append(db.execute(sql, (*row, *statuses)).rowcount == 1)
+        return written
 
     def active(self, program: str) -> list[Run]:
         runs = self.list_runs(program=program, statuses=ACTIVE, limit=1_000_000)

@@ -203,3 +203,40 @@ def test_a_run_id_twice_in_one_create_many_is_created_once_as_first_given(
     assert run_store.create_many([first, other, second]) == [first, other, first]
     assert run_store.get(first.run_id) == first
     assert len(run_store.list_runs(program="clean")) == 2
+
+
+def test_many_runs_read_back_by_id_without_the_missing_ones(run_store: RunStore) -> None:
+    runs = run_store.create_many([a_run(request=f"r{i}") for i in range(3)])
+    missing = run_id_for("clean", "never")
+    found = run_store.get_many([runs[2].run_id, missing, runs[0].run_id])
+    assert found == {runs[2].run_id: runs[2], runs[0].run_id: runs[0]}
+    assert run_store.get_many([]) == {}
+
+
+def test_a_transition_of_many_runs_applies_to_each_only_from_an_expected_status(
+    run_store: RunStore,
+) -> None:
+    pending, running, ended = run_store.create_many([a_run(request=f"r{i}") for i in range(3)])
+    assert run_store.transition(running.with_status(RunStatus.RUNNING), {RunStatus.PENDING})
+    assert run_store.transition(ended.with_status(RunStatus.KILLED), {RunStatus.PENDING})
+    missing = a_run(request="never")
+    changes = [
+        run.with_status(RunStatus.COMPLETED, ended_ms=BASE_MS + 9)
+        for run in (pending, running, ended, missing)
+    ]
+    assert run_store.transition_many(changes, {RunStatus.RUNNING}) == [False, True, False, False]
+    stored = run_store.get_many([pending.run_id, running.run_id, ended.run_id])
+    assert [stored[r.run_id].status for r in (pending, running, ended)] == [
+        RunStatus.PENDING,
+        RunStatus.COMPLETED,
+        RunStatus.KILLED,
+    ]
+    assert run_store.get(missing.run_id) is None
+    assert [r.run_id for r in run_store.active("clean")] == [pending.run_id]
+    assert run_store.transition_many([], ACTIVE) == []
+
+
+def test_a_run_of_a_batch_reads_back_with_its_batch(run_store: RunStore) -> None:
+    run = run_store.create(a_run(request="r1", batch="runs:clean:0123"))
+    assert run_store.get(run.run_id) == run
+    assert run.batch == "runs:clean:0123"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from scheduler.errors import TaskCancelledError, UnknownProgramError
 from scheduler.executors.abc import CANCELLED_BY_OPERATOR, TIMED_OUT, ExecutionContext
 from scheduler.model import Task, TaskKey
-from scheduler.programs.events import ProgramStatusEvent
+from scheduler.programs.events import EventPublisher, ProgramStatusEvent
 from scheduler.programs.launch import LAUNCH_BATCH, launch_batches, requests_of, run_task
 from scheduler.programs.model import Run, RunStatus
 from scheduler.programs.subscriber import ReceivedEvent
@@ -385,3 +386,58 @@ def test_launch_batches_split_at_the_batch_size_keyed_by_their_requests() -> Non
     # Other requests make other tasks: a pending batch is never overwritten by a smaller one.
     fewer = launch_batches(launches[1:], "tick:3")
     assert not {b.key for b in fewer} & {b.key for b in batches}
+
+
+def test_a_launch_batch_starts_its_runs_in_one_task_and_kills_one_of_them_alone(
+    tmp_path: Path,
+) -> None:
+    from scheduler.programs.operator import kill
+    from scheduler.testing import TEST_SETTINGS
+
+    stopped: dict[str, str | None] = {}
+
+    def programs(task: Task, context: ExecutionContext) -> None:
+        if task.data["vars"].get("wait") == "true":
+            context.cancelled.wait(30)
+            stopped[task.ordering_id] = context.reason
+            context.raise_if_cancelled()
+
+    published: list[ProgramStatusEvent] = []
+
+    class Recording:
+        def __init__(self, real: EventPublisher) -> None:
+            self.real = real
+
+        def publish(self, event: ProgramStatusEvent) -> Future[int]:
+            published.append(event)
+            return self.real.publish(event)
+
+    with programs_engine(tmp_path) as p:
+        p.workflow.programs = programs
+        p.workflow.events = Recording(p.publisher)  # type: ignore[assignment]
+        p.workflow.batches.kill_watch_s = 0.05
+        launches = [request("ok", f"schedule:s{i}:1:0") for i in range(4)]
+        victim = replace(launches[0], properties={"wait": "true"})
+        launches[0] = victim
+        p.engine.client.schedule_tasks(launch_batches(launches, "tick:0")).result(10)
+        running = wait_for(
+            lambda: (r := p.runs.get(victim.run_id)) is not None and r.status.is_active and r
+        )
+        assert running.batch is not None and running.batch.startswith("runs:ok:")
+        others = [ended(p, launch.run_id) for launch in launches[1:]]
+        assert {r.status for r in others} == {RunStatus.COMPLETED}
+        assert {r.batch for r in others} == {running.batch}
+        wait_for(lambda: (r := p.runs.get(victim.run_id)) and r.status is RunStatus.RUNNING)
+        killed_before_start = kill(
+            p.engine.client, p.runs, TEST_SETTINGS, victim.run_id, now_ms=running.created_ms + 1
+        )
+        assert not killed_before_start
+        run = ended(p, victim.run_id)
+        p.engine.join()
+        assert run.status is RunStatus.KILLED
+        assert run.last_error == "killed by an operator"
+        assert stopped == {f"run:{victim.run_id}": CANCELLED_BY_OPERATOR}
+    assert {(e.run_id, e.status) for e in published} == {
+        (victim.run_id, RunStatus.KILLED),
+        *((r.run_id, RunStatus.COMPLETED) for r in others),
+    }
