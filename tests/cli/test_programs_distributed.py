@@ -24,12 +24,18 @@ pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 def programs_file(tmp_path: Path) -> tuple[Path, Path]:
     ran = tmp_path / "ran.txt"
     path = tmp_path / "programs.toml"
+    napping = f"import time; open({str(ran)!r}, 'a').write('{{{{who}}}}\\\\n'); "
+    napping += "time.sleep(float('{{secs}}'))"
     path.write_text(
         f"""
 [programs.hello]
 kind = "command"
 argv = ["{sys.executable}", "-c", "open({str(ran)!r}, 'a').write('{{{{who}}}}\\\\n')"]
 properties = {{who = "world"}}
+
+[programs.napping]
+kind = "command"
+argv = ["{sys.executable}", "-c", "{napping}"]
 
 [programs.sleepy]
 kind = "command"
@@ -151,3 +157,86 @@ def test_schema_apply_creates_the_run_tables(with_programs, run, monkeypatch) ->
     listed = run("runs", "list", "--json")
     assert listed.exit_code == 0, listed.output
     assert json.loads(listed.output) == []
+
+
+def send_batch(topic: str, program: str, arguments: list[dict[str, str]]) -> list[str]:
+    """A `launch-many` task of one request per `arguments`, as a tick sends it; the run ids."""
+    from datetime import UTC, datetime
+
+    from scheduler.client import SchedulerClient
+    from scheduler.programs.launch import LaunchRequest, launch_batches
+    from scheduler.programs.model import StartedBy, StarterKind
+    from tests.servers import kafka_bootstrap
+
+    now = datetime.now(UTC)
+    requests = [
+        LaunchRequest(
+            program=program,
+            request_key=f"schedule:s{i}@{now.isoformat()}",
+            started_by=StartedBy(StarterKind.SCHEDULE, f"s{i}"),
+            requested_at=now,
+            properties=properties,
+        )
+        for i, properties in enumerate(arguments)
+    ]
+    log = KafkaTaskLog(bootstrap_servers=kafka_bootstrap(), topic=topic)
+    client = SchedulerClient(log=log)
+    try:
+        client.schedule_tasks(launch_batches(requests, "test")).result(60)
+    finally:
+        client.close()
+        log.close()
+    return [request.run_id for request in requests]
+
+
+def test_a_worker_killed_mid_batch_runs_each_run_of_the_batch_once(
+    with_programs, run, worker, tmp_path
+) -> None:
+    marker = tmp_path / "crashed"
+    assert run("schema", "apply").exit_code == 0
+    assert run("topic", "create").exit_code == 0
+    child = crashing_worker("run-many", marker)
+    arguments = [{"who": f"b{i}", "secs": "0"} for i in range(3)]
+    run_ids = send_batch(with_programs["SCHEDULER_TOPIC"], "napping", arguments)
+    assert child.wait(timeout=180) == 9, child.stderr.read() if child.stderr else ""
+    assert marker.read_text() == "run-many"
+
+    worker()
+    done = wait_for(
+        lambda: (
+            len(ended := [r for r in runs_of(run, "napping") if r["status"] == "COMPLETED"]) == 3
+            and ended
+        ),
+        timeout=180,
+    )
+    assert sorted(r["run_id"] for r in done) == sorted(run_ids)
+    assert {r["attempts"] for r in done} == {2}  # the first attempt died before the programs
+    assert {r["batch"] for r in done} == {done[0]["batch"]}
+    assert sorted(with_programs["ran"].read_text().split()) == ["b0", "b1", "b2"]
+
+
+def test_runs_kill_stops_one_run_of_a_batch_and_the_others_complete(
+    with_programs, run, worker
+) -> None:
+    assert run("schema", "apply").exit_code == 0
+    assert run("topic", "create").exit_code == 0
+    worker()
+    arguments = [{"who": "victim", "secs": "120"}, {"who": "b1", "secs": "3"}]
+    victim, other = send_batch(with_programs["SCHEDULER_TOPIC"], "napping", arguments)
+    wait_for(lambda: [r for r in runs_of(run, "napping") if r["status"] == "RUNNING"], timeout=180)
+    killed = run("runs", "kill", victim)
+    assert killed.exit_code == 0, killed.output
+    assert "is being killed" in killed.output
+
+    def status(run_id: str) -> str:
+        return str(json.loads(run("runs", "show", run_id, "--json").output)["status"])
+
+    wait_for(lambda: status(victim) == "KILLED", timeout=60)
+    wait_for(lambda: status(other) == "COMPLETED", timeout=120)
+    shown = json.loads(run("runs", "show", victim, "--json").output)
+    assert shown["last_error"] == "killed by an operator"
+    assert shown["batch"].startswith("runs:napping:")
+    # The batch's task ends only once every program of it ended: the victim's was stopped,
+    # long before its 120 s.
+    listed = ["tasks", "list", "--json", "--ordering-id", shown["batch"], "--state", "succeeded"]
+    wait_for(lambda: json.loads(run(*listed).output), timeout=60)

@@ -3,6 +3,8 @@
 
 MODE `launch`: right after the launch wrote the run PENDING, before its run task is enqueued.
 MODE `run`: right after the run was marked RUNNING, before the program started.
+MODE `run-many`: right after a `run-many` task marked its batch's runs RUNNING, before their
+programs started.
 The MARKER file is made as it dies, so a worker started later with it present runs normally.
 """
 
@@ -36,6 +38,18 @@ def main() -> None:
                 return stored
 
             store.create = crashing_create  # type: ignore[method-assign]
+        elif mode == "run-many":
+            transition_many = store.transition_many
+
+            def crashing_transition_many(
+                self: Any, runs: Any, expected: Any, transition_many: Any = transition_many
+            ) -> list[bool]:
+                applied: list[bool] = transition_many(self, runs, expected)
+                if runs and runs[0].status is RunStatus.RUNNING:
+                    die_once()
+                return applied
+
+            store.transition_many = crashing_transition_many  # type: ignore[method-assign]
         else:
             transition = store.transition
 
