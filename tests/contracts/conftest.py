@@ -79,16 +79,17 @@ def _drop_shared_keyspaces() -> Iterator[None]:
     if not _TASK_KEYSPACES:
         return
     from scheduler.stores.cassandra import CassandraTaskStore
-    from tests.servers import _cassandra_contact, secured_cassandra, secured_cassandra_role
+    from tests.servers import _cassandra_contact, _secured_cassandra, secured_cassandra_role
 
+    # The nodes a marked test reached; not `cassandra_contact` or `secured_cassandra`, whose
+    # marker checks would blame the session's last test, during whose teardown this runs. The
+    # role is the one that made the keyspace (cached, like the nodes).
     for (kind, _), keyspace in _TASK_KEYSPACES.items():
         if kind == "cassandra":
-            # The node a marked test reached; not `cassandra_contact`, whose marker check would
-            # blame the session's last test, during whose teardown this runs.
             hosts, port = _cassandra_contact()
             options: dict[str, Any] = {}
         else:
-            node = secured_cassandra()
+            node = _secured_cassandra()
             hosts, port = node.hosts, node.port
             options = {"credentials": secured_cassandra_role(), "tls": node.tls_options()}
         dropper = CassandraTaskStore(hosts=hosts, port=port, keyspace=keyspace, **options)
