@@ -23,6 +23,11 @@ ORDERING_IDS = 97
 LEAD_MS = 300
 SETTLE_S = 8.0
 WINDOW_MS = 10_000
+SMOKE_SETTLE_S = 4.0
+SMOKE_WINDOW_MS = 6_000
+"""`--smoke`: half the settling and a shorter window, still several seconds of steady load on
+every partition (160 tasks/s over 16), so each change moves partitions and their first tasks
+land inside it; the figures mean nothing at smoke size anyway."""
 
 
 def _began(worker: Any, event: str, after_ms: int) -> int | None:
@@ -44,7 +49,9 @@ def _summary(report: Any) -> dict[str, float]:
     }
 
 
-def once(run: Backend, duration_s: float) -> dict[str, dict[str, float]]:
+def once(
+    run: Backend, duration_s: float, *, settle_s: float = SETTLE_S, window_ms: int = WINDOW_MS
+) -> dict[str, dict[str, float]]:
     from scheduler.client import SchedulerClient
     from scheduler.fleet import LoadGenerator, measure_rebalance, read_history
 
@@ -58,15 +65,15 @@ def once(run: Backend, duration_s: float) -> dict[str, dict[str, float]]:
         duration_s=duration_s,
         lead_ms=LEAD_MS,
     ).start()
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     joined_ms = now_ms()
     second = run.start_worker("b")
     second.wait_until_owning(120)
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     first_died = 0.0 if first.alive else 1.0  # a worker that dies in the join spoils the leave
     left_ms = now_ms()
     second.stop(60)
-    time.sleep(WINDOW_MS / 1000 + 2)
+    time.sleep(window_ms / 1000 + 2)
     load.stop()
     load.join(60)
     client.close()
@@ -76,9 +83,9 @@ def once(run: Backend, duration_s: float) -> dict[str, dict[str, float]]:
     leave_began = _began(second, "revoked", left_ms) or left_ms
     # The join's window ends where the leave begins: a partition that went back to the first
     # worker inside it would read as never moved, and its handover as a pause of a kept one.
-    join_until = min(join_began + WINDOW_MS, left_ms)
+    join_until = min(join_began + window_ms, left_ms)
     join = measure_rebalance(history, began_ms=join_began, until_ms=join_until)
-    leave = measure_rebalance(history, began_ms=leave_began, until_ms=leave_began + WINDOW_MS)
+    leave = measure_rebalance(history, began_ms=leave_began, until_ms=leave_began + window_ms)
     return {
         "join": {
             **_summary(join),
@@ -90,7 +97,9 @@ def once(run: Backend, duration_s: float) -> dict[str, dict[str, float]]:
 
 
 def run(options: BenchOptions) -> ScenarioResult:
-    result = ScenarioResult("rebalance", details={"rate_per_s": RATE_PER_S, "window_ms": WINDOW_MS})
+    settle_s = SMOKE_SETTLE_S if options.smoke else SETTLE_S
+    window_ms = SMOKE_WINDOW_MS if options.smoke else WINDOW_MS
+    result = ScenarioResult("rebalance", details={"rate_per_s": RATE_PER_S, "window_ms": window_ms})
     if not options.wants(DISTRIBUTED):
         result.notes.append("needs --backends kafka-cassandra")
         return result
@@ -99,7 +108,7 @@ def run(options: BenchOptions) -> ScenarioResult:
         with backend(
             DISTRIBUTED, options, "rebalance", executor="scheduler.fleet:recording_executor"
         ) as run_:
-            runs.append(once(run_, duration_s=4 * SETTLE_S + 60))
+            runs.append(once(run_, 4 * settle_s + 60, settle_s=settle_s, window_ms=window_ms))
     result.details["runs"] = runs
     for change in ("join", "leave"):
         values = {

@@ -1,7 +1,7 @@
 """Fixtures that build every adapter of a port, so one contract suite runs against all of them.
 
-The real backends sit behind the `kafka` and `cassandra` markers; each test gets a fresh
-keyspace or topic so that tests never see each other's rows or records.
+The real backends sit behind the `kafka` and `cassandra` markers; each test gets a fresh topic,
+and a Cassandra keyspace emptied for it, so that tests never see each other's rows or records.
 """
 
 from __future__ import annotations
@@ -46,17 +46,18 @@ LOGS = [
 ]
 
 
-_TASK_KEYSPACES: dict[float, str] = {}
-"""The plain node's task store keyspace per status retention (its tables' compaction window),
-made by the first test that asks and emptied for each later one: creating a keyspace's tables
-and dropping them took most of each test's time (seconds on an idle node, 20-60 s on a loaded
-one; truncating the tables a tenth of that)."""
+_TASK_KEYSPACES: dict[tuple[str, float], str] = {}
+"""The task store keyspace per node (`cassandra`, `cassandra-secured`) and status retention (its
+tables' compaction window), made by the first test that asks and emptied for each later one:
+creating a keyspace's tables and dropping them took most of each test's time (seconds on an idle
+node, 20-60 s on a loaded one; truncating the tables a tenth of that). On the secured node the
+tests' role made the keyspace, so it owns it and may truncate its tables."""
 
 
-def _task_keyspace(store: Any, status_retention_s: float) -> None:
-    """Open `store` on the shared keyspace of its retention: created (with its tables) the first
-    time, else every table emptied, so each test still starts from an empty store."""
-    if _TASK_KEYSPACES.get(status_retention_s) == store.keyspace:
+def _task_keyspace(store: Any, shared: tuple[str, float]) -> None:
+    """Open `store` on the shared keyspace of its node and retention: created (with its tables)
+    the first time, else every table emptied, so each test still starts from an empty store."""
+    if _TASK_KEYSPACES.get(shared) == store.keyspace:
         store.open(create_schema=False)
         session = store._cluster.connect()
         try:
@@ -69,7 +70,7 @@ def _task_keyspace(store: Any, status_retention_s: float) -> None:
             session.shutdown()
     else:
         store.open(create_schema=True)
-        _TASK_KEYSPACES[status_retention_s] = store.keyspace
+        _TASK_KEYSPACES[shared] = store.keyspace
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -78,13 +79,20 @@ def _drop_shared_keyspaces() -> Iterator[None]:
     if not _TASK_KEYSPACES:
         return
     from scheduler.stores.cassandra import CassandraTaskStore
-    from tests.servers import _cassandra_contact
+    from tests.servers import _cassandra_contact, _secured_cassandra, secured_cassandra_role
 
-    # The node a marked test reached; not `cassandra_contact`, whose marker check would blame
-    # the session's last test, during whose teardown this runs.
-    hosts, port = _cassandra_contact()
-    for keyspace in _TASK_KEYSPACES.values():
-        dropper = CassandraTaskStore(hosts=hosts, port=port, keyspace=keyspace)
+    # The nodes a marked test reached; not `cassandra_contact` or `secured_cassandra`, whose
+    # marker checks would blame the session's last test, during whose teardown this runs. The
+    # role is the one that made the keyspace (cached, like the nodes).
+    for (kind, _), keyspace in _TASK_KEYSPACES.items():
+        if kind == "cassandra":
+            hosts, port = _cassandra_contact()
+            options: dict[str, Any] = {}
+        else:
+            node = _secured_cassandra()
+            hosts, port = node.hosts, node.port
+            options = {"credentials": secured_cassandra_role(), "tls": node.tls_options()}
+        dropper = CassandraTaskStore(hosts=hosts, port=port, keyspace=keyspace, **options)
         try:
             dropper.drop_keyspace()
         finally:
@@ -122,28 +130,21 @@ def _make_store(kind: str, tmp_path: Path, status_retention_s: float) -> Iterato
         # The plain node's stores list ordering ids through the index (off by default), the
         # secured node's without it: the contract holds both ways.
         options["ordering_index"] = kind == "cassandra"
-        shared = kind == "cassandra"  # the secured node's role may not truncate: fresh ones
+        shared = (kind, status_retention_s)
         cassandra = CassandraTaskStore(
             hosts=hosts,
             port=port,
             **options,
-            keyspace=_TASK_KEYSPACES.get(status_retention_s, f"contract_{uuid4().hex[:12]}")
-            if shared
-            else f"contract_{uuid4().hex[:12]}",
+            keyspace=_TASK_KEYSPACES.get(shared, f"contract_{uuid4().hex[:12]}"),
             bucket_ms=BUCKET_MS,
             replication={"class": "SimpleStrategy", "replication_factor": 1},
             consistency="ONE",
             status_retention_s=status_retention_s,
         )
-        if shared:
-            _task_keyspace(cassandra, status_retention_s)
-        else:
-            cassandra.open(create_schema=True)
+        _task_keyspace(cassandra, shared)
         try:
             yield cassandra
         finally:
-            if not shared:
-                cassandra.drop_keyspace()
             cassandra.close()
     else:
         raise ValueError(f"unknown task store {kind!r}")
