@@ -108,15 +108,12 @@ if [ "$containers" = 1 ]; then
   # above has covered. The `kafka-python` variant of the log contract differs from `kafka` only
   # in the client (the producer's send in Python instead of C, SCHEDULER_SPEEDUPS=0), not in
   # anything the server does: the main pass has run it, and the containers' broker is covered
-  # by `kafka` and `kafka-kip848` (22 tests fewer here). The run, schedule and batch store
-  # contracts are left to the main pass as well: they are adapters over the same driver
-  # session, on the same Cassandra release, and what this pass checks is the images (the
-  # engine's two ports and the compose deployment on them; 49 tests fewer here).
+  # by `kafka` and `kafka-kip848` (22 tests fewer here).
   env -u SCHEDULER_KAFKA_BOOTSTRAP -u SCHEDULER_CASSANDRA_HOSTS SCHEDULER_TEST_CONTAINERS=1 \
     .venv/bin/python -m pytest -q -rfEsxX --strict-markers -p no:cacheprovider \
     -m "containers or kafka or cassandra" -k "not secured and not kafka-python" \
-    tests/contracts/test_task_log_contract.py tests/contracts/test_task_store_contract.py \
-    tests/services/test_compose.py tests/services/test_images.py
+    tests/contracts tests/services/test_compose.py \
+    tests/services/test_images.py
   end_phase
 fi
 if [ -n "${cluster_down:-}" ]; then
