@@ -66,14 +66,17 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
         }
 
     def create(self, run: Run) -> Run:
+        text = dump_run(run)
         result = self._runner().result(
             self._q["create"],
-            (run.run_id, run.program, str(run.status), run.created_ms, dump_run(run), self.ttl_s),
+            (run.run_id, run.program, str(run.status), run.created_ms, text, self.ttl_s),
             f"create run {run.run_id}",
         )
-        stored = run if result.was_applied else read_run(stored_value(result, "record"))
-        self._index(stored)
-        return stored
+        if not result.was_applied:  # made before (a re-executed launch): the stored run
+            text = stored_value(result, "record")
+            run = read_run(text)
+        self._index_many([(run, text)])
+        return run
 
     def get(self, run_id: str) -> Run | None:
         rows = self._one("get", (run_id,), f"read run {run_id}")
@@ -98,7 +101,7 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
             )
             for r, text in zip(runs, records, strict=True)
         ]
-        answers = self._many(items, f"update {len(runs)} runs")
+        answers = self._many(items, f"update {_runs(runs)}")
         written = [bool(rows and rows[0][0]) for rows in answers]
         unsure = [run.run_id for run, ok in zip(runs, written, strict=True) if not ok]
         if unsure:
@@ -108,50 +111,25 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
                 ok or (run.run_id in stored and dump_run(stored[run.run_id]) == text)
                 for run, ok, text in zip(runs, written, records, strict=True)
             ]
-        self._index_many([run for run, ok in zip(runs, written, strict=True) if ok])
+        applied = [(run, text) for run, text, ok in zip(runs, records, written, strict=True) if ok]
+        self._index_many(applied)
         return written
 
-    def _index_many(self, runs: Sequence[Run]) -> None:
+    def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
+        return self.transition_many([run], expected)[0]
+
+    def _index_many(self, runs: Sequence[tuple[Run, str]]) -> None:
+        """Write each (run, its record) to the program's index and active set."""
         items: list[tuple[str, tuple[object, ...]]] = []
-        for run in runs:
-            text = dump_run(run)
-            items.append(
-                (
-                    "index",
-                    (run.program, run.created_ms, run.run_id, str(run.status), text, self.ttl_s),
-                )
-            )
+        for run, text in runs:
+            row = (run.program, run.created_ms, run.run_id, str(run.status), text, self.ttl_s)
+            items.append(("index", row))
             if run.status.is_active:
                 items.append(("activate", (run.program, run.run_id, run.created_ms, self.ttl_s)))
             else:
                 items.append(("deactivate", (run.program, run.run_id)))
         if items:
-            self._many(items, f"index {len(runs)} runs")
-
-    def transition(self, run: Run, expected: Collection[RunStatus]) -> bool:
-        record = dump_run(run)
-        row = (self.ttl_s, run.program, str(run.status), run.created_ms, record, run.run_id)
-        statuses = [str(s) for s in expected]
-        result = self._runner().result(
-            self._q["transition"], (*row, statuses), f"update run {run.run_id}"
-        )
-        applied = bool(result.was_applied)
-        if not applied:
-            # A retried statement whose first try applied answers "not applied": our record.
-            stored = self.get(run.run_id)
-            applied = stored is not None and dump_run(stored) == record
-        if applied:
-            self._index(run)
-        return applied
-
-    def _index(self, run: Run) -> None:
-        what = f"index run {run.run_id}"
-        row = (run.program, run.created_ms, run.run_id, str(run.status), dump_run(run), self.ttl_s)
-        self._one("index", row, what)
-        if run.status.is_active:
-            self._one("activate", (run.program, run.run_id, run.created_ms, self.ttl_s), what)
-        else:
-            self._one("deactivate", (run.program, run.run_id), what)
+            self._many(items, f"index {_runs([run for run, _ in runs])}")
 
     def active(self, program: str) -> list[Run]:
         ids = [row[0] for row in self._one("active", (program,), f"list active runs of {program}")]
@@ -161,7 +139,7 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
             if run is not None and run.status.is_active:
                 runs.append(run)
             elif run is not None:  # a crash left the index stale: repair it
-                self._index(run)
+                self._index_many([(run, dump_run(run))])
         return sorted(runs, key=lambda r: (r.created_ms, r.run_id))
 
     def list_runs(
@@ -198,6 +176,11 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
             if len(rows) < count:
                 rows += self._one("by_program_before", (program, after[0], count - len(rows)), what)
         return [read_run(row[0]) for row in rows]
+
+
+def _runs(runs: Sequence[Run]) -> str:
+    """Names the runs in an error: "run <id>" for one, "<n> runs" for more."""
+    return f"run {runs[0].run_id}" if len(runs) == 1 else f"{len(runs)} runs"
 
 
 def _newest_first(run: Run) -> tuple[int, str]:
