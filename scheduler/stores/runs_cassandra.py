@@ -2,12 +2,12 @@
 
 A run is created with a lightweight transaction (`IF NOT EXISTS`: a launch re-executed on another
 worker gets the run the first made) and changed with conditional updates (`IF status IN ...`: a kill
-and the start of a PENDING run cannot both win; `transition_many` sends them concurrently, each
-conditional on its own run's status). `runs_by_program` pages with clustering bounds, never by
-skipping rows. A crash between the `runs` write and the index writes leaves them stale until the
-run's next write; `active` checks each listed run's record, so a stale entry is never counted. Every
-write carries the retention as its TTL; listing every program's runs reads `runs` (an admin read,
-bounded by `_SCAN_LIMIT`) and sorts it here.
+and the start of a PENDING run cannot both win). `create_many` and `transition_many` send theirs
+concurrently, each conditional on its own run. `runs_by_program` pages with clustering bounds,
+never by skipping rows. A crash between the `runs` write and the index writes leaves them stale
+until the run's next write; `active` checks each listed run's record, so a stale entry is never
+counted. Every write carries the retention as its TTL; listing every program's runs reads `runs`
+(an admin read, bounded by `_SCAN_LIMIT`) and sorts it here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from collections.abc import Collection, Sequence
 
 from scheduler.programs.abc import RunCursor, RunStore, comes_after
 from scheduler.programs.model import ACTIVE, Run, RunStatus
-from scheduler.stores._cassandra_session import stored_value
 from scheduler.stores._workflows import dump_run, read_run
 from scheduler.stores.cassandra import CassandraTaskStore, KeyspaceTenant, ttl_of
 
@@ -66,17 +65,27 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
         }
 
     def create(self, run: Run) -> Run:
-        text = dump_run(run)
-        result = self._runner().result(
-            self._q["create"],
-            (run.run_id, run.program, str(run.status), run.created_ms, text, self.ttl_s),
-            f"create run {run.run_id}",
-        )
-        if not result.was_applied:  # made before (a re-executed launch): the stored run
-            text = stored_value(result, "record")
-            run = read_run(text)
-        self._index_many([(run, text)])
-        return run
+        return self.create_many([run])[0]
+
+    def create_many(self, runs: Sequence[Run]) -> list[Run]:
+        """`create` for each run, the conditional inserts sent concurrently (an id given twice is
+        sent once, as first given); a run made before (a re-executed launch, or a retried insert
+        that had applied) is read back."""
+        unique = list({run.run_id: run for run in reversed(runs)}.values())[::-1]
+        texts = [dump_run(run) for run in unique]
+        items = [
+            ("create", (r.run_id, r.program, str(r.status), r.created_ms, text, self.ttl_s))
+            for r, text in zip(unique, texts, strict=True)
+        ]
+        answers = self._many(items, f"create {_runs(unique)}")
+        made = [bool(rows and rows[0][0]) for rows in answers]
+        found = self.get_many([run.run_id for run, ok in zip(unique, made, strict=True) if not ok])
+        stored = {
+            run.run_id: (run, text) if ok or run.run_id not in found else (found[run.run_id], None)
+            for run, text, ok in zip(unique, texts, made, strict=True)
+        }
+        self._index_many([(run, text or dump_run(run)) for run, text in stored.values()])
+        return [stored[run.run_id][0] for run in runs]
 
     def get(self, run_id: str) -> Run | None:
         rows = self._one("get", (run_id,), f"read run {run_id}")
