@@ -64,6 +64,10 @@ if [ -z "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] || [ -z "${SCHEDULER_CASSANDRA_HOSTS:
 fi
 if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then
   trap 'report_phases; .venv/bin/scheduler services down || true' EXIT
+  # No phase after the main pass uses these servers, and CI's clean clone throws their data
+  # dir away: the CLI tests leave their keyspaces on the node instead of dropping them at the
+  # session's end (tests/cli/conftest.py, `_drop_keyspaces`: some 40 s).
+  export KEEP_CLI_TEST_KEYSPACES=1
 fi
 
 begin "browser and peer servers installed"
