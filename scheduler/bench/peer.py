@@ -74,7 +74,10 @@ class Sizes:
     def of(cls, options: BenchOptions) -> Sizes:
         burst = options.pick(1_000, 60)
         if options.smoke:
-            return cls(burst, (0.5,), 1.5, 11.0, options.backlog or 200, 30, 15.0)
+            # The kill's wait, which every side that loses tasks waits out: 10 s still holds
+            # each replacement's start and first fetch (resumed 2 s after the kill at most);
+            # this scheduler's replacement had run every task within 1 s.
+            return cls(burst, (0.5,), 1.5, 11.0, options.backlog or 200, 30, 10.0)
         return cls(burst, (0.25, 0.5, 0.9), 10.0, 40.0, options.backlog or 5_000, 300, 30.0)
 
 

@@ -26,7 +26,6 @@ DISTRIBUTED_SCENARIOS = (
     "execute",
     "lag",
     "backlog",
-    "rebalance",
     "reload",
     "move",
 )
@@ -240,14 +239,16 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "results"
     # spark, pipeline, peer and jobs have tests of their own; so has schedules on these
     # backends (`schedules --backends kafka-cassandra --smoke`, the very command `all` would
-    # run, with more checked). api on them runs here only.
+    # run, with more checked), and rebalance, which the versus test on these backends runs
+    # once for each side (`bench rebalance --backends kafka-cassandra --smoke`) and checks as
+    # this test did. api on them runs here only.
     run_bench(
         out,
         "all",
         "--backends",
         "kafka-cassandra",
         "--skip",
-        "spark,pipeline,peer,jobs,schedules",
+        "spark,pipeline,peer,jobs,schedules,rebalance",
         env=env,
         timeout=460,
     )
@@ -258,10 +259,6 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     assert enqueue["raw produce + callback"]["ratio_to_raw"] == 1
     # The documented keyword call, measured beside the positional baseline.
     assert enqueue["raw produce, keyword arguments"]["ratio_to_raw"] > 0
-    rebalance = {row["change"]: row for row in documents["rebalance"]["rows"]}
-    # A smoke run proves the command measures something; on a loaded machine the join's moved
-    # partitions may not run inside the short window, so either change moving some is enough.
-    assert rebalance["join"]["moved"] + rebalance["leave"]["moved"] > 0
     reload = {row["side"]: row for row in documents["reload"]["rows"]}
     from_start = reload["from the bucket start, in slices"]
     assert from_start["tombstones_read"] >= 1000

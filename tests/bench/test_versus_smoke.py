@@ -82,19 +82,24 @@ def test_versus_runs_both_checkouts_in_turn_and_reports_each_ratio(tmp_path: Pat
 @pytest.mark.timeout(1200)
 def test_versus_measures_the_worker_on_kafka_and_cassandra_too(tmp_path: Path) -> None:
     out = tmp_path / "results"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     # The other scenarios' versus mechanics are the embedded smoke's; here the worker's own
     # figures on the servers (execute) and the scenario only they have (rebalance), to keep the
-    # CI within its budget.
+    # CI within its budget. The scratch dir is kept (under tmp_path) for each side's own
+    # rebalance.json: the distributed `bench all` smoke leaves rebalance to this test.
     scenarios = "execute,rebalance"
     run_bench(
         out,
         "versus",
+        "--keep-scratch",
         "--against",
         sys.executable,
         "--backends",
         "kafka-cassandra",
         "--scenarios",
         scenarios,
+        env={"TMPDIR": str(scratch)},
         timeout=1190,
     )
     rows = _rows(out)
@@ -102,6 +107,15 @@ def test_versus_measures_the_worker_on_kafka_and_cassandra_too(tmp_path: Path) -
     assert not [n for n in document["notes"] if "failed" in n], document["notes"]
     assert "threads" not in document["details"] and "lines" not in document["details"]
     _check(rows, "kafka-cassandra", METRICS[:2] + REBALANCE)
+    sides = sorted(scratch.glob("scheduler-bench-*/versus-rebalance-kafka-cassandra-*"))
+    assert len(sides) == 2, sides  # this checkout's run and the baseline's
+    for side in sides:
+        changes = json.loads((side / "rebalance.json").read_text(encoding="utf-8"))["rows"]
+        moved = {row["change"]: row["moved"] for row in changes}
+        # A smoke run proves the command measures something; on a loaded machine the join's
+        # moved partitions may not run inside the short window, so either change moving some
+        # is enough.
+        assert moved["join"] + moved["leave"] > 0, (side.name, changes)
 
 
 def test_versus_names_the_scenarios_it_knows_when_given_another(tmp_path: Path) -> None:

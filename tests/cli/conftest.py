@@ -141,7 +141,7 @@ def distributed(
     kafka_with_sqlite: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> dict[str, str]:
     """Settings for Kafka and Cassandra (real servers, see tests/servers.py), fresh names; the
-    keyspace is dropped at the end of the session (`_drop_keyspaces`)."""
+    keyspace is dropped at the end of the session unless kept (`_drop_keyspaces`)."""
     from tests.servers import cassandra_contact
 
     hosts, port = cassandra_contact()
@@ -169,13 +169,26 @@ _KEYSPACES: list[tuple[list[str], int, str]] = []
 """The `distributed` keyspaces of this session: node, port, name."""
 
 
+KEEP_KEYSPACES_ENV = "KEEP_CLI_TEST_KEYSPACES"
+"""Set to 1, the session's `distributed` keyspaces are left on the node. scripts/test.sh sets it
+under CI=true when it started the servers itself: it stops them after this session and no later
+phase uses them, so the drops (0.4-5 s each, some 40 s a session) would only cost time. The
+keyspaces stay in the node's data dir (`.services/`), which CI's clean clone throws away; a
+checkout that runs `CI=true scripts/test.sh` again keeps each run's keyspaces. No `SCHEDULER_`
+prefix: the CLI warns of every such variable that is no setting, in output these tests read."""
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _drop_keyspaces() -> Iterator[None]:
     """Drop the session's `distributed` keyspaces at its end, when no worker of a test runs on
     them any more. Left behind, 302 of them (3,480 tables) filled the shared node's 2 GB heap,
     and its full collections of 1 to 34 s stalled every bench and test that used it
-    (docs/benchmarks.md, "the firing lag on Kafka + Cassandra")."""
+    (docs/benchmarks.md, "the firing lag on Kafka + Cassandra"). Not with
+    `KEEP_CLI_TEST_KEYSPACES=1` (`KEEP_KEYSPACES_ENV`): a node used by no later session."""
     yield
+    if os.environ.get(KEEP_KEYSPACES_ENV) == "1":
+        _KEYSPACES.clear()
+        return
     import warnings
 
     from scheduler.stores.cassandra import CassandraTaskStore
