@@ -62,7 +62,10 @@ if [ -z "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] || [ -z "${SCHEDULER_CASSANDRA_HOSTS:
   export SCHEDULER_KAFKA_BOOTSTRAP=${SCHEDULER_KAFKA_BOOTSTRAP:-127.0.0.1:${SCHEDULER_SERVICES_KAFKA_PORT:-9092}}
   export SCHEDULER_CASSANDRA_HOSTS=${SCHEDULER_CASSANDRA_HOSTS:-127.0.0.1:${SCHEDULER_SERVICES_CASSANDRA_PORT:-9042}}
 fi
-if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then
+# Under CI, servers this script started are thrown away with the clean clone.
+throwaway_servers=0
+if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then throwaway_servers=1; fi
+if [ "$throwaway_servers" = 1 ]; then
   trap 'report_phases; .venv/bin/scheduler services down || true' EXIT
   # No phase after the main pass uses these servers, and CI's clean clone throws their data
   # dir away: the CLI tests leave their keyspaces on the node instead of dropping them at the
@@ -84,7 +87,7 @@ begin "ruff, mypy, import contracts"
 begin "main pass (pytest)"
 # A -m among the arguments replaces this one (pytest keeps the last).
 .venv/bin/python -m pytest -q -rfEsxX --strict-markers --durations=100 -m "not containers" "$@"
-if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then
+if [ "$throwaway_servers" = 1 ]; then
   # No later phase uses these servers (chaos has its own cluster, the containers pass its own
   # containers): they stop in the background, beside those phases, and are waited for at the
   # end (`servers down (waited for)`) instead of being stopped after everything else.

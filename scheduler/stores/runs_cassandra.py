@@ -71,7 +71,10 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
         """`create` for each run, the conditional inserts sent concurrently (an id given twice is
         sent once, as first given); a run made before (a re-executed launch, or a retried insert
         that had applied) is read back."""
-        unique = list({run.run_id: run for run in reversed(runs)}.values())[::-1]
+        first: dict[str, Run] = {}
+        for run in runs:
+            first.setdefault(run.run_id, run)
+        unique = list(first.values())
         texts = [dump_run(run) for run in unique]
         items = [
             ("create", (r.run_id, r.program, str(r.status), r.created_ms, text, self.ttl_s))
@@ -80,11 +83,11 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
         answers = self._many(items, f"create {_runs(unique)}")
         made = [bool(rows and rows[0][0]) for rows in answers]
         found = self.get_many([run.run_id for run, ok in zip(unique, made, strict=True) if not ok])
-        stored = {
-            run.run_id: (run, text) if ok or run.run_id not in found else (found[run.run_id], None)
-            for run, text, ok in zip(unique, texts, made, strict=True)
-        }
-        self._index_many([(run, text or dump_run(run)) for run, text in stored.values()])
+        stored: dict[str, tuple[Run, str]] = {}
+        for run, text, ok in zip(unique, texts, made, strict=True):
+            kept = None if ok else found.get(run.run_id)
+            stored[run.run_id] = (run, text) if kept is None else (kept, dump_run(kept))
+        self._index_many(list(stored.values()))
         return [stored[run.run_id][0] for run in runs]
 
     def get(self, run_id: str) -> Run | None:
