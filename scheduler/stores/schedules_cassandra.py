@@ -5,17 +5,22 @@ Writes come from the schedule's own queue one at a time and are idempotent (a ta
 after a crash writes the same rows again), so no lightweight transactions are needed. Index rows
 are written before the record: a crash in between leaves an index row the record does not
 explain yet, which the repeated task completes and which readers check against the record.
+
+The listing index keeps the status in a column of its row, not in its partition key: a status
+change overwrites a cell instead of moving the row between partitions, so enabling 100,000
+schedules leaves no tombstone where the listings read (Cassandra refuses a read that meets
+`tombstone_failure_threshold` of them, 100,000 by default, until compaction drops them).
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any
 
 from scheduler.schedules.abc import (
-    STATUSES,
     TRIGGER_TYPES,
     FireRow,
     ScheduleRecord,
@@ -25,8 +30,11 @@ from scheduler.schedules.abc import (
     with_fire_state,
 )
 from scheduler.schedules.job import Job
+from scheduler.stores import _cassandra_session as driver
 from scheduler.stores._workflows import Listed, ScheduleStoreAdapter, dump, read_schedule
 from scheduler.stores.cassandra import KeyspaceTenant
+
+log = logging.getLogger(__name__)
 
 
 class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
@@ -38,8 +46,8 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
         return [
             f"CREATE TABLE IF NOT EXISTS {ks}.schedules (name text PRIMARY KEY, trigger_type text, "
             "status text, record text)",
-            f"CREATE TABLE IF NOT EXISTS {ks}.schedules_by_kind (trigger_type text, status text, "
-            "name text, PRIMARY KEY ((trigger_type, status), name))",
+            f"CREATE TABLE IF NOT EXISTS {ks}.schedules_by_type (trigger_type text, name text, "
+            "status text, PRIMARY KEY ((trigger_type), name))",
             f"CREATE TABLE IF NOT EXISTS {ks}.schedule_keys (event_key text, name text, "
             "PRIMARY KEY ((event_key), name))",
             f"CREATE TABLE IF NOT EXISTS {ks}.schedule_jobs (name text, revision bigint, "
@@ -55,12 +63,19 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
             "put": f"INSERT INTO {ks}.schedules (name, trigger_type, status, record) "
             "VALUES (?, ?, ?, ?)",
             "delete": f"DELETE FROM {ks}.schedules WHERE name = ?",
-            "list_add": f"INSERT INTO {ks}.schedules_by_kind (trigger_type, status, name) "
+            "list_add": f"INSERT INTO {ks}.schedules_by_type (trigger_type, name, status) "
             "VALUES (?, ?, ?)",
-            "list_remove": f"DELETE FROM {ks}.schedules_by_kind WHERE trigger_type = ? "
-            "AND status = ? AND name = ?",
-            "list_page": f"SELECT name FROM {ks}.schedules_by_kind WHERE trigger_type = ? "
-            "AND status = ? AND name > ? LIMIT ?",
+            "list_add_at": f"INSERT INTO {ks}.schedules_by_type (trigger_type, name, status) "
+            "VALUES (?, ?, ?) USING TIMESTAMP ?",
+            "list_remove": f"DELETE FROM {ks}.schedules_by_type WHERE trigger_type = ? "
+            "AND name = ?",
+            "list_page": f"SELECT name FROM {ks}.schedules_by_type WHERE trigger_type = ? "
+            "AND name > ? LIMIT ?",
+            # Filtering inside one partition: the node skips the other status's rows itself.
+            "list_page_of": f"SELECT name FROM {ks}.schedules_by_type WHERE trigger_type = ? "
+            "AND name > ? AND status = ? LIMIT ? ALLOW FILTERING",
+            "all_kinds": f"SELECT name, trigger_type, status, WRITETIME(status) "
+            f"FROM {ks}.schedules",
             "key_add": f"INSERT INTO {ks}.schedule_keys (event_key, name) VALUES (?, ?)",
             "key_remove": f"DELETE FROM {ks}.schedule_keys WHERE event_key = ? AND name = ?",
             "key_names": f"SELECT name FROM {ks}.schedule_keys WHERE event_key = ?",
@@ -78,6 +93,34 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
             "replace": f"UPDATE {ks}.schedules SET record = ? WHERE name = ? IF record = ?",
         }
 
+    def open(self, *, create_schema: bool = True) -> None:
+        super().open(create_schema=create_schema)
+        if create_schema:
+            self._replace_the_old_index()
+
+    def _replace_the_old_index(self) -> None:
+        """In a keyspace made before `schedules_by_type`, index every schedule from its record's
+        columns and drop the old `schedules_by_kind` (partitioned by trigger type and status,
+        so each status change left a tombstone). Each row is written at its record's write
+        time: a schedule written while this runs keeps its newer row. Two processes doing it at
+        once write the same rows."""
+        run, ks = self._runner(), self.tasks.keyspace
+        old = run.one(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s "
+            "AND table_name = 'schedules_by_kind'",
+            (ks,),
+            "look for the old schedule index",
+        )
+        if not old:
+            return
+        rows = self._one("all_kinds", (), "read every schedule's trigger type and status")
+        log.info("indexing %d schedules by trigger type in %s (once)", len(rows), ks)
+        self._many(
+            [("list_add_at", (kind, name, status, at)) for name, kind, status, at in rows],
+            f"index {len(rows)} schedules by trigger type",
+        )
+        driver.apply_schema(run, [f"DROP TABLE IF EXISTS {ks}.schedules_by_kind"], timeout=60.0)
+
     def get(self, name: str) -> ScheduleRecord | None:
         rows = self._one("get", (name,), f"read schedule {name}")
         return read_schedule(rows[0][0]) if rows and rows[0][0] is not None else None
@@ -87,11 +130,11 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
         what = f"write schedule {name}"
         previous = self.get(name)
         if previous is not None:
-            if (previous.trigger_type, previous.status) != (record.trigger_type, record.status):
-                self._one("list_remove", (previous.trigger_type, previous.status, name), what)
+            if previous.trigger_type != record.trigger_type:
+                self._one("list_remove", (previous.trigger_type, name), what)
             for key in event_keys(previous.schedule) - event_keys(record.schedule):
                 self._one("key_remove", (key, name), what)
-        self._one("list_add", (record.trigger_type, record.status, name), what)
+        self._one("list_add", (record.trigger_type, name, record.status), what)
         for key in sorted(event_keys(record.schedule)):
             self._one("key_add", (key, name), what)
         row = (name, record.trigger_type, record.status, dump(stored_json(record)))
@@ -104,7 +147,7 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
             return
         for key in event_keys(previous.schedule):
             self._one("key_remove", (key, name), what)
-        self._one("list_remove", (previous.trigger_type, previous.status, name), what)
+        self._one("list_remove", (previous.trigger_type, name), what)
         self._one("jobs_delete", (name,), what)
         self._one("delete", (name,), what)
 
@@ -117,11 +160,15 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
         limit: int,
     ) -> list[Listed]:
         kinds = [trigger_type] if trigger_type is not None else list(TRIGGER_TYPES)
-        statuses = [status] if status is not None else list(STATUSES)
-        # One index partition per (trigger type, status), each read from `after` with the
-        # page's LIMIT, all in one concurrent round (ten partitions unfiltered): the merge of
-        # their names, in order, is the page's.
-        indexes = [("list_page", (k, s, after, limit)) for k in kinds for s in statuses]
+        # One index partition per trigger type, each read from `after` with the page's LIMIT,
+        # all in one concurrent round (five partitions unfiltered): the merge of their names, in
+        # order, is the page's.
+        indexes = [
+            ("list_page", (k, after, limit))
+            if status is None
+            else ("list_page_of", (k, after, status, limit))
+            for k in kinds
+        ]
         pages = [[row[0] for row in rows] for rows in self._many(indexes, "list schedules")]
         names = heapq.merge(*pages)
         found: list[Listed] = []

@@ -171,6 +171,16 @@ def test_a_status_change_moves_the_schedule_between_filters(
     assert [r.name for r in schedule_store.list_schedules(status="ENABLED")] == ["c"]
 
 
+def test_a_trigger_type_change_moves_the_schedule_between_filters(
+    schedule_store: ScheduleStore,
+) -> None:
+    schedule_store.put(ScheduleRecord(cron("s"), 1, enabled=True))
+    schedule_store.put(ScheduleRecord(on_data("s"), 2, enabled=True))
+    assert schedule_store.list_schedules(trigger_type="TIME") == []
+    assert [r.name for r in schedule_store.list_schedules(trigger_type="PARTITION")] == ["s"]
+    assert [r.name for r in schedule_store.list_schedules(status="ENABLED")] == ["s"]
+
+
 def test_the_reverse_index_follows_the_trigger(schedule_store: ScheduleStore) -> None:
     schedule_store.put(ScheduleRecord(on_data("a", "clicks"), 1))
     schedule_store.put(ScheduleRecord(on_data("b", "clicks"), 1))
