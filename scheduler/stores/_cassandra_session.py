@@ -721,6 +721,28 @@ def has_ordering_indexes(run: Runner, keyspace: str, names: Iterable[str]) -> bo
     return set(names) <= {str(row[0]) for row in rows}
 
 
+def forget_deletes_at_once(run: Runner, keyspace: str, tables: Iterable[str]) -> None:
+    """Set `gc_grace_seconds = 0` on `tables` of `keyspace` where it is not yet.
+
+    For index tables whose every reader checks a row against the record it names, so that a
+    deleted row coming back (a replica that missed the delete) is skipped or repaired, never
+    believed. Their tombstones then stop counting at once: Cassandra leaves purgeable ones out
+    of a read's count (and of `tombstone_failure_threshold`), where the default ten days of
+    them, one per deleted row, would make a read of a busy partition fail. Hints for these
+    tables are not kept (their lifetime is the grace period): a replica that was down misses
+    the writes the quorum has, as it would a hint that expired."""
+    wanted = set(tables)
+    rows = run.one(
+        "SELECT table_name, gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s",
+        (keyspace,),
+        "read the tables' gc_grace_seconds",
+    )
+    stale = sorted(str(name) for name, grace in rows if name in wanted and grace != 0)
+    alter = [f"ALTER TABLE {keyspace}.{table} WITH gc_grace_seconds = 0" for table in stale]
+    if alter:
+        apply_schema(run, alter, timeout=60.0)
+
+
 def replication_of(run: Runner, keyspace: str) -> Mapping[str, str] | None:
     """The replication map of an existing keyspace, or None if it does not exist."""
     rows = run.one(

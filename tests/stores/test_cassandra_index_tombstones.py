@@ -1,22 +1,32 @@
-"""The schedule listing index on a real Cassandra node: a status change leaves no tombstone where
-the listings read, and a keyspace made with the old index (partitioned by trigger type and
-status) lists every schedule once opened by this version."""
+"""Index tables on a real Cassandra node that are read a whole partition at a time: no change of
+a schedule or end of a run leaves a tombstone that counts towards `tombstone_failure_threshold`
+where they are read (the listing index keeps the status in a column; deleted rows are purgeable
+at once, `gc_grace_seconds = 0`, since every reader checks a row against its record), and a
+keyspace made with the old schedule index (partitioned by trigger type and status) lists every
+schedule once opened by this version."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from uuid import uuid4
 
 import pytest
 
 from scheduler.bench.reload import tombstones_read
+from scheduler.programs.model import Run, RunStatus, StartedBy, StarterKind, run_id_for
 from scheduler.schedules import Schedule, Time
 from scheduler.schedules.abc import ScheduleRecord
 from scheduler.stores.cassandra import CassandraTaskStore
+from scheduler.stores.runs_cassandra import CassandraRunStore
 from scheduler.stores.schedules_cassandra import CassandraScheduleStore
 from tests.servers import cassandra_contact
 
 pytestmark = pytest.mark.cassandra
+
+PURGEABLE_S = 1.5
+"""Deletion times are whole seconds, and a tombstone is purgeable once its second has passed:
+the deletes of the current second still count (Cassandra's `gc_grace_seconds` of 0)."""
 
 
 def cron(name: str) -> Schedule:
@@ -119,3 +129,52 @@ def test_a_copy_loses_to_a_schedule_written_after_the_record_it_read(
     schedules._one("list_add_at", (kind, name, status, at), "the copy's row")
     rows = schedules._one("list_page_of", ("TIME", "", "ENABLED", 10), "read")
     assert rows == [("s",)]
+
+
+def test_deleting_schedules_leaves_no_tombstone_that_counts(tasks: CassandraTaskStore) -> None:
+    schedules = opened(tasks)
+    for i in range(300):
+        schedules.put(ScheduleRecord(cron(f"s{i:03}"), 1))
+    for i in range(290):
+        schedules.delete(f"s{i:03}")
+
+    assert [r.name for r in schedules.list_schedules()] == [f"s{i}" for i in range(290, 300)]
+    time.sleep(PURGEABLE_S)
+    assert tombstones_read(schedules, "list_page", ("TIME", "", 100)) == 0
+
+
+def a_run(i: int) -> Run:
+    return Run(
+        run_id=run_id_for("clean", f"r{i}"),
+        program="clean",
+        started_by=StartedBy(StarterKind.OPERATOR, "ann"),
+        arguments={},
+        status=RunStatus.PENDING,
+        created_ms=1_000 + i,
+        requested_ms=1_000 + i,
+        request_key=f"r{i}",
+    )
+
+
+def test_ended_runs_leave_no_tombstone_where_the_active_ones_are_read(
+    tasks: CassandraTaskStore,
+) -> None:
+    """Also in a keyspace whose `active_runs` had Cassandra's default grace: opening the store
+    with the schema sets it."""
+    runs = CassandraRunStore(tasks=tasks)
+    runs.open(create_schema=True)
+    tasks._runner().result(
+        f"ALTER TABLE {tasks.keyspace}.active_runs WITH gc_grace_seconds = 864000",
+        None,
+        "as an older version made it",
+        timeout=60,
+    )
+    runs = CassandraRunStore(tasks=tasks)
+    runs.open(create_schema=True)
+    created = runs.create_many([a_run(i) for i in range(300)])
+    ended = [run.with_status(RunStatus.COMPLETED, ended_ms=5_000) for run in created[:290]]
+    assert all(runs.transition_many(ended, {RunStatus.PENDING}))
+
+    assert [run.run_id for run in runs.active("clean")] == [r.run_id for r in created[290:]]
+    time.sleep(PURGEABLE_S)
+    assert tombstones_read(runs, "active", ("clean",)) == 0
