@@ -21,7 +21,8 @@ Contract (the suite in tests/contracts/test_schedule_store_contract.py holds eve
   a job waits for a run of its program to end).
 * Jobs are keyed by (schedule, job key); `put_job` replaces one, `jobs` lists a schedule's jobs
   oldest first (revision, then generation), `delete_job` removes one; `put_jobs` writes many and
-  deletes some in one batch; `jobs_of` reads the jobs of many schedules at once (a tick's).
+  deletes some in one batch, some one by one and some as every job of a schedule before a given
+  one (`job.trim`); `jobs_of` reads the jobs of many schedules at once (a tick's).
 * The fire index (`scheduler.schedules.fires`): rows keyed by (instant, shard, name, cron);
   `put_fires` writes rows (the same row again is one row), `fires` reads one instant and shard's
   rows, `delete_fires` removes them all. Rows are hints checked against the record, so a
@@ -44,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from scheduler.schedules.job import Job
+from scheduler.schedules.job import Job, job_order, key_order
 from scheduler.schedules.model import Partition, ProgramStatus, Schedule, leaves
 
 ENABLED = "ENABLED"
@@ -313,13 +314,25 @@ class ScheduleStore(ABC):
     def delete_job(self, name: str, job_key: str) -> None:
         """Remove one job (nothing if it does not exist)."""
 
-    def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
-        """Write `jobs` and delete the (schedule name, job key) pairs of `delete`; adapters
-        batch them."""
+    def put_jobs(
+        self,
+        jobs: Sequence[Job],
+        *,
+        delete: Sequence[tuple[str, str]] = (),
+        below: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Write `jobs`, delete the (schedule name, job key) pairs of `delete`, and for each
+        (schedule name, job key) of `below` every job of that schedule ordered before that key
+        (revision, then generation); adapters batch them."""
         for job in jobs:
             self.put_job(job)
         for name, job_key in delete:
             self.delete_job(name, job_key)
+        for name, job_key in below:
+            floor = key_order(job_key)
+            for job in self.jobs(name):
+                if job_order(job) < floor:
+                    self.delete_job(name, job.key)
 
     @abstractmethod
     def put_fires(self, rows: list[FireRow]) -> None:
@@ -342,7 +355,3 @@ class ScheduleStore(ABC):
         """For each (text read, new record): write the record if its stored text is still the
         text read. The new record keeps the trigger type and status (only its fire state
         changes). Returns the names written."""
-
-
-def job_order(job: Job) -> tuple[int, int]:
-    return (job.revision, job.generation)

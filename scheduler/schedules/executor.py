@@ -305,13 +305,17 @@ class ScheduleExecutor:
         self.client.schedule_task(task).result(self.timeout_s)
 
     def _write_job(self, job: Job) -> None:
-        stored = self.store.jobs(job.schedule.name)
+        name = job.schedule.name
+        stored = self.store.jobs(name)
         before = next((j.state for j in stored if j.key == job.key), None)
-        self.store.put_job(job)
+        trim = jobs.trim(stored, job)
+        self.store.put_jobs(
+            [job],
+            delete=[(name, key) for key in trim.one_by_one],
+            below=[(name, trim.below)] if trim.below else [],
+        )
         jobs_moved(before, job.state)
-        ended = [j for j in stored if j.state not in jobs.OPEN_STATES and j.key != job.key]
-        for old in ended[: -jobs.KEEP_ENDED_JOBS]:
-            self.store.delete_job(job.schedule.name, old.key)
+        for old in trim.gone:
             jobs_moved(old.state, None)
 
     def _stop_waiting_if_idle(self, record: ScheduleRecord) -> None:

@@ -224,11 +224,14 @@ def _launch(
     for wait in sent:
         wait.result(executor.timeout_s)
     gone: list[tuple[str, str]] = []
+    below: list[tuple[str, str]] = []
     for job, history in written:
         jobs_moved(None, job.state)
-        ended = [j for j in history if j.state not in jobs.OPEN_STATES and j.key != job.key]
-        for old in ended[: -jobs.KEEP_ENDED_JOBS]:
-            gone.append((old.schedule.name, old.key))
+        trim = jobs.trim(history, job)
+        for old in trim.gone:
             jobs_moved(old.state, None)
+        name = job.schedule.name
+        gone += [(name, key) for key in trim.one_by_one]
+        below += [(name, trim.below)] if trim.below else []
     if written:
-        store.put_jobs([job for job, _ in written], delete=gone)
+        store.put_jobs([job for job, _ in written], delete=gone, below=below)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
@@ -91,6 +91,52 @@ class Job(_Frozen):
         if self.first_event_ms is None:
             return None
         return self.first_event_ms + self.schedule.timeout_millis
+
+
+def job_order(job: Job) -> tuple[int, int]:
+    """Where a job sorts among its schedule's: oldest first (revision, then generation)."""
+    return (job.revision, job.generation)
+
+
+def key_order(job_key: str) -> tuple[int, int]:
+    """`job_order` of the job with key `job_key` (`schedule:<name>:<revision>:<generation>`)."""
+    revision, generation = job_key.rsplit(":", 2)[1:]
+    return (int(revision), int(generation))
+
+
+@dataclass(frozen=True)
+class Trim:
+    """The ended jobs a schedule stops keeping once a job is written (`trim`), and how the
+    store forgets them: every job before `below` at once (one range delete on Cassandra, which
+    leaves one tombstone however many rows it covers) and `one_by_one` the rest."""
+
+    gone: tuple[Job, ...] = ()
+    below: str | None = None
+    """The key of the oldest job kept, when some gone jobs are older than it."""
+    one_by_one: tuple[str, ...] = ()
+    """Keys of gone jobs newer than the oldest kept one (an old job still open keeps them)."""
+
+
+def trim(history: Sequence[Job], written: Job) -> Trim:
+    """What to forget of `history` (a schedule's stored jobs, oldest first) when `written` is
+    written: the ended jobs beyond the newest `KEEP_ENDED_JOBS`. A schedule that fires every
+    second would otherwise leave a row tombstone per fire where its jobs are read, which
+    Cassandra counts for ten days; the range delete leaves one."""
+    ended = [j for j in history if j.state not in OPEN_STATES and j.key != written.key]
+    gone = ended[:-KEEP_ENDED_JOBS]
+    if not gone:
+        return Trim()
+    gone_keys = {j.key for j in gone}
+    floor = min(
+        [j for j in history if j.key not in gone_keys and j.key != written.key] + [written],
+        key=job_order,
+    )
+    older = any(job_order(j) < job_order(floor) for j in gone)
+    return Trim(
+        gone=tuple(gone),
+        below=floor.key if older else None,
+        one_by_one=tuple(j.key for j in gone if job_order(j) > job_order(floor)),
+    )
 
 
 def new_job(schedule: Schedule, revision: int, generation: int = 0) -> Job:

@@ -25,11 +25,10 @@ from scheduler.schedules.abc import (
     FireRow,
     ScheduleRecord,
     event_keys,
-    job_order,
     stored_json,
     with_fire_state,
 )
-from scheduler.schedules.job import Job
+from scheduler.schedules.job import Job, job_order, key_order
 from scheduler.stores import _cassandra_session as driver
 from scheduler.stores._workflows import Listed, ScheduleStoreAdapter, dump, read_schedule
 from scheduler.stores.cassandra import KeyspaceTenant
@@ -85,6 +84,8 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
             "job_delete": f"DELETE FROM {ks}.schedule_jobs WHERE name = ? AND revision = ? "
             "AND generation = ?",
             "jobs_delete": f"DELETE FROM {ks}.schedule_jobs WHERE name = ?",
+            "jobs_delete_below": f"DELETE FROM {ks}.schedule_jobs WHERE name = ? "
+            "AND (revision, generation) < (?, ?)",
             "fire_put": f"INSERT INTO {ks}.schedule_fires (fire_ms, shard, name, cron, revision) "
             "VALUES (?, ?, ?, ?, ?)",
             "fires": f"SELECT fire_ms, shard, name, cron, revision FROM {ks}.schedule_fires "
@@ -212,7 +213,13 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
             for name, rows in zip(unique, answers, strict=True)
         }
 
-    def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
+    def put_jobs(
+        self,
+        jobs: Sequence[Job],
+        *,
+        delete: Sequence[tuple[str, str]] = (),
+        below: Sequence[tuple[str, str]] = (),
+    ) -> None:
         items: list[tuple[str, tuple[Any, ...]]] = [
             (
                 "job_put",
@@ -220,9 +227,9 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
             )
             for j in jobs
         ]
-        for name, job_key in delete:
-            revision, generation = job_key.rsplit(":", 2)[1:]
-            items.append(("job_delete", (name, int(revision), int(generation))))
+        items += [("job_delete", (name, *key_order(key))) for name, key in delete]
+        # One range tombstone, however many jobs it covers; later ones that cover it merge.
+        items += [("jobs_delete_below", (name, *key_order(key))) for name, key in below]
         self._many(items, f"write {len(jobs)} jobs")
 
     def put_fires(self, rows: list[FireRow]) -> None:

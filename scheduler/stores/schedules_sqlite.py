@@ -9,11 +9,10 @@ from scheduler.schedules.abc import (
     FireRow,
     ScheduleRecord,
     event_keys,
-    job_order,
     stored_json,
     with_fire_state,
 )
-from scheduler.schedules.job import Job
+from scheduler.schedules.job import Job, job_order, key_order
 from scheduler.stores._sqlite_file import SqliteFile, in_chunks
 from scheduler.stores._workflows import Listed, ScheduleStoreAdapter, dump, read_schedule
 
@@ -105,13 +104,23 @@ class SqliteScheduleStore(SqliteFile, ScheduleStoreAdapter):
             jobs.sort(key=job_order)
         return found
 
-    def put_jobs(self, jobs: Sequence[Job], *, delete: Sequence[tuple[str, str]] = ()) -> None:
+    def put_jobs(
+        self,
+        jobs: Sequence[Job],
+        *,
+        delete: Sequence[tuple[str, str]] = (),
+        below: Sequence[tuple[str, str]] = (),
+    ) -> None:
         with self._transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
                 [(j.schedule.name, j.key, j.model_dump_json(by_alias=True)) for j in jobs],
             )
-            db.executemany("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", delete)
+            gone = list(delete)
+            for name, floor in below:  # the keys sort as text, not as numbers: compare here
+                keys = db.execute("SELECT job_key FROM schedule_jobs WHERE name = ?", (name,))
+                gone += [(name, k) for (k,) in keys if key_order(k) < key_order(floor)]
+            db.executemany("DELETE FROM schedule_jobs WHERE name = ? AND job_key = ?", gone)
 
     def put_fires(self, rows: list[FireRow]) -> None:
         with self._transaction() as db:

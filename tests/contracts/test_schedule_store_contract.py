@@ -282,6 +282,24 @@ def test_jobs_are_written_and_deleted_in_one_batch(schedule_store: ScheduleStore
     assert schedule_store.jobs("hourly") == [second]
 
 
+def test_jobs_before_a_key_are_deleted_at_once_by_revision_then_generation(
+    schedule_store: ScheduleStore,
+) -> None:
+    """Generation 10 sorts after 9 (not as text), revision before generation; other schedules'
+    jobs stay."""
+    hourly = cron("hourly")
+    jobs = [new_job(hourly, 1, 9), new_job(hourly, 1, 10), new_job(hourly, 2, 0)]
+    jobs += [new_job(hourly, 2, 1), new_job(hourly, 2, 11)]
+    other = new_job(cron("daily"), 1, 0)
+    schedule_store.put_jobs([*jobs, other])
+    newest = new_job(hourly, 3, 0)
+    schedule_store.put_jobs(
+        [newest], delete=[("hourly", jobs[4].key)], below=[("hourly", jobs[3].key)]
+    )
+    assert schedule_store.jobs("hourly") == [jobs[3], newest]
+    assert schedule_store.jobs("daily") == [other]
+
+
 def test_the_jobs_of_many_schedules_read_back_as_each_ones_jobs_oldest_first(
     schedule_store: ScheduleStore,
 ) -> None:

@@ -43,6 +43,7 @@ from scheduler.schedules import (
     recheck,
     time_fired,
 )
+from scheduler.schedules import job as jobs
 
 T0 = 1_780_000_000_000  # 2026-05-28T20:26:40Z
 SECOND = 1000
@@ -547,3 +548,28 @@ def test_an_event_delivered_again_is_not_counted_twice() -> None:
     assert job.state is JobState.PENDING_TRIGGER
     job, _ = _feed(job, (T0 + 2, landed.model_copy(update={"event_id": "events-0@18"})))
     assert job.state is JobState.PENDING_LAUNCH
+
+
+def ended(job: Job) -> Job:
+    return job.model_copy(update={"state": JobState.PENDING_LAUNCH})
+
+
+def test_trimming_forgets_the_ended_jobs_past_the_newest_five_below_the_oldest_kept() -> None:
+    schedule = Schedule(name="s", program="p", trigger=Time(cron="* * * * *"))
+    history = [ended(new_job(schedule, 1, g)) for g in range(8)]
+    written = new_job(schedule, 1, 8)
+    trim = jobs.trim(history, written)
+    assert [j.generation for j in trim.gone] == [0, 1, 2]
+    assert trim.below == history[3].key
+    assert trim.one_by_one == ()
+    assert jobs.trim(history[3:], written) == jobs.Trim()
+
+
+def test_an_old_open_job_is_kept_and_the_ended_jobs_after_it_go_one_by_one() -> None:
+    schedule = Schedule(name="s", program="p", trigger=Time(cron="* * * * *"))
+    history = [ended(new_job(schedule, 1, 0)), new_job(schedule, 1, 1)]
+    history += [ended(new_job(schedule, 1, g)) for g in range(2, 10)]
+    trim = jobs.trim(history, new_job(schedule, 1, 10))
+    assert [j.generation for j in trim.gone] == [0, 2, 3, 4]
+    assert trim.below == history[1].key  # the open job: generation 0 goes with the range
+    assert trim.one_by_one == tuple(history[g].key for g in (2, 3, 4))

@@ -15,7 +15,8 @@ import pytest
 
 from scheduler.bench.reload import tombstones_read
 from scheduler.programs.model import Run, RunStatus, StartedBy, StarterKind, run_id_for
-from scheduler.schedules import Schedule, Time
+from scheduler.schedules import JobState, Schedule, Time, new_job
+from scheduler.schedules import job as jobs
 from scheduler.schedules.abc import ScheduleRecord
 from scheduler.stores.cassandra import CassandraTaskStore
 from scheduler.stores.runs_cassandra import CassandraRunStore
@@ -178,3 +179,25 @@ def test_ended_runs_leave_no_tombstone_where_the_active_ones_are_read(
     assert [run.run_id for run in runs.active("clean")] == [r.run_id for r in created[290:]]
     time.sleep(PURGEABLE_S)
     assert tombstones_read(runs, "active", ("clean",)) == 0
+
+
+def test_a_schedule_firing_for_days_leaves_one_range_of_tombstones_where_its_jobs_are_read(
+    tasks: CassandraTaskStore,
+) -> None:
+    """Each fire writes a new job and forgets the ended ones past the newest five (`job.trim`):
+    as a range delete, not a row tombstone per fire (which Cassandra keeps ten days, so a
+    schedule firing every second would make its jobs' read fail within two)."""
+    schedules = opened(tasks)
+    schedule = cron("s")
+    for generation in range(300):
+        history = schedules.jobs("s")
+        job = new_job(schedule, 1, generation).model_copy(update={"state": JobState.PENDING_LAUNCH})
+        trim = jobs.trim(history, job)
+        schedules.put_jobs(
+            [job],
+            delete=[("s", key) for key in trim.one_by_one],
+            below=[("s", trim.below)] if trim.below else [],
+        )
+
+    assert [j.generation for j in schedules.jobs("s")] == list(range(294, 300))
+    assert tombstones_read(schedules, "jobs", ("s",)) <= 2
