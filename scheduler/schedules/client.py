@@ -23,7 +23,7 @@ from typing import Any
 from scheduler.client import SchedulerClient
 from scheduler.engine.clock import now_ms
 from scheduler.programs.catalog import ProgramCatalog
-from scheduler.schedules.abc import ScheduleRecord, ScheduleStore
+from scheduler.schedules.abc import ScheduleRecord, ScheduleStore, event_keys
 from scheduler.schedules.errors import (
     ScheduleConflictError,
     ScheduleError,
@@ -113,8 +113,11 @@ class SchedulesClient:
 
     def triggered_by(self, program: str) -> list[ScheduleRecord]:
         """The schedules a run of `program` triggers (PROGRAM_STATUS triggers on it)."""
-        found = (self.store.get(n) for n in self.store.names_for_key(f"program:{program}"))
-        return [record for record in found if record is not None]
+        key = f"program:{program}"
+        found = (self.store.get(n) for n in self.store.names_for_key(key))
+        # The index may name a schedule whose trigger no longer counts the program (a deleted
+        # row that came back): the record is the truth.
+        return [r for r in found if r is not None and key in event_keys(r.schedule)]
 
     def next_runs(self, name: str, count: int = 5, *, after_ms: int | None = None) -> list[int]:
         """The next `count` fire times of the schedule's cron triggers (epoch ms)."""

@@ -98,9 +98,11 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
         super().open(create_schema=create_schema)
         if create_schema:
             self._replace_the_old_index()
-            # A listing checks each index row against its record: a deleted one coming back
-            # is skipped, so deleting many schedules leaves no tombstone that counts.
-            tables = ["schedules_by_type"]
+            # A listing checks each index row against its record, and a schedule's own task
+            # drops an event its trigger does not count (a `run-end:` key stops again once no
+            # job waits): a deleted row coming back is harmless, so none of the deletes of
+            # schedules, of waits ending and of trigger changes leaves a tombstone that counts.
+            tables = ["schedules_by_type", "schedule_keys"]
             driver.forget_deletes_at_once(self._runner(), self.tasks.keyspace, tables)
 
     def _replace_the_old_index(self) -> None:

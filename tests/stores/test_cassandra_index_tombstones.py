@@ -201,3 +201,19 @@ def test_a_schedule_firing_for_days_leaves_one_range_of_tombstones_where_its_job
 
     assert [j.generation for j in schedules.jobs("s")] == list(range(294, 300))
     assert tombstones_read(schedules, "jobs", ("s",)) <= 2
+
+
+def test_waits_for_run_ends_leave_no_tombstone_where_run_ends_are_read(
+    tasks: CassandraTaskStore,
+) -> None:
+    """A job waiting for a run of its program to end listens to `run-end:<program>` until it
+    stops waiting; every run end of the program reads that key's partition."""
+    schedules = opened(tasks)
+    for i in range(300):
+        schedules.add_key("run-end:clean", f"s{i % 3}")
+        schedules.remove_key("run-end:clean", f"s{i % 3}")
+    schedules.add_key("run-end:clean", "s9")
+
+    assert schedules.names_for_key("run-end:clean") == ["s9"]
+    time.sleep(PURGEABLE_S)
+    assert tombstones_read(schedules, "key_names", ("run-end:clean",)) == 0
