@@ -135,7 +135,7 @@ class _Deployment:
         stack.callback(self.schedules.store.close)
         stack.callback(self.programs.close)
         stack.enter_context(self.scheduler)
-        stack.callback(self.programs.close)
+        stack.callback(self.programs.stop_subscriber)  # the run store closes after the engine
         assert self.programs.subscriber is not None
         self.programs.subscriber.start()
         return SchedulesClient(

@@ -91,13 +91,19 @@ class WorkerPrograms:
     also_close: list[Callable[[], None]] = field(default_factory=list)
     """What the layers on programs (schedules) opened, closed after the subscriber stops."""
 
+    def stop_subscriber(self) -> None:
+        """Stop reading events, so that no new task comes of them; what tasks still run keep
+        the run store and the publisher (an embedded engine stops first, then `close`)."""
+        if self.subscriber is not None:
+            self.subscriber.stop()
+
     def close(self) -> None:
-        """Stop the subscriber and release what was opened (once; later calls do nothing)."""
+        """Stop the subscriber and release what was opened (once; later calls do nothing).
+        Close only once no task of the engine can still run: tasks write runs and publish."""
         if self.closed:
             return
         self.closed = True
-        if self.subscriber is not None:
-            self.subscriber.stop()
+        self.stop_subscriber()
         for release in self.also_close:
             release()
         self.publisher.close()

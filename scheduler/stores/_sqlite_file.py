@@ -46,9 +46,12 @@ class SqliteFile:
             raise self._unavailable(error) from error
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        # Under the lock: closed while another thread's statement runs, sqlite3 crashes the
+        # process (SIGSEGV); after it, that thread's next call raises "not open".
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:

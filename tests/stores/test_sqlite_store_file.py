@@ -1,7 +1,9 @@
-"""The SQLite store's file, deleted or replaced under an open store (`check_replaced`)."""
+"""The SQLite store's file, deleted or replaced under an open store (`check_replaced`), and a
+workflow store closed while another thread uses it."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 
 from scheduler.errors import StoreReplacedError
 from scheduler.model import Task
+from scheduler.stores.runs_sqlite import SqliteRunStore
 from scheduler.stores.sqlite import SqliteTaskStore
 
 
@@ -84,3 +87,35 @@ def test_a_store_file_made_before_attempt_records_is_upgraded_when_opened(tmp_pa
         assert store.attempts(0, row.task.key) == [Attempt(2, 9)]
     finally:
         store.close()
+
+
+def test_a_workflow_store_closed_while_another_thread_writes_waits_for_it_then_refuses(
+    tmp_path: Path,
+) -> None:
+    """Closing the run store under a task's transaction crashed the process (SIGSEGV in sqlite3,
+    seen when an embedded deployment closed its programs before its engine stopped)."""
+    runs = SqliteRunStore(path=str(tmp_path / "store.db"))
+    runs.open()
+    inside, release = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def write() -> None:
+        with runs._transaction() as db:
+            inside.set()
+            release.wait(10)
+            db.execute("SELECT count(*) FROM runs").fetchall()
+        outcome.append("committed")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=runs.close)
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive()  # waits for the transaction instead of closing under it
+    release.set()
+    writer.join(10)
+    closer.join(10)
+    assert outcome == ["committed"] and not closer.is_alive()
+    with pytest.raises(RuntimeError, match="run store is not open"):
+        runs.get("any")

@@ -490,7 +490,9 @@ def _embedded(
         stack.callback(schedules.store.close)
         stack.callback(programs.close)
         stack.enter_context(scheduler)
-        stack.callback(programs.close)  # the subscriber stops before the engine
+        # The subscriber stops before the engine; the run store and publisher close after it
+        # (closed under a task still writing runs, SQLite crashed the process).
+        stack.callback(programs.stop_subscriber)
         assert programs.subscriber is not None
         programs.subscriber.start()
         client = SchedulesClient(store=schedules.store, client=scheduler.client, catalog=catalog)
