@@ -699,6 +699,9 @@ class KeyspaceTenant:
 
     what = "store"
     """How errors name the store ("run store", "schedule store", ...)."""
+    forget_deletes: tuple[str, ...] = ()
+    """Tables given `gc_grace_seconds = 0` with the schema (`driver.forget_deletes_at_once`):
+    only those whose every reader checks a row against the record it names."""
 
     def __init__(self, *, tasks: CassandraTaskStore) -> None:
         self.tasks = tasks
@@ -716,6 +719,8 @@ class KeyspaceTenant:
         run, ks = self.tasks._runner(), self.tasks.keyspace
         if create_schema:
             driver.apply_schema(run, self.ddl(ks), timeout=60.0)
+            if self.forget_deletes:
+                driver.forget_deletes_at_once(run, ks, self.forget_deletes)
         self._q = driver.prepare(run, ks, self.statements(ks), expect_tables=create_schema)
 
     def close(self) -> None:

@@ -16,7 +16,6 @@ from collections.abc import Collection, Sequence
 
 from scheduler.programs.abc import RunCursor, RunStore, comes_after
 from scheduler.programs.model import ACTIVE, Run, RunStatus
-from scheduler.stores import _cassandra_session as driver
 from scheduler.stores._workflows import dump_run, read_run
 from scheduler.stores.cassandra import CassandraTaskStore, KeyspaceTenant, ttl_of
 
@@ -27,6 +26,11 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
     """Runs in the keyspace of `tasks`, over its connection (open `tasks` first)."""
 
     what = "run store"
+    forget_deletes = ("active_runs",)
+    """Every run's end deletes its `active_runs` row, and `active` reads the program's whole
+    partition: with Cassandra's default ten days of tombstones, a program ending 10,000 runs a
+    day would make it fail. `active` checks each row against the run's record (and deletes a
+    stale one again), so a row coming back is harmless."""
 
     def __init__(self, *, tasks: CassandraTaskStore, retention_s: float = 7 * 86400) -> None:
         super().__init__(tasks=tasks)
@@ -43,15 +47,6 @@ class CassandraRunStore(KeyspaceTenant, RunStore):
             f"CREATE TABLE IF NOT EXISTS {ks}.active_runs (program text, run_id text, "
             "created_ms bigint, PRIMARY KEY ((program), run_id))",
         ]
-
-    def open(self, *, create_schema: bool = True) -> None:
-        super().open(create_schema=create_schema)
-        if create_schema:
-            # Every run's end deletes its `active_runs` row, and `active` reads the program's
-            # whole partition: with Cassandra's default ten days of tombstones, a program ending
-            # 10,000 runs a day would make it fail. `active` checks each row against the run's
-            # record (and deletes a stale one again), so a row coming back is harmless.
-            driver.forget_deletes_at_once(self._runner(), self.tasks.keyspace, ["active_runs"])
 
     def statements(self, ks: str) -> dict[str, str]:
         return {

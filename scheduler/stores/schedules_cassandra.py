@@ -94,16 +94,16 @@ class CassandraScheduleStore(KeyspaceTenant, ScheduleStoreAdapter):
             "replace": f"UPDATE {ks}.schedules SET record = ? WHERE name = ? IF record = ?",
         }
 
+    forget_deletes = ("schedules_by_type", "schedule_keys")
+    """A listing checks each index row against its record, and a schedule's own task drops an
+    event its trigger does not count (a `run-end:` key stops again once no job waits): a deleted
+    row coming back is harmless, so none of the deletes of schedules, of waits ending and of
+    trigger changes leaves a tombstone that counts."""
+
     def open(self, *, create_schema: bool = True) -> None:
         super().open(create_schema=create_schema)
         if create_schema:
             self._replace_the_old_index()
-            # A listing checks each index row against its record, and a schedule's own task
-            # drops an event its trigger does not count (a `run-end:` key stops again once no
-            # job waits): a deleted row coming back is harmless, so none of the deletes of
-            # schedules, of waits ending and of trigger changes leaves a tombstone that counts.
-            tables = ["schedules_by_type", "schedule_keys"]
-            driver.forget_deletes_at_once(self._runner(), self.tasks.keyspace, tables)
 
     def _replace_the_old_index(self) -> None:
         """In a keyspace made before `schedules_by_type`, index every schedule from its record's
