@@ -23,6 +23,7 @@ WORKFLOW_EXECUTOR = "workflow"
 PROGRAM_QUEUE = "program:"
 RUN_QUEUE = "run:"
 BATCH_QUEUE = "runs:"
+LAUNCH_QUEUE = "launches:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +107,26 @@ def launch_batches(requests: Sequence[LaunchRequest], key: str) -> list[Task]:
     `LAUNCH_BATCH` in the order given, keyed `<key>:<digest of the batch's request keys>`. The
     same batch makes the same task, so a requester re-executed after a crash sends it again
     harmlessly; a batch of other requests (the requester decided differently on its second try)
-    is another task, never an overwrite that would drop a pending batch's requests."""
+    is another task, never an overwrite that would drop a pending batch's requests.
+
+    A batch holding a request with a concurrency limit goes to the program's queue, where limits
+    are counted. A limit-free batch gets a queue of its own, `launches:<program>:<digest>`, so
+    the batches of an instant create their runs side by side instead of one after another: they
+    count no limit, and a limited launch counting beside them is decided as if it came first."""
     tasks: list[Task] = []
     for start in range(0, len(requests), LAUNCH_BATCH):
         batch = requests[start : start + LAUNCH_BATCH]
         first = batch[0]
         digest = hashlib.sha1("\n".join(r.request_key for r in batch).encode()).hexdigest()
+        limited = any(r.concurrency is not None for r in batch)
+        queue = (
+            PROGRAM_QUEUE + first.program
+            if limited
+            else f"{LAUNCH_QUEUE}{first.program}:{digest[:20]}"
+        )
         tasks.append(
             Task(
-                PROGRAM_QUEUE + first.program,
+                queue,
                 first.requested_at,
                 f"{key}:{digest[:20]}",
                 {

@@ -216,7 +216,9 @@ def test_a_refused_request_tried_again_later_launches_its_one_run(tmp_path: Path
         assert later.task().key != waiting.task().key
         launched = p.workflow.launch(later)
         assert launched is not None and launched.run_id == waiting.run_id
-        assert p.workflow.launch(later) == launched
+        again = p.workflow.launch(later)  # re-executed: the same run, which may be running now
+        assert again is not None and again.run_id == launched.run_id
+        assert len(p.runs.list_runs(program="slow")) == 2
         stop_when_running(p, launched)
         ended(p, launched.run_id)
         p.engine.join()
@@ -353,7 +355,7 @@ def test_a_launch_batch_sent_twice_creates_and_runs_each_run_once(tmp_path: Path
     with programs_engine(tmp_path) as p:
         launches = [request("ok", f"schedule:s{i}:1:0") for i in range(5)]
         batches = launch_batches(launches, "tick:0")
-        assert len(batches) == 1 and batches[0].ordering_id == "program:ok"
+        assert len(batches) == 1 and batches[0].ordering_id.startswith("launches:ok:")
         for _ in range(2):  # a tick re-executed after a crash sends the same batch again
             p.engine.client.schedule_tasks(batches).result(10)
         runs = [ended(p, launch.run_id) for launch in launches]
@@ -386,6 +388,17 @@ def test_launch_batches_split_at_the_batch_size_keyed_by_their_requests() -> Non
     # Other requests make other tasks: a pending batch is never overwritten by a smaller one.
     fewer = launch_batches(launches[1:], "tick:3")
     assert not {b.key for b in fewer} & {b.key for b in batches}
+
+
+def test_limit_free_batches_launch_side_by_side_and_a_limited_one_in_the_programs_queue() -> None:
+    free = [request("ok", f"schedule:s{i}:1:0") for i in range(LAUNCH_BATCH + 1)]
+    batches = launch_batches(free, "tick:3")
+    queues = [b.ordering_id for b in batches]
+    assert all(q.startswith("launches:ok:") for q in queues) and len(set(queues)) == 2
+    assert queues == [b.ordering_id for b in launch_batches(free, "tick:3")]  # a retry: the same
+    limited = request("ok", "schedule:b:1:0", concurrency=1, reply_to="replies:b")
+    (mixed,) = launch_batches([free[0], limited], "tick:3")
+    assert mixed.ordering_id == "program:ok"  # where the program's active runs are counted
 
 
 def test_a_launch_batch_starts_its_runs_in_one_task_and_kills_one_of_them_alone(
