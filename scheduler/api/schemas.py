@@ -295,6 +295,9 @@ class ScheduleJobOut(BaseModel):
         description="While open: the trigger parts not satisfied yet, or the constraints."
     )
     reason: str = Field(description="Why it ended (ABORTED, TIMED_OUT, OBSOLETE), else empty.")
+    run_id: str | None = Field(
+        default=None, description="The run a launched job (PENDING_LAUNCH) asked for."
+    )
 
 
 class ReenableIn(_Strict):

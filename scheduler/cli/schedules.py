@@ -327,13 +327,19 @@ def previous_runs(state: CliState, name: str, count: int, as_json: bool) -> None
 @JSON
 @pass_state
 def jobs(state: CliState, name: str, as_json: bool) -> None:
-    """NAME's jobs: the pending ones and the last few that ended."""
+    """NAME's jobs: the pending ones and the last few that ended, with the run each launched
+    (`scheduler runs show RUN`)."""
     with _client(state.settings(), writes=False) as client:
         found = client.jobs(name)
     if as_json:
-        echo_json([json.loads(j.model_dump_json(by_alias=True)) for j in found])
+        echo_json(
+            [{**json.loads(j.model_dump_json(by_alias=True)), "run_id": j.run_id} for j in found]
+        )
         return
     echo_table(
-        ["JOB", "STATE", "EVENTS", "FIRST EVENT", "REASON"],
-        [(j.key, j.state, len(j.events), iso(j.first_event_ms), j.reason or "") for j in found],
+        ["JOB", "STATE", "EVENTS", "FIRST EVENT", "RUN", "REASON"],
+        [
+            (j.key, j.state, len(j.events), iso(j.first_event_ms), j.run_id or "", j.reason or "")
+            for j in found
+        ],
     )

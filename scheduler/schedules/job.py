@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from scheduler.programs.model import run_id_for
 from scheduler.schedules.constraints import ConstraintContext, Met, Verdict, Wait, check_all
 from scheduler.schedules.errors import JobStateError
 from scheduler.schedules.events import (
@@ -84,6 +85,15 @@ class Job(_Frozen):
         """The job's identity, unique per schedule version and generation; the engine derives
         the launch task's key from it, so a launch decided twice runs once."""
         return f"schedule:{self.schedule.name}:{self.revision}:{self.generation}"
+
+    @property
+    def run_id(self) -> str | None:
+        """The run a launched job (PENDING_LAUNCH) asked for, else None. Its id is derived from
+        the job's key (the launch's request key), so it names the run even before the program's
+        queue has created it."""
+        if self.state is not JobState.PENDING_LAUNCH:
+            return None
+        return run_id_for(self.schedule.program, self.key)
 
     @property
     def deadline_ms(self) -> int | None:

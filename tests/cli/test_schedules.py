@@ -81,6 +81,11 @@ def test_schedules_are_created_disabled_enabled_and_run_their_program(
     assert len(nexts) == 3 and nexts[1]["time_ms"] - nexts[0]["time_ms"] == 1000
     jobs = json.loads(run("schedules", "jobs", "tick", "--json").output)
     assert jobs and jobs[0]["state"] == "PENDING_LAUNCH"
+    # Each launched job names its run, for `runs show`.
+    assert jobs[0]["run_id"] in {r["run_id"] for r in scheduled()}
+    shown = run("runs", "show", jobs[0]["run_id"])
+    assert shown.exit_code == 0 and "schedule:tick" in shown.output
+    assert "  RUN  " in run("schedules", "jobs", "tick").output.splitlines()[0]
     table = run("schedules", "list")
     assert table.output.splitlines()[0].split()[:4] == ["SCHEDULE", "STATUS", "TRIGGER", "PROGRAM"]
 

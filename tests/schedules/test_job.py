@@ -86,6 +86,17 @@ def test_partitions_are_counted_over_the_jobs_events_until_enough_landed() -> No
     assert [launch.job_key for launch in _launches(effects)] == ["schedule:s:1:0"]
 
 
+def test_a_launched_job_names_the_run_its_launch_makes_and_an_open_one_none() -> None:
+    from scheduler.programs.model import run_id_for
+
+    job = new_job(_schedule(Partition(dataset="d", num_partitions=1)), revision=1)
+    assert job.run_id is None
+    job, effects = _feed(job, (T0, _partitions(1)))
+    (launch,) = _launches(effects)
+    assert job.state is JobState.PENDING_LAUNCH
+    assert job.run_id == run_id_for("p", launch.job_key)  # the launch's request key is the job's
+
+
 def test_partition_counts_start_again_in_the_next_job_generation() -> None:
     job = new_job(_schedule(Partition(dataset="d", num_partitions=5)), revision=1)
 

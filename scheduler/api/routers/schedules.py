@@ -240,6 +240,7 @@ def schedule_jobs(name: str, state: State, _: Reader) -> list[ScheduleJobOut]:
             events=len(job.events),
             waiting_for=waiting_on(job),
             reason=job.reason or "",
+            run_id=job.run_id,
         )
         for job in state.schedules().jobs(name)
     ]
