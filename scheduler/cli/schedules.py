@@ -25,6 +25,7 @@ from scheduler.schedules.abc import STATUSES, TRIGGER_TYPES, ScheduleRecord
 from scheduler.schedules.errors import ScheduleError
 from scheduler.schedules.model import Schedule
 from scheduler.schedules.parse import parse_schedule
+from scheduler.schedules.waiting import waiting_on
 
 if TYPE_CHECKING:
     from scheduler.schedules.client import SchedulesClient
@@ -327,19 +328,33 @@ def previous_runs(state: CliState, name: str, count: int, as_json: bool) -> None
 @JSON
 @pass_state
 def jobs(state: CliState, name: str, as_json: bool) -> None:
-    """NAME's jobs: the pending ones and the last few that ended, with the run each launched
-    (`scheduler runs show RUN`)."""
+    """NAME's jobs: the pending ones with what each waits for, and the last few that ended,
+    with the run each launched (`scheduler runs show RUN`) or why it ended."""
     with _client(state.settings(), writes=False) as client:
         found = client.jobs(name)
     if as_json:
         echo_json(
-            [{**json.loads(j.model_dump_json(by_alias=True)), "run_id": j.run_id} for j in found]
+            [
+                {
+                    **json.loads(j.model_dump_json(by_alias=True)),
+                    "run_id": j.run_id,
+                    "waiting_for": waiting_on(j),
+                }
+                for j in found
+            ]
         )
         return
     echo_table(
-        ["JOB", "STATE", "EVENTS", "FIRST EVENT", "RUN", "REASON"],
+        ["JOB", "STATE", "EVENTS", "FIRST EVENT", "RUN", "WAITING FOR / REASON"],
         [
-            (j.key, j.state, len(j.events), iso(j.first_event_ms), j.run_id or "", j.reason or "")
+            (
+                j.key,
+                j.state,
+                len(j.events),
+                iso(j.first_event_ms),
+                j.run_id or "",
+                "; ".join(waiting_on(j)) or j.reason or "",
+            )
             for j in found
         ],
     )

@@ -17,7 +17,6 @@ from fastapi.responses import Response
 
 from scheduler.admin import iso
 from scheduler.api.auth import Role, TokenEntry
-from scheduler.api.waiting import waiting_on
 from scheduler.batch.durations import format_partition
 from scheduler.batch.state import Status
 from scheduler.dashboard.pages import (
@@ -31,6 +30,7 @@ from scheduler.dashboard.pages import (
 )
 from scheduler.errors import SchedulerError
 from scheduler.schedules.job import OPEN_STATES
+from scheduler.schedules.waiting import waiting_on
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 TRIGGER_TYPES = ("TIME", "PARTITION", "PROGRAM_STATUS", "AND", "OR")

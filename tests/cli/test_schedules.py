@@ -86,6 +86,13 @@ def test_schedules_are_created_disabled_enabled_and_run_their_program(
     shown = run("runs", "show", jobs[0]["run_id"])
     assert shown.exit_code == 0 and "schedule:tick" in shown.output
     assert "  RUN  " in run("schedules", "jobs", "tick").output.splitlines()[0]
+    # An open job says what it waits for.
+    assert run("schedules", "enable", "daily").exit_code == 0
+    assert run("events", "publish-partition", "clicks", "h00").exit_code == 0
+    waiting = "PARTITION trigger on clicks: 1 of 2 partitions"
+    assert wait_for(lambda: waiting in run("schedules", "jobs", "daily").output)
+    (job,) = json.loads(run("schedules", "jobs", "daily", "--json").output)
+    assert job["waiting_for"] == [waiting] and job["run_id"] is None
     table = run("schedules", "list")
     assert table.output.splitlines()[0].split()[:4] == ["SCHEDULE", "STATUS", "TRIGGER", "PROGRAM"]
 

@@ -32,10 +32,10 @@ from scheduler.api.schemas import (
     ScheduleOut,
 )
 from scheduler.api.state import ApiState
-from scheduler.api.waiting import waiting_on
 from scheduler.schedules.abc import ListedSchedule, ScheduleRecord
 from scheduler.schedules.errors import ScheduleError
 from scheduler.schedules.parse import parse_schedule
+from scheduler.schedules.waiting import waiting_on
 
 _404: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such schedule."}

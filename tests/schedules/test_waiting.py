@@ -3,11 +3,11 @@ do not satisfy yet, then the constraints."""
 
 from __future__ import annotations
 
-from scheduler.api.waiting import waiting_on
 from scheduler.schedules.events import PartitionsAdded, RunEnded
 from scheduler.schedules.job import Job, JobState, new_job
 from scheduler.schedules.model import RunStatus
 from scheduler.schedules.parse import parse_schedule
+from scheduler.schedules.waiting import waiting_on
 
 SCHEDULE = parse_schedule(
     {

@@ -1,6 +1,6 @@
-"""Why a schedule's job waits, in words for the API and the dashboard: the trigger parts its
-events do not satisfy yet (`scheduler.schedules.events`), or the constraints it is checked
-against."""
+"""Why a schedule's job waits, in words for the CLI, the API and the dashboard: the trigger
+parts its events do not satisfy yet (`scheduler.schedules.events`), or the constraints it is
+checked against."""
 
 from __future__ import annotations
 
