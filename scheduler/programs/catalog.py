@@ -18,7 +18,9 @@ Everything but `kind`, `properties` and `description` is the executor's task dat
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -26,6 +28,8 @@ from typing import Any
 
 from scheduler.errors import ConfigurationError, UnknownProgramError
 from scheduler.programs.model import Program, ProgramKind
+
+logger = logging.getLogger(__name__)
 
 _REQUIRED = {ProgramKind.SPARK: "job", ProgramKind.SPARK_SUBMIT: "application"}
 _REQUIRED[ProgramKind.COMMAND] = "argv"
@@ -49,18 +53,20 @@ class ProgramCatalog:
         with self._lock:
             self._programs[program.name] = program
 
-    def names(self) -> list[str]:
+    def _all(self) -> dict[str, Program]:
         with self._lock:
-            return sorted(self._programs)
+            return dict(self._programs)
+
+    def names(self) -> list[str]:
+        return sorted(self._all())
 
     def programs(self) -> list[Program]:
-        with self._lock:
-            return [self._programs[name] for name in sorted(self._programs)]
+        found = self._all()
+        return [found[name] for name in sorted(found)]
 
     def get(self, name: str) -> Program:
         """The program called `name`, or `UnknownProgramError` listing the known ones."""
-        with self._lock:
-            program = self._programs.get(name)
+        program = self._all().get(name)
         if program is None:
             known = ", ".join(self.names()) or "none"
             raise UnknownProgramError(
@@ -68,6 +74,67 @@ class ProgramCatalog:
                 "file (setting programs_file) or with ProgramCatalog.register"
             )
         return program
+
+
+class ProgramsFile(ProgramCatalog):
+    """The programs of a file, read again when it changes, under those registered in Python.
+
+    A worker runs for weeks; a program declared in its file after it started must not fail the
+    launches that name it until a restart. The file's modification time and size are checked at
+    most every `RECHECK_S` when a program is looked up, and at once when a name is missing; a
+    changed file is read again. A file
+    that no longer reads or validates keeps the programs read before (logged once per change:
+    what is wrong and that the last good ones are in use), as the batch jobs' file does.
+    Programs registered in Python (the batch jobs' built-ins, an embedded deployment's own) stay
+    across reloads and win over the file's of the same name."""
+
+    RECHECK_S = 1.0
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = Path(path).expanduser()
+        self._seen = self._signature()
+        self._declared = _read_programs(self.path)  # the first read's errors are the caller's
+        self._checked = time.monotonic()
+
+    def _signature(self) -> tuple[int, int] | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_size
+
+    def _all(self) -> dict[str, Program]:
+        self._refresh()
+        with self._lock:
+            return {**self._declared, **self._programs}
+
+    def get(self, name: str) -> Program:
+        try:
+            return super().get(name)
+        except UnknownProgramError:
+            self._refresh(force=True)  # declared a moment ago: a miss is worth a look now
+            return super().get(name)
+
+    def _refresh(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if not force and now - self._checked < self.RECHECK_S:
+                return
+            self._checked = now
+        seen = self._signature()
+        with self._lock:
+            if seen == self._seen:
+                return
+            self._seen = seen
+        try:
+            declared = _read_programs(self.path)
+        except ConfigurationError as error:
+            logger.error("%s; keeping the programs read before from it", error)
+            return
+        with self._lock:
+            self._declared = declared
+        logger.info("programs file %s read again: %s", self.path, ", ".join(sorted(declared)))
 
 
 def program_from_mapping(name: str, entry: Mapping[str, Any], *, where: str = "") -> Program:
@@ -110,7 +177,10 @@ def program_from_mapping(name: str, entry: Mapping[str, Any], *, where: str = ""
 
 def load_programs(path: str | Path) -> ProgramCatalog:
     """The programs declared in a TOML (`.toml`) or JSON file, under a `programs` table."""
-    path = Path(path).expanduser()
+    return ProgramCatalog(_read_programs(Path(path).expanduser()).values())
+
+
+def _read_programs(path: Path) -> dict[str, Program]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
@@ -127,12 +197,13 @@ def load_programs(path: str | Path) -> ProgramCatalog:
             f"programs file {str(path)!r} has no `programs` table; declare each program as "
             "[programs.NAME] with a kind"
         )
-    return ProgramCatalog(
+    checked = ProgramCatalog(  # names checked as `register` checks them
         program_from_mapping(str(name), entry, where=str(path))
         if isinstance(entry, Mapping)
         else _not_a_table(path, str(name))
         for name, entry in entries.items()
     )
+    return {program.name: program for program in checked.programs()}
 
 
 def _not_a_table(path: Path, name: str) -> Program:

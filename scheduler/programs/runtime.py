@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from scheduler.programs.catalog import ProgramCatalog, load_programs
+from scheduler.programs.catalog import ProgramCatalog, ProgramsFile
 from scheduler.programs.events import EventPublisher, events_topic
 from scheduler.settings import Settings
 
@@ -34,10 +34,11 @@ _PROGRAM_ROUTES = ("spark", "spark-submit", "command")
 
 
 def load_catalog(settings: Settings) -> ProgramCatalog:
-    """The programs of `settings.programs_file` (none without one)."""
+    """The programs of `settings.programs_file` (none without one), read again when the file
+    changes (`ProgramsFile`)."""
     if settings.programs_file is None:
         return ProgramCatalog()
-    return load_programs(settings.programs_file)
+    return ProgramsFile(settings.programs_file)
 
 
 def open_run_store(

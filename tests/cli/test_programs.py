@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -88,6 +89,29 @@ def test_a_program_started_by_hand_runs_and_a_sleeping_one_is_killed(
         ["sleepy", "KILLED"],
         ["hello", "COMPLETED"],
     ]
+
+
+def test_a_program_declared_after_the_worker_started_runs_without_a_restart(
+    with_programs, run, worker
+) -> None:
+    worker()
+    first = json.loads(run("runs", "start", "hello", "--json").output)["run_id"]
+    assert wait_for(  # the worker has read its programs file
+        lambda: [r for r in runs_json(run, "--status", "completed") if r["run_id"] == first]
+    )
+    path = Path(os.environ["SCHEDULER_PROGRAMS_FILE"])
+    late = f'''
+[programs.late]
+kind = "command"
+argv = ["{sys.executable}", "-c", "print('declared late')"]
+'''
+    path.write_text(PROGRAMS + late)
+    started = run("runs", "start", "late", "--json")
+    assert started.exit_code == 0, started.output
+    run_id = json.loads(started.output)["run_id"]
+    assert wait_for(
+        lambda: [r for r in runs_json(run, "--status", "completed") if r["run_id"] == run_id]
+    )
 
 
 def test_a_missing_run_is_said_by_its_id(with_programs, run, worker) -> None:

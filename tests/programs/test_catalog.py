@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 from pathlib import Path
 
 import pytest
 
-from scheduler.errors import ConfigurationError
-from scheduler.programs.catalog import load_programs
+from scheduler.errors import ConfigurationError, UnknownProgramError
+from scheduler.programs.catalog import ProgramsFile, load_programs
 from scheduler.programs.model import Program, ProgramKind
 
 TOML = """
@@ -82,6 +84,66 @@ def test_a_wrong_programs_file_is_refused_naming_the_field(
 def test_a_missing_programs_file_names_the_setting(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="SCHEDULER_PROGRAMS_FILE"):
         load_programs(tmp_path / "nope.toml")
+
+
+def _edit(path: Path, text: str) -> None:
+    """Write `text` so the file reads as changed even within the file system's time grain."""
+    before = path.stat().st_mtime_ns if path.exists() else 0
+    path.write_text(text)
+    os.utime(path, ns=(before + 1_000_000_000, before + 1_000_000_000))
+
+
+def test_a_programs_file_is_read_again_when_it_changes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="scheduler.programs.catalog")
+    path = tmp_path / "programs.toml"
+    path.write_text(TOML)
+    catalog = ProgramsFile(path)
+    catalog.RECHECK_S = 0.0
+    with pytest.raises(UnknownProgramError, match="known programs: clean, report, rollup"):
+        catalog.get("late")
+    _edit(path, TOML + '\n[programs.late]\nkind = "command"\nargv = ["true"]\n')
+    assert catalog.get("late").spec == {"argv": ["true"]}  # declared after the worker started
+    assert "late" in caplog.text
+
+    # A broken edit keeps the last good programs, and says so once.
+    _edit(path, "[programs")
+    caplog.clear()
+    assert catalog.get("late").kind is ProgramKind.COMMAND
+    assert catalog.names() == ["clean", "late", "report", "rollup"]
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "does not parse" in errors[0].getMessage()
+    assert "keeping the programs read before" in errors[0].getMessage()
+
+
+def test_programs_registered_in_python_stay_across_reloads_and_win(tmp_path: Path) -> None:
+    path = tmp_path / "programs.toml"
+    path.write_text(TOML)
+    catalog = ProgramsFile(path)
+    catalog.RECHECK_S = 0.0
+    mine = Program("clean", ProgramKind.COMMAND, {"argv": ["mine"]}, {})
+    catalog.register(mine)
+    catalog.register(Program("extra", ProgramKind.COMMAND, {"argv": ["extra"]}, {}))
+    _edit(path, '[programs.clean]\nkind = "command"\nargv = ["theirs"]\n')
+    assert catalog.get("clean") == mine
+    assert catalog.names() == ["clean", "extra"]  # rollup and report were removed from the file
+
+
+def test_a_missing_name_looks_at_the_file_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "programs.toml"
+    path.write_text(TOML)
+    catalog = ProgramsFile(path)  # RECHECK_S as shipped: a second between looks
+    assert catalog.get("clean")
+    _edit(path, TOML + '\n[programs.late]\nkind = "command"\nargv = ["true"]\n')
+    assert catalog.get("late").spec == {"argv": ["true"]}
+
+
+def test_a_programs_file_that_does_not_read_at_first_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "programs.toml"
+    path.write_text("[programs")
+    with pytest.raises(ConfigurationError, match="does not parse"):
+        ProgramsFile(path)
 
 
 def test_each_kind_gets_the_run_arguments_its_executor_takes() -> None:
