@@ -301,8 +301,9 @@ class Settings(BaseSettings):
     batch_file: Annotated[Path | None, EmptyOnlyIsNone] = None
     """The batch jobs' JSON configuration file (docs/batch-jobs.md). Workers poll it every
     `new_configuration_polling_time` of the configuration in force: a valid file is applied and
-    renamed `<file>_IMPORTED`, an invalid one is logged and left in place. Workers with the
-    `auto` executor run batch jobs when it is set (or when a configuration was loaded)."""
+    renamed `<file>_IMPORTED`, an invalid one is logged and left in place. Only workers with
+    the `auto` executor and this setting run batch jobs, those loaded with `scheduler jobs load`
+    included (the file need not exist)."""
     batch_name: str = "default"
     """The name the batch configuration is stored under; its tasks run in queue
     `batch:<name>`."""

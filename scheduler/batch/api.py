@@ -25,7 +25,7 @@ from pathlib import Path
 
 from scheduler.batch.config import Configuration, parse_configuration
 from scheduler.batch.decide import Summary, View, summary, views
-from scheduler.batch.errors import BatchConfigError, UnknownJobError
+from scheduler.batch.errors import BatchConfigError, BatchNotAppliedError, UnknownJobError
 from scheduler.batch.launching import control_task
 from scheduler.batch.state import Status
 from scheduler.batch.store import DEFAULT_NAME, Attempt, BatchStore, StoredConfiguration
@@ -165,12 +165,37 @@ class BatchJobs:
         self.client.schedule_task(task).result(self.timeout_s)
         return key
 
-    def load(self, text: str, *, source: str = "api") -> Configuration:
+    def load(self, text: str, *, source: str = "api", wait_s: float | None = None) -> Configuration:
         """Check `text` (`BatchConfigError` lists every problem) and have it applied as a diff
-        by the engine; returns the configuration."""
+        by the engine; returns the configuration. With `wait_s`, also wait until a worker has
+        put it in force (`BatchNotAppliedError` after that long: no worker runs batch jobs)."""
         config = parse_configuration(text)
+        before = self.store.configuration(self.name)
         self._send("load", text=text, source=source)
+        if wait_s is not None:
+            self._wait_applied(text, before, wait_s)
         return config
+
+    def _wait_applied(self, text: str, before: StoredConfiguration | None, wait_s: float) -> None:
+        """Until the store holds `text` as loaded after `before` (the same text loaded again
+        gets a newer `loaded_ms`)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            stored = self.store.configuration(self.name)
+            if (
+                stored is not None
+                and stored.text == text
+                and (before is None or before.text != text or stored.loaded_ms > before.loaded_ms)
+            ):
+                return
+            if time.monotonic() >= deadline:
+                raise BatchNotAppliedError(
+                    f"the batch configuration {self.name!r} was sent, but no worker applied it "
+                    f"within {wait_s:g}s: is a worker running with batch_file set "
+                    "(SCHEDULER_BATCH_FILE)? Only such workers run batch jobs; once one runs, "
+                    "load the file again"
+                )
+            time.sleep(0.2)
 
     def rerun(
         self, job: str, first_ms: int, stop_ms: int, *, with_dependants: bool = False

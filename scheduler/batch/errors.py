@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.errors import SchedulerError
+from scheduler.errors import BackendUnavailableError, SchedulerError
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +45,7 @@ class PartitionStateError(SchedulerError):
 
 class UnknownJobError(SchedulerError, LookupError):
     """A batch job name that the configuration in force does not have."""
+
+
+class BatchNotAppliedError(BackendUnavailableError):
+    """A configuration was sent but no worker applied it in time (CLI exit status 3)."""

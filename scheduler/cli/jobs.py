@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 STATUSES = [status.value for status in Status]
+LOAD_WAIT_S = 30.0
+"""How long `jobs load` waits for a worker to put the configuration in force."""
 
 
 @click.group()
@@ -87,10 +89,11 @@ def check(file: Path, as_json: bool) -> None:
 @pass_state
 def load(state: CliState, file: Path) -> None:
     """Check FILE and have the workers apply it as a diff of the configuration in force
-    (running partitions are not interrupted)."""
+    (running partitions are not interrupted); waits until a worker has (exit status 3 if none
+    did within 30 s)."""
     with _jobs(state.settings(), client=True) as batch:
-        config = batch.load(file.read_text(encoding="utf-8"), source=str(file))
-    click.echo(f"sent {file} ({len(config.jobs)} jobs) to the workers")
+        config = batch.load(file.read_text(encoding="utf-8"), source=str(file), wait_s=LOAD_WAIT_S)
+    click.echo(f"loaded {file} ({len(config.jobs)} jobs): in force")
 
 
 @jobs.command("list")

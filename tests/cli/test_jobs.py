@@ -141,3 +141,34 @@ def test_an_unknown_job_is_refused_with_the_known_ones(backend: Path, run, worke
     said = run("jobs", "pause", "nobody")
     assert said.exit_code == 2
     assert "no batch job is named 'nobody'; the jobs are ['job1', 'job2']" in said.output
+
+
+def test_jobs_load_waits_until_a_worker_puts_it_in_force(
+    embedded: Path, run, worker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "auto")
+    monkeypatch.setenv("SCHEDULER_BATCH_FILE", str(tmp_path / "not-written-yet.json"))
+    file = jobs_file(tmp_path)
+    worker()
+    assert wait_for(lambda: (embedded / "store.db").exists())
+    loaded = run("jobs", "load", str(file))
+    assert loaded.exit_code == 0, loaded.output
+    assert f"loaded {file} (2 jobs): in force" in loaded.output
+    assert sorted(listed(run)) == ["job1", "job2"]  # in force when the command returned
+    again = run("jobs", "load", str(file))  # the same text loaded again is waited for too
+    assert again.exit_code == 0, again.output
+
+
+def test_jobs_load_with_no_worker_running_batch_jobs_says_what_to_set_and_exits_3(
+    embedded: Path, run, worker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scheduler.cli import jobs as jobs_cli
+
+    monkeypatch.setattr(jobs_cli, "LOAD_WAIT_S", 3.0)
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "auto")  # and no batch_file: no batch route
+    worker()
+    assert wait_for(lambda: (embedded / "store.db").exists())
+    said = run("jobs", "load", str(jobs_file(tmp_path)))
+    assert said.exit_code == 3, said.output
+    assert "no worker applied it within 3s" in said.output
+    assert "batch_file set (SCHEDULER_BATCH_FILE)" in said.output
