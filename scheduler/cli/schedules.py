@@ -142,7 +142,7 @@ def apply(
     wait_s: float,
     as_json: bool,
 ) -> None:
-    """Make the schedules FILE declared those in it (a redeploy)."""
+    """Make the schedules declared by FILE (by its --source) exactly those in it: a redeploy."""
     batch = read_schedules(file)
     with _client(state.settings(), wait_s=wait_s) as client:
         result = client.apply(
