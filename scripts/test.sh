@@ -49,13 +49,18 @@ bash scripts/setup.sh \
   --java "the test suite runs Spark jobs and starts Kafka and Cassandra servers (JVMs)" \
   --next "checking the servers, then ruff, mypy, the import contracts and pytest"
 
-started_here=0
+started_here=0 servers_up=""
 if [ -z "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] || [ -z "${SCHEDULER_CASSANDRA_HOSTS:-}" ]; then
   flags=()
   [ -n "${SCHEDULER_KAFKA_BOOTSTRAP:-}" ] && flags+=(--no-kafka)
   [ -n "${SCHEDULER_CASSANDRA_HOSTS:-}" ] && flags+=(--no-cassandra)
-  begin "Kafka and Cassandra up"
-  .venv/bin/scheduler services up "${flags[@]}"
+  # The servers start in the background, beside the browser, the peers' servers and the
+  # linters, none of which uses them; the main pass waits for them first (`Kafka and Cassandra
+  # up (waited for)`), and says what the start printed.
+  mkdir -p "${SCHEDULER_SERVICES_DIR:-.services}"
+  servers_up_log="${SCHEDULER_SERVICES_DIR:-.services}/servers-up.log"
+  .venv/bin/scheduler services up "${flags[@]}" > "$servers_up_log" 2>&1 &
+  servers_up=$!
   started_here=1
   # Named, so that the tests use these servers even where a Docker engine would answer
   # (tests/servers.py tries testcontainers before the launcher).
@@ -66,7 +71,9 @@ fi
 throwaway_servers=0
 if [ "${CI:-}" = "true" ] && [ "$started_here" = 1 ]; then throwaway_servers=1; fi
 if [ "$throwaway_servers" = 1 ]; then
-  trap 'report_phases; .venv/bin/scheduler services down || true' EXIT
+  # A run that fails before the main pass waits for the servers' start before stopping them.
+  trap 'report_phases; [ -z "$servers_up" ] || wait "$servers_up" || true
+    .venv/bin/scheduler services down || true' EXIT
   # No phase after the main pass uses these servers, and CI's clean clone throws their data
   # dir away: the CLI tests leave their keyspaces on the node instead of dropping them at the
   # session's end (tests/cli/conftest.py, `_drop_keyspaces`: some 40 s).
@@ -84,6 +91,14 @@ begin "ruff, mypy, import contracts"
 # Types and layers (docs/architecture.md, "Layers and types"): either failing fails the run.
 .venv/bin/mypy
 .venv/bin/lint-imports --no-logo
+if [ -n "$servers_up" ]; then
+  begin "Kafka and Cassandra up (waited for)"
+  up_status=0
+  wait "$servers_up" || up_status=$?
+  servers_up=""
+  cat "$servers_up_log"
+  [ "$up_status" = 0 ] || { echo "test: scheduler services up failed (above)" >&2; exit "$up_status"; }
+fi
 begin "main pass (pytest)"
 # A -m among the arguments replaces this one (pytest keeps the last).
 .venv/bin/python -m pytest -q -rfEsxX --strict-markers --durations=100 -m "not containers" "$@"

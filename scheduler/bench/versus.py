@@ -272,7 +272,7 @@ def _whole(
         _add(result, kind, metric, this, base, better)
 
 
-def thread_counts(python: Path, scratch: Path, name: str) -> dict[str, Any]:
+def thread_counts(python: Path, scratch: Path, name: str, *, smoke: bool) -> dict[str, Any]:
     """`versus_side.py threads` with one checkout's interpreter: its worker's thread counts."""
     directory = scratch / f"versus-threads-{name}"
     directory.mkdir(parents=True, exist_ok=True)
@@ -280,7 +280,14 @@ def thread_counts(python: Path, scratch: Path, name: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     with log_path.open("ab") as log:
         completed = subprocess.run(
-            [str(python), "-P", str(SIDE_SCRIPT), "threads", str(directory)],
+            [
+                str(python),
+                "-P",
+                str(SIDE_SCRIPT),
+                "threads",
+                str(directory),
+                *(["smoke"] if smoke else []),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -302,7 +309,8 @@ def thread_counts(python: Path, scratch: Path, name: str) -> dict[str, Any]:
 
 def _threads(result: ScenarioResult, pythons: dict[str, Path], options: BenchOptions) -> None:
     counts = {
-        name: thread_counts(python, options.scratch, name) for name, python in pythons.items()
+        name: thread_counts(python, options.scratch, name, smoke=options.smoke)
+        for name, python in pythons.items()
     }
     result.details["threads"] = counts
     partitions = counts[THIS]["partitions"]

@@ -12,7 +12,7 @@ request line (`{"op": "execute", "count": N}`, `{"op": "lag", "rate": R, "durati
 prints to stdout is told apart. The worker's CPU time (user + system, from the kernel through
 psutil) is read around each request; CPU per 10,000 tasks is that delta scaled.
 
-`versus_side.py threads SCRATCH` instead counts the OS threads of an embedded worker owning
+`versus_side.py threads SCRATCH [smoke]` instead counts the OS threads of an embedded worker owning
 `THREAD_PARTITIONS` partitions (`/proc/PID/task`): once it owns them all and is idle, and again
 idle after `WARM_TASKS` tasks have run (a pool that starts its threads on demand has them then).
 It prints one answer line and exits.
@@ -33,7 +33,10 @@ START_TIMEOUT_S = 600.0
 """A loaded machine's Cassandra can take minutes to answer a new keyspace's schema."""
 THREAD_PARTITIONS = 64
 IDLE_S = 3.0
-"""How long the worker is left alone before its threads are counted."""
+"""How long the worker is left alone before its threads are counted ..."""
+SMOKE_IDLE_S = 1.0
+"""... and in a smoke run (`versus_side.py threads SCRATCH smoke`), which proves the count
+works and measures nothing."""
 
 
 def _answer(document: dict[str, Any]) -> None:
@@ -69,7 +72,7 @@ def _options(kind: str, scratch: str) -> Any:
     )
 
 
-def threads(scratch: str) -> None:
+def threads(scratch: str, idle_s: float = IDLE_S) -> None:
     from scheduler.bench import workers
     from scheduler.bench.common import EMBEDDED
     from scheduler.bench.execute import drive
@@ -80,14 +83,14 @@ def threads(scratch: str) -> None:
     with workers.backend(EMBEDDED, _options(EMBEDDED, scratch), "threads") as run:
         worker = run.start_worker("threads")
         run.wait_assigned(START_TIMEOUT_S)
-        time.sleep(IDLE_S)
+        time.sleep(idle_s)
         idle = _threads(worker.pid)
         client = SchedulerClient(log=run.log)
         try:
             drive(run, client, WARM_TASKS, "warm")
         finally:
             client.close()
-        time.sleep(IDLE_S)
+        time.sleep(idle_s)
         _answer(
             {
                 "partitions": THREAD_PARTITIONS,
@@ -134,6 +137,6 @@ def main(kind: str, scratch: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "threads":
-        threads(sys.argv[2])
+        threads(sys.argv[2], SMOKE_IDLE_S if sys.argv[3:] == ["smoke"] else IDLE_S)
     else:
         main(sys.argv[1], sys.argv[2])

@@ -20,15 +20,9 @@ import pytest
 
 SCRIPT = shutil.which("scheduler", path=str(Path(sys.executable).parent)) or "scheduler"
 EMBEDDED_SCENARIOS = ("enqueue", "execute", "lag", "backlog")
-DISTRIBUTED_SCENARIOS = (
-    "enqueue",
-    "persist",
-    "execute",
-    "lag",
-    "backlog",
-    "reload",
-    "move",
-)
+DISTRIBUTED_SCENARIOS = ("enqueue", "lag", "backlog", "reload", "move")
+"""What the distributed `bench all` smoke runs; persist and execute on these backends run in
+the settings-file test (`test_the_workers_a_bench_starts_read_its_settings_file`)."""
 
 
 def servers_env() -> dict[str, str]:
@@ -239,16 +233,18 @@ def test_every_distributed_scenario_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "results"
     # spark, pipeline, peer and jobs have tests of their own; so has schedules on these
     # backends (`schedules --backends kafka-cassandra --smoke`, the very command `all` would
-    # run, with more checked), and rebalance, which the versus test on these backends runs
-    # once for each side (`bench rebalance --backends kafka-cassandra --smoke`) and checks as
-    # this test did. api on them runs here only.
+    # run, with more checked); rebalance, which the versus test on these backends runs once for
+    # each side (`bench rebalance --backends kafka-cassandra --smoke`) and checks as this test
+    # did; and persist and execute, which the settings-file test below runs on these backends
+    # (`persist` and `execute --backends kafka-cassandra --smoke`, on the secured node) and
+    # checks as this test did, and more. api on them runs here only.
     run_bench(
         out,
         "all",
         "--backends",
         "kafka-cassandra",
         "--skip",
-        "spark,pipeline,peer,jobs,schedules,rebalance",
+        "spark,pipeline,peer,jobs,schedules,rebalance,persist,execute",
         env=env,
         timeout=460,
     )
