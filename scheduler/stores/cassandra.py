@@ -189,7 +189,19 @@ class CassandraTaskStore(TaskStore):
         return ", ".join(f"{host}:{self.port}" for host in self.hosts)
 
     def open(self, *, create_schema: bool = True) -> None:
+        connects = self._run is None
         self._runner(connect_if_needed=True)
+        try:
+            self._open_schema(create_schema=create_schema)
+        except BaseException:
+            # The caller gets no store to close: the connection made here would stay open until
+            # the driver's exit hook, whose scheduler thread then prints a traceback ("cannot
+            # schedule new futures after shutdown") if a metadata refresh falls due meanwhile.
+            if connects:
+                self.close()
+            raise
+
+    def _open_schema(self, *, create_schema: bool) -> None:
         if create_schema:
             self.apply_schema()
         else:

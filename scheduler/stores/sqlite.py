@@ -7,7 +7,10 @@ from the cursor with a row-value range, finding rows of every age without walkin
 
 Concurrency: a connection per reading thread (WAL readers never block each other); this
 process's writers queue on one lock rather than in SQLite's busy handler, whose sleeps add
-milliseconds; `busy_timeout` still covers another process (the CLI) writing.
+milliseconds; `busy_timeout` still covers another process (the CLI) writing. `close` waits for
+the reads and the write running on other threads before it closes their connections (sqlite3
+can crash the process when a connection is closed under a statement); a read or write that
+starts after it raises `BackendUnavailableError`.
 
 Durability: WAL with `synchronous=NORMAL`: a commit survives a crash or kill -9 of the process,
 not a power loss or OS crash.
@@ -134,26 +137,32 @@ class SqliteTaskStore(TaskStore):
         self._group = GroupCommit(self._write, self._unavailable)
         self._next_purge = 0.0
         self._closed = True
+        self._reads = threading.Condition(threading.Lock())
+        self._reading = 0
+        """Reads running now, on any thread; `close` waits for none to be left."""
         self._absolute = None if path in ("", ":memory:") else os.path.abspath(path)
         self._identity: str | None = None
         """The file's device and inode when this process first opened it (None: not yet, or in
         memory); its connections keep that file open even after it is deleted."""
 
     def open(self, *, create_schema: bool = True) -> None:
-        self._closed = False
+        with self._reads:
+            self._closed = False
         if create_schema:
             with self._write_lock:
                 self._connection().executescript(_SCHEMA)
 
     def close(self) -> None:
-        self._closed = True
-        self._identity = None  # opened again, it takes the file then at the path
-        with self._connections_lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            connection.close()
-        self._local = threading.local()
-        with self._write_lock:
+        with self._reads:
+            self._closed = True  # reads starting from now are refused
+            self._reads.wait_for(lambda: self._reading == 0)
+        with self._write_lock:  # the write running commits first
+            self._identity = None  # opened again, it takes the file then at the path
+            with self._connections_lock:
+                connections, self._connections = self._connections, []
+            for connection in connections:
+                connection.close()
+            self._local = threading.local()
             self._writer = None
 
     def _connection(self) -> sqlite3.Connection:
@@ -165,7 +174,7 @@ class SqliteTaskStore(TaskStore):
 
     def _connect(self) -> sqlite3.Connection:
         if self._closed:
-            raise BackendUnavailableError(f"task store {self.path!r} is closed; call open() first")
+            raise self._closed_error()
         try:
             # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE in _write).
             connection = open_wal(
@@ -222,11 +231,23 @@ class SqliteTaskStore(TaskStore):
     def _unavailable(self, error: sqlite3.Error) -> BackendUnavailableError:
         return unavailable(f"task store {self.path!r}", error)
 
+    def _closed_error(self) -> BackendUnavailableError:
+        return BackendUnavailableError(f"task store {self.path!r} is closed; call open() first")
+
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        with self._reads:
+            if self._closed:
+                raise self._closed_error()
+            self._reading += 1
         try:
             return self._connection().execute(sql, params).fetchall()
         except sqlite3.OperationalError as error:
             raise self._unavailable(error) from error
+        finally:
+            with self._reads:
+                self._reading -= 1
+                if self._reading == 0:
+                    self._reads.notify_all()
 
     def _key_row(self, partition: int, key: TaskKey) -> tuple[int, int, int, str, str]:
         ms = key.scheduled_ms

@@ -1,5 +1,9 @@
 """The batch-job endpoints against a worker that runs batch jobs: load and check a configuration,
-read partitions by status, re-run a failed one, pause and resume; each error code and role."""
+read partitions by status, re-run a failed one, pause and resume; each error code and role.
+
+The tests that need the jobs take `loaded`, which loads them unless a test did already, so any
+of them runs alone; in the file's order the load test loads them first and re-runs flaky's first
+partition, and the grid test its second."""
 
 from __future__ import annotations
 
@@ -65,6 +69,34 @@ def _config(marker: Path) -> str:
     return json.dumps(seed_config(steady, flaky))
 
 
+@pytest.fixture(scope="module")
+def loaded(client: httpx.Client, tokens: dict[Role, str], marker: Path) -> None:
+    """The configuration of `_config` in force and its first runs ended: steady's two partitions
+    succeeded, flaky's two failed (or, after the load test, the first re-run). Loaded here
+    unless a test loaded it already (the load test, which checks its own load)."""
+
+    def as_role(role: Role, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return client.request(
+            method, path, headers={"Authorization": f"Bearer {tokens[role]}"}, **kwargs
+        )
+
+    text = _config(marker)
+    configuration = as_role(Role.READ, "GET", "/api/v1/batch/configuration")
+    if configuration.status_code == 404 or configuration.json()["text"] != text:
+        answer = as_role(Role.ADMIN, "PUT", "/api/v1/batch/configuration", json={"text": text})
+        assert answer.status_code == 202, answer.text
+
+    def ended(job: str) -> int:
+        return sum(len(_partitions(as_role, job, status=s)) for s in ("FAILED", "SUCCEEDED"))
+
+    wait_for(
+        lambda: ended("flaky") == 2 and ended("steady") == 2,
+        timeout=90,
+        what="the first runs of steady's and flaky's partitions to end",
+    )
+    assert len(_partitions(as_role, "steady", status="SUCCEEDED")) == 2
+
+
 def _partitions(as_role: Call, job: str, **params: Any) -> list[dict[str, Any]]:
     """The job's partitions; none while the worker has not applied the load yet (a 404)."""
     answer = as_role(Role.READ, "GET", f"/api/v1/batch/jobs/{job}/partitions", params=params)
@@ -74,8 +106,11 @@ def _partitions(as_role: Call, job: str, **params: Any) -> list[dict[str, Any]]:
     return list(answer.json())
 
 
-def test_before_any_load_the_configuration_is_a_404(as_role: Call) -> None:
-    answer = as_role(Role.READ, "GET", "/api/v1/batch/configuration")
+def test_before_any_load_the_configuration_is_a_404(idle_server: ApiServer) -> None:
+    # A deployment of its own: the module's may have a configuration loaded by any other test.
+    headers = {"Authorization": f"Bearer {idle_server.token(Role.READ)}"}
+    with httpx.Client(base_url=idle_server.url, timeout=30) as http:
+        answer = http.get("/api/v1/batch/configuration", headers=headers)
     assert answer.status_code == 404 and "scheduler jobs load" in answer.json()["message"]
 
 
@@ -135,6 +170,7 @@ def _jobs(as_role: Call) -> dict[str, dict[str, Any]]:
     return {job["name"]: job for job in as_role(Role.READ, "GET", "/api/v1/batch/jobs").json()}
 
 
+@pytest.mark.usefixtures("loaded")
 def test_pause_and_resume_show_in_the_job_list(as_role: Call) -> None:
     assert as_role(Role.READ, "POST", "/api/v1/batch/jobs/steady/pause").status_code == 403
     assert as_role(Role.OPERATE, "POST", "/api/v1/batch/jobs/steady/pause").status_code == 202
@@ -143,6 +179,7 @@ def test_pause_and_resume_show_in_the_job_list(as_role: Call) -> None:
     wait_for(lambda: not _jobs(as_role)["steady"]["paused"], what="steady to be resumed")
 
 
+@pytest.mark.usefixtures("loaded")
 def test_an_unknown_job_is_a_404_naming_the_jobs(as_role: Call) -> None:
     for method, path in [
         ("GET", "/api/v1/batch/jobs/nope/partitions"),
@@ -154,6 +191,7 @@ def test_an_unknown_job_is_a_404_naming_the_jobs(as_role: Call) -> None:
         assert "no batch job is named 'nope'" in answer.json()["message"]
 
 
+@pytest.mark.usefixtures("loaded")
 def test_an_operator_reruns_a_failed_partition_from_the_grid(
     browser: WebDriver, server: ApiServer, tokens: dict[Role, str], as_role: Call, marker: Path
 ) -> None:
@@ -173,6 +211,7 @@ def test_an_operator_reruns_a_failed_partition_from_the_grid(
     )
 
 
+@pytest.mark.usefixtures("loaded")
 def test_a_read_token_sees_the_grid_but_may_not_rerun(
     server: ApiServer, tokens: dict[Role, str]
 ) -> None:

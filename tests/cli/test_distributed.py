@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import urllib.request
 from datetime import UTC, datetime
@@ -270,3 +272,43 @@ def test_a_mistyped_keyspace_is_refused_and_the_tasks_in_the_right_one_still_run
         return [row["state"] for row in json.loads(listed.stdout or "[]")]
 
     assert wait_for(lambda: kept_state() == ["succeeded"])
+
+
+_LEFT_OPEN_AT_EXIT = """
+import atexit, sys
+import cassandra.cluster
+from scheduler.cli.main import main
+
+# Registered after the driver's own exit hook, so it runs first: the driver keeps every cluster
+# that connected and was not shut down in `_clusters_for_shutdown`, and shuts them down there.
+@atexit.register
+def name_the_clusters_left_open():
+    for cluster in cassandra.cluster._clusters_for_shutdown:
+        print("left open at exit: a Cassandra cluster", file=sys.stderr)
+
+sys.argv[0] = "scheduler"
+main()
+"""
+
+
+@pytest.mark.parametrize("command", [["schedules", "list"], ["runs", "list"], ["jobs", "list"]])
+def test_a_command_refused_for_a_missing_keyspace_leaves_no_cassandra_connection_open(
+    distributed: dict[str, str], command: list[str]
+) -> None:
+    """A task store whose open failed kept its connection, which the caller had no store to
+    close, to the interpreter's exit: when a metadata refresh fell due there (a worker making
+    its keyspace meanwhile), the driver's scheduler thread printed a traceback, "RuntimeError:
+    cannot schedule new futures after shutdown". The command runs as a subprocess that names,
+    at its exit, the clusters still open."""
+    result = subprocess.run(
+        [sys.executable, "-c", _LEFT_OPEN_AT_EXIT, *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    keyspace = distributed["SCHEDULER_CASSANDRA_KEYSPACE"]
+    assert result.returncode == 2, result.stderr
+    assert f"keyspace {keyspace!r} does not exist" in result.stderr
+    assert "left open at exit" not in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,15 +1,16 @@
 """The SQLite store's file, deleted or replaced under an open store (`check_replaced`), and a
-workflow store closed while another thread uses it."""
+workflow store and a task store closed while other threads use them."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from scheduler.errors import StoreReplacedError
+from scheduler.errors import BackendUnavailableError, StoreReplacedError
 from scheduler.model import Task
 from scheduler.stores.runs_sqlite import SqliteRunStore
 from scheduler.stores.sqlite import SqliteTaskStore
@@ -119,3 +120,59 @@ def test_a_workflow_store_closed_while_another_thread_writes_waits_for_it_then_r
     assert outcome == ["committed"] and not closer.is_alive()
     with pytest.raises(RuntimeError, match="run store is not open"):
         runs.get("any")
+
+
+def test_the_task_store_closed_while_threads_use_it_lets_each_call_finish_or_refuse_clearly(
+    tmp_path: Path,
+) -> None:
+    """Closing the task store closed the other threads' connections under their statements: a
+    read failed with sqlite3's ProgrammingError, or crashed the process (every run of this test
+    did, before close waited for them)."""
+    for round_ in range(30):
+        close_while_four_threads_read_and_one_writes(str(tmp_path / f"store{round_}.db"))
+
+
+def close_while_four_threads_read_and_one_writes(path: str) -> None:
+    now = datetime.now(UTC)
+    store = SqliteTaskStore(path=path)
+    store.open()
+    store.write_tasks(0, [Task("o", now, f"k{i}", {"job": "x:y"}) for i in range(300)])
+    until_ms = int(now.timestamp() * 1000) + 1
+    unexpected: list[BaseException] = []
+    refused: list[BackendUnavailableError] = []
+
+    def read() -> None:
+        assert len(store.load_tasks(0, None, until_ms, 300)) == 300
+
+    def write() -> None:
+        store.write_tasks(0, [Task("o", now, "k0", {"job": "x:z"})])  # a row written again
+
+    def loop(call: Callable[[], None], called: threading.Event) -> None:
+        try:
+            while True:
+                call()
+                called.set()
+        except BackendUnavailableError as error:
+            refused.append(error)
+        except BaseException as error:
+            unexpected.append(error)
+        finally:
+            called.set()
+
+    calls = [read] * 4 + [write]
+    called = [threading.Event() for _ in calls]
+    threads = [threading.Thread(target=loop, args=args) for args in zip(calls, called, strict=True)]
+    for thread in threads:
+        thread.start()
+    for event in called:
+        assert event.wait(10)
+    store.close()
+    for thread in threads:
+        thread.join(10)
+    assert unexpected == []
+    assert len(refused) == len(calls)
+    assert all("is closed" in str(error) for error in refused)
+    with pytest.raises(BackendUnavailableError, match="is closed"):
+        read()
+    with pytest.raises(BackendUnavailableError, match="is closed"):
+        write()
