@@ -170,10 +170,12 @@ class BatchJobs:
         by the engine; returns the configuration. With `wait_s`, also wait until a worker has
         put it in force (`BatchNotAppliedError` after that long: no worker runs batch jobs)."""
         config = parse_configuration(text)
+        if wait_s is None:
+            self._send("load", text=text, source=source)
+            return config
         before = self.store.configuration(self.name)
         self._send("load", text=text, source=source)
-        if wait_s is not None:
-            self._wait_applied(text, before, wait_s)
+        self._wait_applied(text, before, wait_s)
         return config
 
     def _wait_applied(self, text: str, before: StoredConfiguration | None, wait_s: float) -> None:
