@@ -24,6 +24,10 @@ pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.slow]
 PAUSE_S = 15.0
 """Past the 10 s session timeout of the workers' consumers."""
 
+LOSS_HEARD_WITHIN_MS = 3000
+"""How soon after resuming a worker whose session expired hears of it (librdkafka checks the
+session itself, with no round trip to the group)."""
+
 
 def test_a_worker_continued_after_its_session_expired_starts_nothing_until_it_is_assigned_again(
     fleet: Fleet,
@@ -94,7 +98,20 @@ def test_a_worker_continued_after_its_session_expired_starts_nothing_until_it_is
     assert report.missing == []
     assert started_unowned == [], started_unowned[:5]
     assert late_overlaps == [], late_overlaps[:5]
-    assert "not starting due tasks" in paused.output(), "w1 had no due task on resuming"
+    # What w1 does first on resuming is a race between its threads: its timers hand the tasks
+    # that fell due during the pause to the executor, which the lapsed lease holds back; or
+    # librdkafka's own session check reports the loss first, and the partitions leave before
+    # anything is due there. Either way nothing started unowned (above); the lease's part is
+    # pinned step by step in tests/engine/test_lease.py.
+    heard_lost_ms = min(
+        (at for at, kind, _ in events if kind in ("lost", "revoked") and at >= continued_ms),
+        default=None,
+    )
+    held_back = "not starting due tasks" in paused.output()
+    print(f"[pause] the lease held due tasks back: {held_back}; loss heard at {heard_lost_ms}")
+    assert held_back or (
+        heard_lost_ms is not None and heard_lost_ms - continued_ms < LOSS_HEARD_WITHIN_MS
+    ), f"w1 neither held due tasks back nor heard of its loss at once:\n{paused.output()[-3000:]}"
 
 
 def stopped(pid: int) -> bool:
