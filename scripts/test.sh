@@ -91,6 +91,15 @@ begin "ruff, mypy, import contracts"
 # Types and layers (docs/architecture.md, "Layers and types"): either failing fails the run.
 .venv/bin/mypy
 .venv/bin/lint-imports --no-logo
+# Without arguments the main pass is two: the tests that need neither a server nor long, two
+# at a time (pytest-xdist; they share no server, port or file: tests/servers.py fails one that
+# reaches a server unmarked), while the servers still start; then the server and slow tests one
+# at a time, since their fleets and timings assume the machine's two cores.
+unit_tests="not slow and not kafka and not cassandra and not containers and not chaos"
+if [ $# = 0 ]; then
+  begin "main pass: unit tests, two at a time (pytest -n 2)"
+  .venv/bin/python -m pytest -q -rfEsxX --strict-markers --durations=30 -n 2 -m "$unit_tests"
+fi
 if [ -n "$servers_up" ]; then
   begin "Kafka and Cassandra up (waited for)"
   up_status=0
@@ -99,9 +108,15 @@ if [ -n "$servers_up" ]; then
   cat "$servers_up_log"
   [ "$up_status" = 0 ] || { echo "test: scheduler services up failed (above)" >&2; exit "$up_status"; }
 fi
-begin "main pass (pytest)"
-# A -m among the arguments replaces this one (pytest keeps the last).
-.venv/bin/python -m pytest -q -rfEsxX --strict-markers --durations=100 -m "not containers" "$@"
+if [ $# = 0 ]; then
+  begin "main pass: server and slow tests (pytest)"
+  .venv/bin/python -m pytest -q -rfEsxX --strict-markers --durations=100 \
+    -m "not containers and not chaos and not ($unit_tests)"
+else
+  begin "main pass (pytest)"
+  # A -m among the arguments replaces this one (pytest keeps the last).
+  .venv/bin/python -m pytest -q -rfEsxX --strict-markers --durations=100 -m "not containers" "$@"
+fi
 if [ "$throwaway_servers" = 1 ]; then
   # No later phase uses these servers (chaos has its own cluster, the containers pass its own
   # containers): they stop in the background, beside those phases, and are waited for at the
