@@ -193,14 +193,16 @@ def open_existing(settings: Settings) -> tuple[TaskLog, TaskStore]:
         raise
 
 
-def open_existing_store(settings: Settings) -> TaskStore:
+def open_existing_store(settings: Settings, *, adds: bool = False) -> TaskStore:
     """The opened store of a deployment that exists (see `open_existing`); an embedded store is
     created if only the log is there (tasks enqueued, no worker has run yet). An embedded data
-    directory that holds neither the log nor the store is refused."""
+    directory that holds neither the log nor the store is refused, unless the command `adds`
+    to the deployment (creates schedules, loads batch jobs), which may begin it as `enqueue`
+    does."""
     files = [EMBEDDED_LOG_FILE] * (settings.log == "embedded")
     files += [EMBEDDED_STORE_FILE] * (settings.store == "sqlite")
     home = settings.data_dir.expanduser().resolve()  # not `data_dir`, which creates it
-    if files and not any((home / name).is_file() for name in files):
+    if files and not adds and not any((home / name).is_file() for name in files):
         raise ConfigurationError(
             f"no scheduler data in {home} (no {' or '.join(files)}): nothing has been enqueued "
             "or run with this data directory; run the command where the workers run, or point "

@@ -39,14 +39,16 @@ def jobs() -> None:
 
 
 @contextmanager
-def _jobs(settings: Settings, *, client: bool) -> Iterator[BatchJobs]:
+def _jobs(settings: Settings, *, client: bool, adds: bool = False) -> Iterator[BatchJobs]:
+    """The batch jobs over the store (and the log with `client`); `adds` (load) may begin an
+    embedded data directory, as `enqueue` does."""
     from scheduler.batch.api import BatchJobs
     from scheduler.batch.runtime import open_batch_store
     from scheduler.client import SchedulerClient
-    from scheduler.runtime import build_log, open_existing_store
+    from scheduler.runtime import build_log, open_existing_store, topic_partition_check
 
     with ExitStack() as stack:
-        store = open_existing_store(settings)
+        store = open_existing_store(settings, adds=adds)
         stack.callback(store.close)
         batch = open_batch_store(settings, store, create_schema=settings.store == "sqlite")
         stack.callback(batch.close)
@@ -54,6 +56,8 @@ def _jobs(settings: Settings, *, client: bool) -> Iterator[BatchJobs]:
         if client:
             log = build_log(settings)
             stack.callback(log.close)
+            if adds:  # the topic too, as `enqueue` makes it
+                topic_partition_check(log, settings.partitions)
             sender = stack.enter_context(SchedulerClient(log=log))
         yield BatchJobs(store=batch, client=sender, name=settings.batch_name)
 
@@ -91,7 +95,7 @@ def load(state: CliState, file: Path) -> None:
     """Check FILE and have the workers apply it as a diff of the configuration in force
     (running partitions are not interrupted); waits until a worker has (exit status 3 if none
     did within 30 s)."""
-    with _jobs(state.settings(), client=True) as batch:
+    with _jobs(state.settings(), client=True, adds=True) as batch:
         config = batch.load(file.read_text(encoding="utf-8"), source=str(file), wait_s=LOAD_WAIT_S)
     click.echo(f"loaded {file} ({len(config.jobs)} jobs): in force")
 

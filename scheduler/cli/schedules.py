@@ -49,17 +49,18 @@ def schedules() -> None:
 
 @contextmanager
 def _client(
-    settings: Settings, *, wait_s: float | None = None, writes: bool = True
+    settings: Settings, *, wait_s: float | None = None, writes: bool = True, adds: bool = False
 ) -> Iterator[SchedulesClient]:
-    """The schedules client over the store (and, for changes, the log: reads open none)."""
+    """The schedules client over the store (and, for changes, the log: reads open none);
+    `adds` (create, apply) may begin an embedded data directory, as `enqueue` does."""
     from scheduler.client import SchedulerClient
     from scheduler.programs.runtime import load_catalog
-    from scheduler.runtime import build_log, open_existing_store
+    from scheduler.runtime import build_log, open_existing_store, topic_partition_check
     from scheduler.schedules.client import SchedulesClient
     from scheduler.schedules.runtime import open_schedule_store
 
     with ExitStack() as stack:
-        store = open_existing_store(settings)
+        store = open_existing_store(settings, adds=adds)
         stack.callback(store.close)
         schedule_store = open_schedule_store(
             settings, store, create_schema=settings.store == "sqlite"
@@ -69,6 +70,8 @@ def _client(
         if writes:
             log = build_log(settings)
             stack.callback(log.close)
+            if adds:  # the topic too, as `enqueue` makes it
+                topic_partition_check(log, settings.partitions)
             tasks = SchedulerClient(log=log, grace_window_s=settings.grace_window_s)
             stack.callback(tasks.close)
         catalog = load_catalog(settings) if settings.programs_file is not None else None
@@ -116,7 +119,7 @@ def _row(record: ScheduleRecord) -> tuple[Any, ...]:
 def create(state: CliState, file: Path, wait_s: float) -> None:
     """Create the schedules in FILE (JSON or TOML), disabled; all or none of them."""
     batch = read_schedules(file)
-    with _client(state.settings(), wait_s=wait_s) as client:
+    with _client(state.settings(), wait_s=wait_s, adds=True) as client:
         client.create(batch)
     click.echo(f"created {', '.join(s.name for s in batch)} (disabled; enable them to run)")
 
@@ -144,7 +147,7 @@ def apply(
 ) -> None:
     """Make the schedules declared by FILE (by its --source) exactly those in it: a redeploy."""
     batch = read_schedules(file)
-    with _client(state.settings(), wait_s=wait_s) as client:
+    with _client(state.settings(), wait_s=wait_s, adds=True) as client:
         result = client.apply(
             batch, source=f"apply:{source or file.stem}", update_schedules=update_schedules
         )

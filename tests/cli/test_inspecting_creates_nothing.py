@@ -1,6 +1,7 @@
 """Commands that look at a deployment, or change what it holds, never create one: a mistyped
 data directory, keyspace or topic is named at once instead of answered from an empty one made on
-the spot (which also left a stray keyspace and topic behind)."""
+the spot (which also left a stray keyspace and topic behind). Commands that add to a deployment
+(`enqueue`, `schedules create` and `apply`, `jobs load`) may begin an embedded one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ LOOKING = [
     ("tasks", "cancel", "acct", "2026-11-23T10:00:00Z", "k"),
     ("group", "status"),
     ("malformed", "list"),
+    ("schedules", "list"),
+    ("schedules", "enable", "tick"),
+    ("jobs", "list"),
 ]
 
 

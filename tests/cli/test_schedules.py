@@ -130,3 +130,27 @@ def test_apply_updates_and_deletes_what_the_file_declared_unless_told_not_to(
     assert (second["updated"], second["deleted"]) == (["tick"], ["daily"])
     shown = json.loads(run("schedules", "show", "tick", "--json").output)
     assert shown["schedule"]["description"] == "each second"
+
+
+def test_schedules_created_before_any_worker_ran_begin_the_data_dir_and_run_once_one_starts(
+    with_programs: Path, run, worker, embedded: Path
+) -> None:
+    # Creating adds to the deployment, as `enqueue` does: it may begin the data directory
+    # (looking at one nothing ran in is refused: tests/cli/test_inspecting_creates_nothing.py).
+    assert not embedded.exists()
+    file = with_programs / "schedules.toml"
+    file.write_text(SCHEDULES)
+    # No worker applies the creation yet: without --wait 0 it would wait 30 s, then exit 3
+    # saying it applies when one starts. A worker started later applies it.
+    created = run("schedules", "create", str(file), "--wait", "0")
+    assert created.exit_code == 0, created.output
+    worker()
+    assert wait_for(lambda: len(listed(run)) == 2)
+    enabled = run("schedules", "enable", "tick")
+    assert enabled.exit_code == 0, enabled.output
+
+    def scheduled() -> list[dict]:
+        out = run("runs", "list", "--json", "--program", "hello", "--status", "COMPLETED")
+        return [r for r in json.loads(out.output) if r["started_by"] == "schedule:tick"]
+
+    assert wait_for(scheduled)
