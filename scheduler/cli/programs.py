@@ -7,6 +7,7 @@ change does (`scheduler.programs.operator`, which the REST API uses too).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -192,7 +193,9 @@ def show_run(state: CliState, run_id: str, as_json: bool) -> None:
     for name in ("created_ms", "requested_ms", "started_ms", "ended_ms"):
         shown[name.removesuffix("_ms")] = iso(shown.pop(name))
     for label, value in shown.items():
-        click.echo(f"{label + ':':<13} {value}")
+        # Arguments as JSON, not Python's repr: what `--arg` and the programs file write.
+        said = json.dumps(value) if isinstance(value, dict) else value
+        click.echo(f"{label + ':':<13} {said}")
 
 
 def _parse_args(pairs: Sequence[str]) -> dict[str, str]:

@@ -72,6 +72,8 @@ def test_a_program_started_by_hand_runs_and_a_sleeping_one_is_killed(
     assert done[0]["started_by"].startswith("operator:")
     shown = run("runs", "show", run_id)
     assert "status:       COMPLETED" in shown.output
+    arguments = next(line for line in shown.output.splitlines() if line.startswith("arguments:"))
+    assert json.loads(arguments.removeprefix("arguments:"))["who"] == "ops"  # JSON, not repr
     out = list((with_programs / "logs" / "command").rglob("*.out"))
     assert [f.read_text() for f in out] == ["hello ops\n"]
 
