@@ -221,6 +221,11 @@ class RunOut(BaseModel):
     attempts: int
     last_error: str | None
     request_key: str
+    output: str | None = Field(
+        None,
+        description="The file the program's output went to on the worker that ran it (a "
+        "command's standard output, a spark-submit's log); null if its executor wrote none.",
+    )
 
 
 class RunPage(BaseModel):

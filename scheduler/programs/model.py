@@ -169,6 +169,9 @@ class Run:
     batch: str | None = None
     """The ordering id of the `run-many` task that starts it with the other limit-free runs of
     its launch batch, or None when it has a `run` task of its own (`run:<run_id>`)."""
+    output: str | None = None
+    """Where its program's output went, on the worker that ran it: the file its executor wrote
+    (a command's standard output, a spark-submit's log), or None if it wrote none."""
 
     def with_status(self, status: RunStatus, **changes: Any) -> Run:
         return replace(self, status=status, **changes)
@@ -188,6 +191,7 @@ class Run:
             "last_error": self.last_error,
             "request_key": self.request_key,
             **({} if self.batch is None else {"batch": self.batch}),
+            **({} if self.output is None else {"output": self.output}),
         }
 
     @classmethod
@@ -206,4 +210,5 @@ class Run:
             last_error=data.get("last_error"),
             request_key=data.get("request_key") or "",
             batch=data.get("batch"),
+            output=data.get("output"),
         )

@@ -254,6 +254,8 @@ class WorkflowExecutor:
             metrics.RUNS_RUNNING.dec()
         reason = context.reason
         changes: dict[str, Any] = {"ended_ms": self.clock()}
+        if context.log_path is not None:  # set by the executor that wrote the output
+            changes["output"] = context.log_path
         if error is None:
             # The program finished, whatever cancellation came too late to stop it.
             status = RunStatus.COMPLETED

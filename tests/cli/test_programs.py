@@ -76,6 +76,7 @@ def test_a_program_started_by_hand_runs_and_a_sleeping_one_is_killed(
     assert json.loads(arguments.removeprefix("arguments:"))["who"] == "ops"  # JSON, not repr
     out = list((with_programs / "logs" / "command").rglob("*.out"))
     assert [f.read_text() for f in out] == ["hello ops\n"]
+    assert f"output:       {out[0]}" in shown.output  # the run says where its output went
 
     sleepy = json.loads(run("runs", "start", "sleepy", "--json").output)["run_id"]
     assert wait_for(lambda: runs_json(run, "--program", "sleepy", "--status", "RUNNING"))

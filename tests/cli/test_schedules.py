@@ -85,6 +85,9 @@ def test_schedules_are_created_disabled_enabled_and_run_their_program(
     assert jobs[0]["run_id"] in {r["run_id"] for r in scheduled()}
     shown = run("runs", "show", jobs[0]["run_id"])
     assert shown.exit_code == 0 and "schedule:tick" in shown.output
+    # The run says where its output went, whether it ran alone or in a launch batch.
+    record = json.loads(run("runs", "show", jobs[0]["run_id"], "--json").output)
+    assert Path(record["output"]).read_text().startswith("hello "), record
     assert "  RUN  " in run("schedules", "jobs", "tick").output.splitlines()[0]
     # An open job says what it waits for.
     assert run("schedules", "enable", "daily").exit_code == 0

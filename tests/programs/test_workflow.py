@@ -57,6 +57,7 @@ def test_a_launched_command_program_runs_and_completes_with_its_arguments(tmp_pa
     assert run.created_ms <= run.started_ms <= run.ended_ms
     out = list((tmp_path / "logs").rglob("*.out"))
     assert [f.read_text() for f in out] == ["views\n"]
+    assert run.output == str(out[0])  # where its output went
 
 
 def test_a_request_enqueued_twice_launches_one_run(tmp_path: Path) -> None:
@@ -364,6 +365,11 @@ def test_a_launch_batch_sent_twice_creates_and_runs_each_run_once(tmp_path: Path
         assert all(r.arguments["table"] == "views" for r in runs)
         assert len(p.runs.list_runs(program="ok")) == 5
         assert len(list((tmp_path / "logs").rglob("*.out"))) == 5
+        # Each run of the batch says where its own output went.
+        assert all(r.batch is not None and r.output for r in runs)
+        assert {Path(str(r.output)).parent.name for r in runs} == {
+            path.parent.name for path in (tmp_path / "logs").rglob("*.out")
+        }
 
 
 def test_a_launch_batch_request_with_a_limit_is_decided_alone_at_the_limit(
