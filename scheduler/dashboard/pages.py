@@ -285,6 +285,7 @@ def _runs_context(request: Request) -> dict[str, Any]:
                 "duration": None if took is None else f"{took:.1f} s",
                 "attempts": run.attempts,
                 "last_error": run.last_error or "",
+                "output": run.output or "",
             }
         )
     filters = {

@@ -177,6 +177,8 @@ def test_a_read_token_sees_runs_but_may_not_kill_them(
         viewer.post("/dashboard/login", data={"token": tokens[Role.READ]})
         page = viewer.get("/dashboard/runs", params={"program": "hello"})
         assert run_id in page.text and "COMPLETED" in page.text
+        output = _run(as_role, run_id)["output"]  # where the program's output went
+        assert output and f'title="output: {output}"' in page.text
         refused = viewer.post("/dashboard/runs/kill", data={"run_id": run_id})
         assert refused.status_code == 403 and "kill needs the operate role" in refused.text
 
