@@ -14,6 +14,7 @@ whole before any task is sent: all or nothing.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,7 +36,12 @@ from scheduler.schedules.model import Schedule
 from scheduler.schedules.parse import parse_schedule
 from scheduler.schedules.tasks import change_task
 
+logger = logging.getLogger(__name__)
+
 _PAGE = 500
+SAY_WAITING_AFTER_S = 3.0
+"""How long a change waits for a worker before saying it waits (a worker applies one within a
+second)."""
 
 
 @dataclass(frozen=True)
@@ -290,7 +296,9 @@ class SchedulesClient:
             self._wait(sent)
 
     def _wait(self, sent: Sequence[tuple[str, str, bool]]) -> None:
-        deadline = time.monotonic() + (self.wait_s or 0)
+        began = time.monotonic()
+        deadline = began + (self.wait_s or 0)
+        said = False
         waiting = list(sent)
         while waiting:
             waiting = [
@@ -300,7 +308,16 @@ class SchedulesClient:
             ]
             if not waiting:
                 return
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if not said and now - began >= SAY_WAITING_AFTER_S and now < deadline:
+                said = True  # a worker applies a change within a second: say why this is slow
+                logger.info(
+                    "no worker has applied the change(s) to %s yet; waiting up to %.0f s more "
+                    "(a worker with programs applies them, now or when one starts)",
+                    [n for n, _, _ in waiting],
+                    deadline - now,
+                )
+            if now >= deadline:
                 raise ScheduleNotAppliedError(
                     f"the change(s) to {[n for n, _, _ in waiting]} were sent, but no worker "
                     f"applied them within {self.wait_s:g}s: is a worker with programs running? "

@@ -157,3 +157,15 @@ def test_schedules_created_before_any_worker_ran_begin_the_data_dir_and_run_once
         return [r for r in json.loads(out.output) if r["started_by"] == "schedule:tick"]
 
     assert wait_for(scheduled)
+
+
+def test_a_change_no_worker_applies_says_that_it_waits_then_exits_3(
+    with_programs: Path, script, embedded: Path
+) -> None:
+    file = with_programs / "schedules.toml"
+    file.write_text(SCHEDULES)
+    completed = script("schedules", "create", str(file), "--wait", "4")
+    assert completed.returncode == 3, completed.stderr
+    # Said after 3 s, before the end of the wait, so a user does not take the wait for a hang.
+    assert "no worker has applied the change(s) to ['tick', 'daily'] yet" in completed.stderr
+    assert "They apply when one starts" in completed.stderr
