@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduler.applying import ApplyWait
 from scheduler.batch.config import Configuration, parse_configuration
 from scheduler.batch.decide import Summary, View, summary, views
 from scheduler.batch.errors import BatchConfigError, BatchNotAppliedError, UnknownJobError
@@ -34,9 +35,6 @@ from scheduler.engine.clock import now_ms
 
 logger = logging.getLogger(__name__)
 NOT_APPLIED = " (not applied yet)"
-SAY_WAITING_AFTER_S = 3.0
-"""How long `load` waits for a worker before saying it waits (a worker applies a load within a
-second)."""
 """Ends the `source` of a configuration read from the file before any worker applied it."""
 
 
@@ -184,8 +182,15 @@ class BatchJobs:
     def _wait_applied(self, text: str, before: StoredConfiguration | None, wait_s: float) -> None:
         """Until the store holds `text` as loaded after `before` (the same text loaded again
         gets a newer `loaded_ms`)."""
-        began = time.monotonic()
-        deadline, said = began + wait_s, False
+        wait = ApplyWait(
+            wait_s,
+            lambda left: logger.info(
+                "no worker has put the batch configuration %r in force yet; waiting up to "
+                "%.0f s more (only workers with batch_file set run batch jobs)",
+                self.name,
+                left,
+            ),
+        )
         while True:
             stored = self.store.configuration(self.name)
             if (
@@ -194,16 +199,7 @@ class BatchJobs:
                 and (before is None or before.text != text or stored.loaded_ms > before.loaded_ms)
             ):
                 return
-            now = time.monotonic()
-            if not said and now - began >= SAY_WAITING_AFTER_S and now < deadline:
-                said = True  # a worker applies a load within a second: say why this is slow
-                logger.info(
-                    "no worker has put the batch configuration %r in force yet; waiting up to "
-                    "%.0f s more (only workers with batch_file set run batch jobs)",
-                    self.name,
-                    deadline - now,
-                )
-            if now >= deadline:
+            if wait.over():
                 raise BatchNotAppliedError(
                     f"the batch configuration {self.name!r} was sent, but no worker applied it "
                     f"within {wait_s:g}s: is a worker running with batch_file set "

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.applying import ApplyWait
 from scheduler.client import SchedulerClient
 from scheduler.engine.clock import now_ms
 from scheduler.programs.catalog import ProgramCatalog
@@ -39,9 +40,6 @@ from scheduler.schedules.tasks import change_task
 logger = logging.getLogger(__name__)
 
 _PAGE = 500
-SAY_WAITING_AFTER_S = 3.0
-"""How long a change waits for a worker before saying it waits (a worker applies one within a
-second)."""
 
 
 @dataclass(frozen=True)
@@ -296,10 +294,16 @@ class SchedulesClient:
             self._wait(sent)
 
     def _wait(self, sent: Sequence[tuple[str, str, bool]]) -> None:
-        began = time.monotonic()
-        deadline = began + (self.wait_s or 0)
-        said = False
         waiting = list(sent)
+        wait = ApplyWait(
+            self.wait_s or 0,
+            lambda left: logger.info(
+                "no worker has applied the change(s) to %s yet; waiting up to %.0f s more "
+                "(a worker with programs applies them, now or when one starts)",
+                [n for n, _, _ in waiting],
+                left,
+            ),
+        )
         while waiting:
             waiting = [
                 (name, change, gone)
@@ -308,16 +312,7 @@ class SchedulesClient:
             ]
             if not waiting:
                 return
-            now = time.monotonic()
-            if not said and now - began >= SAY_WAITING_AFTER_S and now < deadline:
-                said = True  # a worker applies a change within a second: say why this is slow
-                logger.info(
-                    "no worker has applied the change(s) to %s yet; waiting up to %.0f s more "
-                    "(a worker with programs applies them, now or when one starts)",
-                    [n for n, _, _ in waiting],
-                    deadline - now,
-                )
-            if now >= deadline:
+            if wait.over():
                 raise ScheduleNotAppliedError(
                     f"the change(s) to {[n for n, _, _ in waiting]} were sent, but no worker "
                     f"applied them within {self.wait_s:g}s: is a worker with programs running? "
