@@ -80,7 +80,15 @@ class BatchJobs:
     def stored(self) -> StoredConfiguration | None:
         """The configuration in force, else the valid `file` not applied yet (its `source`
         ends with `NOT_APPLIED`, its `loaded_ms` is the file's modification time)."""
-        return self.store.configuration(self.name) or self._from_file()
+        stored = self.store.configuration(self.name)
+        if stored is not None or self.file is None:
+            return stored
+        from_file = self._from_file()
+        if from_file is None:
+            # A worker writes the configuration, then renames the file: one applied between
+            # the two reads is in the store now.
+            return self.store.configuration(self.name)
+        return from_file
 
     def _from_file(self) -> StoredConfiguration | None:
         if self.file is None:

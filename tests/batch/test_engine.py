@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scheduler.batch.api import BatchJobs
 from scheduler.batch.state import Status
-from scheduler.batch.store import AttemptStatus
+from scheduler.batch.store import AttemptStatus, StoredConfiguration
 from scheduler.model import Task
 from scheduler.programs.model import RunStatus, StarterKind
 from scheduler.stores.batch_sqlite import SqliteBatchStore
@@ -333,3 +333,31 @@ def test_operator_changes_sent_within_one_millisecond_run_in_the_order_they_were
         jobs.load(text)
     in_run_order = sorted(sent, key=lambda t: t.key)
     assert [t.key for t in in_run_order] == [t.key for t in sent]
+
+
+def test_a_file_applied_between_the_store_read_and_the_file_read_is_read_from_the_store(
+    tmp_path: Path,
+) -> None:
+    # An API beside a fleet read the store (nothing yet), then a worker stored the file and
+    # renamed it, then the API found no file: it answered "no batch configuration is loaded"
+    # (a CI failure of tests/api/test_batch_beside_fleet.py on Kafka + Cassandra).
+    text = json.dumps(seed_config(seed_job("a")))
+    file = tmp_path / "jobs.json"
+    file.write_text(text)
+    store = SqliteBatchStore(path=str(tmp_path / "b.db"))
+    store.open()
+    real_read = store.configuration
+
+    def applied_meanwhile(name: str = "default") -> StoredConfiguration | None:
+        if file.exists():  # the worker stores it and renames the file right after this read
+            found = real_read(name)
+            store.save_configuration(StoredConfiguration(text, 1, source=str(file)), name)
+            file.rename(tmp_path / "jobs.json_IMPORTED")
+            return found
+        return real_read(name)
+
+    store.configuration = applied_meanwhile  # type: ignore[method-assign]
+    jobs = BatchJobs(store=store, file=file)
+    stored = jobs.stored()
+    assert stored is not None and stored.text == text and stored.source == str(file)
+    store.close()
