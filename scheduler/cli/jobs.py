@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from scheduler.attempts import error_summary
 from scheduler.batch.config import parse_configuration
 from scheduler.batch.durations import format_partition, parse_partition
 from scheduler.batch.errors import BatchConfigError
@@ -207,7 +208,13 @@ def partitions(
         echo_table(
             ["PARTITION", "ATTEMPT", "STATUS", "RUN", "REASON"],
             [
-                (format_partition(a.partition), a.attempt, a.status.value, a.run_id, a.reason or "")
+                (
+                    format_partition(a.partition),
+                    a.attempt,
+                    a.status.value,
+                    a.run_id,
+                    error_summary(a.reason) or "",
+                )
                 for a in history
             ],
         )
@@ -223,7 +230,7 @@ def _partition(text: str) -> int:
 def _why(view: Any) -> str:
     if view.waiting_for and view.status is Status.WAITING_DEPENDENCIES:
         return ", ".join(view.waiting_for)
-    text = view.reason or ""
+    text = error_summary(view.reason) or ""
     if view.retry_at is not None:
         text = f"retries at {format_partition(view.retry_at)}: {text}"
     return text

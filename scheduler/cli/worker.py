@@ -11,6 +11,7 @@ import click
 
 from scheduler.cli.context import CliState, pass_state
 from scheduler.engine.collector import pace_for_a_worker
+from scheduler.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from scheduler.batch.runtime import BatchRuntime
@@ -95,6 +96,7 @@ def worker(
         client_id=client_id,
         **_api_overrides(api_address),
     )
+    _check_routes(settings)
     with ExitStack() as stack:
         built: list[Worker] = []
         if settings.metrics_port is not None:
@@ -184,6 +186,27 @@ def _api_overrides(address: str | None) -> dict[str, object]:
     return overrides
 
 
+def _check_routes(settings: Settings) -> None:
+    """Refuse a worker whose files name work its executor cannot route: programs and batch
+    jobs run through `auto`'s routes, and a worker started anyway would fail every run and
+    every batch load permanently, each with an error about an unknown executor."""
+    named = [
+        name
+        for name, value in (
+            ("programs_file", settings.programs_file),
+            ("batch_file", settings.batch_file),
+        )
+        if value is not None
+    ]
+    if named and settings.executor != "auto":
+        raise ConfigurationError(
+            f"{' and '.join(named)} {'is' if len(named) == 1 else 'are'} set, but executor "
+            f"{settings.executor!r} runs only its own tasks: programs, schedules and batch jobs "
+            "run through executor 'auto' (the default). Set SCHEDULER_EXECUTOR=auto (or drop "
+            f"--executor), or unset {' and '.join(named)} on this worker"
+        )
+
+
 def _with_programs(
     settings: Settings, executor: Executor, log: TaskLog, store: TaskStore
 ) -> WorkerPrograms | None:
@@ -216,11 +239,7 @@ def _with_batch(
     if settings.batch_file is None:
         return None
     if programs is None or not isinstance(executor, RoutingExecutor):
-        logger.warning(
-            "batch_file is set but executor %r cannot run batch jobs; use SCHEDULER_EXECUTOR=auto",
-            settings.executor,
-        )
-        return None
+        return None  # not with executor 'auto', which `_check_routes` asked for
     if programs.subscriber is None:
         logger.warning(
             "batch_file is set but events_subscriber is off: this worker launches partitions "

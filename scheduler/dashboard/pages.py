@@ -28,6 +28,7 @@ from scheduler.admin import (
 from scheduler.api.auth import CHANGE_ROLES, Role, TokenEntry
 from scheduler.api.routers.fleet import fleet
 from scheduler.api.state import ApiState
+from scheduler.attempts import error_summary
 from scheduler.dashboard.sparkline import sparkline
 from scheduler.engine.clock import now_ms
 from scheduler.errors import SchedulerError
@@ -42,6 +43,8 @@ PAGE_SIZE = 100
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 templates.env.globals["CHANGE_ROLES"] = CHANGE_ROLES
+# A table cell shows the useful part of an error first (the whole text is its title).
+templates.env.filters["error_summary"] = lambda error: error_summary(error) or ""
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
 

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 
 from scheduler.admin import iso
 from scheduler.api.auth import Role, TokenEntry
+from scheduler.attempts import error_summary
 from scheduler.batch.durations import format_partition
 from scheduler.batch.state import Status
 from scheduler.dashboard.pages import (
@@ -181,7 +182,7 @@ def _batch_context(request: Request) -> dict[str, Any]:
                 "name": format_partition(view.partition),
                 "ms": view.partition,
                 "status": str(view.status),
-                "why": "; ".join(view.waiting_for) or view.reason or "",
+                "why": "; ".join(view.waiting_for) or error_summary(view.reason) or "",
                 "attempts": view.attempts,
             }
             for view in views

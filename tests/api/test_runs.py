@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -117,13 +119,25 @@ def test_the_same_request_id_starts_one_run(as_role: Call) -> None:
     assert first == again
 
 
-def test_a_failed_run_shows_its_error(as_role: Call) -> None:
+def test_a_failed_run_shows_its_error(
+    as_role: Call, server: ApiServer, tokens: dict[Role, str]
+) -> None:
     run_id = _start(as_role, "broken")
     failed = wait_for(lambda: (r := _run(as_role, run_id)).get("status") == "FAILED" and r)
-    assert "3" in str(failed["last_error"])
+    error = str(failed["last_error"])
+    assert "exited with code 3" in error
     listed = as_role(Role.READ, "GET", "/api/v1/runs", params={"status": "FAILED"}).json()
     assert [r["run_id"] for r in listed["runs"]] == [run_id]
     assert listed["next_cursor"] is None
+    # The page's cell leads with what failed, not with the exception's class and the task key;
+    # the whole error is the cell's title.
+    with httpx.Client(base_url=server.url) as viewer:
+        viewer.post("/dashboard/login", data={"token": tokens[Role.READ]})
+        page = viewer.get("/dashboard/runs", params={"status": "FAILED"}).text
+    found = re.search(r'<td class="error" title="([^"]*)">([^<]*)</td>', page)
+    assert found is not None, page
+    title, cell = (html.unescape(part) for part in found.groups())
+    assert title == error and cell.startswith(f"{sys.executable} exited with code 3")
 
 
 def test_a_running_run_is_killed_and_killing_it_again_is_a_409(as_role: Call) -> None:

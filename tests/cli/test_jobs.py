@@ -113,6 +113,9 @@ def test_a_worker_runs_the_polled_file_and_the_cli_shows_reruns_and_pauses(
     assert "before job1's first partition" in partitions[0]["reason"]
     grid = run("jobs", "partitions", "job2")
     assert "BLOCKED_FOREVER: 1  MARKED_SUCCESS: 2" in grid.output
+    # A failed attempt's reason leads with what failed, not the exception and the task key.
+    history = run("jobs", "partitions", "job2", "--history").output
+    assert "CommandFailedError: task" not in history and PY[:40] in history
     runs = json.loads(run("runs", "list", "--json").output)
     assert sorted({r["started_by"] for r in runs}) == ["batch-job:job1", "batch-job:job2"]
     assert len(runs) == 5

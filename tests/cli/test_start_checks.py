@@ -119,3 +119,17 @@ def test_the_wait_for_brokers_that_take_the_connection_and_never_answer_is_a_set
     assert result.returncode == 3, result.stderr
     assert "within 1.5 s (SCHEDULER_KAFKA_CONNECT_TIMEOUT_S=1.5;" in result.stderr
     assert "never answered Kafka's first request" in result.stderr
+
+
+@pytest.mark.parametrize("file_setting", ["SCHEDULER_PROGRAMS_FILE", "SCHEDULER_BATCH_FILE"])
+def test_a_worker_whose_executor_cannot_route_its_files_is_refused_before_it_starts(
+    file_setting: str, embedded, script: Script, monkeypatch, tmp_path
+) -> None:
+    # Started anyway, it would fail every run or batch load permanently ("unknown executor").
+    monkeypatch.setenv(file_setting, str(tmp_path / "work.file"))
+    refused = script("worker", "--executor", "command")
+    assert refused.returncode == 2, refused.stderr
+    setting = file_setting.removeprefix("SCHEDULER_").lower()
+    assert f"{setting} is set, but executor 'command' runs only its own tasks" in refused.stderr
+    assert "Set SCHEDULER_EXECUTOR=auto" in refused.stderr and "Traceback" not in refused.stderr
+    assert "started in group" not in refused.stderr
