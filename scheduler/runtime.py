@@ -327,6 +327,19 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
         raise ConfigurationError(f"{setting} cannot be built: {error}") from error
 
 
+def stop_left_running_commands(settings: Settings) -> list[str]:
+    """Stop the commands a worker on this data directory left running when it died (see
+    `scheduler.executors.left_running`); before a worker runs anything. Returns their tasks."""
+    from scheduler.executors.left_running import RUNNING_DIR, stop_left_running
+
+    logs = settings.data_dir.expanduser().resolve() / "logs"
+    return [
+        task
+        for name in ("command", "spark-submit")
+        for task in stop_left_running(logs / name / RUNNING_DIR)
+    ]
+
+
 def _executor_options(settings: Settings, name: str) -> dict[str, Any]:
     """Constructor keywords of a built-in executor, from the settings."""
     # Not `data_dir`, which creates it: a producer checking tasks makes no directory.

@@ -85,6 +85,7 @@ def worker(
         new_store_check,
         open_store,
         partition_count_check,
+        stop_left_running_commands,
     )
     from scheduler.worker import Worker
 
@@ -110,6 +111,7 @@ def worker(
             stack.callback(server.server_close)
             stack.callback(server.shutdown)
         task_executor = build_executor(settings, set_by=state.origin("executor"))
+        stop_left_running_commands(settings)  # before their tasks run again
         stop = getattr(task_executor, "stop", None)
         if callable(stop):
             stack.callback(stop)

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from scheduler.errors import SchedulerError, TaskDataError, TaskTimeoutError
 from scheduler.executors.abc import ExecutionContext
+from scheduler.executors.left_running import RUNNING_DIR, note_running
 from scheduler.model import Task
 
 __all__ = [
@@ -132,6 +133,7 @@ def run_process(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
+    running: Path | None = None,
 ) -> int:
     """Run `argv` in its own process group, output to files; return its exit code.
 
@@ -139,7 +141,8 @@ def run_process(
     record. Cancelling `context` sends SIGTERM to the group, then SIGKILL after KILL_GRACE_S,
     and makes this raise `TaskCancelledError`; `timeout_s` does the same and raises
     `TaskTimeoutError`. A process that cannot start raises `CommandFailedError`, its reason
-    written to `stderr`.
+    written to `stderr`. While it runs it is noted in the directory `running`, if given, so
+    that a worker starting after this one died stops it (`left_running`).
     """
     context.raise_if_cancelled()
     context.log_path = str(stdout)
@@ -167,6 +170,7 @@ def run_process(
             raise CommandFailedError(
                 f"task {context.key}: {reason.strip()} (written to {stderr})"
             ) from error
+        forget = note_running(running, process.pid, str(context.key)) if running else None
         reaped = threading.Event()
         # Once the leader is reaped its pid may be reused: never signal that group again.
         context.on_cancel(lambda: None if reaped.is_set() else _terminate_group(process))
@@ -181,6 +185,8 @@ def run_process(
             ) from None
         finally:
             reaped.set()
+            if forget is not None:
+                forget()
     context.exit_code = code
     context.raise_if_cancelled()
     return code
@@ -233,6 +239,7 @@ class CommandExecutor:
             cwd=options["cwd"],
             env=env,
             timeout_s=options["timeout_s"],
+            running=self.log_dir / RUNNING_DIR,
         )
         if code != 0:
             raise CommandFailedError(

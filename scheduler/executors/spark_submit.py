@@ -24,6 +24,7 @@ from pathlib import Path
 from scheduler.errors import TaskDataError
 from scheduler.executors.abc import ExecutionContext
 from scheduler.executors.command import CommandFailedError, run_process, safe_key, tail
+from scheduler.executors.left_running import RUNNING_DIR
 from scheduler.executors.spark import require_pyspark
 from scheduler.model import Task
 
@@ -126,7 +127,9 @@ class SparkSubmitExecutor:
             "SCHEDULER_LOGICAL_TIME": task.scheduled_time.isoformat(),
             "SCHEDULER_ATTEMPT": str(context.attempt),
         }
-        code = run_process(argv, context, stdout=log, stderr=log, env=env)
+        code = run_process(
+            argv, context, stdout=log, stderr=log, env=env, running=self.log_dir / RUNNING_DIR
+        )
         if code != 0:
             raise CommandFailedError(
                 f"task {task.key}: spark-submit of {task.data['application']} exited with code "

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.executors.left_running import _group
 from tests.cli.conftest import SCRIPT
 from tests.cli.helpers import wait_for
 
@@ -193,3 +194,28 @@ def test_after_a_deadline_stop_on_kafka_and_cassandra_the_task_is_pending(
     assert not alive(pid)
     status = shown(script, key)
     assert (status["state"], status["attempts"]) == ("pending", 1), status
+
+
+def test_a_worker_started_after_one_was_killed_stops_the_command_it_left_running(
+    embedded, script, worker, monkeypatch
+) -> None:
+    # A command runs in a process group of its own, which the killed worker's SIGKILL misses:
+    # without the next worker's stop it would run on beside the task's next attempt.
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "command")
+    monkeypatch.setenv("SCHEDULER_SHUTDOWN_DEADLINE_S", "1")  # the last worker's stop
+    notes = embedded / "logs" / "command" / ".running"
+    task = {"argv": ["/bin/sh", "-c", "sleep 300 & sleep 300"]}
+    assert script("enqueue", "nightly", "--data", json.dumps(task)).returncode == 0
+    first = worker()
+    assert wait_for(lambda: list(notes.glob("*.json")), timeout=60), first.stderr
+    left = int(next(notes.glob("*.json")).stem)
+    first.kill()
+    first.wait()
+    assert os.killpg(left, 0) is None  # still running: nothing stopped it yet
+
+    worker()
+    again = wait_for(lambda: [n for n in notes.glob("*.json") if n.stem != str(left)], timeout=60)
+    assert again, "the task's next attempt did not start"
+    assert list(_group(left, 0)) == []  # not one process of its group (zombies aside)
+    shown = json.loads(script("tasks", "list", "--ordering-id", "nightly", "--json").stdout)
+    assert [t["attempts"] for t in shown] == [2]

@@ -1,0 +1,101 @@
+"""Commands a worker left running when it was killed: noted while they run, stopped by the next
+worker on the data directory unless their own worker still lives (real processes, /proc)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+from scheduler.executors.left_running import _group, _started, stop_left_running
+from tests.cli.helpers import wait_for
+
+# A stand-in worker: starts a command of two processes in a group of its own, notes it as the
+# command executor does, says the group's id, and waits to be killed.
+WORKER = """
+import subprocess, sys, time
+from pathlib import Path
+from scheduler.executors.left_running import note_running
+command = subprocess.Popen(["/bin/sh", "-c", "SHELL"], start_new_session=True)
+note_running(Path(sys.argv[1]), command.pid, "orders/2026-11-28T00:00:00Z/nightly")
+print(command.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def alive(pgid: int) -> list[int]:
+    started = _started(pgid)
+    return list(_group(pgid, 0 if started is None else started))
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[str], int, Path]]]:
+    """Start stand-in workers (their command a shell line); kills what they started at the end."""
+    started: list[tuple[subprocess.Popen[str], int]] = []
+
+    def start(shell: str = "sleep 300 & sleep 300") -> tuple[subprocess.Popen[str], int, Path]:
+        notes = tmp_path / ".running"
+        script = WORKER.replace("SHELL", shell)
+        worker = subprocess.Popen(
+            [sys.executable, "-c", script, str(notes)], stdout=subprocess.PIPE, text=True
+        )
+        assert worker.stdout is not None
+        pgid = int(worker.stdout.readline())
+        started.append((worker, pgid))
+        assert wait_for(lambda: len(alive(pgid)) >= 2, timeout=10)  # the shell and its sleeps
+        return worker, pgid, notes
+
+    yield start
+    for worker, pgid in started:
+        worker.kill()
+        worker.wait()
+        with suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def test_the_command_of_a_killed_worker_is_stopped_whole_and_its_note_removed(stand_in) -> None:
+    worker, pgid, notes = stand_in()
+    assert [n.name for n in notes.iterdir()] == [f"{pgid}.json"]
+    worker.kill()
+    worker.wait()
+    assert len(alive(pgid)) >= 2  # a worker's SIGKILL does not reach its command's group
+
+    stopped = stop_left_running(notes, grace_s=2)
+
+    assert stopped == ["orders/2026-11-28T00:00:00Z/nightly"]
+    assert alive(pgid) == [] and list(notes.iterdir()) == []
+
+
+def test_a_live_workers_command_is_left_alone(stand_in) -> None:
+    _, pgid, notes = stand_in()
+    assert stop_left_running(notes, grace_s=0.5) == []
+    assert len(alive(pgid)) >= 2 and (notes / f"{pgid}.json").exists()
+
+
+def test_a_term_ignoring_command_is_killed_after_the_grace(stand_in) -> None:
+    worker, pgid, notes = stand_in('trap \\"\\" TERM; sleep 300 & wait')
+    worker.kill()
+    worker.wait()
+    began = time.monotonic()
+    assert stop_left_running(notes, grace_s=1) == ["orders/2026-11-28T00:00:00Z/nightly"]
+    assert time.monotonic() - began >= 1 and alive(pgid) == []
+
+
+def test_notes_of_ended_commands_and_half_written_notes_are_dropped(tmp_path: Path) -> None:
+    notes = tmp_path / ".running"
+    notes.mkdir()
+    ended = subprocess.Popen(["/bin/true"], start_new_session=True)
+    ended.wait()
+    gone = {"pid": ended.pid, "started": 1, "task": "t/1/u", "worker": 1, "worker_started": -1}
+    (notes / f"{ended.pid}.json").write_text(json.dumps(gone))
+    (notes / "12.json").write_text('{"pid": 12, "sta')
+    assert stop_left_running(notes) == [] and list(notes.iterdir()) == []
+    assert stop_left_running(tmp_path / "never-made") == []
