@@ -96,7 +96,21 @@ def _validation(request: Request, error: Exception) -> JSONResponse:
 
 def _http(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
-    return error_response(error.status_code, str(error.detail), headers=error.headers)
+    message = str(error.detail)
+    # The router's own answers name nothing: say what was asked and where the paths are.
+    if error.status_code == 404 and message == "Not Found":
+        message = (
+            f"no path {request.url.path} in this API; its paths are listed in /openapi.json "
+            "(and by `scheduler api docs`)"
+        )
+    elif error.status_code == 405 and message == "Method Not Allowed":
+        headers = {name.lower(): value for name, value in (error.headers or {}).items()}
+        allowed = headers.get("allow", "")
+        message = (
+            f"{request.method} is not allowed on {request.url.path}; it allows {allowed or 'none'} "
+            "(see /openapi.json)"
+        )
+    return error_response(error.status_code, message, headers=error.headers)
 
 
 def _scheduler(request: Request, error: Exception) -> JSONResponse:

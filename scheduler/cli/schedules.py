@@ -23,7 +23,7 @@ from scheduler.cli.keys import iso
 from scheduler.cli.output import echo_json, echo_table
 from scheduler.schedules.abc import STATUSES, TRIGGER_TYPES, ScheduleRecord
 from scheduler.schedules.errors import ScheduleError
-from scheduler.schedules.model import Schedule
+from scheduler.schedules.model import Schedule, describe
 from scheduler.schedules.parse import parse_schedule
 from scheduler.schedules.waiting import waiting_on
 
@@ -105,7 +105,7 @@ def _row(record: ScheduleRecord) -> tuple[Any, ...]:
     return (
         schedule.name,
         record.status,
-        schedule.trigger.type,
+        describe(schedule.trigger),
         schedule.program,
         iso(nexts[0]) if nexts else "",
         schedule.description,

@@ -31,6 +31,7 @@ from scheduler.dashboard.pages import (
 )
 from scheduler.errors import SchedulerError
 from scheduler.schedules.job import OPEN_STATES
+from scheduler.schedules.model import describe
 from scheduler.schedules.waiting import waiting_on
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -88,6 +89,7 @@ def _schedules_context(request: Request) -> dict[str, Any]:
                 "name": record.name,
                 "program": record.schedule.program,
                 "trigger_type": record.trigger_type,
+                "trigger": describe(record.schedule.trigger),
                 "status": record.status,
                 "enabled": record.enabled,
                 "next": sorted(iso(ms) for ms in record.next_fires.values()),

@@ -169,6 +169,19 @@ Trigger = Annotated[Time | Partition | ProgramStatus | And | Or, Field(discrimin
 Leaf = Time | Partition | ProgramStatus
 
 
+def describe(trigger: Trigger) -> str:
+    """The trigger on one line, for tables: `cron 5 * * * * Europe/Berlin`,
+    `24 partitions of clicks`, `rollup COMPLETED|FAILED`, `(cron 0 4 * * *) AND (...)`."""
+    if isinstance(trigger, And | Or):
+        return f" {trigger.type} ".join(f"({describe(inner)})" for inner in trigger.triggers)
+    if isinstance(trigger, Time):
+        return f"cron {trigger.cron}" + (f" {trigger.time_zone}" if trigger.time_zone else "")
+    if isinstance(trigger, Partition):
+        many = "partition" if trigger.num_partitions == 1 else "partitions"
+        return f"{trigger.num_partitions} {many} of {trigger.dataset}"
+    return f"{trigger.program} {'|'.join(sorted(s.value for s in trigger.statuses))}"
+
+
 def leaves(trigger: Trigger) -> Iterator[Leaf]:
     """The non-composite triggers inside `trigger`, depth first, in the order written."""
     if isinstance(trigger, And | Or):

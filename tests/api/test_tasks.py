@@ -75,6 +75,19 @@ def test_an_unknown_task_is_a_404_that_says_how_to_find_it(as_role: Call) -> Non
     assert "ordering_id=nobody" in answer.json()["message"]
 
 
+def test_a_wrong_path_or_method_says_what_was_asked_and_where_the_paths_are(
+    as_role: Call,
+) -> None:
+    unknown = as_role(READ, "GET", "/api/v1/taskz")
+    assert unknown.status_code == 404 and unknown.json()["error"] == "not_found"
+    assert "no path /api/v1/taskz" in unknown.json()["message"]
+    assert "/openapi.json" in unknown.json()["message"]
+    wrong = as_role(OPERATE, "DELETE", "/api/v1/programs")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
+    assert wrong.json()["message"].startswith("DELETE is not allowed on /api/v1/programs")
+    assert "it allows GET" in wrong.json()["message"]
+
+
 def test_a_task_in_the_past_is_refused_with_schedule_tasks_message(as_role: Call) -> None:
     body = _task("late", "x", -3600)
     answer = as_role(OPERATE, "POST", "/api/v1/tasks", json=body)

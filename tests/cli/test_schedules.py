@@ -98,6 +98,8 @@ def test_schedules_are_created_disabled_enabled_and_run_their_program(
     assert job["waiting_for"] == [waiting] and job["run_id"] is None
     table = run("schedules", "list")
     assert table.output.splitlines()[0].split()[:4] == ["SCHEDULE", "STATUS", "TRIGGER", "PROGRAM"]
+    rows = {line.split()[0]: line for line in table.output.splitlines()[1:]}
+    assert "cron * * * * * *" in rows["tick"] and "2 partitions of clicks" in rows["daily"]
 
 
 def test_unknown_names_exit_4_and_a_batch_delete_with_one_deletes_nothing(

@@ -22,6 +22,7 @@ from scheduler.schedules import (
     TimeRange,
     parse_schedule,
 )
+from scheduler.schedules.model import describe
 
 # The seeds' REST shape, as their users wrote it (namespaces, program types and all).
 SEED_SCHEDULE = {
@@ -307,3 +308,18 @@ def test_a_schedules_next_and_previous_fire_is_the_nearest_of_its_time_triggers(
     assert schedule.previous_fire_before(midnight) == midnight - (20 * 60 + 30) * 60_000
     no_time = Schedule(name="s", program="p", trigger=Partition(dataset="d", num_partitions=1))
     assert no_time.next_fire_after(midnight) is None
+
+
+def test_a_trigger_is_described_on_one_line_for_tables() -> None:
+    cron = Time(cron="5 * * * *", time_zone="Europe/Berlin")
+    landed = Partition(dataset="clicks", num_partitions=24)
+    ended = ProgramStatus(program="rollup", statuses={RunStatus.FAILED, RunStatus.COMPLETED})
+    assert describe(cron) == "cron 5 * * * * Europe/Berlin"
+    assert describe(Time(cron="0 4 * * *")) == "cron 0 4 * * *"
+    assert describe(Partition(dataset="d", num_partitions=1)) == "1 partition of d"
+    assert describe(ended) == "rollup COMPLETED|FAILED"
+    nested = And(triggers=(cron, Or(triggers=(landed, ended))))
+    assert describe(nested) == (
+        "(cron 5 * * * * Europe/Berlin) AND "
+        "((24 partitions of clicks) OR (rollup COMPLETED|FAILED))"
+    )
