@@ -311,6 +311,7 @@ class PartitionExecutor(PartitionActor):
             report=self._report,
             clock=self.ctx.clock,
             lease=self.ctx.lease,
+            worker=self.ctx.worker_id,
         )
         queue.running = attempt
         self.running[item.key] = attempt

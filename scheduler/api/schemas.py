@@ -226,6 +226,11 @@ class RunOut(BaseModel):
         description="The file the program's output went to on the worker that ran it (a "
         "command's standard output, a spark-submit's log); null if its executor wrote none.",
     )
+    worker: str | None = Field(
+        None,
+        description="The worker process (its client id, which starts with its host name) "
+        "running or that ran the latest attempt: the machine `output` is on.",
+    )
 
 
 class RunPage(BaseModel):

@@ -289,6 +289,7 @@ def _runs_context(request: Request) -> dict[str, Any]:
                 "attempts": run.attempts,
                 "last_error": run.last_error or "",
                 "output": run.output or "",
+                "worker": run.worker or "",
             }
         )
     filters = {

@@ -40,11 +40,14 @@ class TaskExecutor:
         report: Callable[[AttemptStarted | AttemptFinished], None],
         clock: Clock = SYSTEM_CLOCK,
         lease: Lease = ALWAYS_HELD,
+        worker: str | None = None,
     ) -> None:
         self.clock = clock
         self.lease = lease
         self.item = item
-        self.context = ExecutionContext(item.task, attempt=item.attempts + 1, partition=partition)
+        self.context = ExecutionContext(
+            item.task, attempt=item.attempts + 1, partition=partition, worker=worker
+        )
         self.report = report
         self.timer: TimerHandle | None = None
 

@@ -43,15 +43,20 @@ class ExecutionContext:
         "partition",
         "reason",
         "task",
+        "worker",
     )
 
-    def __init__(self, task: Task, *, attempt: int, partition: int) -> None:
+    def __init__(
+        self, task: Task, *, attempt: int, partition: int, worker: str | None = None
+    ) -> None:
         self.task = task
         """The task being run."""
         self.attempt = attempt
         """1 for the first attempt, 2 for the first retry, and so on."""
         self.partition = partition
         """The log partition the task belongs to."""
+        self.worker = worker
+        """The id of the worker process running it (its `client_id`), when the engine runs it."""
         self.reason: str | None = None
         """Why the attempt was cancelled, once it was."""
         self.exit_code: int | None = None

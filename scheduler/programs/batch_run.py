@@ -76,7 +76,9 @@ class BatchRunner:
             )
         now = self.workflow.clock()
         starting = [
-            run.with_status(RunStatus.RUNNING, attempts=run.attempts + 1, started_ms=now)
+            run.with_status(
+                RunStatus.RUNNING, attempts=run.attempts + 1, started_ms=now, worker=context.worker
+            )
             for run in mine
             if run.status.is_active
         ]
@@ -97,7 +99,9 @@ class BatchRunner:
         if not started:
             return []
         children = {
-            run.run_id: ExecutionContext(task, attempt=context.attempt, partition=context.partition)
+            run.run_id: ExecutionContext(
+                task, attempt=context.attempt, partition=context.partition, worker=context.worker
+            )
             for run in started
         }
 

@@ -172,6 +172,9 @@ class Run:
     output: str | None = None
     """Where its program's output went, on the worker that ran it: the file its executor wrote
     (a command's standard output, a spark-submit's log), or None if it wrote none."""
+    worker: str | None = None
+    """The worker process running (or that ran) its latest attempt, by its `client_id`: the
+    machine `output` is on."""
 
     def with_status(self, status: RunStatus, **changes: Any) -> Run:
         return replace(self, status=status, **changes)
@@ -192,6 +195,7 @@ class Run:
             "request_key": self.request_key,
             **({} if self.batch is None else {"batch": self.batch}),
             **({} if self.output is None else {"output": self.output}),
+            **({} if self.worker is None else {"worker": self.worker}),
         }
 
     @classmethod
@@ -211,4 +215,5 @@ class Run:
             request_key=data.get("request_key") or "",
             batch=data.get("batch"),
             output=data.get("output"),
+            worker=data.get("worker"),
         )

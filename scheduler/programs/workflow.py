@@ -212,7 +212,10 @@ class WorkflowExecutor:
             return None
         if run.status.is_active:
             started = run.with_status(
-                RunStatus.RUNNING, attempts=run.attempts + 1, started_ms=self.clock()
+                RunStatus.RUNNING,
+                attempts=run.attempts + 1,
+                started_ms=self.clock(),
+                worker=context.worker,
             )
             if self.runs.transition(started, ACTIVE):
                 if run.attempts == 0:

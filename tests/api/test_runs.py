@@ -191,8 +191,10 @@ def test_a_read_token_sees_runs_but_may_not_kill_them(
         viewer.post("/dashboard/login", data={"token": tokens[Role.READ]})
         page = viewer.get("/dashboard/runs", params={"program": "hello"})
         assert run_id in page.text and "COMPLETED" in page.text
-        output = _run(as_role, run_id)["output"]  # where the program's output went
-        assert output and f'title="output: {output}"' in page.text
+        shown = _run(as_role, run_id)  # where the program's output went, on which worker
+        output, worker = shown["output"], shown["worker"]
+        assert output and f'title="output: {output} on {worker}"' in page.text
+        assert worker == "runs-worker"  # the client id the deployment gave its worker
         refused = viewer.post("/dashboard/runs/kill", data={"run_id": run_id})
         assert refused.status_code == 403 and "kill needs the operate role" in refused.text
 

@@ -58,6 +58,7 @@ def test_a_launched_command_program_runs_and_completes_with_its_arguments(tmp_pa
     out = list((tmp_path / "logs").rglob("*.out"))
     assert [f.read_text() for f in out] == ["views\n"]
     assert run.output == str(out[0])  # where its output went
+    assert run.worker == p.engine.worker.client_id  # and on which worker's machine
 
 
 def test_a_request_enqueued_twice_launches_one_run(tmp_path: Path) -> None:
@@ -367,6 +368,7 @@ def test_a_launch_batch_sent_twice_creates_and_runs_each_run_once(tmp_path: Path
         assert len(list((tmp_path / "logs").rglob("*.out"))) == 5
         # Each run of the batch says where its own output went.
         assert all(r.batch is not None and r.output for r in runs)
+        assert {r.worker for r in runs} == {p.engine.worker.client_id}
         assert {Path(str(r.output)).parent.name for r in runs} == {
             path.parent.name for path in (tmp_path / "logs").rglob("*.out")
         }
