@@ -12,7 +12,10 @@ back leaves its commands to whatever supervises the host: systemd's default `Kil
 container's end kill the whole group of processes with the worker (docs/operating.md).
 
 Linux only: processes are recognised by their start time in `/proc/<pid>/stat`, so a pid the
-kernel gave to another process since is never signalled. Elsewhere nothing is noted or stopped.
+kernel gave to another process since is never signalled, and a note counts only on the boot and
+in the pid namespace it was written in (a data directory shared by containers holds notes whose
+pids mean other processes here: they are left to their own container). Elsewhere nothing is
+noted or stopped.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -44,8 +47,14 @@ def _started(pid: int) -> int | None:
     return int(stat[stat.rindex(")") + 2 :].split()[19])
 
 
-def _group(pgid: int, since: int) -> Iterator[int]:
-    """The processes of group `pgid` that started at `since` or later (its leader's start)."""
+def _members(pgid: int, since: int) -> list[int]:
+    """The live processes of the group whose leader started at `since`: none once the number
+    leads another group. (While any member lives, the kernel gives its group's number to no
+    new process, so members of that number are the command's even after its leader ended.)"""
+    leader = _started(pgid)
+    if leader is not None and leader != since:
+        return []
+    found = []
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
@@ -55,18 +64,30 @@ def _group(pgid: int, since: int) -> Iterator[int]:
             continue  # it ended meanwhile
         fields = stat[stat.rindex(")") + 2 :].split()
         # A zombie runs nothing: it waits for init to reap it.
-        if int(fields[2]) == pgid and int(fields[19]) >= since and fields[0] != "Z":
-            yield int(entry.name)
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _where() -> tuple[str, str] | None:
+    """This machine's boot and this process's pid namespace: where a pid names a process."""
+    try:
+        boot = (_PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+        space = os.readlink(_PROC / "self" / "ns" / "pid")  # `pid:[4026531836]`
+    except OSError:
+        return None
+    return boot, space.strip("pid:[]")
 
 
 def note_running(directory: Path, pid: int, task: str) -> Callable[[], None]:
     """Note that this process runs command `pid` (its group's leader) for `task`; return what
     removes the note once the command is reaped."""
-    started, mine = _started(pid), _started(os.getpid())
-    if started is None or mine is None:
+    started, mine, where = _started(pid), _started(os.getpid()), _where()
+    if started is None or mine is None or where is None:
         return lambda: None  # no /proc: nothing can be recognised later
-    note = directory / f"{pid}.json"
-    seen = {"pid": pid, "started": started, "task": task}
+    boot, space = where
+    note = directory / f"{space}-{pid}.json"
+    seen = {"pid": pid, "started": started, "task": task, "boot": boot, "pid_namespace": space}
     try:
         directory.mkdir(parents=True, exist_ok=True)
         note.write_text(json.dumps({**seen, "worker": os.getpid(), "worker_started": mine}))
@@ -80,34 +101,43 @@ def stop_left_running(directory: Path, *, grace_s: float = 5.0) -> list[str]:
     """Stop the commands noted in `directory` whose worker is gone: SIGTERM to each group, then
     SIGKILL to what is left after `grace_s`. Returns the tasks whose commands were stopped.
     Notes of a live worker (another one on this data directory) are left alone."""
-    stopped: list[tuple[str, int, int, int]] = []
-    for note in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+    stopped: list[tuple[str, int, int, int, Path]] = []
+    where = _where()
+    if where is None or not directory.is_dir():
+        return []
+    for note in sorted(directory.glob("*.json")):
         try:
             seen = json.loads(note.read_text())
             pgid, since, task = int(seen["pid"]), int(seen["started"]), str(seen["task"])
             worker, worker_since = int(seen["worker"]), int(seen["worker_started"])
+            boot, space = str(seen["boot"]), str(seen["pid_namespace"])
         except (OSError, ValueError, KeyError, TypeError):
             note.unlink(missing_ok=True)  # half-written by a worker killed while writing it
             continue
+        if boot != where[0]:
+            note.unlink(missing_ok=True)  # from before a reboot: nothing of it runs
+            continue
+        if space != where[1]:
+            continue  # another container's: its pids name other processes here
         if _started(worker) == worker_since:
             continue  # its worker still runs it
-        if any(_group(pgid, since)):
+        if _members(pgid, since):
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGTERM)
-            stopped.append((task, pgid, since, worker))
+            stopped.append((task, pgid, since, worker, note))
         else:
             note.unlink(missing_ok=True)
     deadline = time.monotonic() + grace_s
-    for task, pgid, since, worker in stopped:
-        while any(_group(pgid, since)) and time.monotonic() < deadline:
+    for task, pgid, since, worker, note in stopped:
+        while _members(pgid, since) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if any(_group(pgid, since)):
+        if _members(pgid, since):
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
             killed_by = time.monotonic() + 1.0  # the kernel ends them soon after, not at once
-            while any(_group(pgid, since)) and time.monotonic() < killed_by:
+            while _members(pgid, since) and time.monotonic() < killed_by:
                 time.sleep(0.01)
-        (directory / f"{pgid}.json").unlink(missing_ok=True)
+        note.unlink(missing_ok=True)
         logger.warning(
             "stopped the command of task %s (process group %d) that worker process %d left "
             "running when it died; the task's next attempt runs instead",

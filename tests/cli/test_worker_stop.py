@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.executors.left_running import _group
+from scheduler.executors.left_running import _members
 from tests.cli.conftest import SCRIPT
 from tests.cli.helpers import wait_for
 
@@ -208,14 +208,15 @@ def test_a_worker_started_after_one_was_killed_stops_the_command_it_left_running
     assert script("enqueue", "nightly", "--data", json.dumps(task)).returncode == 0
     first = worker()
     assert wait_for(lambda: list(notes.glob("*.json")), timeout=60), first.stderr
-    left = int(next(notes.glob("*.json")).stem)
+    seen = json.loads(next(notes.glob("*.json")).read_text())
+    left, since = seen["pid"], seen["started"]
     first.kill()
     first.wait()
     assert os.killpg(left, 0) is None  # still running: nothing stopped it yet
 
     worker()
-    again = wait_for(lambda: [n for n in notes.glob("*.json") if n.stem != str(left)], timeout=60)
+    again = wait_for(lambda: [n for n in notes.glob("*.json") if f"-{left}." not in n.name], 60)
     assert again, "the task's next attempt did not start"
-    assert list(_group(left, 0)) == []  # not one process of its group (zombies aside)
+    assert _members(left, since) == []  # not one process of its group (zombies aside)
     shown = json.loads(script("tasks", "list", "--ordering-id", "nightly", "--json").stdout)
     assert [t["attempts"] for t in shown] == [2]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.executors.left_running import _group, _started, stop_left_running
+from scheduler.executors.left_running import _members, _started, _where, stop_left_running
 from tests.cli.helpers import wait_for
 
 # A stand-in worker: starts a command of two processes in a group of its own, notes it as the
@@ -33,7 +33,7 @@ time.sleep(300)
 
 def alive(pgid: int) -> list[int]:
     started = _started(pgid)
-    return list(_group(pgid, 0 if started is None else started))
+    return _members(pgid, started) if started is not None else _members(pgid, 0)
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def stand_in(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[st
 
 def test_the_command_of_a_killed_worker_is_stopped_whole_and_its_note_removed(stand_in) -> None:
     worker, pgid, notes = stand_in()
-    assert [n.name for n in notes.iterdir()] == [f"{pgid}.json"]
+    assert [n.name for n in notes.iterdir()] == [f"{_where()[1]}-{pgid}.json"]
     worker.kill()
     worker.wait()
     assert len(alive(pgid)) >= 2  # a worker's SIGKILL does not reach its command's group
@@ -77,7 +77,7 @@ def test_the_command_of_a_killed_worker_is_stopped_whole_and_its_note_removed(st
 def test_a_live_workers_command_is_left_alone(stand_in) -> None:
     _, pgid, notes = stand_in()
     assert stop_left_running(notes, grace_s=0.5) == []
-    assert len(alive(pgid)) >= 2 and (notes / f"{pgid}.json").exists()
+    assert len(alive(pgid)) >= 2 and (notes / f"{_where()[1]}-{pgid}.json").exists()
 
 
 def test_a_term_ignoring_command_is_killed_after_the_grace(stand_in) -> None:
@@ -94,8 +94,45 @@ def test_notes_of_ended_commands_and_half_written_notes_are_dropped(tmp_path: Pa
     notes.mkdir()
     ended = subprocess.Popen(["/bin/true"], start_new_session=True)
     ended.wait()
+    boot, space = _where() or ("", "")
     gone = {"pid": ended.pid, "started": 1, "task": "t/1/u", "worker": 1, "worker_started": -1}
+    gone |= {"boot": boot, "pid_namespace": space}
     (notes / f"{ended.pid}.json").write_text(json.dumps(gone))
     (notes / "12.json").write_text('{"pid": 12, "sta')
     assert stop_left_running(notes) == [] and list(notes.iterdir()) == []
     assert stop_left_running(tmp_path / "never-made") == []
+
+
+def test_notes_from_another_boot_are_dropped_and_another_containers_left_alone(
+    stand_in,
+) -> None:
+    # A data directory shared by containers: a note's pids name other processes here.
+    worker, pgid, notes = stand_in()
+    worker.kill()
+    worker.wait()
+    (note,) = notes.iterdir()
+    seen = json.loads(note.read_text())
+    note.write_text(json.dumps({**seen, "pid_namespace": "4026531999"}))
+    assert stop_left_running(notes, grace_s=0.5) == []
+    assert note.exists() and len(alive(pgid)) >= 2
+    note.write_text(json.dumps({**seen, "boot": "an-earlier-boot"}))
+    assert stop_left_running(notes, grace_s=0.5) == []
+    assert not note.exists() and len(alive(pgid)) >= 2  # dropped, never signalled
+
+
+def test_a_group_whose_number_leads_a_new_group_is_not_signalled(tmp_path: Path) -> None:
+    # The command ended; its number now leads another group (made here by a new process whose
+    # start differs from the note's).
+    other = subprocess.Popen(["/bin/sleep", "30"], start_new_session=True)
+    try:
+        seen = {"pid": other.pid, "started": _started(other.pid) - 1, "task": "t/1/u"}
+        notes = tmp_path / ".running"
+        notes.mkdir()
+        boot, space = _where()
+        dead = {"worker": 1, "worker_started": -1, "boot": boot, "pid_namespace": space}
+        (notes / f"{space}-{other.pid}.json").write_text(json.dumps({**seen, **dead}))
+        assert stop_left_running(notes, grace_s=0.5) == []
+        assert other.poll() is None and list(notes.iterdir()) == []
+    finally:
+        other.kill()
+        other.wait()
