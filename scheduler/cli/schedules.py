@@ -15,6 +15,7 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -270,13 +271,15 @@ def delete(state: CliState, names: Sequence[str], wait_s: float) -> None:
     click.echo(f"deleted {', '.join(names)}")
 
 
-def _instant(text: str) -> int:
+def _instant(text: str, option: str) -> int:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise click.BadParameter(f"{text!r} is not an ISO time, e.g. 2026-01-01T00:00Z") from None
+        raise click.BadParameter(
+            f"{text!r} is not an ISO time, e.g. 2026-01-01T00:00Z", param_hint=option
+        ) from None
     if when.tzinfo is None:
-        raise click.BadParameter(f"{text!r} has no time zone; add Z or +hh:mm")
+        raise click.BadParameter(f"{text!r} has no time zone; add Z or +hh:mm", param_hint=option)
     return int(when.timestamp() * 1000)
 
 
@@ -289,41 +292,60 @@ def _instant(text: str) -> int:
 def reenable(state: CliState, start: str, end: str, wait_s: float, as_json: bool) -> None:
     """Enable again the schedules disabled between --from and --to."""
     with _client(state.settings(), wait_s=wait_s) as client:
-        names = client.reenable(_instant(start), _instant(end))
+        names = client.reenable(_instant(start, "--from"), _instant(end, "--to"))
     if as_json:
         echo_json(names)
     else:
         click.echo(f"re-enabled {len(names)} schedule(s){': ' if names else ''}{', '.join(names)}")
 
 
-def _times(state: CliState, name: str, count: int, as_json: bool, *, previous: bool) -> None:
+def _times(
+    state: CliState, name: str, count: int, as_json: bool, *, previous: bool, at: str | None
+) -> None:
+    when = None if at is None else _instant(at, "--before" if previous else "--after")
     with _client(state.settings(), writes=False) as client:
-        fires = client.previous_runs(name, count) if previous else client.next_runs(name, count)
+        if previous:
+            fires = client.previous_runs(name, count, before_ms=when)
+        else:
+            fires = client.next_runs(name, count, after_ms=when)
+        zones = {cron.time_zone for cron in client.get(name).schedule.crons()}
     if as_json:
         echo_json([{"time_ms": f, "time": iso(f)} for f in fires])
         return
+    # Beside UTC, the wall time where the cron is read, when all its crons share one zone.
+    local = ZoneInfo(zones.pop()) if len(zones) == 1 and zones != {"UTC"} else None
     for fire in fires:
-        click.echo(iso(fire))
+        if local is None:
+            click.echo(iso(fire))
+        else:
+            wall = datetime.fromtimestamp(fire / 1000, local)
+            click.echo(f"{iso(fire)}  {wall:%Y-%m-%d %H:%M:%S %Z}")
 
 
 @schedules.command("next-runs")
 @click.argument("name")
 @click.option("--count", default=5, show_default=True, type=click.IntRange(min=1))
+@click.option("--after", metavar="TIME", help="From this ISO time instead of now.")
 @JSON
 @pass_state
-def next_runs(state: CliState, name: str, count: int, as_json: bool) -> None:
-    """The next fire times of NAME's cron triggers."""
-    _times(state, name, count, as_json, previous=False)
+def next_runs(state: CliState, name: str, count: int, after: str | None, as_json: bool) -> None:
+    """The next fire times of NAME's cron triggers, in UTC and in the cron's own time zone
+    (`--after 2027-03-27T00:00Z` shows how a daylight-saving change moves them)."""
+    _times(state, name, count, as_json, previous=False, at=after)
 
 
 @schedules.command("previous-runs")
 @click.argument("name")
 @click.option("--count", default=5, show_default=True, type=click.IntRange(min=1))
+@click.option("--before", metavar="TIME", help="Before this ISO time instead of now.")
 @JSON
 @pass_state
-def previous_runs(state: CliState, name: str, count: int, as_json: bool) -> None:
-    """The last fire times of NAME's cron triggers, newest first."""
-    _times(state, name, count, as_json, previous=True)
+def previous_runs(
+    state: CliState, name: str, count: int, before: str | None, as_json: bool
+) -> None:
+    """The last fire times of NAME's cron triggers, newest first, in UTC and in the cron's own
+    time zone."""
+    _times(state, name, count, as_json, previous=True, at=before)
 
 
 @schedules.command("jobs")

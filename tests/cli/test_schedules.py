@@ -171,3 +171,29 @@ def test_a_change_no_worker_applies_says_that_it_waits_then_exits_3(
     # Said after 3 s, before the end of the wait, so a user does not take the wait for a hang.
     assert "no worker has applied the change(s) to ['tick', 'daily'] yet" in completed.stderr
     assert "They apply when one starts" in completed.stderr
+
+
+def test_next_and_previous_runs_from_a_given_time_show_the_crons_wall_time_across_dst(
+    with_programs: Path, run, worker, embedded: Path
+) -> None:
+    started(worker, embedded)
+    file = with_programs / "berlin.toml"
+    file.write_text(
+        '[schedules.berlin]\nprogram = "hello"\n'
+        'trigger = {type = "TIME", cronExpression = "30 2 * * *", timeZone = "Europe/Berlin"}\n'
+    )
+    assert run("schedules", "create", str(file)).exit_code == 0
+    # 2027-03-28 has no 02:30 in Berlin (02:00 -> 03:00): that day's fire is at 03:00 CEST.
+    shown = run("schedules", "next-runs", "berlin", "--after", "2027-03-26T12:00Z", "--count", "3")
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines() == [
+        "2027-03-27T01:30:00.000Z  2027-03-27 02:30:00 CET",
+        "2027-03-28T01:00:00.000Z  2027-03-28 03:00:00 CEST",
+        "2027-03-29T00:30:00.000Z  2027-03-29 02:30:00 CEST",
+    ]
+    before = run("schedules", "previous-runs", "berlin", "--before", "2027-03-28T01:00Z")
+    assert before.output.splitlines()[0] == "2027-03-27T01:30:00.000Z  2027-03-27 02:30:00 CET"
+    as_json = run("schedules", "next-runs", "berlin", "--after", "2027-03-26T12:00Z", "--json")
+    assert json.loads(as_json.output)[0]["time"] == "2027-03-27T01:30:00.000Z"
+    refused = run("schedules", "next-runs", "berlin", "--after", "next tuesday")
+    assert refused.exit_code == 2 and "Invalid value for --after" in refused.output
