@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -167,16 +167,18 @@ def _tasks_context(request: Request) -> dict[str, Any]:
     ordering_id = request.query_params.get("ordering_id", "").strip() or None
     wanted = request.query_params.get("state", "").strip().lower() or None
     states = {TaskState(wanted)} if wanted in {s.value for s in TaskState} else None
-    views: list[Any] = []
-    more = False
+    # One ordering id reads its partition; none reads every partition in order (what failed,
+    # across the fleet), as `GET /api/v1/tasks` does, the first page only.
     if ordering_id is not None:
-        partition = partition_of(ordering_id, state.settings.partitions)
-        views, more = list_page(
-            state.store, [partition], ordering_id=ordering_id, states=states, limit=PAGE_SIZE
-        )
-    query = "" if ordering_id is None else f"ordering_id={quote(ordering_id)}"
-    if states:
-        query += f"&state={wanted}"
+        partitions = [partition_of(ordering_id, state.settings.partitions)]
+    else:
+        partitions = list(range(state.settings.partitions))
+    views, more = list_page(
+        state.store, partitions, ordering_id=ordering_id, states=states, limit=PAGE_SIZE
+    )
+    query = urlencode(
+        {k: v for k, v in (("ordering_id", ordering_id), ("state", wanted if states else "")) if v}
+    )
     return {
         "ordering_id": ordering_id,
         "state": wanted if states else "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,6 +12,7 @@ import httpx
 from scheduler.api.auth import Role
 from scheduler.api.schemas import Scheduled, TaskOut, TaskPage
 from tests.api.conftest import wait_for
+from tests.api.server import ApiServer
 
 Call = Callable[..., httpx.Response]
 READ, OPERATE, ADMIN = Role.READ, Role.OPERATE, Role.ADMIN
@@ -276,3 +278,23 @@ def test_a_change_to_an_unknown_task_is_a_404_and_changes_nothing(as_role: Call)
     answer = as_role(OPERATE, "POST", "/api/v1/tasks/retry", json={"keys": [key]})
     assert answer.status_code == 404
     assert answer.json()["message"].endswith("nothing was changed")
+
+
+def test_the_dashboard_lists_failed_tasks_of_every_ordering_id_without_one(
+    as_role: Call, server: ApiServer, tokens: dict[Role, str]
+) -> None:
+    # An operator's first question, "what failed?", needs no ordering id.
+    failing = [f"dash-any-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    for ordering_id in failing:
+        as_role(OPERATE, "POST", "/api/v1/tasks", json=_task(ordering_id, "k", fail="boom"))
+    for ordering_id in failing:
+        _settled(as_role, ordering_id, "k", "failed")
+    with httpx.Client(base_url=server.url) as viewer:
+        viewer.post("/dashboard/login", data={"token": tokens[READ]})
+        page = viewer.get("/dashboard/tasks", params={"state": "failed"}).text
+        body = viewer.get("/dashboard/tasks/body", params={"state": "failed"}).text
+    for ordering_id in failing:
+        assert f'href="/dashboard/tasks?ordering_id={ordering_id}">{ordering_id}</a>' in body
+        assert ordering_id in page
+    assert 'hx-get="/dashboard/tasks/body?state=failed"' in page
+    assert "<th>Ordering id</th>" in body and "succeeded" not in body
