@@ -107,6 +107,10 @@ def backend(
         "SCHEDULER_GROUP_ID": f"bench-{suffix}",
         PROBE_ENV: str(probe),
         "SCHEDULER_FLEET_RECORD": str(directory / "record.jsonl"),
+        # Not the shell's: with the bench's own executors a worker given them refuses to start;
+        # the scenarios that run programs or batch jobs set their own.
+        "SCHEDULER_PROGRAMS_FILE": "",
+        "SCHEDULER_BATCH_FILE": "",
     }
     if options.config is not None:
         env[CONFIG_ENV] = str(options.config.resolve())

@@ -62,6 +62,9 @@ class ChaosRun:
             "SCHEDULER_RETRY_BASE_DELAY_S": "0.2",
             "SCHEDULER_RETRY_MAX_DELAY_S": "1",
             "SCHEDULER_EXECUTOR": "scheduler.fleet:recording_executor",
+            # Not the shell's: a worker given them refuses an executor other than `auto`.
+            "SCHEDULER_PROGRAMS_FILE": "",
+            "SCHEDULER_BATCH_FILE": "",
             "SCHEDULER_DATA_DIR": str(directory / "unused"),
             "SCHEDULER_LOG_LEVEL": "INFO",
             RECORD_ENV: str(self.record),
