@@ -134,7 +134,7 @@ if [ "${SCHEDULER_TEST_CHAOS:-1}" = 1 ]; then
   .venv/bin/scheduler services up --cluster
   begin "chaos: the round (pytest -m chaos)"
   chaos_status=0
-  .venv/bin/python -m pytest -q -rfEsxX --strict-markers -m chaos tests/chaos || chaos_status=$?
+  .venv/bin/python -m pytest -q -rfEsxX --strict-markers --durations=10 -m chaos tests/chaos || chaos_status=$?
   end_phase
   # Stopping six JVMs takes about a minute, mostly waiting for them to exit: it runs in the
   # background, beside the container phase (whose servers take other, free ports), and is
