@@ -206,8 +206,15 @@ def test_a_worker_started_after_one_was_killed_stops_the_command_it_left_running
     notes = embedded / "logs" / "command" / ".running"
     task = {"argv": ["/bin/sh", "-c", "sleep 300 & sleep 300"]}
     assert script("enqueue", "nightly", "--data", json.dumps(task)).returncode == 0
+
+    def attempts() -> list[int]:
+        shown = script("tasks", "list", "--ordering-id", "nightly", "--json").stdout
+        return [t["attempts"] for t in json.loads(shown)]
+
     first = worker()
     assert wait_for(lambda: list(notes.glob("*.json")), timeout=60), first.stderr
+    # Killed once the store has its attempt (statuses are written in batches): the next is 2.
+    assert wait_for(lambda: attempts() == [1], timeout=30), attempts()
     seen = json.loads(next(notes.glob("*.json")).read_text())
     left, since = seen["pid"], seen["started"]
     first.kill()
@@ -218,5 +225,6 @@ def test_a_worker_started_after_one_was_killed_stops_the_command_it_left_running
     again = wait_for(lambda: [n for n in notes.glob("*.json") if f"-{left}." not in n.name], 60)
     assert again, "the task's next attempt did not start"
     assert _members(left, since) == []  # not one process of its group (zombies aside)
-    shown = json.loads(script("tasks", "list", "--ordering-id", "nightly", "--json").stdout)
-    assert [t["attempts"] for t in shown] == [2]
+
+    # The new attempt's RUNNING reaches the store a moment after its command started.
+    assert wait_for(lambda: attempts() == [2], timeout=30), attempts()
