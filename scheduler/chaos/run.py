@@ -23,6 +23,7 @@ from scheduler.chaos.checker import ChaosReport, Fault, check
 from scheduler.chaos.proxy import TcpProxy
 from scheduler.client import SchedulerClient
 from scheduler.engine.clock import now_ms
+from scheduler.errors import TopicMissingError
 from scheduler.fleet import RECORD_ENV, LoadGenerator, WorkerProcess, read_history
 from scheduler.services import cluster
 from scheduler.services.base import HOST
@@ -117,7 +118,17 @@ class ChaosRun:
                 replication_factor=cluster.BROKERS,
             )
             self._log.ensure_topic(PARTITIONS)
-            self._client = SchedulerClient(log=self._log)
+            # The brokers of a fresh cluster learn of a new topic one after another: a metadata
+            # read right after its leaders were seen may reach one that has not yet (a round
+            # failed so, 1.4 s after the cluster's start).
+            deadline = time.monotonic() + 30.0
+            while self._client is None:
+                try:
+                    self._client = SchedulerClient(log=self._log)
+                except TopicMissingError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
         return self._client
 
     def start(self, workers: int = 2, *, proxied: int = 0) -> None:
