@@ -332,18 +332,22 @@ def stop_left_running_commands(settings: Settings) -> list[str]:
     `scheduler.executors.left_running`); before a worker runs anything. Returns their tasks."""
     from scheduler.executors.left_running import RUNNING_DIR, stop_left_running
 
-    logs = settings.data_dir.expanduser().resolve() / "logs"
     return [
         task
         for name in ("command", "spark-submit")
-        for task in stop_left_running(logs / name / RUNNING_DIR)
+        for task in stop_left_running(_log_dir(settings, name) / RUNNING_DIR)
     ]
+
+
+def _log_dir(settings: Settings, executor: str) -> Path:
+    """Where a built-in executor writes its output (`<data_dir>/logs/<executor>`)."""
+    # Not `data_dir`, which creates it: a producer checking tasks makes no directory.
+    return settings.data_dir.expanduser().resolve() / "logs" / executor
 
 
 def _executor_options(settings: Settings, name: str) -> dict[str, Any]:
     """Constructor keywords of a built-in executor, from the settings."""
-    # Not `data_dir`, which creates it: a producer checking tasks makes no directory.
-    logs = str(settings.data_dir.expanduser().resolve() / "logs" / name)
+    logs = str(_log_dir(settings, name))
     if name == "spark":
         registry = importlib.import_module("scheduler.executors.registry")
         return {

@@ -20,6 +20,7 @@ noted or stopped.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -79,10 +80,17 @@ def _where() -> tuple[str, str] | None:
     return boot, space.strip("pid:[]")
 
 
+@functools.cache
+def _process(pid: int) -> tuple[int | None, tuple[str, str] | None]:
+    """The start time, boot and pid namespace of this process (`os.getpid()`): read once, not
+    per command."""
+    return _started(pid), _where()
+
+
 def note_running(directory: Path, pid: int, task: str) -> Callable[[], None]:
     """Note that this process runs command `pid` (its group's leader) for `task`; return what
     removes the note once the command is reaped."""
-    started, mine, where = _started(pid), _started(os.getpid()), _where()
+    started, (mine, where) = _started(pid), _process(os.getpid())
     if started is None or mine is None or where is None:
         return lambda: None  # no /proc: nothing can be recognised later
     boot, space = where
