@@ -308,6 +308,11 @@ class ScheduleJobOut(BaseModel):
     run_id: str | None = Field(
         default=None, description="The run a launched job (PENDING_LAUNCH) asked for."
     )
+    run_status: str | None = Field(
+        default=None,
+        description="That run's status (PENDING to COMPLETED, FAILED, KILLED); none before the "
+        "launch made the run.",
+    )
 
 
 class ReenableIn(_Strict):

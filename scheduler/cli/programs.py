@@ -84,7 +84,7 @@ def runs() -> None:
 
 
 @contextmanager
-def _run_store(settings: Settings) -> Iterator[RunStore]:
+def run_store_of(settings: Settings) -> Iterator[RunStore]:
     """The run store alone: reading runs needs no log (nor its topic)."""
     from scheduler.programs.runtime import open_run_store
     from scheduler.runtime import open_existing_store
@@ -146,7 +146,7 @@ def list_runs(
         cursor = None if after is None else decode_run_cursor(after)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--after") from None
-    with _run_store(state.settings()) as run_store:
+    with run_store_of(state.settings()) as run_store:
         found = run_store.list_runs(program=program, statuses=wanted, limit=limit + 1, after=cursor)
     more = len(found) > limit
     found = found[:limit]
@@ -184,7 +184,7 @@ def _get(run_store: RunStore, run_id: str) -> Run:
 @pass_state
 def show_run(state: CliState, run_id: str, as_json: bool) -> None:
     """One run, with its arguments, times, attempts and last error."""
-    with _run_store(state.settings()) as run_store:
+    with run_store_of(state.settings()) as run_store:
         run = _get(run_store, run_id)
     if as_json:
         echo_json(run.to_json())

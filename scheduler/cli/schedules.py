@@ -355,14 +355,22 @@ def previous_runs(
 def jobs(state: CliState, name: str, as_json: bool) -> None:
     """NAME's jobs: the pending ones with what each waits for, and the last few that ended,
     with the run each launched (`scheduler runs show RUN`) or why it ended."""
-    with _client(state.settings(), writes=False) as client:
+    from scheduler.cli.programs import run_store_of
+
+    settings = state.settings()
+    with _client(settings, writes=False) as client:
         found = client.jobs(name)
+    # A launched job stays PENDING_LAUNCH (the seeds' last state): its run says how it went.
+    with run_store_of(settings) as run_store:
+        launched = {j.key: run_store.get(j.run_id) for j in found if j.run_id is not None}
+    run_status = {key: str(run.status) for key, run in launched.items() if run is not None}
     if as_json:
         echo_json(
             [
                 {
                     **json.loads(j.model_dump_json(by_alias=True)),
                     "run_id": j.run_id,
+                    "run_status": run_status.get(j.key),
                     "waiting_for": waiting_on(j),
                 }
                 for j in found
@@ -370,7 +378,7 @@ def jobs(state: CliState, name: str, as_json: bool) -> None:
         )
         return
     echo_table(
-        ["JOB", "STATE", "EVENTS", "FIRST EVENT", "RUN", "WAITING FOR / REASON"],
+        ["JOB", "STATE", "EVENTS", "FIRST EVENT", "RUN", "RUN STATUS", "WAITING FOR / REASON"],
         [
             (
                 j.key,
@@ -378,6 +386,7 @@ def jobs(state: CliState, name: str, as_json: bool) -> None:
                 len(j.events),
                 iso(j.first_event_ms),
                 j.run_id or "",
+                run_status.get(j.key, ""),
                 "; ".join(waiting_on(j)) or j.reason or "",
             )
             for j in found

@@ -242,9 +242,10 @@ class CommandExecutor:
             running=self.log_dir / RUNNING_DIR,
         )
         if code != 0:
+            last = tail(stderr, 10)
             raise CommandFailedError(
-                f"task {task.key}: {argv[0]} exited with code {code}; stderr in {stderr}:\n"
-                f"{tail(stderr, 10)}"
+                f"task {task.key}: {argv[0]} exited with code {code}; "
+                + (f"stderr in {stderr}:\n{last}" if last else f"stderr ({stderr}) is empty")
             )
 
     def _prepare(self, task: Task, attempt: int) -> tuple[list[str], Path, Path, dict[str, Any]]:

@@ -15,6 +15,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from scheduler.api.auth import Role
 from scheduler.api.schemas import ScheduleOut
 from tests.api.browser import browser, click, confirm, log_in, shoot, text, wait_text
+from tests.api.conftest import wait_for
 from tests.api.programs import programs_deployment
 from tests.api.server import ApiServer
 
@@ -135,6 +136,23 @@ def test_next_and_previous_run_times_follow_the_cron(as_role: Call, name: str) -
     earlier = [datetime.fromisoformat(t) for t in previous["times"]]
     assert len(earlier) == 5 and earlier == sorted(earlier, reverse=True)
     assert earlier[0] < datetime.now(UTC)
+
+
+def test_a_launched_job_names_its_run_and_the_runs_status(as_role: Call, name: str) -> None:
+    every_second = {"trigger": {"type": "TIME", "cronExpression": "* * * * * *"}}
+    _create(as_role, name)
+    as_role(Role.ADMIN, "POST", f"/api/v1/schedules/{name}/update", json=every_second)
+    assert as_role(Role.OPERATE, "POST", f"/api/v1/schedules/{name}/enable").status_code == 200
+
+    def completed() -> list[dict[str, object]]:
+        jobs = as_role(Role.READ, "GET", f"/api/v1/schedules/{name}/jobs").json()
+        return [job for job in jobs if job["run_status"] == "COMPLETED"]
+
+    job = wait_for(completed, what="a job whose run completed")[0]
+    assert job["state"] == "PENDING_LAUNCH" and job["waiting_for"] == []
+    run = as_role(Role.READ, "GET", f"/api/v1/runs/{job['run_id']}").json()
+    assert run["status"] == "COMPLETED" and run["started_by"] == f"schedule:{name}"
+    as_role(Role.OPERATE, "POST", f"/api/v1/schedules/{name}/disable")
 
 
 def test_the_list_filters_by_status_and_trigger_type_and_pages(as_role: Call) -> None:

@@ -83,19 +83,22 @@ def test_schedules_are_created_disabled_enabled_and_run_their_program(
     assert jobs and jobs[0]["state"] == "PENDING_LAUNCH"
     # Each launched job names its run, for `runs show`.
     assert jobs[0]["run_id"] in {r["run_id"] for r in scheduled()}
+    # It stays PENDING_LAUNCH (the seeds' last job state); its run's status says how it went.
+    assert jobs[0]["run_status"] == "COMPLETED"
     shown = run("runs", "show", jobs[0]["run_id"])
     assert shown.exit_code == 0 and "schedule:tick" in shown.output
     # The run says where its output went, whether it ran alone or in a launch batch.
     record = json.loads(run("runs", "show", jobs[0]["run_id"], "--json").output)
     assert Path(record["output"]).read_text().startswith("hello "), record
     assert "  RUN  " in run("schedules", "jobs", "tick").output.splitlines()[0]
+    assert "  RUN STATUS  " in run("schedules", "jobs", "tick").output.splitlines()[0]
     # An open job says what it waits for.
     assert run("schedules", "enable", "daily").exit_code == 0
     assert run("events", "publish-partition", "clicks", "h00").exit_code == 0
     waiting = "PARTITION trigger on clicks: 1 of 2 partitions"
     assert wait_for(lambda: waiting in run("schedules", "jobs", "daily").output)
     (job,) = json.loads(run("schedules", "jobs", "daily", "--json").output)
-    assert job["waiting_for"] == [waiting] and job["run_id"] is None
+    assert job["waiting_for"] == [waiting] and job["run_id"] is None and job["run_status"] is None
     table = run("schedules", "list")
     assert table.output.splitlines()[0].split()[:4] == ["SCHEDULE", "STATUS", "TRIGGER", "PROGRAM"]
     rows = {line.split()[0]: line for line in table.output.splitlines()[1:]}

@@ -91,6 +91,13 @@ def test_a_non_zero_exit_fails_with_the_code_and_the_end_of_stderr(tmp_path: Pat
         CommandExecutor(log_dir=str(tmp_path))(task, context_for(task))
 
 
+def test_a_non_zero_exit_with_nothing_on_stderr_says_so(tmp_path: Path) -> None:
+    task = hourly_task({"argv": [PY, "-c", "raise SystemExit(3)"], "stderr": "e.txt"})
+    with pytest.raises(CommandFailedError) as failed:
+        CommandExecutor(log_dir=str(tmp_path))(task, context_for(task))
+    assert str(failed.value).endswith(f"exited with code 3; stderr ({tmp_path / 'e.txt'}) is empty")
+
+
 def test_a_missing_program_fails_and_writes_why_to_the_stderr_file(tmp_path: Path) -> None:
     task = hourly_task({"argv": ["/no/such/program", "x"], "stderr": "{{scheduled_hour}}.err"})
     with pytest.raises(CommandFailedError, match="cannot start"):

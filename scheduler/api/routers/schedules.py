@@ -230,7 +230,10 @@ def previous_runs(
 
 @router.get("/schedules/{name}/jobs", summary="A schedule's jobs", responses=_404)
 def schedule_jobs(name: str, state: State, _: Reader) -> list[ScheduleJobOut]:
-    """The schedule's jobs: what each has collected and, for one that waits, why."""
+    """The schedule's jobs: what each has collected and, for one that waits, why; a launched
+    job's run, with its status."""
+    jobs = state.schedules().jobs(name)
+    runs = {job.key: state.run_store().get(job.run_id) for job in jobs if job.run_id is not None}
     return [
         ScheduleJobOut(
             job_key=job.key,
@@ -241,8 +244,9 @@ def schedule_jobs(name: str, state: State, _: Reader) -> list[ScheduleJobOut]:
             waiting_for=waiting_on(job),
             reason=job.reason or "",
             run_id=job.run_id,
+            run_status=str(run.status) if (run := runs.get(job.key)) else None,
         )
-        for job in state.schedules().jobs(name)
+        for job in jobs
     ]
 
 
