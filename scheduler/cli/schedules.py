@@ -97,7 +97,15 @@ def read_schedules(path: Path) -> list[Schedule]:
     if isinstance(data, dict) and "schedules" in data:
         data = data["schedules"]
     items = data if isinstance(data, list) else [data]
-    return [parse_schedule(item) for item in items]
+    parsed, problems = [], []
+    for item in items:  # every schedule's problems at once, not one schedule per attempt
+        try:
+            parsed.append(parse_schedule(item))
+        except ScheduleError as error:
+            problems.append(str(error))
+    if problems:
+        raise ScheduleError("\n".join(problems))
+    return parsed
 
 
 def _row(record: ScheduleRecord) -> tuple[Any, ...]:

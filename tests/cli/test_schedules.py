@@ -200,3 +200,20 @@ def test_next_and_previous_runs_from_a_given_time_show_the_crons_wall_time_acros
     assert json.loads(as_json.output)[0]["time"] == "2027-03-27T01:30:00.000Z"
     refused = run("schedules", "next-runs", "berlin", "--after", "next tuesday")
     assert refused.exit_code == 2 and "Invalid value for --after" in refused.output
+
+
+def test_a_file_of_schedules_reports_every_bad_schedule_and_creates_none(
+    with_programs: Path, run, embedded: Path
+) -> None:
+    file = with_programs / "bad.toml"
+    file.write_text(
+        SCHEDULES + '[schedules.late]\nprogram = "hello"\n'
+        'trigger = {type = "TIME", cronExpression = "61 * * * *"}\n'
+        '[schedules.few]\nprogram = "hello"\n'
+        'trigger = {type = "PARTITION", dataset = "clicks", numPartitions = 0}\n'
+    )
+    refused = run("schedules", "create", str(file), "--wait", "0")
+    assert refused.exit_code == 2
+    assert "schedule 'late' is not valid" in refused.output and "bad minute field" in refused.output
+    assert "schedule 'few' is not valid" in refused.output and "numPartitions" in refused.output
+    assert not embedded.exists()  # nothing was sent, so nothing began the data directory
