@@ -107,10 +107,22 @@ def _http(request: Request, error: Exception) -> JSONResponse:
         headers = {name.lower(): value for name, value in (error.headers or {}).items()}
         allowed = headers.get("allow", "")
         message = (
-            f"{request.method} is not allowed on {request.url.path}; it allows {allowed or 'none'} "
-            "(see /openapi.json)"
+            f"{request.method} is not allowed on {request.url.path}; it allows {allowed or 'none'}"
+            f"{_elsewhere(request)} (see /openapi.json)"
         )
     return error_response(error.status_code, message, headers=error.headers)
+
+
+def _elsewhere(request: Request) -> str:
+    """Where a collection's items take the method asked (`PUT /api/v1/schedules/{name}` for
+    a POST on /api/v1/schedules): creating by name is a PUT on the item, not a POST."""
+    below = request.url.path.rstrip("/") + "/{"
+    for path, operations in request.app.openapi()["paths"].items():  # built once, then cached
+        if path.startswith(below) and path.count("/") == below.count("/"):
+            for method in ("PUT", request.method):
+                if method.lower() in operations:
+                    return f"; {method} {path} does, for one item"
+    return ""
 
 
 def _scheduler(request: Request, error: Exception) -> JSONResponse:

@@ -88,6 +88,10 @@ def test_a_wrong_path_or_method_says_what_was_asked_and_where_the_paths_are(
     assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
     assert wrong.json()["message"].startswith("DELETE is not allowed on /api/v1/programs")
     assert "it allows GET" in wrong.json()["message"]
+    # Schedules are created by name: a POST on the collection points at the item's PUT.
+    post = as_role(OPERATE, "POST", "/api/v1/schedules", json={})
+    assert post.status_code == 405
+    assert "PUT /api/v1/schedules/{name} does, for one item" in post.json()["message"]
 
 
 def test_a_task_in_the_past_is_refused_with_schedule_tasks_message(as_role: Call) -> None:
