@@ -71,7 +71,8 @@ def is_refusal(error: BaseException) -> bool:
 
 
 class TaskNotFoundError(SchedulerError, LookupError):
-    """An admin operation named a task the store does not hold."""
+    """An admin operation named a task the store does not hold; its subclasses, another thing
+    a command names (a schedule, a run, a batch job): the CLI's exit status 4, the API's 404."""
 
 
 class TaskStateError(SchedulerError):
@@ -90,7 +91,7 @@ class UnknownProgramError(TaskRejected, LookupError):
     """A program name that no programs file or registration declares."""
 
 
-class RunNotFoundError(SchedulerError, LookupError):
+class RunNotFoundError(TaskNotFoundError):
     """A run id the run store does not hold (never made, or expired)."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.errors import BackendUnavailableError, SchedulerError
+from scheduler.errors import BackendUnavailableError, SchedulerError, TaskNotFoundError
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class PartitionStateError(SchedulerError):
     """A partition was asked to do what its state does not allow (a bug in the caller)."""
 
 
-class UnknownJobError(SchedulerError, LookupError):
+class UnknownJobError(TaskNotFoundError):
     """A batch job name that the configuration in force does not have."""
 
 

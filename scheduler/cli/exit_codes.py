@@ -22,8 +22,9 @@ USAGE = 2
 BACKEND_UNAVAILABLE = 3
 """Kafka, Cassandra or a file the backend needs could not be reached: try again later."""
 NOT_FOUND = 4
-"""The task the command names does not exist. A topic, keyspace or data directory that does not
-exist is a setting naming the wrong thing: status 2, like any other bad setting."""
+"""The task (schedule, run, program, batch job) the command names does not exist. A topic,
+keyspace or data directory that does not exist is a setting naming the wrong thing: status 2,
+like any other bad setting."""
 CONFLICT = 5
 """The request does not apply to the state it found (retrying a task that did not fail)."""
 INTERRUPTED = 130
@@ -58,7 +59,7 @@ Exit status:
   1    a bug (the traceback says where)
   {USAGE}    bad option, argument, setting or request
   {BACKEND_UNAVAILABLE}    a backend (Kafka, Cassandra) is unavailable: try again later
-  {NOT_FOUND}    not found: the task named does not exist
+  {NOT_FOUND}    not found: the task, schedule, run, program or job named does not exist
   {CONFLICT}    conflict: the task is not in a state the request applies to
   {INTERRUPTED}  interrupted by Ctrl-C"""
 """The table as `scheduler --help` shows it."""

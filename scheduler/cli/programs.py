@@ -23,6 +23,7 @@ from scheduler.programs.model import Program, Run, RunStatus
 if TYPE_CHECKING:
     from scheduler.logs.abc import TaskLog
     from scheduler.programs.abc import RunStore
+    from scheduler.programs.catalog import ProgramCatalog
     from scheduler.settings import Settings
 
 STATUSES = [status.value for status in RunStatus]
@@ -60,12 +61,23 @@ def show_program(state: CliState, name: str, as_json: bool) -> None:
     """One program: its kind, what it runs and its default properties."""
     from scheduler.programs.runtime import load_catalog
 
-    program = load_catalog(state.settings()).get(name)
+    program = _named(load_catalog(state.settings()), name)
     if as_json:
         echo_json(_program_dict(program))
         return
     for label, value in _program_dict(program).items():
         click.echo(f"{label + ':':<12} {value}")
+
+
+def _named(catalog: ProgramCatalog, name: str) -> Program:
+    """The program the command names; an unknown one is a not-found (exit status 4), as a
+    schedule or run is, though naming one inside a schedule is a bad request (2)."""
+    from scheduler.errors import TaskNotFoundError, UnknownProgramError
+
+    try:
+        return catalog.get(name)
+    except UnknownProgramError as error:
+        raise TaskNotFoundError(str(error)) from None
 
 
 def _program_dict(program: Program) -> dict[str, Any]:
@@ -230,7 +242,7 @@ def start_run(
 
     settings = state.settings()
     catalog = load_catalog(settings)  # an unknown program is refused before the log is opened
-    catalog.get(program)
+    _named(catalog, program)
     log = build_log(settings)
     try:
         topic_partition_check(log, settings.partitions)

@@ -142,7 +142,7 @@ def test_an_unknown_job_is_refused_with_the_known_ones(backend: Path, run, worke
     assert wait_for(lambda: not backend.exists(), timeout=120)
     wait_for(lambda: settled(run, 3, 2), timeout=180)
     said = run("jobs", "pause", "nobody")
-    assert said.exit_code == 2
+    assert said.exit_code == 4
     assert "no batch job is named 'nobody'; the jobs are ['job1', 'job2']" in said.output
 
 

@@ -48,13 +48,13 @@ def test_programs_are_listed_and_shown_from_the_programs_file(with_programs, run
     shown = json.loads(run("programs", "show", "hello", "--json").output)
     assert shown["properties"] == {"who": "world"}
     unknown = run("programs", "show", "nope")
-    assert unknown.exit_code == 2
+    assert unknown.exit_code == 4
     assert "unknown program 'nope'; known programs: hello, sleepy" in unknown.output
 
 
 def test_an_unknown_program_is_not_started(with_programs, run) -> None:
     result = run("runs", "start", "nope")
-    assert result.exit_code == 2
+    assert result.exit_code == 4
     assert "known programs: hello, sleepy" in result.output
 
 
@@ -121,7 +121,7 @@ def test_a_missing_run_is_said_by_its_id(with_programs, run, worker) -> None:
     worker()
     wait_for(lambda: (with_programs / "store.db").exists())
     result = run("runs", "show", "no-such-run")
-    assert result.exit_code == 2
+    assert result.exit_code == 4
     assert "no run 'no-such-run' in the run store" in result.output
 
 
