@@ -75,7 +75,10 @@ def _client(
                 topic_partition_check(log, settings.partitions)
             tasks = SchedulerClient(log=log, grace_window_s=settings.grace_window_s)
             stack.callback(tasks.close)
-        catalog = load_catalog(settings) if settings.programs_file is not None else None
+        # Only changes check program names: a listing reads no programs file (one being moved
+        # or edited does not hide the schedules).
+        reads_programs = writes and settings.programs_file is not None
+        catalog = load_catalog(settings) if reads_programs else None
         yield SchedulesClient(
             store=schedule_store, client=tasks, catalog=catalog, wait_s=wait_s or None
         )

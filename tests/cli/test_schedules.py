@@ -117,6 +117,12 @@ def test_unknown_names_exit_4_and_a_batch_delete_with_one_deletes_nothing(
     batch = run("schedules", "delete", "tick", "nope")
     assert batch.exit_code == 4
     assert len(listed(run)) == 2
+    # Reading schedules needs no programs file (one moved away, or being edited).
+    programs = with_programs.parent / "programs.toml"
+    programs.rename(programs.with_suffix(".moved"))
+    assert [s["schedule"]["name"] for s in listed(run)] == ["daily", "tick"]
+    assert run("schedules", "jobs", "tick").exit_code == 0
+    programs.with_suffix(".moved").rename(programs)
     assert run("schedules", "delete", "tick", "daily").exit_code == 0
     assert listed(run) == []
 
