@@ -43,6 +43,13 @@ WAIT = click.option(
 )
 
 
+def _said(done: str, wait_s: float) -> str:
+    """A change's line: `done` once a worker applied it, or that it was only sent (--wait 0)."""
+    if wait_s:
+        return done
+    return f"{done} (sent, not waited for: a worker with programs applies it)"
+
+
 @click.group()
 def schedules() -> None:
     """Schedules: which program runs when (cron, data arrival, program status, AND/OR)."""
@@ -133,7 +140,9 @@ def create(state: CliState, file: Path, wait_s: float) -> None:
     batch = read_schedules(file)
     with _client(state.settings(), wait_s=wait_s, adds=True) as client:
         client.create(batch)
-    click.echo(f"created {', '.join(s.name for s in batch)} (disabled; enable them to run)")
+    click.echo(
+        _said(f"created {', '.join(s.name for s in batch)} (disabled; enable them to run)", wait_s)
+    )
 
 
 @schedules.command("apply")
@@ -174,7 +183,7 @@ def apply(
         return
     for what, names in done.items():
         if names:
-            click.echo(f"{what}: {', '.join(names)}")
+            click.echo(_said(f"{what}: {', '.join(names)}", wait_s))
 
 
 @schedules.command("list")
@@ -246,7 +255,7 @@ def update(state: CliState, name: str, file: Path, wait_s: float) -> None:
         raise ScheduleError(f"{file} must hold a JSON object of the fields to change")
     with _client(state.settings(), wait_s=wait_s) as client:
         client.update(name, changes)
-    click.echo(f"updated {name}")
+    click.echo(_said(f"updated {name}", wait_s))
 
 
 @schedules.command("enable")
@@ -257,7 +266,7 @@ def enable(state: CliState, name: str, wait_s: float) -> None:
     """Enable NAME: its cron fires and events count from now on."""
     with _client(state.settings(), wait_s=wait_s) as client:
         client.enable(name)
-    click.echo(f"enabled {name}")
+    click.echo(_said(f"enabled {name}", wait_s))
 
 
 @schedules.command("disable")
@@ -268,7 +277,7 @@ def disable(state: CliState, name: str, wait_s: float) -> None:
     """Disable NAME: its pending job is discarded, its events are dropped."""
     with _client(state.settings(), wait_s=wait_s) as client:
         client.disable(name)
-    click.echo(f"disabled {name}")
+    click.echo(_said(f"disabled {name}", wait_s))
 
 
 @schedules.command("delete")
@@ -279,7 +288,7 @@ def delete(state: CliState, names: Sequence[str], wait_s: float) -> None:
     """Delete NAMES; with any unknown name, none is deleted."""
     with _client(state.settings(), wait_s=wait_s) as client:
         client.delete(list(names))
-    click.echo(f"deleted {', '.join(names)}")
+    click.echo(_said(f"deleted {', '.join(names)}", wait_s))
 
 
 def _instant(text: str, option: str) -> int:
@@ -307,7 +316,8 @@ def reenable(state: CliState, start: str, end: str, wait_s: float, as_json: bool
     if as_json:
         echo_json(names)
     else:
-        click.echo(f"re-enabled {len(names)} schedule(s){': ' if names else ''}{', '.join(names)}")
+        listed = f"{': ' if names else ''}{', '.join(names)}"
+        click.echo(_said(f"re-enabled {len(names)} schedule(s){listed}", wait_s))
 
 
 def _times(

@@ -158,6 +158,8 @@ def test_schedules_created_before_any_worker_ran_begin_the_data_dir_and_run_once
     # saying it applies when one starts. A worker started later applies it.
     created = run("schedules", "create", str(file), "--wait", "0")
     assert created.exit_code == 0, created.output
+    assert "created daily, tick" in created.output or "created tick, daily" in created.output
+    assert "(sent, not waited for: a worker with programs applies it)" in created.output
     worker()
     assert wait_for(lambda: len(listed(run)) == 2)
     enabled = run("schedules", "enable", "tick")
