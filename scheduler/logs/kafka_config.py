@@ -25,9 +25,11 @@ logger = logging.getLogger("scheduler.logs.kafka")
 
 
 class _WaitsLibrdkafkaRetries(logging.Filter):
-    """Shows as INFO the WARNING lines librdkafka writes while a broker that has just started
+    """Shows as DEBUG the WARNING lines librdkafka writes while a broker that has just started
     cannot hand out producer ids yet ("Coordinator load in progress: retrying"), a normal wait
-    of a second or so. A wait that does not end still surfaces: the records' futures fail."""
+    of a second or so: as INFO, "Failed to acquire idempotence PID" read as the failure of a
+    short command (`schedules create`) that then succeeded. A wait that does not end still
+    surfaces: the records' futures fail."""
 
     _RETRIED = ("Coordinator load in progress: retrying", "Coordinator not available: retrying")
 
@@ -35,9 +37,9 @@ class _WaitsLibrdkafkaRetries(logging.Filter):
         if record.levelno == logging.WARNING:
             message = record.getMessage()
             if "idempotence PID" in message and any(m in message for m in self._RETRIED):
-                record.levelno, record.levelname = logging.INFO, "INFO"
-                # The logger let it through as a WARNING; as INFO it must pass its level too.
-                return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+                record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+                # The logger let it through as a WARNING; as DEBUG it must pass its level too.
+                return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True
 
 

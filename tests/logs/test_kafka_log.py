@@ -159,7 +159,7 @@ def test_a_log_that_cannot_reach_kafka_leaves_no_client_behind() -> None:
     assert raised.value.__context__ is None
 
 
-def test_librdkafkas_warnings_about_a_producer_id_it_waits_for_are_shown_as_info(caplog) -> None:
+def test_librdkafkas_warnings_about_a_producer_id_it_waits_for_are_shown_as_debug(caplog) -> None:
     """A broker that has just started answers "Coordinator load in progress" until it can hand
     out producer ids; librdkafka retries and warned on every try. Other warnings stay warnings."""
     caplog.set_level(logging.DEBUG, logger="scheduler.logs.kafka")
@@ -177,11 +177,11 @@ def test_librdkafkas_warnings_about_a_producer_id_it_waits_for_are_shown_as_info
 
     shown = {record.getMessage().split(": ", 1)[1]: record.levelname for record in caplog.records}
     assert shown == {
-        waiting.split(": ", 1)[1]: "INFO",
+        waiting.split(": ", 1)[1]: "DEBUG",
         failing.split(": ", 1)[1]: "WARNING",
     }
 
-    # With the level at WARNING (`--log-level warning`), the INFO line is not written at all,
+    # With the level at WARNING (`--log-level warning`), the DEBUG line is not written at all,
     # even by a handler that takes every level, as the CLI's does.
     written: list[logging.LogRecord] = []
     handler = logging.Handler()
