@@ -13,6 +13,8 @@ describe::
     with scheduler.connect() as client:
         client.schedule_task(Task("user-42", due, "reminder-1", remind)).result()
 
+`scheduler.connect_schedules()` is the same for schedules (docs/schedules.md).
+
 The public surface is re-exported here; everything else is an implementation detail. Names are
 imported on first use, so that `scheduler --help` (and a Ctrl-C while it starts) costs only the
 command line's own imports.
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
         Time,
         TimeRange,
     )
+    from scheduler.schedules.runtime import connect_schedules
     from scheduler.worker import Worker
 
 _HOMES = {
@@ -96,6 +99,7 @@ _HOMES = {
     "scheduler.model": ["Attempt", "AttemptOutcome", "Task", "TaskKey", "TaskState", "TaskStatus"],
     "scheduler.runtime": ["connect"],
     "scheduler.schedules.client": ["SchedulesClient"],
+    "scheduler.schedules.runtime": ["connect_schedules"],
     "scheduler.schedules.errors": [
         "ScheduleConflictError",
         "ScheduleError",
@@ -165,6 +169,7 @@ __all__ = [
     "UnknownExecutorError",
     "Worker",
     "connect",
+    "connect_schedules",
 ]
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,40 +55,12 @@ def schedules() -> None:
     """Schedules: which program runs when (cron, data arrival, program status, AND/OR)."""
 
 
-@contextmanager
 def _client(
     settings: Settings, *, wait_s: float | None = None, writes: bool = True, adds: bool = False
-) -> Iterator[SchedulesClient]:
-    """The schedules client over the store (and, for changes, the log: reads open none);
-    `adds` (create, apply) may begin an embedded data directory, as `enqueue` does."""
-    from scheduler.client import SchedulerClient
-    from scheduler.programs.runtime import load_catalog
-    from scheduler.runtime import build_log, open_existing_store, topic_partition_check
-    from scheduler.schedules.client import SchedulesClient
-    from scheduler.schedules.runtime import open_schedule_store
+) -> AbstractContextManager[SchedulesClient]:
+    from scheduler.schedules.runtime import connect_schedules
 
-    with ExitStack() as stack:
-        store = open_existing_store(settings, adds=adds)
-        stack.callback(store.close)
-        schedule_store = open_schedule_store(
-            settings, store, create_schema=settings.store == "sqlite"
-        )
-        stack.callback(schedule_store.close)
-        tasks = None
-        if writes:
-            log = build_log(settings)
-            stack.callback(log.close)
-            if adds:  # the topic too, as `enqueue` makes it
-                topic_partition_check(log, settings.partitions)
-            tasks = SchedulerClient(log=log, grace_window_s=settings.grace_window_s)
-            stack.callback(tasks.close)
-        # Only changes check program names: a listing reads no programs file (one being moved
-        # or edited does not hide the schedules).
-        reads_programs = writes and settings.programs_file is not None
-        catalog = load_catalog(settings) if reads_programs else None
-        yield SchedulesClient(
-            store=schedule_store, client=tasks, catalog=catalog, wait_s=wait_s or None
-        )
+    return connect_schedules(settings, wait_s=wait_s, writes=writes, adds=adds)
 
 
 def read_schedules(path: Path) -> list[Schedule]:

@@ -4,7 +4,8 @@ registered with the programs' subscriber."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
 from scheduler.schedules.abc import ScheduleStore
@@ -16,9 +17,56 @@ if TYPE_CHECKING:
     from scheduler.embedded import EmbeddedScheduler
     from scheduler.executors.abc import Executor
     from scheduler.programs.runtime import WorkerPrograms
+    from scheduler.schedules.client import SchedulesClient
     from scheduler.settings import Settings
     from scheduler.stores.abc import TaskStore
     from scheduler.stores.cassandra import CassandraTaskStore
+
+
+@contextmanager
+def connect_schedules(
+    settings: Settings | None = None,
+    *,
+    wait_s: float | None = 30.0,
+    writes: bool = True,
+    adds: bool = False,
+) -> Iterator[SchedulesClient]:
+    """A `SchedulesClient` for the deployment `settings` describe (default: the workers'
+    `SCHEDULER_*` variables over the `$SCHEDULER_CONFIG` file), as `scheduler schedules` uses
+    it; everything it opened is closed on leaving the `with`.
+
+    Its changes wait up to `wait_s` seconds (None or 0: not at all) for a worker with programs
+    to apply them. `writes=False` opens no log and reads no programs file (a listing); `adds`
+    (create, apply) may begin an embedded data directory nothing ran in, as `enqueue` does."""
+    from scheduler.client import SchedulerClient
+    from scheduler.config import load_settings
+    from scheduler.programs.runtime import load_catalog
+    from scheduler.runtime import build_log, open_existing_store, topic_partition_check
+    from scheduler.schedules.client import SchedulesClient
+
+    settings = settings if settings is not None else load_settings()
+    with ExitStack() as stack:
+        store = open_existing_store(settings, adds=adds)
+        stack.callback(store.close)
+        schedule_store = open_schedule_store(
+            settings, store, create_schema=settings.store == "sqlite"
+        )
+        stack.callback(schedule_store.close)
+        tasks = None
+        if writes:
+            log = build_log(settings)
+            stack.callback(log.close)
+            if adds:  # the topic too, as `enqueue` makes it
+                topic_partition_check(log, settings.partitions)
+            tasks = SchedulerClient(log=log, grace_window_s=settings.grace_window_s)
+            stack.callback(tasks.close)
+        # Only changes check program names: a listing reads no programs file (one being moved
+        # or edited does not hide the schedules).
+        reads_programs = writes and settings.programs_file is not None
+        catalog = load_catalog(settings) if reads_programs else None
+        yield SchedulesClient(
+            store=schedule_store, client=tasks, catalog=catalog, wait_s=wait_s or None
+        )
 
 
 def open_schedule_store(

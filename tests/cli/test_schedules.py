@@ -225,3 +225,27 @@ def test_a_file_of_schedules_reports_every_bad_schedule_and_creates_none(
     assert "schedule 'late' is not valid" in refused.output and "bad minute field" in refused.output
     assert "schedule 'few' is not valid" in refused.output and "numPartitions" in refused.output
     assert not embedded.exists()  # nothing was sent, so nothing began the data directory
+
+
+def test_python_declares_schedules_with_connect_schedules_as_the_cli_does(
+    with_programs: Path, run, worker, embedded: Path
+) -> None:
+    """`scheduler.connect_schedules()` reads the settings the workers read, as `connect()`."""
+    import scheduler
+    from scheduler import Schedule, Time
+
+    started(worker, embedded)
+    every_second = Schedule(name="py", program="hello", trigger=Time(cron="* * * * * *"))
+    with scheduler.connect_schedules() as schedules:
+        schedules.create(every_second)  # waits until the worker applied it
+        schedules.enable("py")
+        assert schedules.get("py").enabled
+        with pytest.raises(scheduler.ScheduleConflictError, match="enabled already"):
+            schedules.enable("py")
+    assert [s["schedule"]["name"] for s in listed(run)] == ["py"]
+
+    def scheduled() -> list[dict]:
+        out = run("runs", "list", "--json", "--program", "hello", "--status", "COMPLETED")
+        return [r for r in json.loads(out.output) if r["started_by"] == "schedule:py"]
+
+    assert wait_for(scheduled)
