@@ -43,7 +43,10 @@ def run(state: CliState, fleet: bool) -> None:
     On Kafka and Cassandra it uses a topic, consumer group and keyspace of its own (the
     configured names with an "example" suffix), so a deployment's tasks and workers are left
     alone."""
-    settings = state.settings()
+    # Its own lines say what fired, why and how far the runs got; a line per finished task
+    # (84 for the day) would bury them. `task_log_level` set by the user still wins.
+    chosen = state.origin("task_log_level") != "task_log_level"
+    settings = state.settings(**({} if chosen else {"task_log_level": "WARNING"}))
     _example_module().main(settings, fleet=fleet)
 
 
