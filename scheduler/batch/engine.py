@@ -264,11 +264,13 @@ class BatchExecutor:
                 parse_configuration(text)
             except BatchConfigError as error:
                 # Left in place: the operator fixes it and the next poll reads it again.
+                kept = (
+                    "the last good one stays in force"
+                    if session.config is not None
+                    else "no batch configuration is in force yet; the next poll reads it again"
+                )
                 logger.error(
-                    "batch configuration file %s is not valid; the last good one stays in "
-                    "force: %s",
-                    self.file,
-                    error,
+                    "batch configuration file %s is not valid; %s: %s", self.file, kept, error
                 )
             else:
                 self._load(session, text, str(self.file))
