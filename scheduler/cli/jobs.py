@@ -233,7 +233,7 @@ def _why(view: Any) -> str:
     text = error_summary(view.reason) or ""
     if view.status is Status.MARKED_SUCCESS and not text:
         # Its state keeps no error: the attempt that failed holds it.
-        return "its run failed; on_failure mark_success counts it done (--history: why)"
+        return "run failed; on_failure marked it done (--history: why)"
     if view.retry_at is not None:
         text = f"retries at {format_partition(view.retry_at)}: {text}"
     return text

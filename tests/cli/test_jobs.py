@@ -114,7 +114,7 @@ def test_a_worker_runs_the_polled_file_and_the_cli_shows_reruns_and_pauses(
     grid = run("jobs", "partitions", "job2")
     assert "BLOCKED_FOREVER: 1  MARKED_SUCCESS: 2" in grid.output
     # A partition marked success failed: the table says so and where the reason is.
-    assert grid.output.count("its run failed; on_failure mark_success counts it done") == 2
+    assert grid.output.count("run failed; on_failure marked it done (--history: why)") == 2
     # A failed attempt's reason leads with what failed, not the exception and the task key.
     history = run("jobs", "partitions", "job2", "--history").output
     assert "CommandFailedError: task" not in history and PY[:40] in history
