@@ -20,6 +20,7 @@ from scheduler.settings import BUILT_IN_EXECUTORS, Settings, env_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from contextlib import ExitStack
 
     from scheduler.client import SchedulerClient
     from scheduler.executors.abc import Executor
@@ -113,6 +114,19 @@ def connect(
         if store is not None:
             store.close()
         raise
+
+
+def open_sender(stack: ExitStack, settings: Settings, *, adds: bool = False) -> SchedulerClient:
+    """A client on the log of `settings`, both closed with `stack`: what a command that sends
+    control tasks (schedule changes, batch loads) opens beside its stores. `adds` makes the
+    topic too, as `enqueue` does."""
+    from scheduler.client import SchedulerClient
+
+    log = build_log(settings)
+    stack.callback(log.close)
+    if adds:
+        topic_partition_check(log, settings.partitions)
+    return stack.enter_context(SchedulerClient(log=log, grace_window_s=settings.grace_window_s))
 
 
 def build_store(settings: Settings) -> TaskStore:

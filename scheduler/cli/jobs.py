@@ -45,21 +45,14 @@ def _jobs(settings: Settings, *, client: bool, adds: bool = False) -> Iterator[B
     embedded data directory, as `enqueue` does."""
     from scheduler.batch.api import BatchJobs
     from scheduler.batch.runtime import open_batch_store
-    from scheduler.client import SchedulerClient
-    from scheduler.runtime import build_log, open_existing_store, topic_partition_check
+    from scheduler.runtime import open_existing_store, open_sender
 
     with ExitStack() as stack:
         store = open_existing_store(settings, adds=adds)
         stack.callback(store.close)
         batch = open_batch_store(settings, store, create_schema=settings.store == "sqlite")
         stack.callback(batch.close)
-        sender = None
-        if client:
-            log = build_log(settings)
-            stack.callback(log.close)
-            if adds:  # the topic too, as `enqueue` makes it
-                topic_partition_check(log, settings.partitions)
-            sender = stack.enter_context(SchedulerClient(log=log))
+        sender = open_sender(stack, settings, adds=adds) if client else None
         yield BatchJobs(store=batch, client=sender, name=settings.batch_name)
 
 

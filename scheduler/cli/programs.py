@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from scheduler.programs.abc import RunStore
     from scheduler.programs.catalog import ProgramCatalog
     from scheduler.settings import Settings
+    from scheduler.stores.abc import TaskStore
 
 STATUSES = [status.value for status in RunStatus]
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -96,14 +97,16 @@ def runs() -> None:
 
 
 @contextmanager
-def run_store_of(settings: Settings) -> Iterator[RunStore]:
-    """The run store alone: reading runs needs no log (nor its topic)."""
+def run_store_of(settings: Settings, store: TaskStore | None = None) -> Iterator[RunStore]:
+    """The run store alone: reading runs needs no log (nor its topic). `store`: the task store,
+    opened already (left open), instead of its own."""
     from scheduler.programs.runtime import open_run_store
     from scheduler.runtime import open_existing_store
 
     with ExitStack() as stack:
-        store = open_existing_store(settings)
-        stack.callback(store.close)
+        if store is None:
+            store = open_existing_store(settings)
+            stack.callback(store.close)
         # Inspecting creates no Cassandra table: missing ones are said, with `schema apply`.
         run_store = open_run_store(settings, store, create_schema=settings.store == "sqlite")
         stack.callback(run_store.close)

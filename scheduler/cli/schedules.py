@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from scheduler.schedules.waiting import waiting_on
 if TYPE_CHECKING:
     from scheduler.schedules.client import SchedulesClient
     from scheduler.settings import Settings
+    from scheduler.stores.abc import TaskStore
 
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 WAIT = click.option(
@@ -56,11 +57,16 @@ def schedules() -> None:
 
 
 def _client(
-    settings: Settings, *, wait_s: float | None = None, writes: bool = True, adds: bool = False
+    settings: Settings,
+    *,
+    wait_s: float | None = None,
+    writes: bool = True,
+    adds: bool = False,
+    store: TaskStore | None = None,
 ) -> AbstractContextManager[SchedulesClient]:
     from scheduler.schedules.runtime import connect_schedules
 
-    return connect_schedules(settings, wait_s=wait_s, writes=writes, adds=adds)
+    return connect_schedules(settings, wait_s=wait_s, writes=writes, adds=adds, store=store)
 
 
 def read_schedules(path: Path) -> list[Schedule]:
@@ -349,14 +355,17 @@ def jobs(state: CliState, name: str, as_json: bool) -> None:
     """NAME's jobs: the pending ones with what each waits for, and the last few that ended,
     with the run each launched (`scheduler runs show RUN`) or why it ended."""
     from scheduler.cli.programs import run_store_of
+    from scheduler.runtime import open_existing_store
 
     settings = state.settings()
-    with _client(settings, writes=False) as client:
-        found = client.jobs(name)
-    # A launched job stays PENDING_LAUNCH (the seeds' last state): its run says how it went.
-    with run_store_of(settings) as run_store:
-        launched = {j.key: run_store.get(j.run_id) for j in found if j.run_id is not None}
-    run_status = {key: str(run.status) for key, run in launched.items() if run is not None}
+    with ExitStack() as stack:
+        store = open_existing_store(settings)
+        stack.callback(store.close)
+        found = stack.enter_context(_client(settings, writes=False, store=store)).jobs(name)
+        # A launched job stays PENDING_LAUNCH (the seeds' last state): its run says how it went.
+        run_ids = [j.run_id for j in found if j.run_id is not None]
+        runs = stack.enter_context(run_store_of(settings, store)).get_many(run_ids)
+    run_status = {j.key: str(runs[j.run_id].status) for j in found if j.run_id in runs}
     if as_json:
         echo_json(
             [

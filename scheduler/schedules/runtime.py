@@ -30,6 +30,7 @@ def connect_schedules(
     wait_s: float | None = 30.0,
     writes: bool = True,
     adds: bool = False,
+    store: TaskStore | None = None,
 ) -> Iterator[SchedulesClient]:
     """A `SchedulesClient` for the deployment `settings` describe (default: the workers'
     `SCHEDULER_*` variables over the `$SCHEDULER_CONFIG` file), as `scheduler schedules` uses
@@ -37,29 +38,23 @@ def connect_schedules(
 
     Its changes wait up to `wait_s` seconds (None or 0: not at all) for a worker with programs
     to apply them. `writes=False` opens no log and reads no programs file (a listing); `adds`
-    (create, apply) may begin an embedded data directory nothing ran in, as `enqueue` does."""
-    from scheduler.client import SchedulerClient
+    (create, apply) may begin an embedded data directory nothing ran in, as `enqueue` does.
+    `store`: the deployment's task store, opened already (left open), instead of its own."""
     from scheduler.config import load_settings
     from scheduler.programs.runtime import load_catalog
-    from scheduler.runtime import build_log, open_existing_store, topic_partition_check
+    from scheduler.runtime import open_existing_store, open_sender
     from scheduler.schedules.client import SchedulesClient
 
     settings = settings if settings is not None else load_settings()
     with ExitStack() as stack:
-        store = open_existing_store(settings, adds=adds)
-        stack.callback(store.close)
+        if store is None:
+            store = open_existing_store(settings, adds=adds)
+            stack.callback(store.close)
         schedule_store = open_schedule_store(
             settings, store, create_schema=settings.store == "sqlite"
         )
         stack.callback(schedule_store.close)
-        tasks = None
-        if writes:
-            log = build_log(settings)
-            stack.callback(log.close)
-            if adds:  # the topic too, as `enqueue` makes it
-                topic_partition_check(log, settings.partitions)
-            tasks = SchedulerClient(log=log, grace_window_s=settings.grace_window_s)
-            stack.callback(tasks.close)
+        tasks = open_sender(stack, settings, adds=adds) if writes else None
         # Only changes check program names: a listing reads no programs file (one being moved
         # or edited does not hide the schedules).
         reads_programs = writes and settings.programs_file is not None

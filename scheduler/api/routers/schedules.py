@@ -233,7 +233,7 @@ def schedule_jobs(name: str, state: State, _: Reader) -> list[ScheduleJobOut]:
     """The schedule's jobs: what each has collected and, for one that waits, why; a launched
     job's run, with its status."""
     jobs = state.schedules().jobs(name)
-    runs = {job.key: state.run_store().get(job.run_id) for job in jobs if job.run_id is not None}
+    runs = state.run_store().get_many([job.run_id for job in jobs if job.run_id is not None])
     return [
         ScheduleJobOut(
             job_key=job.key,
@@ -244,7 +244,7 @@ def schedule_jobs(name: str, state: State, _: Reader) -> list[ScheduleJobOut]:
             waiting_for=waiting_on(job),
             reason=job.reason or "",
             run_id=job.run_id,
-            run_status=str(run.status) if (run := runs.get(job.key)) else None,
+            run_status=str(runs[job.run_id].status) if job.run_id in runs else None,
         )
         for job in jobs
     ]
