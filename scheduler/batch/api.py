@@ -26,7 +26,13 @@ from pathlib import Path
 from scheduler.applying import ApplyWait
 from scheduler.batch.config import Configuration, parse_configuration
 from scheduler.batch.decide import Summary, View, summary, views
-from scheduler.batch.errors import BatchConfigError, BatchNotAppliedError, UnknownJobError
+from scheduler.batch.durations import format_partition
+from scheduler.batch.errors import (
+    BatchConfigError,
+    BatchNotAppliedError,
+    EmptyRangeError,
+    UnknownJobError,
+)
 from scheduler.batch.launching import control_task
 from scheduler.batch.state import Status
 from scheduler.batch.store import DEFAULT_NAME, Attempt, BatchStore, StoredConfiguration
@@ -224,7 +230,10 @@ class BatchJobs:
         config, _ = self._config(in_force=True)
         self._job(config, job)
         if stop_ms <= first_ms:
-            raise ValueError("--to must be after --from (the range is [from, to))")
+            raise EmptyRangeError(
+                f"the range's end {format_partition(stop_ms)} must be after its start "
+                f"{format_partition(first_ms)}: [start, end) holds no partition"
+            )
         self._send(
             "rerun", job=job, first_ms=first_ms, stop_ms=stop_ms, with_dependants=with_dependants
         )

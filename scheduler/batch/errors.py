@@ -47,5 +47,9 @@ class UnknownJobError(TaskNotFoundError):
     """A batch job name that the configuration in force does not have."""
 
 
+class EmptyRangeError(SchedulerError, ValueError):
+    """A partition range whose end is not after its start: it holds no partition."""
+
+
 class BatchNotAppliedError(BackendUnavailableError):
     """A configuration was sent but no worker applied it in time (CLI exit status 3)."""

@@ -145,6 +145,24 @@ def list_jobs(state: CliState, as_json: bool) -> None:
     )
 
 
+class PartitionDate(click.ParamType):
+    """A partition's date on the command line, checked before any store is opened, so that a
+    wrong one is reported against its option (`Invalid value for '--from'`)."""
+
+    name = "partition"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_partition(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+PARTITION = PartitionDate()
+
+
 @jobs.command("partitions")
 @click.argument("job")
 @click.option(
@@ -154,7 +172,9 @@ def list_jobs(state: CliState, as_json: bool) -> None:
     type=click.Choice(STATUSES, case_sensitive=False),
     help="Only partitions in this status (repeatable).",
 )
-@click.option("--from", "first", help="The first partition shown (yyyy-MM-dd HH:mm:ss).")
+@click.option(
+    "--from", "first", type=PARTITION, help="The first partition shown (yyyy-MM-dd HH:mm:ss)."
+)
 @click.option("--limit", default=1000, show_default=True, help="Partitions looked at, at most.")
 @click.option("--history", "with_history", is_flag=True, help="Also list every attempt.")
 @JSON
@@ -163,7 +183,7 @@ def partitions(
     state: CliState,
     job: str,
     statuses: Sequence[str],
-    first: str | None,
+    first: int | None,
     limit: int,
     with_history: bool,
     as_json: bool,
@@ -177,7 +197,7 @@ def partitions(
         if first is not None and config is not None and job in config.by_name:
             from scheduler.batch.partitions import Grid
 
-            index = max(Grid.of(config.job(job)).ceil(_partition(first)), 0)
+            index = max(Grid.of(config.job(job)).ceil(first), 0)
         found = batch.partitions(job, statuses=wanted, first=index, limit=limit)
         history = batch.history(job, limit=limit) if with_history else []
     if as_json:
@@ -213,13 +233,6 @@ def partitions(
         )
 
 
-def _partition(text: str) -> int:
-    try:
-        return parse_partition(text)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from None
-
-
 def _why(view: Any) -> str:
     if view.waiting_for and view.status is Status.WAITING_DEPENDENCIES:
         return ", ".join(view.waiting_for)
@@ -246,15 +259,18 @@ def _view_dict(view: Any) -> dict[str, Any]:
 
 @jobs.command("rerun")
 @click.argument("job")
-@click.option("--from", "first", required=True, help="First partition (yyyy-MM-dd HH:mm:ss).")
-@click.option("--to", "stop", required=True, help="End of the range, exclusive.")
+@click.option(
+    "--from", "first", type=PARTITION, required=True, help="First partition (yyyy-MM-dd HH:mm:ss)."
+)
+@click.option("--to", "stop", type=PARTITION, required=True, help="End of the range, exclusive.")
 @click.option("--with-dependants", is_flag=True, help="Rerun the partitions waiting on them too.")
 @pass_state
-def rerun_job(state: CliState, job: str, first: str, stop: str, with_dependants: bool) -> None:
+def rerun_job(state: CliState, job: str, first: int, stop: int, with_dependants: bool) -> None:
     """Run JOB's partitions in [--from, --to) again, successes and marked successes included."""
     with _jobs(state.settings(), client=True) as batch:
-        batch.rerun(job, _partition(first), _partition(stop), with_dependants=with_dependants)
-    click.echo(f"sent a rerun of {job} [{first}, {stop}) to the workers")
+        batch.rerun(job, first, stop, with_dependants=with_dependants)
+    span = f"[{format_partition(first)}, {format_partition(stop)})"
+    click.echo(f"sent a rerun of {job} {span} to the workers")
 
 
 @jobs.command("pause")

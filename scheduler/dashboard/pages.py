@@ -9,6 +9,7 @@ uses (`scheduler.fleet.status`, `scheduler.admin`), with the same roles (`CHANGE
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -36,7 +37,7 @@ from scheduler.model import TaskKey, TaskState, from_epoch_ms
 from scheduler.programs import operator
 from scheduler.programs.abc import run_cursor
 from scheduler.programs.cursor import decode_run_cursor, encode_run_cursor
-from scheduler.programs.model import RunStatus
+from scheduler.programs.model import RunStatus, StarterKind
 
 COOKIE = "scheduler_session"
 PAGE_SIZE = 100
@@ -286,6 +287,11 @@ def _runs_context(request: Request) -> dict[str, Any]:
                 "status": str(run.status),
                 "active": run.status.is_active,
                 "started_by": str(run.started_by),
+                "logical_time": (
+                    None
+                    if run.started_by.kind is StarterKind.OPERATOR  # for the time it started
+                    else _logical_time(run.arguments.get("_logical_time"))
+                ),
                 "created": iso(run.created_ms),
                 "duration": None if took is None else f"{took:.1f} s",
                 "attempts": run.attempts,
@@ -348,3 +354,17 @@ async def kill_run(request: Request) -> Response:
     except SchedulerError as error:
         return _message(request, 409, str(error))
     return _message(request, 200, f"kill requested for run {run_id}")
+
+
+def _logical_time(value: Any) -> str | None:
+    """The time a run is for, in UTC: a schedule's fire (ISO 8601 with its offset) or a batch
+    job's partition (`yyyy-MM-dd HH:mm:ss`, UTC already), as its `_logical_time` argument says."""
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value)
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return f"{when:%Y-%m-%d %H:%M:%S} UTC"

@@ -213,7 +213,7 @@ def test_an_operator_reruns_a_failed_partition_from_the_grid(
 
 @pytest.mark.usefixtures("loaded")
 def test_a_read_token_sees_the_grid_but_may_not_rerun(
-    server: ApiServer, tokens: dict[Role, str]
+    server: ApiServer, tokens: dict[Role, str], as_role: Call
 ) -> None:
     with httpx.Client(base_url=server.url) as viewer:
         viewer.post("/dashboard/login", data={"token": tokens[Role.READ]})
@@ -224,3 +224,9 @@ def test_a_read_token_sees_the_grid_but_may_not_rerun(
         form = {"verb": "rerun", "job": "flaky", "partition": "946684800000"}
         refused = viewer.post("/dashboard/batch/act", data=form)
         assert refused.status_code == 403 and "rerun needs the operate role" in refused.text
+        # The runs page says which partition each run was for, and holds every run's whole id
+        # (its first 8 characters show) for `scheduler runs show`.
+        runs = viewer.get("/dashboard/runs").text
+        assert "batch-job:steady" in runs and "for 2000-01-01 01:00:00 UTC" in runs
+        some = as_role(Role.READ, "GET", "/api/v1/runs").json()["runs"][0]["run_id"]
+        assert '<code class="run-id"' in runs and f"{some}</code>" in runs

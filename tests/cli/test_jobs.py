@@ -146,6 +146,19 @@ def test_an_unknown_job_is_refused_with_the_known_ones(backend: Path, run, worke
     said = run("jobs", "pause", "nobody")
     assert said.exit_code == 4
     assert "no batch job is named 'nobody'; the jobs are ['job1', 'job2']" in said.output
+    # A range that holds no partition, and a date in another shape: bad requests, no traceback.
+    backwards = run(
+        "jobs", "rerun", "job1", "--from", "2000-01-01 02:00:00", "--to", "2000-01-01 01:00:00"
+    )  # fmt: skip
+    assert backwards.exit_code == 2, backwards.output
+    assert "end 2000-01-01 01:00:00 must be after its start 2000-01-01 02:00:00" in (
+        backwards.output
+    )
+    misdated = run("jobs", "rerun", "job1", "--from", "2000-01-01 02:00", "--to", "2000-01-02")
+    assert misdated.exit_code == 2
+    assert "Invalid value for '--from': '2000-01-01 02:00' is not a partition date" in (
+        misdated.output
+    )
 
 
 def test_jobs_load_waits_until_a_worker_puts_it_in_force(
