@@ -95,6 +95,10 @@ class RunNotFoundError(TaskNotFoundError):
     """A run id the run store does not hold (never made, or expired)."""
 
 
+class AmbiguousRunIdError(SchedulerError, ValueError):
+    """The start of a run id that more than one of the newest runs has."""
+
+
 class SparkTaskError(SchedulerError):
     """A Spark task of a job raised in Python; the message starts with that exception's line,
     then Spark's own report (the whole traceback) follows."""

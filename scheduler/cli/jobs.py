@@ -145,22 +145,15 @@ def list_jobs(state: CliState, as_json: bool) -> None:
     )
 
 
-class PartitionDate(click.ParamType):
-    """A partition's date on the command line, checked before any store is opened, so that a
-    wrong one is reported against its option (`Invalid value for '--from'`)."""
-
-    name = "partition"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_partition(str(value))
-        except ValueError as error:
-            self.fail(str(error), param, ctx)
-
-
-PARTITION = PartitionDate()
+def _partition(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """A partition's date option, checked before any store is opened and reported against its
+    option (`Invalid value for '--from'`)."""
+    if value is None:
+        return None
+    try:
+        return parse_partition(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
 
 
 @jobs.command("partitions")
@@ -173,7 +166,7 @@ PARTITION = PartitionDate()
     help="Only partitions in this status (repeatable).",
 )
 @click.option(
-    "--from", "first", type=PARTITION, help="The first partition shown (yyyy-MM-dd HH:mm:ss)."
+    "--from", "first", callback=_partition, help="The first partition shown (yyyy-MM-dd HH:mm:ss)."
 )
 @click.option("--limit", default=1000, show_default=True, help="Partitions looked at, at most.")
 @click.option("--history", "with_history", is_flag=True, help="Also list every attempt.")
@@ -260,9 +253,15 @@ def _view_dict(view: Any) -> dict[str, Any]:
 @jobs.command("rerun")
 @click.argument("job")
 @click.option(
-    "--from", "first", type=PARTITION, required=True, help="First partition (yyyy-MM-dd HH:mm:ss)."
+    "--from",
+    "first",
+    callback=_partition,
+    required=True,
+    help="First partition (yyyy-MM-dd HH:mm:ss).",
 )
-@click.option("--to", "stop", type=PARTITION, required=True, help="End of the range, exclusive.")
+@click.option(
+    "--to", "stop", callback=_partition, required=True, help="End of the range, exclusive."
+)
 @click.option("--with-dependants", is_flag=True, help="Rerun the partitions waiting on them too.")
 @pass_state
 def rerun_job(state: CliState, job: str, first: int, stop: int, with_dependants: bool) -> None:

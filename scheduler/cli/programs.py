@@ -188,9 +188,9 @@ def list_runs(
 
 
 def _get(run_store: RunStore, run_id: str) -> Run:
-    from scheduler.programs.operator import get_run
+    from scheduler.programs.operator import get_run, whole_run_id
 
-    return get_run(run_store, run_id)
+    return get_run(run_store, whole_run_id(run_store, run_id))
 
 
 @runs.command("show")
@@ -198,7 +198,8 @@ def _get(run_store: RunStore, run_id: str) -> Run:
 @JSON
 @pass_state
 def show_run(state: CliState, run_id: str, as_json: bool) -> None:
-    """One run, with its arguments, times, attempts and last error."""
+    """One run, with its arguments, times, attempts and last error. RUN may be the start of a
+    run id (8 characters, as the dashboard shows) when one of the newest runs alone has it."""
     with run_store_of(state.settings()) as run_store:
         run = _get(run_store, run_id)
     if as_json:
@@ -271,13 +272,15 @@ def start_run(
 @click.argument("run_id", metavar="RUN")
 @pass_state
 def kill_run(state: CliState, run_id: str) -> None:
-    """Kill RUN: cancel its task, which stops its process or Spark job group; it ends KILLED."""
+    """Kill RUN: cancel its task, which stops its process or Spark job group; it ends KILLED.
+    RUN may be the start of a run id, as for `runs show`."""
     from scheduler.client import SchedulerClient
     from scheduler.engine.clock import now_ms
-    from scheduler.programs.operator import kill
+    from scheduler.programs.operator import kill, whole_run_id
 
     settings = state.settings()
     with _log_and_run_store(settings) as (log, run_store), SchedulerClient(log=log) as client:
+        run_id = whole_run_id(run_store, run_id)
         if kill(client, run_store, settings, run_id, now_ms=now_ms()):
             click.echo(f"run {run_id} killed before it started")
             return

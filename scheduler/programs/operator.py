@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler.errors import RunNotFoundError, TaskStateError
+from scheduler.errors import AmbiguousRunIdError, RunNotFoundError, TaskStateError
+from scheduler.programs.abc import run_cursor
 from scheduler.programs.launch import LaunchRequest, operator_request, run_task
 from scheduler.programs.model import Run, RunStatus
 
@@ -36,6 +37,36 @@ def get_run(run_store: RunStore, run_id: str) -> Run:
             "`scheduler runs list` shows the runs there are"
         )
     return run
+
+
+RUN_ID_LENGTH = 36
+"""A run id's length (a UUID's text): a shorter one may be the start of one."""
+PREFIX_SCAN = 10_000
+"""How many of the newest runs a shortened run id is looked for among."""
+
+
+def whole_run_id(run_store: RunStore, text: str) -> str:
+    """`text`, or the one run id among the newest `PREFIX_SCAN` runs that starts with it (4
+    characters or more: the dashboard shows 8, as `git` shortens commit ids); what matches no
+    run is returned as given, for `get_run` to say so. `AmbiguousRunIdError` when several do."""
+    if len(text) >= RUN_ID_LENGTH or len(text) < 4 or run_store.get(text) is not None:
+        return text
+    matches: list[str] = []
+    after = None
+    seen = 0
+    while seen < PREFIX_SCAN:
+        wanted = min(1000, PREFIX_SCAN - seen)
+        page = run_store.list_runs(limit=wanted, after=after)
+        matches += [run.run_id for run in page if run.run_id.startswith(text)]
+        seen += len(page)
+        if len(page) < wanted:
+            break
+        after = run_cursor(page[-1])
+    if len(matches) > 1:
+        raise AmbiguousRunIdError(
+            f"{text!r} starts {len(matches)} run ids ({', '.join(matches[:5])}); give more of it"
+        )
+    return matches[0] if matches else text
 
 
 def start(

@@ -70,8 +70,8 @@ def test_a_program_started_by_hand_runs_and_a_sleeping_one_is_killed(
     )
     assert done and done[0]["arguments"]["who"] == "ops"
     assert done[0]["started_by"].startswith("operator:")
-    shown = run("runs", "show", run_id)
-    assert "status:       COMPLETED" in shown.output
+    shown = run("runs", "show", run_id[:8])  # the start of an id, as the dashboard shows it
+    assert f"run_id:       {run_id}" in shown.output and "status:       COMPLETED" in shown.output
     arguments = next(line for line in shown.output.splitlines() if line.startswith("arguments:"))
     assert json.loads(arguments.removeprefix("arguments:"))["who"] == "ops"  # JSON, not repr
     out = list((with_programs / "logs" / "command").rglob("*.out"))
@@ -80,8 +80,9 @@ def test_a_program_started_by_hand_runs_and_a_sleeping_one_is_killed(
 
     sleepy = json.loads(run("runs", "start", "sleepy", "--json").output)["run_id"]
     assert wait_for(lambda: runs_json(run, "--program", "sleepy", "--status", "RUNNING"))
-    killed = run("runs", "kill", sleepy)
+    killed = run("runs", "kill", sleepy[:8])
     assert killed.exit_code == 0, killed.output
+    assert f"run {sleepy} is being killed" in killed.output
     assert wait_for(lambda: runs_json(run, "--program", "sleepy", "--status", "KILLED"))
     again = run("runs", "kill", sleepy)
     assert again.exit_code == 5  # conflict: it already ended (cli/exit_codes.py)

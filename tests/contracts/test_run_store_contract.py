@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from scheduler.programs.abc import RunStore, run_cursor
@@ -240,3 +241,30 @@ def test_a_run_of_a_batch_reads_back_with_its_batch(run_store: RunStore) -> None
     run = run_store.create(a_run(request="r1", batch="runs:clean:0123"))
     assert run_store.get(run.run_id) == run
     assert run.batch == "runs:clean:0123"
+
+
+def test_a_shortened_run_id_names_the_one_newest_run_that_starts_with_it(
+    run_store: RunStore,
+) -> None:
+    """`scheduler runs show|kill` take an id's first characters, as the dashboard shows them."""
+    import pytest
+
+    from scheduler.errors import AmbiguousRunIdError
+    from scheduler.programs.operator import whole_run_id
+
+    runs = [a_run(request=f"prefix-{i}", created_ms=BASE_MS + i) for i in range(30)]
+    twins = [
+        replace(a_run(request=f"twin-{i}", created_ms=BASE_MS + 100 + i), run_id=run_id)
+        for i, run_id in enumerate(
+            ["feedbeef-1111-5000-8000-000000000001", "feedbeef-2222-5000-8000-000000000002"]
+        )
+    ]
+    for run in runs + twins:
+        run_store.create(run)
+    target = runs[7]
+    assert whole_run_id(run_store, target.run_id[:8]) == target.run_id
+    assert whole_run_id(run_store, target.run_id) == target.run_id
+    assert whole_run_id(run_store, "0123abcd") == "0123abcd"  # none: said not found by its caller
+    with pytest.raises(AmbiguousRunIdError, match="'feedbeef' starts 2 run ids"):
+        whole_run_id(run_store, "feedbeef")
+    assert whole_run_id(run_store, "feedbeef-2222") == twins[1].run_id
