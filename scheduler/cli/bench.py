@@ -110,6 +110,7 @@ def _options(
             f"{','.join(unknown) or backends!r}: use {' and/or '.join(BACKENDS)}",
             param_hint="--backends",
         )
+    _quiet_per_task_lines(state)
     scratch = Path(tempfile.mkdtemp(prefix="scheduler-bench-"))
     _clean_up_on_success(scratch, keep_scratch)
     return BenchOptions(
@@ -141,6 +142,16 @@ def _clean_up_on_success(scratch: Path, keep: bool) -> None:
             shutil.rmtree(scratch, ignore_errors=True)
 
     ctx.call_on_close(clean_up)
+
+
+def _quiet_per_task_lines(state: CliState) -> None:
+    """The per-task lines of the workers and peers this process runs (an embedded worker,
+    APScheduler) at WARNING: a scenario runs tens of thousands of tasks, so a line each was most
+    of its output and part of what it measured, for both sides. `task_log_level` set by the
+    user still wins for ours."""
+    chosen = state.origin("task_log_level") != "task_log_level"
+    state.settings(**({} if chosen else {"task_log_level": "WARNING"}))  # configures the logs
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
 def _run(name: str, options: Any) -> None:
