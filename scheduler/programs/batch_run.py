@@ -26,9 +26,10 @@ runs the RUNNING ones again with attempt + 1, as a re-executed `run` task does.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING
 
 from scheduler import metrics
@@ -110,50 +111,75 @@ class BatchRunner:
                 child.cancel(context.reason or "the batch task was cancelled")
 
         context.on_cancel(cancel_all)
+        # The batch's own threads take runs from `waiting` and put each end on `ended`: no
+        # future per run and no thread started per run, which at a shared fire (thousands of
+        # no-op runs in a few dozen batches at once) cost more than the runs themselves.
+        waiting: SimpleQueue[Run] = SimpleQueue()
+        for run in started:
+            waiting.put(run)
+        ended: SimpleQueue[tuple[Run, Run | None]] = SimpleQueue()
+
+        def work() -> None:
+            while True:
+                try:
+                    run = waiting.get_nowait()
+                except Empty:
+                    return
+                ended.put((run, self._one(run, children[run.run_id])))
+
+        threads = [
+            threading.Thread(target=work, name=f"run-many-{n}", daemon=True)
+            for n in range(min(self.threads, len(started)))
+        ]
+        for thread in threads:
+            thread.start()
+        running = {run.run_id: run for run in started}
         outcome: list[Run] = []
         unwritten: list[Run] = []
         first_end = 0.0
         next_watch = time.monotonic() + self.kill_watch_s
-        with ThreadPoolExecutor(
-            max_workers=min(self.threads, len(started)), thread_name_prefix="run-many"
-        ) as pool:
-            running: dict[Future[Run | None], Run] = {
-                pool.submit(self._one, run, children[run.run_id]): run for run in started
-            }
-            try:
-                while running or unwritten:
-                    clock = time.monotonic()
-                    if unwritten and (not running or clock - first_end >= END_DELAY_S):
-                        outcome += self._end(unwritten)
-                        unwritten = []
-                    if running and clock >= next_watch:
-                        self._watch(running.values(), children)
-                        next_watch = clock + self.kill_watch_s
-                    if not running:
-                        continue
-                    timeout = next_watch - clock
-                    if unwritten:
-                        timeout = min(timeout, first_end + END_DELAY_S - clock)
-                    finished, _ = wait(
-                        running, timeout=max(0.0, timeout), return_when=FIRST_COMPLETED
-                    )
-                    for future in finished:
-                        run = running.pop(future)
-                        ended = future.result()
-                        if ended is None:  # interrupted: stays RUNNING for the next attempt
-                            outcome.append(run)
-                            continue
-                        if not unwritten:
-                            first_end = time.monotonic()
-                        unwritten.append(ended)
-                        if len(unwritten) >= END_BATCH:
-                            outcome += self._end(unwritten)
-                            unwritten = []
-            except BaseException:
-                # The store failed us: stop the programs; the next attempt runs them again.
-                for child in children.values():
-                    child.cancel("the batch task failed")
-                raise
+        try:
+            while running or unwritten:
+                clock = time.monotonic()
+                if unwritten and (not running or clock - first_end >= END_DELAY_S):
+                    outcome += self._end(unwritten)
+                    unwritten = []
+                if running and clock >= next_watch:
+                    self._watch(running.values(), children)
+                    next_watch = clock + self.kill_watch_s
+                if not running:
+                    continue
+                timeout = next_watch - clock
+                if unwritten:
+                    timeout = min(timeout, first_end + END_DELAY_S - clock)
+                try:
+                    run, end = ended.get(timeout=max(0.0, timeout))
+                except Empty:
+                    continue
+                del running[run.run_id]
+                if end is None:  # interrupted: stays RUNNING for the next attempt
+                    outcome.append(run)
+                    continue
+                if not unwritten:
+                    first_end = time.monotonic()
+                unwritten.append(end)
+                if len(unwritten) >= END_BATCH:
+                    outcome += self._end(unwritten)
+                    unwritten = []
+        except BaseException:
+            # The store failed us: stop the programs; the next attempt runs them again (those
+            # not begun are left RUNNING for it, as interrupted ones are).
+            for child in children.values():
+                child.cancel("the batch task failed")
+            while True:
+                try:
+                    waiting.get_nowait()
+                except Empty:
+                    break
+            raise
+        finally:
+            for thread in threads:
+                thread.join()
         if context.reason not in (None, CANCELLED_BY_OPERATOR, TIMED_OUT):
             context.raise_if_cancelled()  # revoked or shutting down: run again elsewhere
         return outcome
