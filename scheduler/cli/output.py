@@ -10,9 +10,19 @@ import click
 
 
 def echo_table(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 60
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    max_width: int = 60,
+    empty: str | None = None,
 ) -> None:
-    """Left-aligned columns separated by two spaces; cells longer than `max_width` are cut."""
+    """Left-aligned columns separated by two spaces; cells longer than `max_width` are cut.
+    With no rows, `empty` (what there is none of, and how to get some) follows the header on
+    stderr, so that stdout stays the table a script reads."""
+    if not rows and empty:
+        click.echo(_line(headers, [len(h) for h in headers]))
+        click.secho(empty, err=True, fg="yellow")
+        return
     cells = [[_cell(value, max_width) for value in row] for row in rows]
     widths = [len(header) for header in headers]
     for row in cells:

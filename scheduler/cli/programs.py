@@ -44,13 +44,20 @@ def list_programs(state: CliState, as_json: bool) -> None:
     """Every declared program, by name."""
     from scheduler.programs.runtime import load_catalog
 
-    catalog = load_catalog(state.settings())
+    settings = state.settings()
+    catalog = load_catalog(settings)
     if as_json:
         echo_json([_program_dict(p) for p in catalog.programs()])
         return
     echo_table(
         ["PROGRAM", "KIND", "DESCRIPTION"],
         [(p.name, p.kind, p.description) for p in catalog.programs()],
+        empty=(
+            "no programs: set programs_file (SCHEDULER_PROGRAMS_FILE) to a TOML file of "
+            "[programs.NAME] tables (docs/programs-and-runs.md)"
+            if settings.programs_file is None
+            else f"no programs in {settings.programs_file}"
+        ),
     )
 
 
@@ -170,6 +177,9 @@ def list_runs(
     if as_json:
         echo_json([run.to_json() for run in found])
         return
+    of = f" of {program}" if program else ""
+    if wanted:
+        of += " " + " or ".join(sorted(str(s) for s in wanted))
     echo_table(
         ["RUN", "PROGRAM", "STATUS", "STARTED BY", "CREATED", "ENDED", "ATTEMPTS"],
         [
@@ -184,6 +194,7 @@ def list_runs(
             )
             for r in found
         ],
+        empty=f"no runs{of}" + (" older than that --after" if cursor else " in the run store"),
     )
 
 

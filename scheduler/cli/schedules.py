@@ -195,9 +195,15 @@ def list_schedules(
     if as_json:
         echo_json([r.to_json() for r in found])
         return
+    filtered = trigger_type or status or triggered_by or after
     echo_table(
         ["SCHEDULE", "STATUS", "TRIGGER", "PROGRAM", "NEXT FIRE", "DESCRIPTION"],
         [_row(r) for r in found],
+        empty=(
+            "no schedules match"
+            if filtered
+            else "no schedules: `scheduler schedules create FILE` adds some"
+        ),
     )
 
 

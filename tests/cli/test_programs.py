@@ -118,6 +118,30 @@ argv = ["{sys.executable}", "-c", "print('declared late')"]
     )
 
 
+def test_an_empty_listing_says_what_there_is_none_of(
+    embedded: Path, run, worker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header alone on stdout (a script reads an empty table), and a hint on stderr."""
+    monkeypatch.delenv("SCHEDULER_PROGRAMS_FILE", raising=False)
+    worker()
+    wait_for(lambda: (embedded / "store.db").exists())
+    programs = run("programs", "list")
+    assert programs.stdout == "PROGRAM  KIND  DESCRIPTION\n"
+    assert "no programs: set programs_file (SCHEDULER_PROGRAMS_FILE)" in programs.stderr
+    runs = run("runs", "list", "--program", "hello", "--status", "failed")
+    assert runs.stdout.splitlines() == [
+        "RUN  PROGRAM  STATUS  STARTED BY  CREATED  ENDED  ATTEMPTS"
+    ]
+    assert "no runs of hello FAILED in the run store" in runs.stderr
+    assert run("runs", "list", "--json").stdout == "[]\n"
+    schedules = run("schedules", "list")
+    assert "no schedules: `scheduler schedules create FILE` adds some" in schedules.stderr
+    empty = tmp_path / "none.toml"
+    empty.write_text("[programs]\n")
+    monkeypatch.setenv("SCHEDULER_PROGRAMS_FILE", str(empty))
+    assert f"no programs in {empty}" in run("programs", "list").stderr
+
+
 def test_a_missing_run_is_said_by_its_id(with_programs, run, worker) -> None:
     worker()
     wait_for(lambda: (with_programs / "store.db").exists())
