@@ -19,10 +19,6 @@ def echo_table(
     """Left-aligned columns separated by two spaces; cells longer than `max_width` are cut.
     With no rows, `empty` (what there is none of, and how to get some) follows the header on
     stderr, so that stdout stays the table a script reads."""
-    if not rows and empty:
-        click.echo(_line(headers, [len(h) for h in headers]))
-        click.secho(empty, err=True, fg="yellow")
-        return
     cells = [[_cell(value, max_width) for value in row] for row in rows]
     widths = [len(header) for header in headers]
     for row in cells:
@@ -30,6 +26,8 @@ def echo_table(
     click.echo(_line(headers, widths))
     for row in cells:
         click.echo(_line(row, widths))
+    if not rows and empty:
+        click.secho(empty, err=True, fg="yellow")
 
 
 def echo_json(value: Any) -> None:
