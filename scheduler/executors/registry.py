@@ -28,6 +28,15 @@ __all__ = [
 ]
 
 
+_ADDED_BY_SETTINGS = {
+    "workflow": "programs_file (SCHEDULER_PROGRAMS_FILE) or batch_file",
+    "schedules": "programs_file (SCHEDULER_PROGRAMS_FILE) or batch_file",
+    "batch": "batch_file (SCHEDULER_BATCH_FILE)",
+}
+"""Routes a worker on executor `auto` adds only when one of these settings is set: what a task
+naming one, on a worker without it, tells the operator."""
+
+
 class RoutingExecutor:
     """Sends each task to the executor named by its data's `"executor"` key (else `default`)."""
 
@@ -52,9 +61,18 @@ class RoutingExecutor:
         name = task.data.get("executor", self.default)
         executor = self.routes.get(name) if isinstance(name, str) else None
         if executor is None:
+            known = ", ".join(sorted(self.routes))
+            setting = _ADDED_BY_SETTINGS.get(name) if isinstance(name, str) else None
+            if setting is not None:
+                raise UnknownExecutorError(
+                    f"task {task.key} names executor {name!r}, which only workers with "
+                    f"{setting} set have, and this one has not (it has {known}): set it on "
+                    "every worker and restart them, then `scheduler tasks retry` runs this "
+                    "task again"
+                )
             raise UnknownExecutorError(
                 f"task {task.key} names executor {name!r}, which this worker does not have; "
-                f"known executors: {', '.join(sorted(self.routes))}"
+                f"known executors: {known}"
             )
         return executor
 

@@ -141,12 +141,19 @@ def program_from_mapping(name: str, entry: Mapping[str, Any], *, where: str = ""
     """A `Program` from one entry of a programs file, with errors that name the field."""
     at = f"{where}: " if where else ""
     raw_kind = entry.get("kind")
+    kinds = [str(k) for k in ProgramKind]
+    if raw_kind is None:
+        # Another field holding a kind's name (`type = "command"`) is the likely slip.
+        named = next((k for k, v in entry.items() if isinstance(v, str) and v in kinds), None)
+        hint = f" (`{named}` names one: the field is `kind`)" if named else ""
+        raise ConfigurationError(
+            f"{at}program {name!r} has no `kind`{hint}; add kind = one of {', '.join(kinds)}"
+        )
     try:
         kind = ProgramKind(str(raw_kind))
     except ValueError:
-        kinds = ", ".join(str(k) for k in ProgramKind)
         raise ConfigurationError(
-            f"{at}program {name!r} has kind {raw_kind!r}; use one of {kinds}"
+            f"{at}program {name!r} has kind {raw_kind!r}; use one of {', '.join(kinds)}"
         ) from None
     required = _REQUIRED[kind]
     if required not in entry:

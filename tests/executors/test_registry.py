@@ -50,6 +50,25 @@ def test_an_unknown_executor_is_refused_listing_the_known_ones() -> None:
         router(task, context_for(task))
 
 
+@pytest.mark.parametrize(
+    ("route", "setting"),
+    [("schedules", "programs_file"), ("workflow", "programs_file"), ("batch", "batch_file")],
+)
+def test_a_route_that_a_setting_adds_names_the_setting_and_the_retry(
+    route: str, setting: str
+) -> None:
+    """A schedule's change sent to a fleet whose workers have no programs file: the task fails
+    saying what to set, and how to run it again once set."""
+    router = RoutingExecutor({"command": Recorder()}, default="command")
+    task = make_task({"executor": route})
+
+    with pytest.raises(UnknownExecutorError) as refused:
+        router(task, context_for(task))
+    said = str(refused.value)
+    assert f"only workers with {setting}" in said and "(it has command)" in said
+    assert said.endswith("then `scheduler tasks retry` runs this task again")
+
+
 def test_validate_delegates_to_the_route_when_it_can_validate() -> None:
     command = Recorder()
     router = RoutingExecutor({"command": command, "noop": noop_executor}, default="noop")

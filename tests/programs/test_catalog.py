@@ -59,6 +59,12 @@ def test_a_json_programs_file_is_read_the_same(tmp_path: Path) -> None:
             '[programs.x]\nkind = "shell"',
             r"program 'x' has kind 'shell'; use one of spark, spark-submit, command",
         ),
+        (
+            '[programs.x]\ntype = "command"\nargv = ["ls"]',
+            r"program 'x' has no `kind` \(`type` names one: the field is `kind`\); add kind = "
+            r"one of spark, spark-submit, command",
+        ),
+        ('[programs.x]\nargv = ["ls"]', r"program 'x' has no `kind`; add kind = one of"),
         ('[programs.x]\nkind = "spark"', r"program 'x' of kind spark needs 'job'"),
         (
             '[programs.x]\nkind = "command"\nargv = "ls -l"',
