@@ -98,9 +98,10 @@ def load(state: CliState, file: Path) -> None:
 @JSON
 @pass_state
 def list_jobs(state: CliState, as_json: bool) -> None:
-    """Every job of the configuration in force, its partitions counted by state."""
+    """Every job of the configuration in force, its partitions counted by state (none before
+    the first load: an empty listing, as for programs, runs and schedules)."""
     with _jobs(state.settings(), client=False) as batch:
-        rows = batch.jobs()
+        rows = [] if batch.stored() is None else batch.jobs()
     if as_json:
         echo_json(
             [
@@ -142,6 +143,10 @@ def list_jobs(state: CliState, as_json: bool) -> None:
             )
             for r in rows
         ],
+        empty=(
+            "no batch jobs: no configuration is loaded; `scheduler jobs load FILE` loads one "
+            "(workers with batch_file set apply it)"
+        ),
     )
 
 

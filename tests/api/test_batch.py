@@ -111,7 +111,9 @@ def test_before_any_load_the_configuration_is_a_404(idle_server: ApiServer) -> N
     headers = {"Authorization": f"Bearer {idle_server.token(Role.READ)}"}
     with httpx.Client(base_url=idle_server.url, timeout=30) as http:
         answer = http.get("/api/v1/batch/configuration", headers=headers)
+        listed = http.get("/api/v1/batch/jobs", headers=headers)
     assert answer.status_code == 404 and "scheduler jobs load" in answer.json()["message"]
+    assert (listed.status_code, listed.json()) == (200, [])  # a listing of none, not a 404
 
 
 def test_a_bad_configuration_is_a_400_listing_every_problem(as_role: Call) -> None:

@@ -136,6 +136,10 @@ def test_an_empty_listing_says_what_there_is_none_of(
     assert run("runs", "list", "--json").stdout == "[]\n"
     schedules = run("schedules", "list")
     assert "no schedules: `scheduler schedules create FILE` adds some" in schedules.stderr
+    batch = run("jobs", "list")  # exited 4 (not found) before any batch file was loaded
+    assert batch.exit_code == 0 and batch.stdout.startswith("JOB  PAUSED  TOTAL")
+    assert "no batch jobs: no configuration is loaded; `scheduler jobs load FILE`" in batch.stderr
+    assert run("jobs", "list", "--json").stdout == "[]\n"
     empty = tmp_path / "none.toml"
     empty.write_text("[programs]\n")
     monkeypatch.setenv("SCHEDULER_PROGRAMS_FILE", str(empty))

@@ -118,10 +118,12 @@ def load_configuration(body: BatchConfigIn, state: State, caller: Admin) -> Batc
     return BatchAccepted(jobs=[job.name for job in config.jobs])
 
 
-@router.get("/jobs", summary="List batch jobs", responses=_404)
+@router.get("/jobs", summary="List batch jobs")
 def list_jobs(state: State, _: Reader) -> list[BatchJobOut]:
-    """Every job of the configuration in force, its partitions counted by state."""
-    return [_job(row) for row in _jobs(state).jobs()]
+    """Every job of the configuration in force, its partitions counted by state; none before
+    the first load (`GET /batch/configuration` is the 404 then)."""
+    jobs = _jobs(state)
+    return [] if jobs.stored() is None else [_job(row) for row in jobs.jobs()]
 
 
 @router.get("/jobs/{job}/partitions", summary="A job's partitions", responses=_404)
