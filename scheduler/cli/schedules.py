@@ -102,7 +102,7 @@ def _row(record: ScheduleRecord) -> tuple[Any, ...]:
     return (
         schedule.name,
         record.status,
-        describe(schedule.trigger),
+        describe(schedule.trigger, schedule.time_zone),
         schedule.program,
         iso(nexts[0]) if nexts else "",
         schedule.description,

@@ -89,7 +89,7 @@ def _schedules_context(request: Request) -> dict[str, Any]:
                 "name": record.name,
                 "program": record.schedule.program,
                 "trigger_type": record.trigger_type,
-                "trigger": describe(record.schedule.trigger),
+                "trigger": describe(record.schedule.trigger, record.schedule.time_zone),
                 "status": record.status,
                 "enabled": record.enabled,
                 "next": sorted(iso(ms) for ms in record.next_fires.values()),

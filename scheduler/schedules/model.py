@@ -169,13 +169,15 @@ Trigger = Annotated[Time | Partition | ProgramStatus | And | Or, Field(discrimin
 Leaf = Time | Partition | ProgramStatus
 
 
-def describe(trigger: Trigger) -> str:
+def describe(trigger: Trigger, zone: str = "UTC") -> str:
     """The trigger on one line, for tables: `cron 5 * * * * Europe/Berlin`,
-    `24 partitions of clicks`, `rollup COMPLETED|FAILED`, `(cron 0 4 * * *) AND (...)`."""
+    `24 partitions of clicks`, `rollup COMPLETED|FAILED`, `(cron 0 4 * * * UTC) AND (...)`.
+    A cron always names its zone: its own, else `zone` (the schedule's), so that `cron 0 2 * * *`
+    is never read in the reader's own."""
     if isinstance(trigger, And | Or):
-        return f" {trigger.type} ".join(f"({describe(inner)})" for inner in trigger.triggers)
+        return f" {trigger.type} ".join(f"({describe(inner, zone)})" for inner in trigger.triggers)
     if isinstance(trigger, Time):
-        return f"cron {trigger.cron}" + (f" {trigger.time_zone}" if trigger.time_zone else "")
+        return f"cron {trigger.cron} {trigger.time_zone or zone}"
     if isinstance(trigger, Partition):
         many = "partition" if trigger.num_partitions == 1 else "partitions"
         return f"{trigger.num_partitions} {many} of {trigger.dataset}"

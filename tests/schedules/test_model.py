@@ -315,7 +315,9 @@ def test_a_trigger_is_described_on_one_line_for_tables() -> None:
     landed = Partition(dataset="clicks", num_partitions=24)
     ended = ProgramStatus(program="rollup", statuses={RunStatus.FAILED, RunStatus.COMPLETED})
     assert describe(cron) == "cron 5 * * * * Europe/Berlin"
-    assert describe(Time(cron="0 4 * * *")) == "cron 0 4 * * *"
+    # A cron without a zone of its own names the schedule's (UTC unless it says).
+    assert describe(Time(cron="0 4 * * *")) == "cron 0 4 * * * UTC"
+    assert describe(Time(cron="0 4 * * *"), "Asia/Tokyo") == "cron 0 4 * * * Asia/Tokyo"
     assert describe(Partition(dataset="d", num_partitions=1)) == "1 partition of d"
     assert describe(ended) == "rollup COMPLETED|FAILED"
     nested = And(triggers=(cron, Or(triggers=(landed, ended))))
