@@ -71,17 +71,16 @@ def _client(
 
 def read_schedules(path: Path) -> list[Schedule]:
     """The schedules of a file: JSON (one schedule, a list, or {"schedules": [...]}) or TOML
-    (`[schedules.NAME]` tables, the name taken from the table's)."""
+    (`[schedules.NAME]` tables, the name taken from the table's, or `[[schedules]]` entries
+    that each have a `name`)."""
     text = path.read_text("utf-8")
     data: Any
     try:
-        if path.suffix == ".toml":
-            tables = tomllib.loads(text).get("schedules", {})
-            data = [{"name": name, **body} for name, body in tables.items()]
-        else:
-            data = json.loads(text)
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as error:
         raise ScheduleError(f"{path} is not valid {path.suffix or 'JSON'}: {error}") from None
+    if path.suffix == ".toml":
+        data = _toml_schedules(path, data.get("schedules", {}))
     if isinstance(data, dict) and "schedules" in data:
         data = data["schedules"]
     items = data if isinstance(data, list) else [data]
@@ -94,6 +93,19 @@ def read_schedules(path: Path) -> list[Schedule]:
     if problems:
         raise ScheduleError("\n".join(problems))
     return parsed
+
+
+def _toml_schedules(path: Path, schedules: Any) -> list[Any]:
+    """The entries of a TOML file's `schedules`: named tables or an array of tables."""
+    if isinstance(schedules, list):
+        return schedules
+    shape = "write each schedule as a [schedules.NAME] table or a [[schedules]] entry with a name"
+    if not isinstance(schedules, dict):
+        raise ScheduleError(f"{path}: `schedules = {schedules!r}` holds no schedule; {shape}")
+    not_tables = [name for name, body in schedules.items() if not isinstance(body, dict)]
+    if not_tables:
+        raise ScheduleError(f"{path}: schedules.{not_tables[0]} is not a table; {shape}")
+    return [{"name": name, **body} for name, body in schedules.items()]
 
 
 def _row(record: ScheduleRecord) -> tuple[Any, ...]:
@@ -125,7 +137,11 @@ def create(state: CliState, file: Path, wait_s: float) -> None:
 
 @schedules.command("apply")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--source", help="Who declares these schedules (default: the file's name).")
+@click.option(
+    "--source",
+    help="Who declares these schedules (default: the file's name without its extension, "
+    "`deploy` for deploy.toml).",
+)
 @click.option(
     "--update-schedules/--no-update-schedules",
     default=True,
@@ -146,10 +162,12 @@ def apply(
 ) -> None:
     """Make the schedules declared by FILE (by its --source) exactly those in it: a redeploy."""
     batch = read_schedules(file)
+    # Stored as `apply:NAME`; a --source copied from a message that shows it so is taken as is.
+    declared_by = source or file.stem
+    if not declared_by.startswith("apply:"):
+        declared_by = f"apply:{declared_by}"
     with _client(state.settings(), wait_s=wait_s, adds=True) as client:
-        result = client.apply(
-            batch, source=f"apply:{source or file.stem}", update_schedules=update_schedules
-        )
+        result = client.apply(batch, source=declared_by, update_schedules=update_schedules)
     done = {
         "created": list(result.created),
         "updated": list(result.updated),

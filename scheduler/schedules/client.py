@@ -235,9 +235,11 @@ class SchedulesClient:
             if stored is None:
                 created.append(schedule)
             elif stored.source != source:
+                by = f"by {stored.source!r}" if stored.source else "by hand (create or the API)"
                 raise ScheduleConflictError(
-                    f"schedule {name!r} exists and was not declared by {source!r}; rename it "
-                    "or delete the existing one"
+                    f"schedule {name!r} exists and was not declared by {source!r} but {by}; "
+                    "apply with that source, rename the schedule in the file, or delete the "
+                    "existing one"
                 )
             elif not update_schedules or stored.schedule == schedule:
                 unchanged.append(name)

@@ -146,6 +146,31 @@ def test_apply_updates_and_deletes_what_the_file_declared_unless_told_not_to(
     assert shown["schedule"]["description"] == "each second"
 
 
+def test_apply_reads_an_array_of_tables_and_a_conflict_names_who_declared_the_schedule(
+    with_programs: Path, run, worker, embedded: Path
+) -> None:
+    started(worker, embedded)
+    nightly = '[[schedules]]\nname = "nightly"\nprogram = "hello"\n'
+    nightly += 'trigger = {type = "TIME", cronExpression = "0 2 * * *"}\n'
+    (with_programs / "deploy.toml").write_text(nightly)
+    (with_programs / "other.toml").write_text(nightly)
+    # `[[schedules]]` ended in a Python traceback: only `[schedules.NAME]` tables were read.
+    first = run("schedules", "apply", str(with_programs / "deploy.toml"), "--json")
+    assert json.loads(first.output)["created"] == ["nightly"], first.output
+    refused = run("schedules", "apply", str(with_programs / "other.toml"))
+    assert refused.exit_code == 5
+    assert "not declared by 'apply:other' but by 'apply:deploy'" in refused.output
+    # The source as the message shows it is taken as is, not prefixed again.
+    again = run("schedules", "apply", str(with_programs / "other.toml"), "--source", "apply:deploy")
+    assert again.exit_code == 0 and "unchanged: nightly" in again.output, again.output
+    (with_programs / "bad.toml").write_text("[schedules]\nnightly = 3\n")
+    bad = run("schedules", "apply", str(with_programs / "bad.toml"))
+    assert bad.exit_code == 2, bad.output  # a bad request, not a traceback (exit 1)
+    assert "schedules.nightly is not a table; write each schedule as a [schedules.NAME]" in (
+        bad.output
+    )
+
+
 def test_schedules_created_before_any_worker_ran_begin_the_data_dir_and_run_once_one_starts(
     with_programs: Path, run, worker, embedded: Path
 ) -> None:
