@@ -74,7 +74,8 @@ def show_program(state: CliState, name: str, as_json: bool) -> None:
         echo_json(_program_dict(program))
         return
     for label, value in _program_dict(program).items():
-        click.echo(f"{label + ':':<12} {value}")
+        said = json.dumps(value) if isinstance(value, dict) else value  # as `runs show` does
+        click.echo(f"{label + ':':<12} {said}")
 
 
 def _named(catalog: ProgramCatalog, name: str) -> Program:

@@ -47,6 +47,8 @@ def test_programs_are_listed_and_shown_from_the_programs_file(with_programs, run
     assert listed.output.splitlines()[1:] == ["hello    command  says hello", "sleepy   command"]
     shown = json.loads(run("programs", "show", "hello", "--json").output)
     assert shown["properties"] == {"who": "world"}
+    table = run("programs", "show", "hello").output.splitlines()
+    assert 'properties:  {"who": "world"}' in table  # JSON, as written, not Python's repr
     unknown = run("programs", "show", "nope")
     assert unknown.exit_code == 4
     assert "unknown program 'nope'; known programs: hello, sleepy" in unknown.output
