@@ -22,6 +22,7 @@ from scheduler.batch.errors import BatchConfigError
 from scheduler.batch.state import Status
 from scheduler.cli.context import CliState, pass_state
 from scheduler.cli.output import echo_json, echo_table
+from scheduler.wording import counted
 
 if TYPE_CHECKING:
     from scheduler.batch.api import BatchJobs
@@ -79,7 +80,8 @@ def check(file: Path, as_json: bool) -> None:
     if as_json:
         echo_json({"valid": True, "jobs": [job.name for job in config.jobs]})
         return
-    click.echo(f"{file}: valid, {len(config.jobs)} jobs: {', '.join(j.name for j in config.jobs)}")
+    names = ", ".join(job.name for job in config.jobs)
+    click.echo(f"{file}: valid, {counted(len(config.jobs), 'job')}: {names}")
 
 
 @jobs.command("load")

@@ -42,6 +42,7 @@ def test_check_accepts_the_seed_example(run) -> None:
     said = run("jobs", "check", str(seed), "--json")
     assert said.exit_code == 0, said.output
     assert json.loads(said.output) == {"valid": True, "jobs": ["job1", "job2"]}
+    assert run("jobs", "check", str(seed)).output == f"{seed}: valid, 2 jobs: job1, job2\n"
 
 
 def jobs_file(tmp_path: Path) -> Path:
