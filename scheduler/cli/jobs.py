@@ -93,7 +93,7 @@ def load(state: CliState, file: Path) -> None:
     did within 30 s)."""
     with _jobs(state.settings(), client=True, adds=True) as batch:
         config = batch.load(file.read_text(encoding="utf-8"), source=str(file), wait_s=LOAD_WAIT_S)
-    click.echo(f"loaded {file} ({len(config.jobs)} jobs): in force")
+    click.echo(f"loaded {file} ({counted(len(config.jobs), 'job')}): in force")
 
 
 @jobs.command("list")

@@ -8,6 +8,7 @@ import click
 
 from scheduler.cli.context import CliState, echo_err, pass_state
 from scheduler.cli.output import echo_table
+from scheduler.wording import counted
 
 
 @click.group()
@@ -33,7 +34,7 @@ def create(state: CliState) -> None:
     finally:
         log.close()
     where = f" on {settings.kafka_bootstrap}" if settings.log == "kafka" else ""
-    click.echo(f"topic {settings.topic!r}{where} has {partitions} partitions")
+    click.echo(f"topic {settings.topic!r}{where} has {counted(partitions, 'partition')}")
 
 
 @topic.command()
