@@ -319,10 +319,11 @@ class Settings(BaseSettings):
     task_log_level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], _case("upper")
     ] = "INFO"
-    """Least severe level of the worker's line per finished task attempt (logger
-    `scheduler.tasks`; `log_level` still applies): INFO writes one for every attempt, WARNING
-    only failures. A line costs the worker some 30 µs, which halves the rate of a worker
-    running thousands of tiny tasks a second; such a fleet sets WARNING."""
+    """Least severe level of the worker's line per finished task attempt and per ended run of
+    a program (loggers `scheduler.tasks` and `scheduler.tasks.runs`; `log_level` still
+    applies): INFO writes one for every attempt and run, WARNING only failures. A line costs
+    the worker some 30 µs, which halves the rate of a worker running thousands of tiny tasks a
+    second; such a fleet sets WARNING."""
     log_format: Annotated[Literal["text", "json"], _case("lower")] = "text"
     """Log lines as readable `text` or `json` (one object a line, for log shippers)."""
     metrics_port: Annotated[Port | None, EmptyIsNone] = None

@@ -53,7 +53,7 @@ from scheduler.programs.launch import (
     run_many_task,
     run_task,
 )
-from scheduler.programs.model import ACTIVE, Run, RunStatus
+from scheduler.programs.model import ACTIVE, Run, RunStatus, StarterKind
 
 logger = logging.getLogger(__name__)
 
@@ -269,11 +269,44 @@ class WorkflowExecutor:
         else:
             # Revoked or shutting down: the next owner runs the task again (attempt + 1).
             raise error
-        return run.with_status(status, **changes)
+        ended = run.with_status(status, **changes)
+        _log_end(ended)
+        return ended
 
     def _publish(self, run: Run) -> None:
         if self.events is not None:
             self.events.publish(ProgramStatusEvent.of(run)).result(self.timeout_s)
+
+
+run_log = logging.getLogger("scheduler.tasks.runs")
+"""The line per ended run: under `scheduler.tasks`, so `task_log_level` (WARNING: failures
+only) governs it as it does the line per task attempt."""
+
+
+def _log_end(run: Run) -> None:
+    """`run 2c03b652-... of hello COMPLETED in 0.004 s (schedule:every10, for 2026-11-29...)`:
+    the run an operator looks up with `scheduler runs show`, not the engine tasks that ran it."""
+    failed = run.status is RunStatus.FAILED
+    if not run_log.isEnabledFor(logging.WARNING if failed else logging.INFO):
+        return  # the hot path of a shared fire: nothing built for a line not written
+    took = (run.ended_ms or 0) - (run.started_ms or run.ended_ms or 0)
+    # The fire or partition a schedule's or batch job's run is for; a run by hand is for now.
+    logical = run.arguments.get("_logical_time")
+    by_hand = run.started_by.kind is StarterKind.OPERATOR
+    why = f"{run.started_by}" + (f", for {logical}" if logical and not by_hand else "")
+    run_log.log(
+        logging.WARNING if failed else logging.INFO,
+        "run %s of %s %s in %.3f s (%s)%s",
+        *(run.run_id, run.program, run.status, took / 1000, why),
+        f": {run.last_error}" if failed else "",
+        extra={
+            "run_id": run.run_id,
+            "program": run.program,
+            "status": str(run.status),
+            "started_by": str(run.started_by),
+            "duration_s": took / 1000,
+        },
+    )
 
 
 def _words(error: BaseException, reason: str | None) -> str:

@@ -3,6 +3,7 @@ backend."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import Future
@@ -17,7 +18,7 @@ from scheduler.executors.abc import CANCELLED_BY_OPERATOR, TIMED_OUT, ExecutionC
 from scheduler.model import Task, TaskKey
 from scheduler.programs.events import EventPublisher, ProgramStatusEvent
 from scheduler.programs.launch import LAUNCH_BATCH, launch_batches, requests_of, run_task
-from scheduler.programs.model import Run, RunStatus
+from scheduler.programs.model import Run, RunStatus, StartedBy, StarterKind
 from scheduler.programs.subscriber import ReceivedEvent
 from tests.programs.helpers import Programs, programs_engine, request
 
@@ -59,6 +60,39 @@ def test_a_launched_command_program_runs_and_completes_with_its_arguments(tmp_pa
     assert [f.read_text() for f in out] == ["views\n"]
     assert run.output == str(out[0])  # where its output went
     assert run.worker == p.engine.worker.client_id  # and on which worker's machine
+
+
+def test_each_ended_run_gets_one_line_under_the_task_log_level(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker's log says which run of which program ended how, and for what, in words an
+    operator can take to `scheduler runs show`; `task_log_level` WARNING keeps failures only."""
+    caplog.set_level(logging.INFO, logger="scheduler.tasks")
+    with programs_engine(tmp_path) as p:
+        fired = request("ok", "schedule:nightly@2026-01-01T00:00Z")
+        by_hand = replace(
+            request("fails", "operator:f"),
+            started_by=StartedBy(StarterKind.OPERATOR, "f"),
+            system={"logical_time": "2026-11-29T09:00:00+00:00"},
+        )
+        p.launch(fired)
+        p.launch(by_hand)
+        ended(p, fired.run_id), ended(p, by_hand.run_id)
+        caplog.set_level(logging.WARNING, logger="scheduler.tasks")
+        quiet = request("ok", "schedule:nightly@2026-01-02T00:00Z")
+        p.launch(quiet)
+        ended(p, quiet.run_id)
+        p.engine.join()
+    lines = {r.run_id: r for r in caplog.records if r.name == "scheduler.tasks.runs"}  # type: ignore[attr-defined]
+    assert set(lines) == {fired.run_id, by_hand.run_id}  # the third at WARNING: not written
+    ok, failed = lines[fired.run_id], lines[by_hand.run_id]
+    assert ok.levelno == logging.INFO
+    assert ok.getMessage().startswith(f"run {fired.run_id} of ok COMPLETED in ")
+    assert ok.getMessage().endswith(" s (schedule:nightly, for 2026-01-01T00:00:00+00:00)")
+    assert failed.levelno == logging.WARNING
+    assert f"run {by_hand.run_id} of fails FAILED in " in failed.getMessage()
+    assert "(operator:f): " in failed.getMessage()  # by hand: no "for"
+    assert "exited with code 3" in failed.getMessage()
 
 
 def test_a_request_enqueued_twice_launches_one_run(tmp_path: Path) -> None:
