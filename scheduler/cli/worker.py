@@ -124,6 +124,8 @@ def worker(
         programs = _with_programs(settings, task_executor, log, store)
         if programs is not None:
             stack.callback(programs.close)
+        else:
+            _refuse_enabled_schedules(settings, store)
         batch = _with_batch(settings, task_executor, programs, store)
         if batch is not None:
             stack.callback(batch.close)
@@ -151,6 +153,8 @@ def worker(
                 f"worker {running.client_id} in group {settings.group_id!r}: "
                 f"{describe(settings)}; executor {settings.executor}, pool of {settings.pool_size}"
             )
+            if settings.executor == "auto":
+                click.echo(_workflows_line(settings, programs))
             if settings.metrics_port is not None:
                 base = f"http://{settings.metrics_host}:{settings.metrics_port}"
                 click.echo(f"metrics at {base}/metrics, health at {base}/healthz and /readyz")
@@ -168,6 +172,52 @@ def worker(
         pace_for_a_worker(cyclic_requests=settings.store == "cassandra")
         running.run_until_signalled(on_started=banner)
     click.echo(f"worker {running.client_id} stopped")
+
+
+def _refuse_enabled_schedules(settings: Settings, store: TaskStore) -> None:
+    """A worker that runs no schedules must not join a deployment that has enabled ones: it
+    would take their tick and fire tasks from the group, and fail them for good (executor
+    `auto`: no `schedules` route) or finish them doing nothing (any other executor). Either
+    way those schedules stop firing until an operator notices."""
+    from scheduler.schedules.runtime import open_schedule_store
+
+    schedules = open_schedule_store(settings, store)
+    try:
+        enabled = schedules.list_listed(status="ENABLED", limit=1)
+    finally:
+        schedules.close()
+    if not enabled:
+        return
+    how = (
+        "executor 'auto' without programs_file has no route for their tasks and would fail them"
+        if settings.executor == "auto"
+        else f"executor {settings.executor!r} would run their tasks as its own work instead"
+    )
+    raise ConfigurationError(
+        f"this deployment has enabled schedules ({enabled[0].name} and maybe more), and a worker "
+        f"without programs_file would take their fires from the group: {how}, so they would stop "
+        "firing. Start it with SCHEDULER_PROGRAMS_FILE set to the programs file the other "
+        "workers use (and executor auto), or disable the schedules first (scheduler schedules "
+        "list --status enabled)"
+    )
+
+
+def _workflows_line(settings: Settings, programs: WorkerPrograms | None) -> str:
+    """What the worker runs beyond tasks: a schedule's change, run or batch job sent to a worker
+    without them fails there, so its banner says so before any does."""
+    if programs is None:
+        return (
+            "no programs_file or batch_file: tasks only; schedules, runs and batch jobs are "
+            "not run here (set SCHEDULER_PROGRAMS_FILE to run them)"
+        )
+    names = programs.executor.catalog.names()
+    declared = (
+        f"programs from {settings.programs_file} ({', '.join(names) or 'none yet'})"
+        if settings.programs_file is not None
+        else "no programs_file (batch jobs' commands only)"
+    )
+    batch = f"; batch jobs from {settings.batch_file}" if settings.batch_file is not None else ""
+    return f"schedules and runs: {declared}{batch}"
 
 
 def _api_overrides(address: str | None) -> dict[str, object]:

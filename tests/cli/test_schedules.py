@@ -171,6 +171,29 @@ def test_apply_reads_an_array_of_tables_and_a_conflict_names_who_declared_the_sc
     )
 
 
+def test_a_worker_without_programs_refuses_a_deployment_with_enabled_schedules(
+    with_programs: Path, run, worker, embedded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It would take the schedules' tick tasks from the group and fail them for good (executor
+    auto, no `schedules` route), or finish them doing nothing (noop): they would stop firing."""
+    first = worker()
+    wait_for(lambda: (embedded / "store.db").exists() and (embedded / "log.db").exists())
+    file = with_programs / "schedules.toml"
+    file.write_text(SCHEDULES)
+    assert run("schedules", "create", str(file)).exit_code == 0
+    assert run("schedules", "enable", "tick").exit_code == 0
+    first.terminate()
+    first.wait(30)
+    monkeypatch.delenv("SCHEDULER_PROGRAMS_FILE")
+    for executor in ("auto", "noop"):
+        monkeypatch.setenv("SCHEDULER_EXECUTOR", executor)
+        refused = worker()
+        _, err = refused.communicate(timeout=60)
+        assert refused.returncode == 2, err
+        assert "this deployment has enabled schedules (tick and maybe more)" in err
+        assert "SCHEDULER_PROGRAMS_FILE" in err
+
+
 def test_schedules_created_before_any_worker_ran_begin_the_data_dir_and_run_once_one_starts(
     with_programs: Path, run, worker, embedded: Path
 ) -> None:
