@@ -125,7 +125,7 @@ def worker(
         if programs is not None:
             stack.callback(programs.close)
         else:
-            _refuse_enabled_schedules(settings, store)
+            _warn_enabled_schedules(settings, store)
         batch = _with_batch(settings, task_executor, programs, store)
         if batch is not None:
             stack.callback(batch.close)
@@ -174,11 +174,12 @@ def worker(
     click.echo(f"worker {running.client_id} stopped")
 
 
-def _refuse_enabled_schedules(settings: Settings, store: TaskStore) -> None:
-    """A worker that runs no schedules must not join a deployment that has enabled ones: it
-    would take their tick and fire tasks from the group, and fail them for good (executor
-    `auto`: no `schedules` route) or finish them doing nothing (any other executor). Either
-    way those schedules stop firing until an operator notices."""
+def _warn_enabled_schedules(settings: Settings, store: TaskStore) -> None:
+    """Say it when a worker that runs no schedules joins a deployment that has enabled ones:
+    it takes its share of their tick and fire tasks from the group, and fails them for good
+    (executor `auto`: no `schedules` route) or runs them as its own work (any other executor),
+    so those schedules stop firing. Not refused: `scheduler example run` leaves its hourly
+    schedule enabled in the default data directory, where the README's plain worker runs next."""
     from scheduler.schedules.runtime import open_schedule_store
 
     schedules = open_schedule_store(settings, store)
@@ -189,16 +190,17 @@ def _refuse_enabled_schedules(settings: Settings, store: TaskStore) -> None:
     if not enabled:
         return
     how = (
-        "executor 'auto' without programs_file has no route for their tasks and would fail them"
+        "fails them for good (executor 'auto' without programs_file has no route for them)"
         if settings.executor == "auto"
-        else f"executor {settings.executor!r} would run their tasks as its own work instead"
+        else f"runs them as executor {settings.executor!r}'s own work"
     )
-    raise ConfigurationError(
-        f"this deployment has enabled schedules ({enabled[0].name} and maybe more), and a worker "
-        f"without programs_file would take their fires from the group: {how}, so they would stop "
-        "firing. Start it with SCHEDULER_PROGRAMS_FILE set to the programs file the other "
-        "workers use (and executor auto), or disable the schedules first (scheduler schedules "
-        "list --status enabled)"
+    logger.warning(
+        "this deployment has enabled schedules (%s and maybe more), and this worker has no "
+        "programs_file: it takes its share of their fire tasks and %s, so they stop firing. "
+        "Start every worker with SCHEDULER_PROGRAMS_FILE set to the same programs file (and "
+        "executor auto), or disable those schedules (scheduler schedules list --status enabled)",
+        enabled[0].name,
+        how,
     )
 
 

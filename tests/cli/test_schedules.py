@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import SCRIPT
 from tests.cli.helpers import wait_for
 
 PROGRAMS = f"""
@@ -171,11 +173,25 @@ def test_apply_reads_an_array_of_tables_and_a_conflict_names_who_declared_the_sc
     )
 
 
-def test_a_worker_without_programs_refuses_a_deployment_with_enabled_schedules(
+def _started_saying(tmp: Path, name: str) -> str:
+    """Start `scheduler worker` (the test's environment), wait for its banner's last line,
+    stop it; what it wrote (stdout, then stderr)."""
+    out, err = tmp / f"{name}.out", tmp / f"{name}.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen([SCRIPT, "worker"], stdout=stdout, stderr=stderr)
+        try:
+            wait_for(lambda: "stop with Ctrl-C" in out.read_text() or process.poll() is not None)
+        finally:
+            process.terminate()
+            process.wait(30)
+    return out.read_text() + err.read_text()
+
+
+def test_a_worker_without_programs_warns_of_the_enabled_schedules_it_would_stop(
     with_programs: Path, run, worker, embedded: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """It would take the schedules' tick tasks from the group and fail them for good (executor
-    auto, no `schedules` route), or finish them doing nothing (noop): they would stop firing."""
+    """It takes its share of the schedules' tick tasks from the group and fails them for good
+    (executor auto, no `schedules` route) or runs them as no-ops (noop): it says so at start."""
     first = worker()
     wait_for(lambda: (embedded / "store.db").exists() and (embedded / "log.db").exists())
     file = with_programs / "schedules.toml"
@@ -184,14 +200,19 @@ def test_a_worker_without_programs_refuses_a_deployment_with_enabled_schedules(
     assert run("schedules", "enable", "tick").exit_code == 0
     first.terminate()
     first.wait(30)
+    said = _started_saying(with_programs, "with-programs")
+    assert "enabled schedules" not in said
+    assert "schedules and runs: programs from " in said and "(hello)" in said
     monkeypatch.delenv("SCHEDULER_PROGRAMS_FILE")
-    for executor in ("auto", "noop"):
+    for executor, how in (("auto", "fails them for good"), ("noop", "as executor 'noop'")):
         monkeypatch.setenv("SCHEDULER_EXECUTOR", executor)
-        refused = worker()
-        _, err = refused.communicate(timeout=60)
-        assert refused.returncode == 2, err
-        assert "this deployment has enabled schedules (tick and maybe more)" in err
-        assert "SCHEDULER_PROGRAMS_FILE" in err
+        said = _started_saying(with_programs, executor)
+        assert "this deployment has enabled schedules (tick and maybe more)" in said, said
+        assert how in said and "SCHEDULER_PROGRAMS_FILE" in said
+        # The banner of a routing worker says what it does not run (another runs what it gets).
+        assert ("tasks only; schedules, runs and batch jobs are not run here" in said) == (
+            executor == "auto"
+        )
 
 
 def test_schedules_created_before_any_worker_ran_begin_the_data_dir_and_run_once_one_starts(
