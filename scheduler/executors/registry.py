@@ -64,11 +64,11 @@ class RoutingExecutor:
             known = ", ".join(sorted(self.routes))
             setting = _ADDED_BY_SETTINGS.get(name) if isinstance(name, str) else None
             if setting is not None:
+                # Not led by the task's key: `tasks list` shows this error's start beside it.
                 raise UnknownExecutorError(
-                    f"task {task.key} names executor {name!r}, which only workers with "
-                    f"{setting} set have, and this one has not (it has {known}): set it on "
-                    "every worker and restart them, then `scheduler tasks retry` runs this "
-                    "task again"
+                    f"executor {name!r} runs only on workers with {setting} set, and this one "
+                    f"has not (it has {known}): set it on every worker and restart them, then "
+                    "`scheduler tasks retry` runs this task again"
                 )
             raise UnknownExecutorError(
                 f"task {task.key} names executor {name!r}, which this worker does not have; "

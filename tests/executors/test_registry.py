@@ -65,7 +65,8 @@ def test_a_route_that_a_setting_adds_names_the_setting_and_the_retry(
     with pytest.raises(UnknownExecutorError) as refused:
         router(task, context_for(task))
     said = str(refused.value)
-    assert f"only workers with {setting}" in said and "(it has command)" in said
+    assert said.startswith(f"executor {route!r} runs only on workers with {setting}")
+    assert "(it has command)" in said
     assert said.endswith("then `scheduler tasks retry` runs this task again")
 
 
