@@ -180,20 +180,16 @@ def _warn_enabled_schedules(settings: Settings, store: TaskStore) -> None:
     (executor `auto`: no `schedules` route) or runs them as its own work (any other executor),
     so those schedules stop firing. Not refused: `scheduler example run` leaves its hourly
     schedule enabled in the default data directory, where the README's plain worker runs next."""
-    from scheduler.schedules.runtime import open_schedule_store
+    from scheduler.schedules.runtime import an_enabled_schedule
 
     try:
         # Without creating tables: a worker that runs only tasks makes none of the schedules'
         # (nor needs the permission to), and a deployment without them has no schedule.
-        schedules = open_schedule_store(settings, store, create_schema=False)
-        try:
-            enabled = schedules.list_listed(status="ENABLED", limit=1)
-        finally:
-            schedules.close()
+        enabled = an_enabled_schedule(settings, store)
     except Exception as error:  # a look for a warning: it never stops the worker
         logger.debug("no schedules read (%s): none to warn of", error)
         return
-    if not enabled:
+    if enabled is None:
         return
     how = (
         "fails them for good (executor 'auto' without programs_file has no route for them)"
@@ -205,7 +201,7 @@ def _warn_enabled_schedules(settings: Settings, store: TaskStore) -> None:
         "programs_file: it takes its share of their fire tasks and %s, so they stop firing. "
         "Start every worker with SCHEDULER_PROGRAMS_FILE set to the same programs file (and "
         "executor auto), or disable those schedules (scheduler schedules list --status enabled)",
-        enabled[0].name,
+        enabled,
         how,
     )
 

@@ -85,6 +85,25 @@ def open_schedule_store(
     )
 
 
+def an_enabled_schedule(settings: Settings, store: TaskStore) -> str | None:
+    """The name of one enabled schedule of the deployment of the opened task store `store`, or
+    None if it has none; a deployment that never had schedules has no tables for them, and
+    none are made here."""
+    if settings.store == "cassandra":
+        from scheduler.stores.cassandra import CassandraTaskStore
+        from scheduler.stores.schedules_cassandra import CassandraScheduleStore
+
+        assert isinstance(store, CassandraTaskStore)
+        if not CassandraScheduleStore(tasks=store).tables_exist():
+            return None
+    schedules = open_schedule_store(settings, store, create_schema=False)
+    try:
+        page = schedules.list_listed(status="ENABLED", limit=1)
+    finally:
+        schedules.close()
+    return page[0].name if page else None
+
+
 def attach_schedules(
     programs: WorkerPrograms, store: ScheduleStore, routes: MutableMapping[str, Executor]
 ) -> ScheduleExecutor:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections import defaultdict
@@ -726,6 +727,19 @@ class KeyspaceTenant:
     def statements(self, ks: str) -> dict[str, str]:
         """The store's queries by name, to be prepared on open."""
         raise NotImplementedError
+
+    def tables_exist(self) -> bool:
+        """Whether the keyspace has every table of the store (read from the schema, so that
+        asking prepares nothing: the driver logs a prepare of a missing table as an ERROR)."""
+        run, ks = self.tasks._runner(), self.tasks.keyspace
+        rows = run.one(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
+            (ks,),
+            f"look for the {self.what}'s tables",
+        )
+        made = {str(row[0]) for row in rows}
+        named = re.compile(rf"CREATE TABLE IF NOT EXISTS {re.escape(ks)}\.(\w+)")
+        return all(match[1] in made for match in map(named.match, self.ddl(ks)) if match)
 
     def open(self, *, create_schema: bool = True) -> None:
         run, ks = self.tasks._runner(), self.tasks.keyspace

@@ -217,3 +217,22 @@ def test_waits_for_run_ends_leave_no_tombstone_where_run_ends_are_read(
     assert schedules.names_for_key("run-end:clean") == ["s9"]
     time.sleep(PURGEABLE_S)
     assert tombstones_read(schedules, "key_names", ("run-end:clean",)) == 0
+
+
+def test_an_enabled_schedule_is_looked_for_without_making_or_preparing_a_table(
+    tasks: CassandraTaskStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a worker without programs checks at start (`an_enabled_schedule`): a keyspace that
+    never had schedules gets no tables, and the driver logs no failed prepare (an ERROR)."""
+    from scheduler.schedules.runtime import an_enabled_schedule
+    from scheduler.settings import Settings
+
+    settings = Settings(store="cassandra", log="kafka", cassandra_keyspace=tasks.keyspace)
+    assert an_enabled_schedule(settings, tasks) is None
+    assert "schedules" not in tables(tasks)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    schedules = opened(tasks)
+    schedules.put(ScheduleRecord(cron("off"), 1))
+    assert an_enabled_schedule(settings, tasks) is None
+    schedules.put(ScheduleRecord(cron("on"), 1, enabled=True))
+    assert an_enabled_schedule(settings, tasks) == "on"
