@@ -6,11 +6,12 @@ DeliveryFuture makes its `Future` part only when something needs it. Until then 
 one field, `_outcome`: None while pending, then the partition (an int) or a `Failed`, written
 once under a module-wide lock and read without it (one reference, written once).
 
-The first use of anything else of `Future` (a waiter, `add_done_callback`, `wait`, `repr`) runs
-the public `Future.__init__` and replays the outcome through the public setters, under the same
-lock; from then on it is a plain `Future`. Nothing here touches a field of `concurrent.futures`
-or relies on the GIL, so it works the same on a free-threaded Python. A record handed to the log
-cannot be cancelled: the future is running from the start.
+The first use of anything else of `Future` (a waiter, `add_done_callback`, `wait`, `repr`) builds
+a plain `Future` through its public methods, replays the outcome into it, and moves its fields
+here, its condition last (see `_make`), under the same lock; from then on it is a plain
+`Future`. The one field named is the condition, which every reader takes first; nothing relies
+on the GIL, so it works the same on a free-threaded Python. A record handed to the log cannot be
+cancelled: the future is running from the start.
 """
 
 from __future__ import annotations
@@ -66,18 +67,30 @@ class DeliveryFuture(Future[int]):
         return object.__getattribute__(self, name)
 
     def _make(self) -> None:
-        """Make the `Future` part and replay the outcome into it, unless it was made already."""
+        """Make the `Future` part and replay the outcome into it, unless it was made already.
+
+        The part is built on a plain `Future` of its own and its fields moved here with the
+        condition last: every method of `Future` (and `wait`, `as_completed`) takes the
+        condition before it reads anything else, so a thread that finds the condition finds the
+        rest. Built here in place, a thread could take the condition as soon as `__init__` set
+        it, miss a field not set yet, and wait in `__getattr__` for the lock this thread holds
+        while it waits for that condition: both stopped for good."""
         with _LOCK:
             if self._made:
                 return
-            Future.__init__(self)
-            self.set_running_or_notify_cancel()
+            part: Future[int] = Future()
+            part.set_running_or_notify_cancel()
             outcome = self._outcome
             # Nothing waits on a part made just now: no callback runs here.
             if isinstance(outcome, Failed):
-                Future.set_exception(self, outcome.error)
+                part.set_exception(outcome.error)
             elif outcome is not None:
-                Future.set_result(self, outcome)
+                part.set_result(outcome)
+            fields = vars(part)
+            condition = fields.pop("_condition")
+            for name, value in fields.items():
+                object.__setattr__(self, name, value)
+            object.__setattr__(self, "_condition", condition)
             self._made = True
 
     def _settle(self, outcome: int | Failed) -> bool:

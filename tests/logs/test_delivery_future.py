@@ -131,6 +131,18 @@ def test_wait_and_as_completed_see_every_future(resolve) -> None:
     resolver.join()
 
 
+def test_the_future_part_publishes_its_condition_after_every_other_field() -> None:
+    """A thread that finds the condition (every `Future` method takes it first) must find the
+    rest: with the condition set first, a CI run deadlocked (test below). A reader that took the
+    condition missed `_state`, and waited in `__getattr__` for the lock the maker held while it
+    waited for that condition. The instance's dict keeps the order the fields were set in."""
+    for made_by in (lambda f: f.running(), lambda f: (f.set_result(1), repr(f))):
+        future = DeliveryFuture()
+        made_by(future)
+        fields = list(vars(future))
+        assert fields[-1] == "_condition" and {"_state", "_waiters"} <= set(fields), fields
+
+
 @resolvers
 def test_racing_waiters_and_resolvers_never_lose_a_wake_up(resolve) -> None:
     futures = [DeliveryFuture() for _ in range(2000)]
