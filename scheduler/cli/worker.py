@@ -194,7 +194,7 @@ def _warn_enabled_schedules(settings: Settings, store: TaskStore) -> None:
     how = (
         "fails them for good (executor 'auto' without programs_file has no route for them)"
         if settings.executor == "auto"
-        else f"runs them as executor {settings.executor!r}'s own work"
+        else f"runs them as its own work (executor {settings.executor!r})"
     )
     logger.warning(
         "this deployment has enabled schedules (%s and maybe more), and this worker has no "

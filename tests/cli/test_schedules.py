@@ -204,7 +204,10 @@ def test_a_worker_without_programs_warns_of_the_enabled_schedules_it_would_stop(
     assert "enabled schedules" not in said
     assert "schedules and runs: programs from " in said and "(hello)" in said
     monkeypatch.delenv("SCHEDULER_PROGRAMS_FILE")
-    for executor, how in (("auto", "fails them for good"), ("noop", "as executor 'noop'")):
+    for executor, how in (
+        ("auto", "fails them for good"),
+        ("noop", "as its own work (executor 'noop')"),
+    ):
         monkeypatch.setenv("SCHEDULER_EXECUTOR", executor)
         said = _started_saying(with_programs, executor)
         assert "this deployment has enabled schedules (tick and maybe more)" in said, said
