@@ -344,13 +344,24 @@ def build_executor(settings: Settings, *, set_by: str | None = None) -> Executor
 def stop_left_running_commands(settings: Settings) -> list[str]:
     """Stop the commands a worker on this data directory left running when it died (see
     `scheduler.executors.left_running`); before a worker runs anything. Returns their tasks."""
-    from scheduler.executors.left_running import RUNNING_DIR, stop_left_running
+    from scheduler.executors.left_running import stop_left_running
 
-    return [
-        task
-        for name in ("command", "spark-submit")
-        for task in stop_left_running(_log_dir(settings, name) / RUNNING_DIR)
-    ]
+    return [task for notes in _running_notes(settings) for task in stop_left_running(notes)]
+
+
+def watch_left_running_commands(settings: Settings) -> Callable[[], None]:
+    """Start the process that stops this worker's commands if it dies without a stop (see
+    `scheduler.executors.left_running`); what ends that process at a clean stop."""
+    from scheduler.executors.left_running import watch
+
+    return watch(_running_notes(settings))
+
+
+def _running_notes(settings: Settings) -> list[Path]:
+    """The directories where the built-in executors note the commands they run."""
+    from scheduler.executors.left_running import RUNNING_DIR
+
+    return [_log_dir(settings, name) / RUNNING_DIR for name in ("command", "spark-submit")]
 
 
 def _log_dir(settings: Settings, executor: str) -> Path:

@@ -128,6 +128,7 @@ def list_jobs(state: CliState, as_json: bool) -> None:
             "FAILED",
             "PENDING",
             "OLDEST PENDING",
+            "NOT DUE",
         ],
         [
             (
@@ -142,6 +143,7 @@ def list_jobs(state: CliState, as_json: bool) -> None:
                 ""
                 if r.counts.oldest_pending is None
                 else format_partition(r.counts.oldest_pending),
+                r.counts.waiting_time,
             )
             for r in rows
         ],

@@ -86,6 +86,7 @@ def worker(
         open_store,
         partition_count_check,
         stop_left_running_commands,
+        watch_left_running_commands,
     )
     from scheduler.worker import Worker
 
@@ -112,6 +113,8 @@ def worker(
             stack.callback(server.shutdown)
         task_executor = build_executor(settings, set_by=state.origin("executor"))
         stop_left_running_commands(settings)  # before their tasks run again
+        # Closed last: by then this worker's commands ended or were cancelled.
+        stack.callback(watch_left_running_commands(settings))
         stop = getattr(task_executor, "stop", None)
         if callable(stop):
             stack.callback(stop)

@@ -7,9 +7,15 @@ attempts of one ordering id at once. So each running command is noted in a file 
 `<log_dir>/.running/` while it runs, and a worker starting on that data directory stops the
 process groups of the notes whose worker is gone before it runs anything (`stop_left_running`).
 
-This covers a worker restarted on its host, the embedded mode's case. A worker that never comes
-back leaves its commands to whatever supervises the host: systemd's default `KillMode` and a
-container's end kill the whole group of processes with the worker (docs/operating.md).
+A worker that never comes back is covered by its watcher (`watch`): a small process of its own
+session that `scheduler worker` starts, holding the read end of a pipe whose write end only the
+worker has. When the worker dies however it dies, the kernel closes that end; the watcher reads
+its end of file, waits for the worker to be gone from `/proc` as a running process, and stops
+the notes' commands at once, before another worker's next attempt of their tasks would start.
+A worker that stops cleanly ended its commands already and tells the watcher so before closing.
+
+This module imports nothing of the package: the watcher runs it as a script (`python -I`), a
+bare interpreter that costs a few MB beside a worker.
 
 Linux only: processes are recognised by their start time in `/proc/<pid>/stat`, so a pid the
 kernel gave to another process since is never signalled, and a note counts only on the boot and
@@ -25,12 +31,14 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 
-__all__ = ["RUNNING_DIR", "note_running", "stop_left_running"]
+__all__ = ["RUNNING_DIR", "note_running", "stop_left_running", "watch"]
 
 RUNNING_DIR = ".running"
 """The notes' directory, inside an executor's log directory."""
@@ -38,14 +46,31 @@ _PROC = Path("/proc")
 logger = logging.getLogger("scheduler.executors.left_running")
 
 
-def _started(pid: int) -> int | None:
-    """When process `pid` started (clock ticks since boot), or None if there is none."""
+_STOPPED = b"stopped"
+"""What a worker writes to its watcher before closing the pipe at a clean stop."""
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of `/proc/<pid>/stat` after the command name (state, ppid, pgrp, ...)."""
     try:
         stat = (_PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
-    # After the command name, which may hold spaces and parentheses: state, ppid, pgrp, ...
-    return int(stat[stat.rindex(")") + 2 :].split()[19])
+    # The command name may hold spaces and parentheses: the fields follow its last ")".
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def _started(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot), or None if there is none."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])
+
+
+def _runs(pid: int, since: int) -> bool:
+    """Whether process `pid`, started at `since`, still runs: a zombie (dead, not yet reaped by
+    its parent) runs nothing."""
+    fields = _stat(pid)
+    return fields is not None and int(fields[19]) == since and fields[0] != "Z"
 
 
 def _members(pgid: int, since: int) -> list[int]:
@@ -127,7 +152,7 @@ def stop_left_running(directory: Path, *, grace_s: float = 5.0) -> list[str]:
             continue
         if space != where[1]:
             continue  # another container's: its pids name other processes here
-        if _started(worker) == worker_since:
+        if _runs(worker, worker_since):
             continue  # its worker still runs it
         if _members(pgid, since):
             with suppress(ProcessLookupError, PermissionError):
@@ -154,3 +179,54 @@ def stop_left_running(directory: Path, *, grace_s: float = 5.0) -> list[str]:
             worker,
         )
     return [task for task, *_ in stopped]
+
+
+def watch(directories: Sequence[Path]) -> Callable[[], None]:
+    """Start this process's watcher over the notes of `directories` (see the module doc); return
+    what ends it, to call at a clean stop once the commands ended. Nothing is started where
+    processes cannot be recognised (no `/proc`)."""
+    if _where() is None:
+        return lambda: None
+    watcher = subprocess.Popen(
+        [sys.executable, "-I", __file__, str(os.getpid()), *map(str, directories)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,  # a terminal's Ctrl-C or a kill of the worker's group misses it
+    )
+    assert watcher.stdin is not None
+    pipe = watcher.stdin
+
+    def stop() -> None:
+        with suppress(OSError):
+            pipe.write(_STOPPED)
+            pipe.close()
+        with suppress(subprocess.TimeoutExpired):
+            watcher.wait(timeout=5)
+
+    return stop
+
+
+def _watch(worker: int, directories: Sequence[Path]) -> None:
+    """The watcher's life: wait for the end of the pipe; unless the worker said it stopped,
+    stop its commands."""
+    said = sys.stdin.buffer.read()  # returns when the worker's end closes: its stop or death
+    if said == _STOPPED:
+        return
+    # The kernel closes a dying process's files before it hands its children to another
+    # parent; the notes are read once this process has been handed over.
+    deadline = time.monotonic() + 5.0
+    while os.getppid() == worker and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for directory in directories:
+        stop_left_running(directory)
+
+
+if __name__ == "__main__":
+    logging.Formatter.converter = time.gmtime
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s.%(msecs)03dZ %(levelname)-5s %(name)s: %(message)s",
+        datefmt="%Y-%m-%dT%H:%M:%S",
+    )
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch(int(sys.argv[1]), [Path(arg) for arg in sys.argv[2:]])

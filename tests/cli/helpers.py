@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from typing import TypeVar
+
+import psutil
 
 T = TypeVar("T")
 
@@ -38,3 +41,21 @@ def parse_command_line(args: list[str]) -> list[str]:
         assert found is not None and found_name is not None
         command, name, parent = found, found_name, context
         path.append(found_name)
+
+
+def watcher_of(worker: subprocess.Popen[str]) -> psutil.Process:
+    """The process that stops `worker`'s commands if it dies (`left_running.watch`)."""
+    (watcher,) = [
+        child
+        for child in psutil.Process(worker.pid).children()
+        if "left_running.py" in " ".join(child.cmdline())
+    ]
+    return watcher
+
+
+def ended(process: psutil.Process) -> bool:
+    """Whether `process` is gone or a zombie (dead; reaped by whoever is its parent now)."""
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

@@ -193,3 +193,24 @@ def test_jobs_load_with_no_worker_running_batch_jobs_says_what_to_set_and_exits_
     assert "no worker has put the batch configuration 'default' in force yet" in said.output
     assert "no worker applied it within 4s" in said.output
     assert "batch_file set (SCHEDULER_BATCH_FILE)" in said.output
+
+
+def test_jobs_list_counts_the_partitions_not_due_yet(
+    embedded: Path, run, worker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Partitions whose hour has not passed are in TOTAL and in no other count but NOT DUE, so
+    # that the columns add up to the total.
+    later = seed_job(
+        "later", start_partition="2100-01-01 00:00:00", end_partition="2100-01-01 03:00:00"
+    )
+    file = tmp_path / "later.json"
+    file.write_text(json.dumps(seed_config(later)))
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "auto")
+    monkeypatch.setenv("SCHEDULER_BATCH_FILE", str(tmp_path / "not-written-yet.json"))
+    worker()
+    assert wait_for(lambda: (embedded / "store.db").exists())
+    assert run("jobs", "load", str(file)).exit_code == 0
+    header, row = run("jobs", "list").output.splitlines()[:2]
+    assert header.split()[-2:] == ["NOT", "DUE"]
+    assert row.split() == ["later", "3", "0", "0", "0", "0", "0", "3"]
+    assert listed(run)["later"]["waiting_time"] == 3

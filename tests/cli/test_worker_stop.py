@@ -18,7 +18,7 @@ import pytest
 
 from scheduler.executors.left_running import _members
 from tests.cli.conftest import SCRIPT
-from tests.cli.helpers import wait_for
+from tests.cli.helpers import ended, wait_for, watcher_of
 
 
 class RunningWorker:
@@ -196,6 +196,27 @@ def test_after_a_deadline_stop_on_kafka_and_cassandra_the_task_is_pending(
     assert (status["state"], status["attempts"]) == ("pending", 1), status
 
 
+def test_a_killed_workers_watcher_stops_its_command_with_no_worker_started_after(
+    embedded, script, worker, monkeypatch
+) -> None:
+    monkeypatch.setenv("SCHEDULER_EXECUTOR", "command")
+    notes = embedded / "logs" / "command" / ".running"
+    task = {"argv": ["/bin/sh", "-c", "sleep 300 & sleep 300"]}
+    assert script("enqueue", "nightly", "--data", json.dumps(task)).returncode == 0
+    first = worker()
+    assert wait_for(lambda: list(notes.glob("*.json")), timeout=60), first.stderr
+    seen = json.loads(next(notes.glob("*.json")).read_text())
+    left, since = seen["pid"], seen["started"]
+    watcher = watcher_of(first)
+    first.kill()
+    assert wait_for(lambda: _members(left, since) == [], timeout=15)
+    assert wait_for(lambda: ended(watcher), timeout=10)
+    assert list(notes.glob("*.json")) == []
+    first.wait()
+    assert first.stderr is not None
+    assert f"that worker process {first.pid} left running when it died" in first.stderr.read()
+
+
 def test_a_worker_started_after_one_was_killed_stops_the_command_it_left_running(
     embedded, script, worker, monkeypatch
 ) -> None:
@@ -217,6 +238,9 @@ def test_a_worker_started_after_one_was_killed_stops_the_command_it_left_running
     assert wait_for(lambda: attempts() == [1], timeout=30), attempts()
     seen = json.loads(next(notes.glob("*.json")).read_text())
     left, since = seen["pid"], seen["started"]
+    # Killed with its watcher (as by the OOM killer taking both): only the next worker is left.
+    watcher = watcher_of(first)
+    watcher.kill()
     first.kill()
     first.wait()
     assert os.killpg(left, 0) is None  # still running: nothing stopped it yet

@@ -15,8 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.executors.left_running import _members, _started, _where, stop_left_running
-from tests.cli.helpers import wait_for
+from scheduler.executors.left_running import (
+    _members,
+    _runs,
+    _started,
+    _where,
+    stop_left_running,
+)
+from tests.cli.helpers import ended, wait_for, watcher_of
 
 # A stand-in worker: starts a command of two processes in a group of its own, notes it as the
 # command executor does, says the group's id, and waits to be killed.
@@ -28,6 +34,22 @@ command = subprocess.Popen(["/bin/sh", "-c", "SHELL"], start_new_session=True)
 note_running(Path(sys.argv[1]), command.pid, "orders/2026-11-28T00:00:00Z/nightly")
 print(command.pid, flush=True)
 time.sleep(300)
+"""
+
+# A stand-in worker with its watcher: ends the watcher as a clean stop does when told "stop".
+WATCHED = """
+import subprocess, sys
+from pathlib import Path
+from scheduler.executors.left_running import note_running, watch
+notes = Path(sys.argv[1])
+stop = watch([notes, notes.parent / "spark-submit-notes"])
+command = subprocess.Popen(["/bin/sh", "-c", "sleep 300 & sleep 300"], start_new_session=True)
+note_running(notes, command.pid, "orders/2026-11-28T00:00:00Z/nightly")
+print(command.pid, flush=True)
+if sys.stdin.readline().strip() == "stop":
+    stop()
+    print("stopped", flush=True)
+sys.stdin.readline()
 """
 
 
@@ -136,3 +158,66 @@ def test_a_group_whose_number_leads_a_new_group_is_not_signalled(tmp_path: Path)
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_watcher_stops_a_killed_workers_command_at_once(tmp_path: Path) -> None:
+    # No worker starts after it: the watcher alone stops what the killed one left running.
+    notes = tmp_path / "notes"
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WATCHED, str(notes)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert worker.stdout is not None and worker.stderr is not None
+    pgid = int(worker.stdout.readline())
+    try:
+        watcher = watcher_of(worker)
+        assert wait_for(lambda: len(alive(pgid)) >= 2, timeout=10)
+        worker.kill()  # not reaped yet: a zombie still has its /proc entry
+        assert wait_for(lambda: alive(pgid) == [], timeout=15)
+        assert list(notes.iterdir()) == []
+        assert wait_for(lambda: ended(watcher), timeout=10)
+        worker.wait()
+        # The watcher writes to the worker's stderr: its line is in the worker's log.
+        logged = worker.stderr.read()
+        assert "stopped the command of task orders/2026-11-28T00:00:00Z/nightly" in logged
+        assert f"that worker process {worker.pid} left running when it died" in logged
+    finally:
+        worker.kill()
+        worker.wait()
+        with suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def test_a_clean_stop_ends_the_watcher_and_leaves_the_command_to_its_worker(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes"
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WATCHED, str(notes)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert worker.stdin is not None and worker.stdout is not None
+    pgid = int(worker.stdout.readline())
+    try:
+        watcher = watcher_of(worker)
+        worker.stdin.write("stop\n")
+        worker.stdin.flush()
+        assert worker.stdout.readline() == "stopped\n"
+        assert wait_for(lambda: ended(watcher), timeout=10)
+        # What a stopping worker still runs is its own to end; the watcher touched nothing.
+        assert len(alive(pgid)) >= 2 and len(list(notes.iterdir())) == 1
+    finally:
+        worker.kill()
+        worker.wait()
+        with suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def test_a_dead_unreaped_process_does_not_run() -> None:
+    child = subprocess.Popen(["/bin/true"])
+    since = _started(child.pid)
+    assert since is not None
+    assert wait_for(lambda: not _runs(child.pid, since), timeout=10)  # a zombie until reaped
+    assert _started(child.pid) == since  # still in /proc
+    child.wait()
+    assert not _runs(child.pid, since)
