@@ -259,6 +259,8 @@ def start_run(
     settings = state.settings()
     catalog = load_catalog(settings)  # an unknown program is refused before the log is opened
     _named(catalog, program)
+    request_id = request_id or uuid.uuid4().hex
+    operator = operator_name()
     log = build_log(settings)
     try:
         topic_partition_check(log, settings.partitions)
@@ -267,8 +269,8 @@ def start_run(
                 client,
                 catalog,
                 program,
-                request_id=request_id or uuid.uuid4().hex,
-                operator=operator_name(),
+                request_id=request_id,
+                operator=operator,
                 now_ms=now_ms(),
                 properties=_parse_args(args),
             )
@@ -277,7 +279,10 @@ def start_run(
     if as_json:
         echo_json({"run_id": request.run_id, "request_key": request.request_key})
     else:
-        click.echo(f"run {request.run_id} of {program} requested ({request.request_key})")
+        click.echo(
+            f"run {request.run_id} of {program} requested by operator:{operator} (request id "
+            f"{request_id}); `scheduler runs show {request.run_id[:8]}` shows its progress"
+        )
 
 
 @runs.command("kill")

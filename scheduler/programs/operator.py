@@ -33,8 +33,9 @@ def get_run(run_store: RunStore, run_id: str) -> Run:
     run = run_store.get(run_id)
     if run is None:
         raise RunNotFoundError(
-            f"no run {run_id!r} in the run store (never made, or older than run_retention_s); "
-            "`scheduler runs list` shows the runs there are"
+            f"no run {run_id!r} in the run store: a run just requested is written when a "
+            "worker with programs_file launches it, and a run older than run_retention_s is "
+            "gone; `scheduler runs list` shows the runs there are"
         )
     return run
 

@@ -54,6 +54,15 @@ def test_programs_are_listed_and_shown_from_the_programs_file(with_programs, run
     assert "unknown program 'nope'; known programs: hello, sleepy" in unknown.output
 
 
+def test_a_start_says_who_asked_and_how_to_follow_the_run(with_programs, run) -> None:
+    said = run("runs", "start", "hello", "--request-id", "nightly-fix-1")
+    assert said.exit_code == 0, said.output
+    run_id = said.output.split()[1]
+    assert said.output.startswith(f"run {run_id} of hello requested by operator:")
+    assert "(request id nightly-fix-1)" in said.output
+    assert f"`scheduler runs show {run_id[:8]}` shows its progress" in said.output
+
+
 def test_an_unknown_program_is_not_started(with_programs, run) -> None:
     result = run("runs", "start", "nope")
     assert result.exit_code == 4
