@@ -85,7 +85,13 @@ def read_schedules(path: Path) -> list[Schedule]:
         data = data["schedules"]
     items = data if isinstance(data, list) else [data]
     parsed, problems = [], []
-    for item in items:  # every schedule's problems at once, not one schedule per attempt
+    for number, item in enumerate(items, 1):  # every schedule's problems at once
+        if not isinstance(item, dict):  # parsed already: a string here is not JSON to read
+            problems.append(
+                f"{path}: schedule {number} is {type(item).__name__} {item!r:.40}; each "
+                "schedule is an object with name, program and trigger"
+            )
+            continue
         try:
             parsed.append(parse_schedule(item))
         except ScheduleError as error:

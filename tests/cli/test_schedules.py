@@ -173,6 +173,17 @@ def test_apply_reads_an_array_of_tables_and_a_conflict_names_who_declared_the_sc
     )
 
 
+def test_a_file_item_that_is_not_an_object_is_named_by_its_place(with_programs: Path, run) -> None:
+    # A string item was parsed again as JSON text, and reported as "a schedule must be JSON".
+    file = with_programs / "odd.json"
+    file.write_text('[1, "x"]')
+    said = run("schedules", "create", str(file))
+    assert said.exit_code == 2, said.output
+    assert f"{file}: schedule 1 is int 1; each schedule is an object with name" in said.output
+    assert f"{file}: schedule 2 is str 'x'; each schedule is an object" in said.output
+    assert "must be JSON" not in said.output
+
+
 def _started_saying(tmp: Path, name: str) -> str:
     """Start `scheduler worker` (the test's environment), wait for its banner's last line,
     stop it; what it wrote (stdout, then stderr)."""
