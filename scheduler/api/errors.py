@@ -32,6 +32,7 @@ from scheduler.errors import (
     TaskRejected,
     TaskStateError,
 )
+from scheduler.schedules.errors import ScheduleError
 
 _log = logging.getLogger(__name__)
 
@@ -132,9 +133,19 @@ def _scheduler(request: Request, error: Exception) -> JSONResponse:
         return error_response(409, str(error))
     if isinstance(error, BackendUnavailableError):
         return error_response(503, str(error))
+    if isinstance(error, ScheduleError):
+        return error_response(400, str(error), schedule_fields(error))
     if isinstance(error, TaskRejected | ConfigurationError):
         return error_response(400, str(error))
     return error_response(400, str(error))
+
+
+def schedule_fields(error: ScheduleError) -> list[FieldProblem]:
+    """The wrong fields of a schedule sent as a request's body, by their place in the body."""
+    return [
+        FieldProblem(field="body" if path == "the schedule" else f"body.{path}", problem=problem)
+        for path, problem in error.fields
+    ]
 
 
 #: The driver's errors that say the cluster cannot answer now (not that the request is wrong):

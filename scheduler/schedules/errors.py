@@ -13,6 +13,12 @@ from scheduler.errors import (
 class ScheduleError(SchedulerError, ValueError):
     """A schedule (or a part of one) that cannot be accepted; the message names the field."""
 
+    def __init__(self, message: str, fields: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.fields = fields or []
+        """Each wrong field's path (`trigger.cronExpression`) and its problem, when known: the
+        API answers them as its error's `fields`."""
+
 
 class CronError(ScheduleError):
     """A cron expression that cannot be read, or a Quartz one that has no exact equivalent."""

@@ -39,28 +39,29 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return text or "the schedule"
 
 
-def _explain(item: Mapping[str, Any]) -> str:
+def _field_problem(item: Mapping[str, Any]) -> tuple[str, str]:
+    """The path of one of pydantic's errors and its problem (with a hint where one helps)."""
     loc = tuple(item["loc"])
     kind, context = item["type"], item.get("ctx") or {}
     names = [part for part in loc if isinstance(part, str) and part not in _TAGS]
     hint = _HINTS.get(names[-1]) if names and not isinstance(loc[-1], int) else None
     if kind == "union_tag_invalid":
         tags = context.get("expected_tags")
-        return f"{_path(loc)}: type {context.get('tag')!r} is unknown; use one of {tags}"
+        return _path(loc), f"type {context.get('tag')!r} is unknown; use one of {tags}"
     if kind == "union_tag_not_found":
         kinds = (
             "CONCURRENCY, DELAY, TIME_RANGE or LAST_RUN"
             if names[-1:] == ["constraints"]
             else ("TIME, PARTITION, PROGRAM_STATUS, AND or OR")
         )
-        return f"{_path(loc)}: has no 'type'; add one of {kinds}"
+        return _path(loc), f"has no 'type'; add one of {kinds}"
     if kind == "value_error":
-        return f"{_path(loc)}: {context.get('error')}"
+        return _path(loc), str(context.get("error"))
     if kind == "extra_forbidden":
         message = "is not a field here; check its spelling"
     else:
         message = item["msg"][0].lower() + item["msg"][1:]
-    return f"{_path(loc)}: {message}" + (f" ({hint})" if hint else "")
+    return _path(loc), message + (f" ({hint})" if hint else "")
 
 
 def _innermost(errors: list[Any]) -> list[Any]:
@@ -76,5 +77,6 @@ def _innermost(errors: list[Any]) -> list[Any]:
 
 def explain(error: ValidationError, what: str) -> ScheduleError:
     """One ScheduleError that lists every problem of `error`, about `what` ("schedule 'x'")."""
-    problems = "\n  ".join(_explain(item) for item in _innermost(error.errors()))
-    return ScheduleError(f"{what} is not valid:\n  {problems}")
+    fields = [_field_problem(item) for item in _innermost(error.errors())]
+    problems = "\n  ".join(f"{path}: {problem}" for path, problem in fields)
+    return ScheduleError(f"{what} is not valid:\n  {problems}", fields)

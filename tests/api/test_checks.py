@@ -50,6 +50,10 @@ def test_a_wrong_cron_is_a_400_that_says_what_to_write(as_role: Call) -> None:
     assert answer.status_code == 400
     assert "trigger.cronExpression" in answer.json()["message"]
     assert "write five fields" in answer.json()["message"]
+    # Each wrong field also by its place in the body, for a tool to point at.
+    (field,) = answer.json()["fields"]
+    assert field["field"] == "body.trigger.cronExpression"
+    assert "write five fields" in field["problem"]
 
 
 def test_a_check_needs_a_token(client: httpx.Client) -> None:

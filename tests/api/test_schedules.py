@@ -80,9 +80,13 @@ def test_a_body_naming_another_schedule_is_a_400_and_creates_nothing(
 
 def test_a_body_that_is_no_schedule_is_a_400_naming_the_field(as_role: Call, name: str) -> None:
     body = {"program": "clean", "trigger": {"type": "TIME", "cronExpression": "61 * * * *"}}
+    body |= {"timeZone": "Mars/Olympus", "timeoutMillis": 0}
     answer = as_role(Role.ADMIN, "PUT", f"/api/v1/schedules/{name}", json=body)
     assert answer.status_code == 400
     assert "trigger" in answer.json()["message"]
+    fields = {f["field"]: f["problem"] for f in answer.json()["fields"]}
+    assert sorted(fields) == ["body.timeZone", "body.timeoutMillis", "body.trigger.cronExpression"]
+    assert "unknown time zone 'Mars/Olympus'" in fields["body.timeZone"]
 
 
 def test_an_unknown_program_is_refused_naming_the_known_ones(as_role: Call, name: str) -> None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from scheduler.api.auth import Role, TokenEntry
 from scheduler.api.deps import require
-from scheduler.api.errors import ERROR_RESPONSES, FieldProblem, error_response
+from scheduler.api.errors import ERROR_RESPONSES, FieldProblem, error_response, schedule_fields
 from scheduler.batch import BatchConfigError, parse_configuration
 from scheduler.schedules import ScheduleError
 from scheduler.schedules.parse import parse_schedule
@@ -62,5 +62,5 @@ def check_schedule(body: AnyObject, _: Reader) -> Any:
     try:
         schedule = parse_schedule(body)
     except ScheduleError as error:
-        return error_response(400, str(error))
+        return error_response(400, str(error), schedule_fields(error))
     return ScheduleChecked(schedule=schedule.to_json())
