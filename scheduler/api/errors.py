@@ -134,13 +134,13 @@ def _scheduler(request: Request, error: Exception) -> JSONResponse:
     if isinstance(error, BackendUnavailableError):
         return error_response(503, str(error))
     if isinstance(error, ScheduleError):
-        return error_response(400, str(error), schedule_fields(error))
+        return error_response(400, str(error), _schedule_fields(error))
     if isinstance(error, TaskRejected | ConfigurationError):
         return error_response(400, str(error))
     return error_response(400, str(error))
 
 
-def schedule_fields(error: ScheduleError) -> list[FieldProblem]:
+def _schedule_fields(error: ScheduleError) -> list[FieldProblem]:
     """The wrong fields of a schedule sent as a request's body, by their place in the body."""
     return [
         FieldProblem(field="body" if path == "the schedule" else f"body.{path}", problem=problem)
