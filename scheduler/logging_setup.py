@@ -21,8 +21,10 @@ _STANDARD_ATTRIBUTES = frozenset(logging.LogRecord("", 0, "", 0, "", None, None)
     "message",
     "asctime",
     "taskName",
+    "color_message",  # uvicorn's copy of the message with terminal colours: not a field
 }
-"""Attributes every LogRecord has; anything else on a record came from `extra`."""
+"""Attributes every LogRecord has (and uvicorn's `color_message`); anything else on a record
+came from `extra`."""
 
 _HANDLER_NAME = "scheduler-cli"
 
