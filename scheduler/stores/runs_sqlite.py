@@ -47,6 +47,8 @@ class SqliteRunStore(SqliteFile, RunStore):
         lock from the read to the insert)."""
         now = _now_ms()
         ids = list(dict.fromkeys(run.run_id for run in runs))
+        # Encoded before the lock, which every thread of the worker's pool shares.
+        texts = [dump_run(run) for run in runs]
         with self._transaction() as db:
             db.execute(
                 "DELETE FROM runs WHERE rowid IN "
@@ -65,12 +67,12 @@ class SqliteRunStore(SqliteFile, RunStore):
                 found.update((run_id, read_run(record)) for run_id, record in rows)
             stored: list[Run] = []
             fresh: list[tuple[Any, ...]] = []
-            for run in runs:
+            for run, text in zip(runs, texts, strict=True):
                 kept = found.get(run.run_id)
                 if kept is None:
                     found[run.run_id] = kept = run
                     columns = (run.run_id, run.program, str(run.status), run.created_ms)
-                    fresh.append((*columns, self._expiry(now), dump_run(run)))
+                    fresh.append((*columns, self._expiry(now), text))
                 stored.append(kept)
             db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)", fresh)
         return stored
@@ -104,12 +106,12 @@ class SqliteRunStore(SqliteFile, RunStore):
             "UPDATE runs SET status = ?, expires_ms = ?, record = ? "
             f"WHERE run_id = ? AND expires_ms > ? AND status IN ({marks})"
         )
-        written: list[bool] = []
+        expires = self._expiry(now)
+        rows = [  # encoded before the lock, which every thread of the worker's pool shares
+            (str(run.status), expires, dump_run(run), run.run_id, now, *statuses) for run in runs
+        ]
         with self._transaction() as db:
-            for run in runs:
-                row = (str(run.status), self._expiry(now), dump_run(run), run.run_id, now)
-                written.append(db.execute(sql, (*row, *statuses)).rowcount == 1)
-        return written
+            return [db.execute(sql, row).rowcount == 1 for row in rows]
 
     def active(self, program: str) -> list[Run]:
         runs = self.list_runs(program=program, statuses=ACTIVE, limit=1_000_000)

@@ -111,11 +111,10 @@ class SqliteScheduleStore(SqliteFile, ScheduleStoreAdapter):
         delete: Sequence[tuple[str, str]] = (),
         below: Sequence[tuple[str, str]] = (),
     ) -> None:
+        # Encoded before the lock: the file's one connection is shared by every tick's thread.
+        rows = [(j.schedule.name, j.key, j.model_dump_json(by_alias=True)) for j in jobs]
         with self._transaction() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)",
-                [(j.schedule.name, j.key, j.model_dump_json(by_alias=True)) for j in jobs],
-            )
+            db.executemany("INSERT OR REPLACE INTO schedule_jobs VALUES (?, ?, ?)", rows)
             gone = list(delete)
             for name, floor in below:  # the keys sort as text, not as numbers: compare here
                 keys = db.execute("SELECT job_key FROM schedule_jobs WHERE name = ?", (name,))
@@ -153,8 +152,10 @@ class SqliteScheduleStore(SqliteFile, ScheduleStoreAdapter):
         # The compare-and-set of every record in one transaction: the stored texts read in a
         # few `IN` reads, compared here, and the unchanged ones rewritten in one executemany
         # (BEGIN IMMEDIATE holds the write lock from the read to the write).
+        # The new texts are made before the lock (the connection is shared by every tick).
         texts = {record.name: (text, record) for text, record in changes}
         names = list(texts)
+        new = {name: dump(with_fire_state(text, record)) for name, (text, record) in texts.items()}
         with self._transaction() as db:
             stored = dict(
                 _records_of(lambda sql, args: db.execute(sql, args).fetchall(), "schedules", names)
@@ -162,11 +163,7 @@ class SqliteScheduleStore(SqliteFile, ScheduleStoreAdapter):
             written = {name for name, (text, _) in texts.items() if stored.get(name) == text}
             db.executemany(
                 "UPDATE schedules SET record = ? WHERE name = ?",
-                [
-                    (dump(with_fire_state(text, record)), name)
-                    for name, (text, record) in texts.items()
-                    if name in written
-                ],
+                [(new[name], name) for name in names if name in written],
             )
         return written
 
