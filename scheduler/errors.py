@@ -43,6 +43,11 @@ class ConfigurationError(SchedulerError):
     """A setting has a bad value, or settings contradict each other."""
 
 
+class DeploymentFileError(ConfigurationError):
+    """A file of the deployment (the programs file, the API's tokens file) does not read: the
+    operator's to fix, not the request's (the API answers 503 until it is)."""
+
+
 class PartitionCountMismatchError(ConfigurationError):
     """The log's partition count differs from the one the stored data was partitioned with."""
 

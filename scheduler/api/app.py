@@ -39,7 +39,8 @@ request that is not what the schema says or that the scheduler refuses (each wro
 the request or of a schedule also in `fields`, by its place in the body), 401 without a valid
 token, 403 with too small a role, 404 for an unknown task, program, run, schedule, batch job or
 token, 409 for a task, run or schedule in a state the change does not fit (or a token name
-taken), 503 when a backend cannot be reached.
+taken), 503 when a backend cannot be reached or a file of the deployment (the programs file,
+the tokens file) does not read.
 """
 
 

@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scheduler.errors import ConfigurationError
+from scheduler.errors import ConfigurationError, DeploymentFileError
 
 TOKEN_PREFIX = "sch_"
 """Every token starts with it, so that a leaked one is easy to recognise in a secret scanner."""
@@ -159,7 +159,7 @@ class TokenFile:
                 for item in raw
             ]
         except (ValueError, KeyError, TypeError) as error:
-            raise ConfigurationError(
+            raise DeploymentFileError(
                 f"the API tokens file {self.path} is not what `scheduler api tokens create` "
                 f"writes ({error}); repair it, or move it away and create the tokens again"
             ) from None

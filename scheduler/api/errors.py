@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 from scheduler.errors import (
     BackendUnavailableError,
     ConfigurationError,
+    DeploymentFileError,
     SchedulerError,
     TaskNotFoundError,
     TaskRejected,
@@ -133,6 +134,9 @@ def _scheduler(request: Request, error: Exception) -> JSONResponse:
         return error_response(409, str(error))
     if isinstance(error, BackendUnavailableError):
         return error_response(503, str(error))
+    if isinstance(error, DeploymentFileError):
+        _log.error("%s", error)
+        return error_response(503, f"{error} (the API answers again once the file is fixed)")
     if isinstance(error, ScheduleError):
         return error_response(400, str(error), _schedule_fields(error))
     if isinstance(error, TaskRejected | ConfigurationError):

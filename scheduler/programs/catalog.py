@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scheduler.errors import ConfigurationError, UnknownProgramError
+from scheduler.errors import ConfigurationError, DeploymentFileError, UnknownProgramError
 from scheduler.programs.model import Program, ProgramKind
 
 logger = logging.getLogger(__name__)
@@ -191,27 +191,32 @@ def _read_programs(path: Path) -> dict[str, Program]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise ConfigurationError(
+        raise DeploymentFileError(
             f"programs file {str(path)!r} cannot be read ({error}); check SCHEDULER_PROGRAMS_FILE"
         ) from error
     try:
         tree = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as error:
-        raise ConfigurationError(f"programs file {str(path)!r} does not parse: {error}") from error
+        raise DeploymentFileError(f"programs file {str(path)!r} does not parse: {error}") from error
     entries = tree.get("programs") if isinstance(tree, Mapping) else None
     if not isinstance(entries, Mapping):
-        raise ConfigurationError(
+        raise DeploymentFileError(
             f"programs file {str(path)!r} has no `programs` table; declare each program as "
             "[programs.NAME] with a kind"
         )
-    checked = ProgramCatalog(  # names checked as `register` checks them
-        program_from_mapping(str(name), entry, where=str(path))
-        if isinstance(entry, Mapping)
-        else _not_a_table(path, str(name))
-        for name, entry in entries.items()
-    )
+    try:
+        checked = ProgramCatalog(  # names checked as `register` checks them
+            program_from_mapping(str(name), entry, where=str(path))
+            if isinstance(entry, Mapping)
+            else _not_a_table(path, str(name))
+            for name, entry in entries.items()
+        )
+    except DeploymentFileError:
+        raise
+    except ConfigurationError as error:  # a program's fields: the file's to fix
+        raise DeploymentFileError(str(error)) from error
     return {program.name: program for program in checked.programs()}
 
 
 def _not_a_table(path: Path, name: str) -> Program:
-    raise ConfigurationError(f"programs file {str(path)!r}: programs.{name} must be a table")
+    raise DeploymentFileError(f"programs file {str(path)!r}: programs.{name} must be a table")

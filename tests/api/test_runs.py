@@ -159,6 +159,25 @@ def test_an_unknown_program_or_run_is_a_404(as_role: Call) -> None:
     assert as_role(Role.OPERATE, "POST", "/api/v1/runs/nope/kill").status_code == 404
 
 
+def test_a_programs_file_that_does_not_parse_is_a_503_until_it_is_fixed(
+    as_role: Call, deployment: Path
+) -> None:
+    # The operator's file is wrong, not the request: a 503 that names the file and its problem.
+    file = deployment.parent / "programs.toml"
+    file.write_text(PROGRAMS + "broken = [\n")
+    try:
+        for method, path in (("GET", "/api/v1/programs"), ("POST", "/api/v1/programs/hello/runs")):
+            answer = as_role(Role.OPERATE, method, path, json={} if method == "POST" else None)
+            assert answer.status_code == 503, answer.text
+            body = answer.json()
+            assert body["error"] == "unavailable"
+            assert f"programs file '{file}' does not parse" in body["message"]
+            assert body["message"].endswith("(the API answers again once the file is fixed)")
+    finally:
+        file.write_text(PROGRAMS)
+    assert as_role(Role.READ, "GET", "/api/v1/programs").status_code == 200
+
+
 def test_arguments_must_be_text(as_role: Call) -> None:
     body = {"arguments": {"who": ["rm", "-rf"]}}
     answer = as_role(Role.OPERATE, "POST", "/api/v1/programs/hello/runs", json=body)
