@@ -36,11 +36,11 @@ kills runs, enables and disables schedules and re-runs, pauses and resumes batch
 also drops tasks, creates, changes and deletes schedules, checks and loads batch
 configurations, and makes, lists and revokes tokens. Errors are JSON (`ErrorBody`): 400 for a
 request that is not what the schema says or that the scheduler refuses (each wrong field of
-the request or of a schedule also in `fields`, by its place in the body), 401 without a valid
-token, 403 with too small a role, 404 for an unknown task, program, run, schedule, batch job or
-token, 409 for a task, run or schedule in a state the change does not fit (or a token name
-taken), 503 when a backend cannot be reached or a file of the deployment (the programs file,
-the tokens file) does not read.
+the request, of a schedule or of a batch configuration also in `fields`, by its place in the
+body), 401 without a valid token, 403 with too small a role, 404 for an unknown task, program,
+run, schedule, batch job or token, 409 for a task, run or schedule in a state the change does
+not fit (or a token name taken), 503 when a backend cannot be reached or a file of the
+deployment (the programs file, the tokens file) does not read.
 """
 
 

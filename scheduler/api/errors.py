@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
+from scheduler.batch.errors import BatchConfigError
 from scheduler.errors import (
     BackendUnavailableError,
     ConfigurationError,
@@ -139,6 +140,9 @@ def _scheduler(request: Request, error: Exception) -> JSONResponse:
         return error_response(503, f"{error} (the API answers again once the file is fixed)")
     if isinstance(error, ScheduleError):
         return error_response(400, str(error), _schedule_fields(error))
+    if isinstance(error, BatchConfigError):  # a configuration sent as a file's `text`
+        problems = [FieldProblem(field="body.text", problem=str(p)) for p in error.problems]
+        return error_response(400, str(error), problems)
     if isinstance(error, TaskRejected | ConfigurationError):
         return error_response(400, str(error))
     return error_response(400, str(error))

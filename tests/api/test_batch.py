@@ -123,6 +123,13 @@ def test_a_bad_configuration_is_a_400_listing_every_problem(as_role: Call) -> No
         assert answer.status_code == 400, answer.text
         message = answer.json()["message"]
         assert "jobs[0].increment" in message and "jobs[1].name" in message
+        # Each problem in `fields` too: the request's field is `text`, the problem says where
+        # in the file.
+        fields = answer.json()["fields"]
+        assert {f["field"] for f in fields} == {"body.text"}
+        problems = [f["problem"] for f in fields]
+        assert any(p.startswith("jobs[0].increment (job 'a'): ") for p in problems), problems
+        assert any(p.startswith("jobs[1].name") for p in problems), problems
 
 
 def test_loading_needs_the_admin_role(as_role: Call, marker: Path) -> None:
