@@ -215,6 +215,12 @@ def test_the_example_runs_as_three_schedules_and_says_what_fired_and_why(
     assert 0 < summary["events_kept"] <= summary["events_read"] == 24 * 100
     report = (day_dir / "report.txt").read_text("utf-8")
     assert report.strip() and report.strip() in out  # the report program wrote the summary
+    # Its tasks, runs and schedules are in a data directory of its own: the deployment's holds
+    # no enabled schedule of the example (an `EmbeddedScheduler` there would wait on its fires).
+    own = tmp_path / "data/example"
+    assert (own / "store.db").exists() and (own / "log.db").exists()
+    assert not (tmp_path / "data/store.db").exists() and not (tmp_path / "data/log.db").exists()
+    assert f"SCHEDULER_DATA_DIR={own} scheduler runs list" in out
 
 
 def assert_fired_as_scheduled(out: str, events_read: int = 24 * 100) -> None:

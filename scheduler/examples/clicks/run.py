@@ -170,6 +170,12 @@ def main(
 
     require_pyspark("the example pipeline (PySpark jobs)", instead="")
     require_java()
+    root = runtime.data_dir(settings) / "example" / "clicks"
+    embedded = settings.log == "embedded" and settings.store == "sqlite"
+    if embedded:
+        # Its own log and store, as on Kafka and Cassandra its own topic and keyspace: its
+        # enabled schedules and their next fires stay out of the deployment's data directory.
+        settings = settings.model_copy(update={"data_dir": root.parent})
     executor = runtime.build_executor(settings)
     spark = executor.routes.get("spark") if isinstance(executor, RoutingExecutor) else executor
     if not isinstance(spark, SparkExecutor):
@@ -179,10 +185,8 @@ def main(
         )
     if not isinstance(executor, RoutingExecutor):  # programs run through a `workflow` route
         executor = RoutingExecutor({"spark": spark}, default="spark")
-    root = runtime.data_dir(settings) / "example" / "clicks"
     day = example_day()
     print(f"Example pipeline: clicks of {day}, data and output in {root}")
-    embedded = settings.log == "embedded" and settings.store == "sqlite"
     if embedded and fleet:
         raise ConfigurationError(
             "the example runs on a fleet of workers only on Kafka and Cassandra (set "
@@ -217,7 +221,12 @@ def main(
         )
         watch_runs(runs, started_ms, timeout_s, worker)
     print(summarize(root / "out"))
-    if not embedded:
+    if embedded:
+        print(
+            "The example's tasks, runs and schedules stay in its own data directory; to look at "
+            f"them:\n  {env_name('data_dir')}={root.parent} scheduler runs list"
+        )
+    else:
         names = {
             "topic": settings.topic,
             "group_id": settings.group_id,
