@@ -18,6 +18,7 @@ from scheduler.engine.lease import Lease
 from scheduler.engine.settings import EngineSettings
 from scheduler.executors.abc import Executor
 from scheduler.logs.abc import TaskLog
+from scheduler.model import TaskState, iso_ms
 from scheduler.runtime import partition_count_check
 from scheduler.stores.abc import TaskStore
 from scheduler.worker import Worker
@@ -58,6 +59,7 @@ class EmbeddedScheduler:
         )
         self.store.open(create_schema=True)
         partition_count_check(self.log, self.store, partitions)
+        self.partitions = partitions
         # Executors that can tell a bad task up front (an unknown Spark job) refuse it at enqueue.
         self.client = SchedulerClient(
             log=self.log,
@@ -126,8 +128,32 @@ class EmbeddedScheduler:
             if self.worker.fatal_error is not None:
                 raise self.worker.fatal_error
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the scheduler was still busy after {timeout}s")
+                raise TimeoutError(
+                    f"the scheduler was still busy after {timeout}s{self._busy_with()}"
+                )
             time.sleep(settle_s)
+
+    def _busy_with(self) -> str:
+        """What a timed-out wait was waiting on: the first task not final, by due time (a
+        schedule's next fire, left in this data directory, waits a long while)."""
+        unfinished = (TaskState.PENDING, TaskState.RUNNING, TaskState.RETRYING)
+        try:
+            first = [
+                view
+                for partition in range(self.partitions)
+                for view in self.store.list_tasks(partition, states=unfinished, limit=1)
+            ]
+        except Exception:  # the store failed: the timeout says enough without it
+            return ""
+        if not first:
+            return ""
+        view = min(first, key=lambda v: v.task.key)
+        due = view.task.key.scheduled_ms
+        later = " in the future" if due > self.worker.clock.now_ms() else ""
+        return (
+            f": the first task not final is {view.task.key} ({view.state}), due{later} at "
+            f"{iso_ms(due)}; `SCHEDULER_DATA_DIR={self.data_dir} scheduler tasks list` lists them"
+        )
 
 
 #: A horizon past any task (year 10000).
