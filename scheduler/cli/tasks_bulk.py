@@ -137,7 +137,12 @@ def _report(result: BulkResult, as_json: bool) -> None:
         )
         return
     if result.count == 0:
-        echo_err(f"no tasks match: nothing to {verb}")
+        *others, last = sorted(state.value for state in result.operation.states)
+        takes = f"{', '.join(others)} or {last}" if others else last
+        echo_err(
+            f"no tasks match: nothing to {verb} ({verb} takes {takes} tasks; `scheduler tasks "
+            "list` shows the tasks' states)"
+        )
         return
     tasks = f"{result.count:,} task{'' if result.count == 1 else 's'}"
     if result.dry_run:

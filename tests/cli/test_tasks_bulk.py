@@ -103,6 +103,9 @@ def test_filters_and_keys_are_refused_together_and_neither_is_refused_too(run, m
     assert wrong.exit_code == 2 and "'failed'" in wrong.output
     empty = run("tasks", "retry", "--ordering-id", "nobody")
     assert empty.exit_code == 0 and "no tasks match: nothing to retry" in empty.output
+    assert "(retry takes failed tasks; `scheduler tasks list` shows the tasks' states)" in (
+        empty.output
+    )
     backwards = run("tasks", "retry", "--from", "2026-01-02T00:00:00Z", "--until", "2026-01-01Z")
     assert backwards.exit_code == 2 and "--until" in backwards.output
 
