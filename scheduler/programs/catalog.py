@@ -211,12 +211,10 @@ def _read_programs(path: Path) -> dict[str, Program]:
             else _not_a_table(path, str(name))
             for name, entry in entries.items()
         )
-    except DeploymentFileError:
-        raise
     except ConfigurationError as error:  # a program's fields: the file's to fix
         raise DeploymentFileError(str(error)) from error
     return {program.name: program for program in checked.programs()}
 
 
 def _not_a_table(path: Path, name: str) -> Program:
-    raise DeploymentFileError(f"programs file {str(path)!r}: programs.{name} must be a table")
+    raise ConfigurationError(f"programs file {str(path)!r}: programs.{name} must be a table")
